@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up nsaudit on a fresh machine: Java 17 (apt, when missing) and .venv/ with the pinned packages.
+# Idempotent and quick when nothing changed: the venv is rebuilt only when pyproject.toml changes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1; then
+    echo "setup: java not found, installing openjdk-17-jre-headless with apt" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+stamp=.venv/.nsaudit-setup
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    exit 0
+fi
+echo "setup: creating .venv (first run downloads pyspark, a few minutes)" >&2
+"$PY" -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2> >(grep -v "^WARNING: Location" >&2)
+echo "$want" > "$stamp"
+echo "setup: done (.venv/bin/nsaudit)" >&2

@@ -1,0 +1,165 @@
+"""``nsaudit``: the command line (interfaces spec). Each command's work lives in its own module.
+
+Every command exits non-zero with one clear line on stderr for bad arguments or bad input and
+never shows a traceback for a user error. Spark is imported only by the commands that need it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable, Sequence
+
+from nameserver.errors import UserError
+
+FAULTS = (
+    "expire", "shutdown", "lost_unregister", "partition", "promotion", "topic_change",
+    "wipe", "delete_topic", "ns_restart",
+)
+
+_EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds."
+
+
+def _nameserver(sub) -> None:
+    p = sub.add_parser(
+        "nameserver", help="run one name server in the foreground",
+        description="Run one RocketMQ-compatible name server that logs every route change to DIR. "
+        "Prints 'nameserver ID listening on HOST:PORT' when ready; SIGTERM/SIGINT stop it cleanly.",
+    )
+    p.add_argument("--ns-id", required=True, help="this server's id, used in the event log")
+    p.add_argument("--listen", default=None, metavar="HOST:PORT",
+                   help="address to bind (default 127.0.0.1:9876; port 0 picks a free port)")
+    p.add_argument("--events", required=True, metavar="DIR", help="event-log directory")
+    p.add_argument("--broker-expiry-ms", type=int, default=None, help="default 120000")
+    p.add_argument("--scan-interval-ms", type=int, default=None, help="default 10000")
+    p.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
+    p.set_defaults(run="nameserver.server:run_from_cli")
+
+
+def _simulate(sub) -> None:
+    p = sub.add_parser(
+        "simulate", help="write a simulated fleet's event logs, fast",
+        description="Write, at simulated time, the event logs that N name servers would write for a "
+        "broker fleet, using the same route-table code as the server. Deterministic per seed.",
+        epilog=_EPILOG,
+    )
+    p.add_argument("--events", required=True, metavar="DIR", help="event-log directory to write")
+    p.add_argument("--ns", type=int, default=3, help="name servers (default 3)")
+    p.add_argument("--brokers", type=int, default=20,
+                   help="broker processes, in groups of one master and K slaves (default 20)")
+    p.add_argument("--slaves", type=int, default=1, help="slaves per group, K (default 1)")
+    p.add_argument("--topics", type=int, default=100, help="topics (default 100)")
+    p.add_argument("--start", default=None, metavar="TIME", help="default: start of the current UTC day")
+    p.add_argument("--hours", type=float, default=24.0, help="simulated hours (default 24)")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--faults", default="all", metavar="LIST",
+                   help=f"comma-separated faults to inject, 'all' (default) or 'none'; one of: {', '.join(FAULTS)}")
+    p.add_argument("--fault-rate", type=float, default=1.0,
+                   help="multiplier on the default fault rates (default 1.0)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(run="nameserver.simulator:run_from_cli")
+
+
+def _fleet(sub) -> None:
+    p = sub.add_parser(
+        "fleet", help="run live broker agents against real name servers",
+        description="Run broker agents over real sockets against running name servers: one long-lived "
+        "connection per server, re-registration every period, clean unregister on stop.",
+    )
+    p.add_argument("--ns", required=True, metavar="HOST:PORT,...", help="name servers to register with")
+    p.add_argument("--brokers", type=int, default=4, help="broker processes (default 4)")
+    p.add_argument("--slaves", type=int, default=1, help="slaves per group (default 1)")
+    p.add_argument("--topics", type=int, default=10, help="topics (default 10)")
+    p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds to run (default 60)")
+    p.add_argument("--period-ms", type=int, default=30_000, help="registration period (default 30000)")
+    p.add_argument("--faults", default="none", metavar="LIST", help=f"faults to inject: {', '.join(FAULTS)}")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(run="nameserver.fleet:run_from_cli")
+
+
+def _audit(sub) -> None:
+    p = sub.add_parser(
+        "audit", help="the nightly audit of one UTC day",
+        description="Ingest, rebuild, liveness, consistency, distribution, findings and report for one "
+        "UTC day, in one Spark application. Re-running a day replaces that day's output.",
+    )
+    p.add_argument("--events", required=True, metavar="DIR", help="event-log directory")
+    p.add_argument("--lake", required=True, metavar="DIR", help="lake directory (Delta tables)")
+    p.add_argument("--date", default=None, metavar="YYYY-MM-DD", help="UTC day to audit (default: yesterday)")
+    p.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
+    p.add_argument("--master", default=None, metavar="URL", help="Spark master (default from config: local[*])")
+    p.add_argument("--fail-on", choices=("warning", "critical"), default=None,
+                   help="exit 3 when a finding of this severity or worse exists")
+    p.set_defaults(run="jobs.nightly_audit:run_from_cli")
+
+
+def _queries(sub) -> None:
+    p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_EPILOG,
+                       description="Print the TopicRouteData that GET_ROUTEINFO_BY_TOPIC would have answered.")
+    p.add_argument("--lake", required=True, metavar="DIR")
+    p.add_argument("--ns", required=True, metavar="ID")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--at", required=True, metavar="TIME")
+    p.set_defaults(run="jobs.queries:route_from_cli")
+    p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_EPILOG,
+                       description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.")
+    p.add_argument("--lake", required=True, metavar="DIR")
+    p.add_argument("--ns", required=True, metavar="ID")
+    p.add_argument("--at", required=True, metavar="TIME")
+    p.set_defaults(run="jobs.queries:cluster_from_cli")
+    p = sub.add_parser("diff", help="what changed in a server's route tables between two instants",
+                       epilog=_EPILOG, description="Print the route-table changes between two instants.")
+    p.add_argument("--lake", required=True, metavar="DIR")
+    p.add_argument("--ns", required=True, metavar="ID")
+    p.add_argument("--from", dest="from_", required=True, metavar="TIME")
+    p.add_argument("--to", required=True, metavar="TIME")
+    p.set_defaults(run="jobs.queries:diff_from_cli")
+
+
+def _demo(sub) -> None:
+    p = sub.add_parser(
+        "demo", help="simulate a day with faults into ./demo and audit it",
+        description="The embedded default: simulate yesterday (UTC) for a small fleet with every fault "
+        "on, then run the nightly audit on it. Writes DIR/events and DIR/lake.",
+    )
+    p.add_argument("--dir", default="demo", help="output directory (default ./demo)")
+    p.add_argument("--brokers", type=int, default=12)
+    p.add_argument("--topics", type=int, default=60)
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(run="jobs.demo:run_from_cli")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``nsaudit`` argument parser with every command."""
+    parser = argparse.ArgumentParser(
+        prog="nsaudit",
+        description="Audit RocketMQ-style name servers: run a logging name server, simulate a fleet, "
+        "and audit the event logs with Spark into Delta tables.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_nameserver, _simulate, _fleet, _audit, _queries, _demo):
+        add(sub)
+    return parser
+
+
+def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
+    module_name, func_name = target.split(":")
+    module = __import__(module_name, fromlist=[func_name])
+    return getattr(module, func_name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``nsaudit`` console script; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(_resolve(args.run)(args) or 0)
+    except UserError as exc:
+        print(f"nsaudit {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"nsaudit {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Configuration: TOML files from ``conf/`` loaded once into frozen dataclasses.
+
+Unknown sections or keys are errors that name the key and the file, so a typo never silently
+falls back to a default. Nothing here reads the environment.
+
+Example:
+    >>> cfg = load_config("conf/nsaudit.toml")
+    >>> cfg.nameserver.broker_expiry_ms
+    120000
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
+
+
+from nameserver.errors import UserError
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration file that cannot be used; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class NameServerConfig:
+    """Name-server timers, limits and defences (semantics spec D7, A4; protocol spec §2)."""
+
+    listen: str = "127.0.0.1:9876"
+    broker_expiry_ms: int = 120_000
+    scan_interval_ms: int = 10_000
+    first_scan_delay_ms: int = 5_000
+    channel_idle_ms: int = 0  # A4: RocketMQ's idle close, off by default
+    frame_timeout_ms: int = 30_000  # a connection stuck mid-frame this long is closed
+    max_connections: int = 10_000
+    max_frame_bytes: int = 16_777_216
+
+
+@dataclass(frozen=True)
+class EventLogConfig:
+    """Event-log segments and durability (event-log spec)."""
+
+    segment_max_bytes: int = 64 * 1024 * 1024
+    durability: str = "group"  # "fsync" per write, "group" commit, or "none"
+    group_commit_ms: int = 5
+    gzip_closed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.durability not in ("fsync", "group", "none"):
+            raise ConfigError(f"eventlog.durability must be fsync, group or none, not {self.durability!r}")
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """Audit thresholds (interfaces spec, Configuration)."""
+
+    divergence_grace_ms: int | None = None  # None: derived from heartbeat period + scan interval
+    snapshot_interval_ms: int = 300_000
+    clock_skew_ms: int = 2_000
+    late_expiry_tolerance_ms: int = 2_000
+    flapping_windows_per_day: int = 6
+    queue_skew_cv: float = 0.5
+    queue_skew_max_over_mean: float = 2.0
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """How the jobs build their SparkSession."""
+
+    master: str = "local[*]"
+    shuffle_partitions: int = 8
+    driver_memory: str = "4g"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration, one frozen object."""
+
+    nameserver: NameServerConfig = field(default_factory=NameServerConfig)
+    eventlog: EventLogConfig = field(default_factory=EventLogConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+
+
+def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(f"{path}: unknown key {where}{key!r}; known: {', '.join(sorted(fields))}")
+        f = fields[key]
+        if dataclasses.is_dataclass(f.default_factory if f.default_factory is not dataclasses.MISSING else None):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}: [{key}] must be a table")
+            kwargs[key] = _build(f.default_factory, value, f"{key}.", path)  # type: ignore[arg-type]
+            continue
+        expected = f.type if isinstance(f.type, str) else f.type.__name__
+        if not _type_ok(value, expected):
+            raise ConfigError(f"{path}: {where}{key} must be {expected}, got {value!r}")
+        kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _type_ok(value: Any, expected: str) -> bool:
+    if isinstance(value, bool):
+        return "bool" in expected
+    if isinstance(value, int):
+        return "int" in expected or "float" in expected
+    if isinstance(value, float):
+        return "float" in expected
+    if isinstance(value, str):
+        return "str" in expected
+    return False
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Load a TOML config; ``None`` loads ``conf/nsaudit.toml`` when it exists, else defaults.
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or has an unknown key or a wrongly typed value.
+    """
+    if path is None:
+        if not DEFAULT_CONFIG_PATH.exists():
+            return Config()
+        path = DEFAULT_CONFIG_PATH
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    return _build(Config, data, "", path)

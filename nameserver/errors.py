@@ -1,0 +1,5 @@
+"""Errors a user can act on: the CLI prints their message as one line and exits non-zero."""
+
+
+class UserError(Exception):
+    """Bad arguments or bad input; the message says what and where, no traceback is shown."""
