@@ -1,0 +1,277 @@
+"""Incremental frame decoding and the malformed-frame rules (remoting protocol §2, §4, §5, §9.1).
+
+Re-exported by :mod:`nameserver.codec`; import from there.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Iterator
+
+import orjson
+
+from nameserver.codec_command import RemotingCommand
+from nameserver.codec_constants import (
+    LANGUAGE_BY_NAME,
+    MAX_FRAME_BYTES,
+    MAX_HEADER_LENGTH,
+    ROCKETMQ_FIXED_HEADER_BYTES,
+    UNKNOWN_LANGUAGE,
+    LanguageCode,
+    SerializeType,
+)
+
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_RMQ_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remarkLength (§5)
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_LANGUAGES = {int(lang): lang for lang in LanguageCode}
+
+
+class MalformedFrame(Exception):
+    """A frame that cannot be used (§9.1): the connection must be closed, without a reply.
+
+    Attributes:
+        reason: a stable identifier, one of the ``REASON_*`` constants of this module.
+        decoded_so_far: what was decoded before the fault, for the ``rejected`` event:
+            ``frame_length``, ``serialize_type``, ``header_length``, then header fields
+            (``code``, ``language``, ``version``, ``opaque``, ``flag``) when known.
+        detail: human-readable specifics.
+    """
+
+    def __init__(self, reason: str, decoded_so_far: dict[str, Any], detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.decoded_so_far = decoded_so_far
+        self.detail = detail
+
+
+REASON_LENGTH_TOO_SMALL = "length_too_small"
+REASON_FRAME_TOO_LARGE = "frame_too_large"
+REASON_HEADER_LENGTH_OVERRUN = "header_length_overrun"
+REASON_UNKNOWN_SERIALIZE_TYPE = "unknown_serialize_type"
+REASON_JSON_HEADER_INVALID = "json_header_invalid"
+REASON_JSON_HEADER_NOT_OBJECT = "json_header_not_object"
+REASON_JSON_HEADER_FIELD = "json_header_field"
+REASON_ROCKETMQ_HEADER_SHORT = "rocketmq_header_short"
+REASON_ROCKETMQ_HEADER_LENGTH = "rocketmq_header_length"
+REASON_ROCKETMQ_HEADER_LEFTOVER = "rocketmq_header_leftover"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_int(obj: dict, name: str, decoded: dict[str, Any]) -> int:
+    value = obj.get(name)
+    if value is None:
+        return 0  # §4: a missing code, flag, opaque or version reads as 0
+    if type(value) is not int or not _INT32_MIN <= value <= _INT32_MAX:
+        raise MalformedFrame(REASON_JSON_HEADER_FIELD, decoded, f"{name} is not an int32: {value!r}")
+    decoded[name] = value
+    return value
+
+
+def _scalar_text(value: Any) -> str:
+    return value if type(value) is str else orjson.dumps(value).decode()
+
+
+def _decode_json_header(raw: bytes, decoded: dict[str, Any]) -> tuple:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # §9.1: invalid UTF-8 becomes U+FFFD; the stdlib also takes lone surrogate escapes.
+        try:
+            obj = json.loads(raw.decode("utf-8", "replace"), parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            raise MalformedFrame(REASON_JSON_HEADER_INVALID, decoded, str(exc)) from None
+    if type(obj) is not dict:
+        raise MalformedFrame(REASON_JSON_HEADER_NOT_OBJECT, decoded, type(obj).__name__)
+    code = _json_int(obj, "code", decoded)
+    flag = _json_int(obj, "flag", decoded)
+    opaque = _json_int(obj, "opaque", decoded)
+    version = _json_int(obj, "version", decoded)
+    language = obj.get("language")
+    language = LANGUAGE_BY_NAME.get(language, UNKNOWN_LANGUAGE) if type(language) is str else UNKNOWN_LANGUAGE
+    remark = obj.get("remark")
+    if remark is not None and type(remark) is not str:
+        remark = _scalar_text(remark)  # fastjson reads any value into a String field as its text
+    ext = obj.get("extFields")
+    if ext is not None:
+        if type(ext) is not dict:
+            raise MalformedFrame(REASON_JSON_HEADER_FIELD, decoded, "extFields is not an object")
+        if not all(type(v) is str for v in ext.values()):
+            if any(isinstance(v, (dict, list)) for v in ext.values()):
+                raise MalformedFrame(REASON_JSON_HEADER_FIELD, decoded, "nested value in extFields")
+            # §4: scalars become their JSON text; a null value is an absent field.
+            ext = {k: _scalar_text(v) for k, v in ext.items() if v is not None}
+    return code, language, version, opaque, flag, remark, ext
+
+
+def _decode_rocketmq_header(buf: bytearray, start: int, end: int, decoded: dict[str, Any]) -> tuple:
+    if end - start < ROCKETMQ_FIXED_HEADER_BYTES:
+        raise MalformedFrame(REASON_ROCKETMQ_HEADER_SHORT, decoded, f"{end - start} bytes")
+    code, language, version, opaque, flag, remark_length = _RMQ_FIXED.unpack_from(buf, start)
+    decoded.update(code=code, language=language, version=version, opaque=opaque, flag=flag)
+    pos = start + 17
+    # The remark and the 4-byte ext length must both fit (§5 strictness).
+    if remark_length < 0 or pos + remark_length + 4 > end:
+        raise MalformedFrame(REASON_ROCKETMQ_HEADER_LENGTH, decoded, f"remark length {remark_length}")
+    remark = buf[pos : pos + remark_length].decode("utf-8", "replace") if remark_length else None
+    pos += remark_length
+    (ext_length,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if ext_length < 0 or pos + ext_length > end:
+        raise MalformedFrame(REASON_ROCKETMQ_HEADER_LENGTH, decoded, f"ext length {ext_length}")
+    ext_end = pos + ext_length
+    if ext_end != end:
+        raise MalformedFrame(REASON_ROCKETMQ_HEADER_LEFTOVER, decoded, f"{end - ext_end} bytes after ext")
+    ext: dict[str, str] | None = None
+    if ext_length:
+        ext = {}
+        while pos < ext_end:
+            if pos + 2 > ext_end:
+                raise MalformedFrame(REASON_ROCKETMQ_HEADER_LENGTH, decoded, "entry overruns ext")
+            (key_length,) = _I16.unpack_from(buf, pos)
+            pos += 2
+            if key_length < 0 or pos + key_length + 4 > ext_end:
+                raise MalformedFrame(REASON_ROCKETMQ_HEADER_LENGTH, decoded, f"key length {key_length}")
+            key = buf[pos : pos + key_length].decode("utf-8", "replace")
+            pos += key_length
+            (value_length,) = _I32.unpack_from(buf, pos)
+            pos += 4
+            if value_length < 0 or pos + value_length > ext_end:
+                raise MalformedFrame(REASON_ROCKETMQ_HEADER_LENGTH, decoded, f"value length {value_length}")
+            if key_length and value_length:  # a zero length decodes as null: the entry is absent
+                ext[key] = buf[pos : pos + value_length].decode("utf-8", "replace")
+            pos += value_length
+    return code, _LANGUAGES.get(language, language), version, opaque, flag, remark, ext
+
+
+class FrameDecoder:
+    """Incremental frame decoder for one connection (§1, §2, §9.1).
+
+    Feed bytes as they arrive; frames may be split at any byte and one read may hold several.
+    Complete commands come out in order. The buffer is a ``bytearray`` read by offset: a frame's
+    bytes are copied once (header and body), the buffer is compacted only when the decoder
+    waits for more data. A length field outside 4..``max_frame_bytes - 4`` is refused as soon
+    as its 4 bytes arrive, and the header word as soon as its 4 bytes arrive, before any body
+    is awaited. After a :class:`MalformedFrame` the decoder stays failed.
+
+    Example:
+        >>> decoder = FrameDecoder()
+        >>> decoder.feed(bytes.fromhex("0000001c 01000016 0011")[:9])  # 9 bytes of G3
+        >>> decoder.next_command() is None
+        True
+    """
+
+    __slots__ = ("_buf", "_pos", "_max_length", "_error")
+
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        """Create an empty decoder.
+
+        Args:
+            max_frame_bytes: largest whole frame, length field included (RocketMQ: 16 MiB;
+                ``NameServerConfig.max_frame_bytes``).
+        """
+        self._buf = bytearray()
+        self._pos = 0
+        self._max_length = max_frame_bytes - 4
+        self._error: MalformedFrame | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as a command (a partial frame when > 0)."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes. Raises the earlier :class:`MalformedFrame` once failed."""
+        if self._error is not None:
+            raise self._error
+        self._buf += data
+
+    def __iter__(self) -> Iterator[RemotingCommand]:
+        """Yield every complete command buffered so far; raise :class:`MalformedFrame` on a bad one."""
+        while (cmd := self.next_command()) is not None:
+            yield cmd
+
+    def _fail(self, reason: str, decoded: dict[str, Any], detail: str) -> MalformedFrame:
+        self._error = MalformedFrame(reason, decoded, detail)
+        self._buf = bytearray()  # nothing more will be read from this connection
+        self._pos = 0
+        return self._error
+
+    def _wait(self) -> None:
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+
+    def next_command(self) -> RemotingCommand | None:
+        """The next complete command, or ``None`` until more bytes arrive.
+
+        Raises:
+            MalformedFrame: the next frame breaks a §9.1 rule (also on every later call).
+        """
+        if self._error is not None:
+            raise self._error
+        buf, pos = self._buf, self._pos
+        available = len(buf) - pos
+        if available < 4:
+            self._wait()
+            return None
+        (length,) = _U32.unpack_from(buf, pos)
+        if length < 4:
+            raise self._fail(REASON_LENGTH_TOO_SMALL, {"frame_length": length}, f"length {length} < 4")
+        if length > self._max_length:
+            raise self._fail(
+                REASON_FRAME_TOO_LARGE, {"frame_length": length}, f"length {length} > {self._max_length}"
+            )
+        if available < 8:
+            self._wait()
+            return None
+        (word,) = _U32.unpack_from(buf, pos + 4)
+        serialize_type, header_length = word >> 24, word & MAX_HEADER_LENGTH
+        decoded: dict[str, Any] = {
+            "frame_length": length, "serialize_type": serialize_type, "header_length": header_length,
+        }
+        if header_length > length - 4:
+            raise self._fail(REASON_HEADER_LENGTH_OVERRUN, decoded, f"header length {header_length}")
+        if serialize_type > SerializeType.ROCKETMQ:
+            raise self._fail(REASON_UNKNOWN_SERIALIZE_TYPE, decoded, f"serialize type {serialize_type}")
+        if available < 4 + length:
+            self._wait()
+            return None
+        header_start = pos + 8
+        header_end = header_start + header_length
+        frame_end = pos + 4 + length
+        try:
+            if serialize_type == SerializeType.JSON:
+                fields = _decode_json_header(bytes(buf[header_start:header_end]), decoded)
+            else:
+                fields = _decode_rocketmq_header(buf, header_start, header_end, decoded)
+        except MalformedFrame as exc:
+            raise self._fail(exc.reason, exc.decoded_so_far, exc.detail) from None
+        body = bytes(buf[header_end:frame_end]) if frame_end > header_end else None
+        if frame_end == len(buf):  # everything consumed: reset without copying
+            buf.clear()
+            self._pos = 0
+        else:
+            self._pos = frame_end
+        return RemotingCommand(*fields, body=body, serialize_type=SerializeType(serialize_type))
+
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    """Decode exactly one whole frame.
+
+    Raises:
+        MalformedFrame: a §9.1 violation.
+        ValueError: the bytes are not exactly one frame.
+    """
+    decoder = FrameDecoder()
+    decoder.feed(frame)
+    cmd = decoder.next_command()
+    if cmd is None or decoder.buffered:
+        raise ValueError(f"not exactly one frame: {len(frame)} bytes")
+    return cmd
