@@ -63,6 +63,8 @@ class AuditConfig:
     snapshot_interval_ms: int = 300_000
     clock_skew_ms: int = 2_000
     late_expiry_tolerance_ms: int = 2_000
+    heartbeat_period_ms: int = 30_000  # brokers' registerNameServerPeriod, for late heartbeats
+    late_heartbeat_slack_ms: int = 15_000  # a refresh gap over period + slack is a late heartbeat
     flapping_windows_per_day: int = 6
     queue_skew_cv: float = 0.5
     queue_skew_max_over_mean: float = 2.0
