@@ -1,0 +1,343 @@
+"""The name-server event, format v1, defined once; the Spark and JSON Schema forms derive from it.
+
+:data:`EVENT_KEYS` lists every key an event may carry, in the writer's key order, with its type,
+whether every event has it and whether it may be null. :data:`TYPE_RULES` says which keys each
+``type`` must carry. From these come
+
+* :data:`EVENT_SCHEMA`, the Spark ``StructType`` readers pass to ``spark.read.json`` (a key an
+  event lacks reads as null, so only the five keys every event has are non-nullable);
+* :data:`EVENTS_TABLE_SCHEMA`, the lake's ``events`` table: the event plus ``date``, ``file``
+  and ``line``;
+* :func:`event_json_schema`, the JSON Schema committed as ``schemas/event-v1.schema.json``
+  (``python -m schemas.events`` rewrites it, ``--check`` fails when it is stale).
+
+:data:`QUARANTINE_SCHEMA` is the lake's ``quarantine`` table. Never change a key's meaning inside
+v1 (event-log spec); a new key is added here, and both forms follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+from pyspark.sql import types as T
+
+FORMAT_VERSION = 1
+JSON_SCHEMA_PATH = Path(__file__).resolve().parent / "event-v1.schema.json"
+JSON_SCHEMA_ID = "urn:nsaudit:schema:event:v1"
+
+# Scalar kinds. JSON has one integer type; the width says which Spark type holds it and bounds
+# the JSON Schema, so a value valid for one form is valid for the other.
+STRING = "string"
+INT32 = "int32"
+INT64 = "int64"
+BOOLEAN = "boolean"
+
+_INT_BOUNDS = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
+_SPARK_SCALARS = {
+    STRING: T.StringType(),
+    INT32: T.IntegerType(),
+    INT64: T.LongType(),
+    BOOLEAN: T.BooleanType(),
+}
+
+
+@dataclass(frozen=True)
+class Struct:
+    """A JSON object with a fixed set of keys (a Spark struct)."""
+
+    keys: tuple["Key", ...]
+
+
+@dataclass(frozen=True)
+class Array:
+    """A JSON array whose elements are never null (a Spark array, ``containsNull=False``)."""
+
+    element: "FieldType"
+
+
+FieldType = Union[str, Struct, Array]
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of the event or of a nested object.
+
+    Attributes:
+        name: the JSON key and the Spark column name.
+        type: a scalar kind, :class:`Struct` or :class:`Array`.
+        doc: its meaning, with units; becomes the JSON Schema ``description``.
+        required: every object has the key (top level: every event, whatever its type).
+        nullable: the value may be JSON null where the key is present.
+        json_extra: further JSON Schema constraints (``const``, ``enum``, ``pattern``, ...).
+    """
+
+    name: str
+    type: FieldType
+    doc: str
+    required: bool = False
+    nullable: bool = True
+    json_extra: tuple[tuple[str, Any], ...] = ()
+
+
+def _nested(name: str, kind: FieldType, doc: str) -> Key:
+    return Key(name, kind, doc, required=True, nullable=False)
+
+
+DATA_VERSION = Struct(
+    (
+        _nested("timestamp", INT64, "the broker's data-version timestamp, ms since the epoch, as sent"),
+        _nested("counter", INT64, "the broker's data-version counter, as sent"),
+    )
+)
+
+TOPIC = Struct(
+    (
+        _nested("topic", STRING, "topic name"),
+        _nested("read_queue_nums", INT32, "read queues"),
+        _nested("write_queue_nums", INT32, "write queues"),
+        _nested("perm", INT32, "permission bits: 4 read, 2 write, 1 inherit"),
+        _nested("topic_sys_flag", INT32, "system flags (0 for compressed registrations)"),
+        _nested("order", BOOLEAN, "ordered topic (false for compressed registrations)"),
+        _nested("topic_filter_type", STRING, "SINGLE_TAG or MULTI_TAG"),
+    )
+)
+
+EVENT_TYPES = (
+    "ns_start",
+    "ns_stop",
+    "register",
+    "heartbeat",
+    "unregister",
+    "expire",
+    "channel_close",
+    "wipe_write_perm",
+    "add_write_perm",
+    "delete_topic",
+    "rejected",
+)
+
+EVENT_KEYS: tuple[Key, ...] = (
+    # every event
+    Key("v", INT32, "format version", required=True, nullable=False, json_extra=(("const", FORMAT_VERSION),)),
+    Key("ns", STRING, "name-server id", required=True, nullable=False, json_extra=(("minLength", 1),)),
+    Key(
+        "seq",
+        INT64,
+        "strictly increasing per ns across the whole log, restarts included; a gap means lost telemetry",
+        required=True,
+        nullable=False,
+        json_extra=(("minimum", 1),),
+    ),
+    Key("ts", INT64, "server wall clock when the event was applied, ms since the Unix epoch (UTC)", required=True, nullable=False),
+    Key("type", STRING, "event type", required=True, nullable=False, json_extra=(("enum", list(EVENT_TYPES)),)),
+    # request events
+    Key("request_code", INT32, "remoting request code received"),
+    Key("channel", STRING, "stable id of the connection, unique within one server run"),
+    Key("remote", STRING, "peer host:port"),
+    # broker keys
+    Key("cluster", STRING, "cluster name (delete_topic: the cluster asked for, null for all)"),
+    Key("broker_name", STRING, "broker group name"),
+    Key("broker_id", INT64, "broker id, 0 for the master"),
+    Key("broker_addr", STRING, "broker address host:port (channel_close: null when no broker was live on it)"),
+    Key("ha_addr", STRING, "broker HA address host:port"),
+    # payload keys
+    Key("data_version", DATA_VERSION, "the broker's data version as sent"),
+    Key(
+        "topics_digest",
+        STRING,
+        "hex SHA-256 of the canonical topic list (sorted by topic, compact JSON of topic objects)",
+        json_extra=(("pattern", "^[0-9a-f]{64}$"),),
+    ),
+    Key(
+        "topics",
+        Array(TOPIC),
+        "the broker's full topic table; only on the first digest-carrying event of each broker_addr "
+        "in a segment and when its digest changes within the segment, absent otherwise",
+        nullable=False,
+    ),
+    Key("filter_servers", Array(STRING), "filter server addresses as sent; null when the request had none"),
+    Key("request_version", INT32, "the request's version field"),
+    # ns_start
+    Key("broker_expiry_ms", INT64, "a broker silent this long is removed by the scan, ms"),
+    Key("scan_interval_ms", INT64, "period of the expiry scan, ms"),
+    Key("semantics", STRING, "routing semantics implemented, e.g. rocketmq-4.9"),
+    Key("version", STRING, "name-server software version"),
+    # ns_stop, rejected
+    Key("reason", STRING, "why the server stopped or the request was refused"),
+    # expire
+    Key("last_update_ts", INT64, "the expired entry's last refresh, ms since the epoch"),
+    # wipe_write_perm, add_write_perm
+    Key("topic_count", INT32, "queue-data entries of the broker name the request touched"),
+    # delete_topic
+    Key("topic", STRING, "topic name"),
+)
+
+_REQUEST = ("request_code", "channel", "remote")
+
+
+@dataclass(frozen=True)
+class TypeRule:
+    """Keys one event type must carry.
+
+    Attributes:
+        required: present and not null.
+        present: present, may be null.
+    """
+
+    required: tuple[str, ...] = ()
+    present: tuple[str, ...] = ()
+
+
+# From the spec's "Types" table. Keys not named are optional for that type (any key of
+# EVENT_KEYS may appear on any type: a rejected request logs whatever was decoded).
+TYPE_RULES: dict[str, TypeRule] = {
+    "ns_start": TypeRule(("broker_expiry_ms", "scan_interval_ms", "semantics", "version")),
+    "ns_stop": TypeRule(present=("reason",)),
+    "register": TypeRule(
+        _REQUEST + ("cluster", "broker_name", "broker_id", "broker_addr", "data_version", "topics_digest", "request_version"),
+        ("ha_addr", "filter_servers"),
+    ),
+    # 904 carries no broker id and 322 no HA address: only the address is sure
+    "heartbeat": TypeRule(_REQUEST + ("broker_addr",), ("cluster", "broker_name", "broker_id", "ha_addr")),
+    "unregister": TypeRule(_REQUEST + ("cluster", "broker_name", "broker_id", "broker_addr"), ("ha_addr",)),
+    "expire": TypeRule(("broker_addr", "last_update_ts")),
+    "channel_close": TypeRule(present=("broker_addr",)),
+    "wipe_write_perm": TypeRule(_REQUEST + ("broker_name", "topic_count")),
+    "add_write_perm": TypeRule(_REQUEST + ("broker_name", "topic_count")),
+    "delete_topic": TypeRule(_REQUEST + ("topic",), ("cluster",)),
+    "rejected": TypeRule(("reason",)),
+}
+
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in EVENT_KEYS}
+REQUIRED_KEYS: tuple[str, ...] = tuple(k.name for k in EVENT_KEYS if k.required)
+
+
+# ------------------------------------------------------------------------------------- Spark
+
+
+def _spark_type(kind: FieldType) -> T.DataType:
+    if isinstance(kind, Struct):
+        return T.StructType([_spark_field(k) for k in kind.keys])
+    if isinstance(kind, Array):
+        return T.ArrayType(_spark_type(kind.element), containsNull=False)
+    return _SPARK_SCALARS[kind]
+
+
+def _spark_field(key: Key) -> T.StructField:
+    # Absent reads as null, so only keys every object has (and never null) are non-nullable.
+    return T.StructField(key.name, _spark_type(key.type), nullable=key.nullable or not key.required)
+
+
+EVENT_SCHEMA = T.StructType([_spark_field(k) for k in EVENT_KEYS])
+
+EVENTS_TABLE_SCHEMA = T.StructType(
+    EVENT_SCHEMA.fields
+    + [
+        T.StructField("date", T.DateType(), nullable=False),  # UTC date of ts, the partition
+        T.StructField("file", T.StringType(), nullable=False),  # segment path relative to --events
+        T.StructField("line", T.LongType(), nullable=False),  # 1-based line in that segment
+    ]
+)
+
+QUARANTINE_SCHEMA = T.StructType(
+    [
+        T.StructField("file", T.StringType(), nullable=False),  # <ns>/<date>/<segment name>
+        T.StructField("line", T.LongType(), nullable=False),  # 1-based
+        T.StructField("raw", T.StringType(), nullable=False),  # the line as read, without \n
+        T.StructField("reason", T.StringType(), nullable=False),
+        T.StructField("ns", T.StringType(), nullable=True),  # from the path, null if it has none
+        T.StructField("date", T.DateType(), nullable=True),  # from the path's date folder
+    ]
+)
+
+
+# --------------------------------------------------------------------------------- JSON Schema
+
+
+def _json_type(kind: FieldType, nullable: bool) -> dict[str, Any]:
+    if isinstance(kind, Struct):
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {k.name: _json_key(k) for k in kind.keys},
+            "required": [k.name for k in kind.keys if k.required],
+            "additionalProperties": False,
+        }
+    elif isinstance(kind, Array):
+        schema = {"type": "array", "items": _json_type(kind.element, False)}
+    elif kind in _INT_BOUNDS:
+        low, high = _INT_BOUNDS[kind]
+        schema = {"type": "integer", "minimum": low, "maximum": high}
+    else:
+        schema = {"type": kind}
+    if nullable:
+        schema["type"] = [schema["type"], "null"]
+    return schema
+
+
+def _json_key(key: Key) -> dict[str, Any]:
+    schema = {"description": key.doc, **_json_type(key.type, key.nullable)}
+    schema.update(key.json_extra)
+    return schema
+
+
+def _json_type_rule(event_type: str, rule: TypeRule) -> dict[str, Any]:
+    then: dict[str, Any] = {"required": list(rule.required + rule.present)}
+    if rule.required:
+        then["properties"] = {name: {"not": {"type": "null"}} for name in rule.required}
+    return {
+        "if": {"properties": {"type": {"const": event_type}}, "required": ["type"]},
+        "then": then,
+    }
+
+
+def event_json_schema() -> dict[str, Any]:
+    """The v1 event as a JSON Schema (draft 2020-12) document, derived from :data:`EVENT_KEYS`."""
+    unknown = {n for rule in TYPE_RULES.values() for n in rule.required + rule.present} - KEYS_BY_NAME.keys()
+    if unknown or set(TYPE_RULES) != set(EVENT_TYPES):
+        raise AssertionError(f"TYPE_RULES out of step with EVENT_KEYS/EVENT_TYPES: {sorted(unknown)}")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": JSON_SCHEMA_ID,
+        "title": "nsaudit name-server event, format v1",
+        "description": (
+            "One line of a name-server event-log segment (see schemas/README.md). "
+            "Generated by `python -m schemas.events` from schemas/events.py; do not edit by hand."
+        ),
+        "type": "object",
+        "properties": {k.name: _json_key(k) for k in EVENT_KEYS},
+        "required": list(REQUIRED_KEYS),
+        "additionalProperties": False,
+        "allOf": [_json_type_rule(t, TYPE_RULES[t]) for t in EVENT_TYPES],
+    }
+
+
+def json_schema_text() -> str:
+    """The committed file's exact text: two-space JSON in definition order, newline-terminated."""
+    return json.dumps(event_json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write ``schemas/event-v1.schema.json``; with ``--check``, only report whether it is stale."""
+    parser = argparse.ArgumentParser(prog="python -m schemas.events", description=main.__doc__)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file differs")
+    args = parser.parse_args(argv)
+    text = json_schema_text()
+    current = JSON_SCHEMA_PATH.read_text(encoding="utf-8") if JSON_SCHEMA_PATH.exists() else None
+    if args.check:
+        if current != text:
+            print(f"{JSON_SCHEMA_PATH} is stale: run python -m schemas.events", file=sys.stderr)
+            return 1
+        return 0
+    if current != text:
+        JSON_SCHEMA_PATH.write_text(text, encoding="utf-8")
+        print(f"wrote {JSON_SCHEMA_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
