@@ -1,0 +1,401 @@
+"""Name-server throughput and memory on loopback, against a bare asyncio echo server's ceiling.
+
+Measures, in one run:
+
+* **echo ceiling**: a bare asyncio server that splits frames by the same length prefix and writes
+  back every complete frame of a read, driven by the same clients (the most any asyncio server on
+  this machine could answer with this framing);
+* **route lookups/s** (GET_ROUTEINFO_BY_TOPIC) against ``python -m nameserver``, with one request
+  in flight per connection (RocketMQ clients invoke synchronously) and pipelined;
+* **REGISTER_BROKER/s**, durable under the default group commit (every answer waits for the fsync
+  of its event), for brokers with 10 topics and with 2,000 topics: periodic re-registrations (the
+  same body, as every broker sends every 30 s) and ones with a new DataVersion every time;
+* **RSS of the tables** for 1,000 brokers x 2,000 topics (every broker registers all topics).
+
+Clients run in separate processes (asyncio, frames encoded once, answers counted by their length
+prefix). Besides throughput, each figure reports the server process's CPU time per answer, which
+does not depend on what else the machine runs. Every figure is the median of ``--runs`` runs.
+This is a benchmark, not a test: it prints figures and asserts nothing.
+
+Usage:
+    .venv/bin/python bench/bench_server.py [--runs 3] [--seconds 3] [--procs 2] [--conns 32] [--depth 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import select
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from nameserver.client import RemotingClient, register_broker_request, route_request
+from nameserver.codec import FrameDecoder, body_crc32, encode_frame
+from nameserver.model import DataVersion, TopicConfig
+
+LOOKUP_BROKERS = 100
+LOOKUP_TOPICS = 500
+
+# ---------------------------------------------------------------------- servers
+
+
+class EchoProtocol(asyncio.Protocol):
+    """Echo whole frames (4-byte big-endian length prefix), nothing else."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.buf = bytearray()
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            length = int.from_bytes(buf[pos:pos + 4], "big")
+            if end - pos < 4 + length:
+                break
+            pos += 4 + length
+        if pos:
+            self.transport.write(bytes(buf[:pos]))  # every complete frame of this read, one write
+            del buf[:pos]
+
+
+def echo_server_main(ready) -> None:
+    """Child process: serve echo on 127.0.0.1:0 until SIGTERM."""
+    async def main():
+        server = await asyncio.get_running_loop().create_server(EchoProtocol, "127.0.0.1", 0, backlog=1024)
+        ready.send(server.sockets[0].getsockname()[1])
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        await stop.wait()
+
+    asyncio.run(main())
+
+
+class NameServerProcess:
+    """``python -m nameserver`` on 127.0.0.1:0 with long timers and the default group commit."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.TemporaryDirectory(prefix="nsbench-")
+        config = Path(self.dir.name) / "bench.toml"
+        config.write_text('[nameserver]\nbroker_expiry_ms = 3600000\nmax_connections = 100000\n'
+                          '[eventlog]\ndurability = "group"\n')
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "nameserver", "--ns-id", "bench", "--listen", "127.0.0.1:0",
+             "--events", str(Path(self.dir.name) / "events"), "--config", str(config)],
+            stdout=subprocess.PIPE, text=True)
+        if not select.select([self.proc.stdout], [], [], 30)[0]:
+            raise RuntimeError("name server did not start")
+        self.port = int(self.proc.stdout.readline().rsplit(":", 1)[1])
+
+    def rss(self) -> int:
+        return psutil.Process(self.proc.pid).memory_info().rss
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(60)
+        self.dir.cleanup()
+
+
+class EchoProcess:
+    """The echo server in a child process."""
+
+    def __init__(self) -> None:
+        parent, child = mp.Pipe()
+        self.proc = mp.Process(target=echo_server_main, args=(child,), daemon=True)
+        self.proc.start()
+        self.port = parent.recv()
+
+    def stop(self) -> None:
+        os.kill(self.proc.pid, signal.SIGTERM)
+        self.proc.join(10)
+
+
+# ---------------------------------------------------------------------- load generator
+
+
+class LoadProtocol(asyncio.Protocol):
+    """Keeps ``depth`` requests in flight; counts answers; checks the first answer's code is 0."""
+
+    def __init__(self, frames: list[bytes], depth: int, state: dict, check: bool) -> None:
+        self.frames, self.depth, self.state = frames, depth, state
+        self.buf = bytearray()
+        self.next = 0
+        self.checked = not check
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def start(self):
+        self._send(self.depth)
+
+    def _send(self, count: int):
+        frames, n = self.frames, len(self.frames)
+        out = [frames[(self.next + i) % n] for i in range(count)]
+        self.next += count
+        self.transport.write(b"".join(out))  # one write for every answer of this read
+
+    def data_received(self, data):
+        buf = self.buf
+        buf += data
+        pos, end, done = 0, len(buf), 0
+        while end - pos >= 4:
+            length = int.from_bytes(buf[pos:pos + 4], "big")
+            if end - pos < 4 + length:
+                break
+            if not self.checked:
+                self.checked = True
+                if not bytes(buf[pos + 8:pos + 20]).startswith(b'{"code":0,'):
+                    self.state["errors"] += 1
+            pos += 4 + length
+            done += 1
+        del buf[:pos]
+        state = self.state
+        state["answers"] += done
+        if state["running"] and done:
+            self._send(done)
+
+
+def client_main(port: int, frame_sets: list[list[bytes]], depth: int, window: tuple[float, float], check: bool,
+                out) -> None:
+    """Child process: one connection per frame set; counts answers inside the wall-clock window."""
+    async def main():
+        state = {"answers": 0, "errors": 0, "running": True}
+        loop = asyncio.get_running_loop()
+        protocols = []
+        for frames in frame_sets:
+            _, proto = await loop.create_connection(lambda f=frames: LoadProtocol(f, depth, state, check),
+                                                    "127.0.0.1", port)
+            protocols.append(proto)
+        await asyncio.sleep(max(0.0, window[0] - WARMUP_S - time.time()))
+        for proto in protocols:
+            proto.start()
+        await asyncio.sleep(max(0.0, window[0] - time.time()))
+        counted = state["answers"]
+        await asyncio.sleep(max(0.0, window[1] - time.time()))
+        total = state["answers"] - counted
+        state["running"] = False
+        await asyncio.sleep(0.2)
+        out.send((total, state["errors"]))
+
+    asyncio.run(main())
+
+
+WARMUP_S = 0.3
+
+
+def drive(port: int, frame_sets: list[list[bytes]], procs: int, depth: int, seconds: float,
+          server_pid: int, check: bool = True) -> tuple[float, float]:
+    """Run ``procs`` client processes sharing ``frame_sets`` (one connection each).
+
+    With ``check`` each connection's first answer must be SUCCESS (off for the echo server).
+
+    Returns:
+        Answers per second in the measured window, and the server's CPU microseconds per answer
+        in that window (user + system), which does not depend on how busy the machine is.
+    """
+    begin = time.time() + 1.0 + 0.003 * len(frame_sets) + WARMUP_S
+    window = (begin, begin + seconds)
+    pipes, workers = [], []
+    for p in range(procs):
+        parent, child = mp.Pipe()
+        worker = mp.Process(target=client_main, args=(port, frame_sets[p::procs], depth, window, check, child))
+        worker.start()
+        pipes.append(parent)
+        workers.append(worker)
+    server = psutil.Process(server_pid)
+    time.sleep(max(0.0, window[0] - time.time()))
+    cpu0 = sum(server.cpu_times()[:2])
+    time.sleep(max(0.0, window[1] - time.time()))
+    cpu1 = sum(server.cpu_times()[:2])
+    results = [pipe.recv() for pipe in pipes]
+    for worker in workers:
+        worker.join(30)
+    errors = sum(e for _, e in results)
+    if errors:
+        raise RuntimeError(f"{errors} connections got a non-SUCCESS answer")
+    answers = sum(n for n, _ in results)
+    return answers / seconds, (cpu1 - cpu0) * 1e6 / max(answers, 1)
+
+
+# ---------------------------------------------------------------------- workloads
+
+
+def topics(n: int, prefix: str = "BenchTopic") -> list[TopicConfig]:
+    return [TopicConfig(f"{prefix}-{i:05d}", 8, 8) for i in range(n)]
+
+
+def broker_request(n: int, topic_list: list[TopicConfig], compressed: bool = False, counter: int = 1):
+    addr = f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}:10911"
+    return register_broker_request("BenchCluster", addr, f"broker-{n:05d}", 0, addr.replace("10911", "10912"),
+                                   DataVersion(1_700_000_000_000, counter), topic_list, compressed=compressed)
+
+
+def seed_lookup_tables(port: int) -> socket.socket:
+    """100 brokers, 500 topics, each topic on 2 brokers (routes of ~400 bytes).
+
+    Returns:
+        The brokers' connection: it must stay open, or its brokers leave with it (SEM §2.4).
+    """
+    sock = socket.create_connection(("127.0.0.1", port))
+    decoder = FrameDecoder()
+    all_topics = topics(LOOKUP_TOPICS)
+    for n in range(LOOKUP_BROKERS):
+        mine = [t for i, t in enumerate(all_topics) if i % LOOKUP_BROKERS in (n, (n + 1) % LOOKUP_BROKERS)]
+        sock.sendall(encode_frame(broker_request(n, mine)))
+        while (answer := decoder.next_command()) is None:
+            decoder.feed(sock.recv(1 << 16))
+        assert answer.code == 0, answer
+    return sock
+
+
+def lookup_frames(conns: int) -> list[list[bytes]]:
+    names = [t.topic for t in topics(LOOKUP_TOPICS)]
+    return [[encode_frame(route_request(names[(c * 37 + i) % len(names)])) for i in range(64)] for c in range(conns)]
+
+
+def register_frames(conns: int, n_topics: int, base: int, distinct: int = 1) -> list[list[bytes]]:
+    """One broker per connection. ``distinct`` = 1: the same body every time, as a periodic
+    re-registration; more: a new DataVersion per request, cycling through more bodies than the
+    server's decoded-body cache holds, so every body is decoded afresh (topic changes)."""
+    topic_list = topics(n_topics)
+    return [[encode_frame(broker_request(base + c, topic_list, counter=1 + k)) for k in range(distinct)]
+            for c in range(conns)]
+
+
+def measure_rss(brokers: int = 1000, n_topics: int = 2000) -> tuple[int, int]:
+    """RSS before and after ``brokers`` masters each register the same ``n_topics`` topics.
+
+    Every broker sends its own DataVersion, so every body is distinct (as in a real fleet) and
+    the server's decoded-body cache fills to its bound; it is part of the figure.
+    """
+    server = NameServerProcess()
+    try:
+        time.sleep(0.5)
+        before = server.rss()
+        template = broker_request(0, topics(n_topics), counter=1)
+        assert template.body.count(b'"counter":1,') == 1
+
+        def request(n: int):
+            req = broker_request(n, [], counter=1)
+            req.body = template.body.replace(b'"counter":1,', b'"counter":%d,' % (n + 1))
+            req.ext_fields = dict(req.ext_fields, bodyCrc32=str(body_crc32(req.body)))
+            return req
+
+        async def fill_and_hold():
+            client = await RemotingClient.connect("127.0.0.1", server.port)
+            for n in range(brokers):
+                answer = await client.request(request(n), timeout=60)
+                assert answer.code == 0, answer
+            await asyncio.sleep(1.0)
+            after = server.rss()
+            await client.close()
+            return after
+
+        return before, asyncio.run(fill_and_hold())
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------------- main
+
+
+FIGURES = (
+    # key, label, baseline key for the ratio, target note
+    ("echo1", "echo ceiling, 1 request in flight per connection", "echo1", ""),
+    ("lookup1", "GET_ROUTEINFO_BY_TOPIC, 1 in flight per connection", "echo1", "target >= 0.50 x echo"),
+    ("echoN", "echo ceiling, DEPTH in flight per connection", "echoN", ""),
+    ("lookupN", "GET_ROUTEINFO_BY_TOPIC, DEPTH in flight per connection", "echoN", "target >= 0.50 x echo"),
+    ("reg10", "REGISTER_BROKER durable, 10 topics, periodic", "echo1", "target >= 5,000/s"),
+    ("reg10new", "REGISTER_BROKER durable, 10 topics, new DataVersion each", "echo1", ""),
+    ("reg2000", "REGISTER_BROKER durable, 2,000 topics, periodic", "echo1", ""),
+    ("reg2000new", "REGISTER_BROKER durable, 2,000 topics, new DataVersion each", "echo1", ""),
+)
+
+
+def one_run(args) -> dict[str, tuple[float, float]]:
+    """Every figure once: the echo server first, then one name server for the rest.
+
+    Lookups run twice: with one request in flight per connection, as RocketMQ clients invoke
+    synchronously (many connections), and pipelined (``--depth`` in flight), where the echo
+    server's per-frame cost all but vanishes. Registering brokers keep one request in flight each.
+    """
+    out = {}
+    echo = EchoProcess()
+    try:
+        for key, depth in (("echo1", 1), ("echoN", args.depth)):
+            out[key] = drive(echo.port, lookup_frames(args.conns), args.procs, depth, args.seconds,
+                             echo.proc.pid, check=False)
+    finally:
+        echo.stop()
+    server = NameServerProcess()
+    try:
+        brokers = seed_lookup_tables(server.port)
+        pid = server.proc.pid
+        for key, depth in (("lookup1", 1), ("lookupN", args.depth)):
+            out[key] = drive(server.port, lookup_frames(args.conns), args.procs, depth, args.seconds, pid)
+        out["reg10"] = drive(server.port, register_frames(args.brokers, 10, 10_000), args.procs, 1, args.seconds, pid)
+        out["reg10new"] = drive(server.port, register_frames(args.brokers, 10, 20_000, distinct=80), args.procs, 1,
+                                args.seconds, pid)
+        out["reg2000"] = drive(server.port, register_frames(16, 2000, 30_000), args.procs, 1, args.seconds, pid)
+        out["reg2000new"] = drive(server.port, register_frames(16, 2000, 40_000, distinct=8), args.procs, 1,
+                                  args.seconds, pid)
+        brokers.close()
+    finally:
+        server.stop()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure; medians are printed (default 3)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per figure (default 3)")
+    parser.add_argument("--procs", type=int, default=2, help="client processes (default 2)")
+    parser.add_argument("--conns", type=int, default=32, help="lookup/echo connections (default 32)")
+    parser.add_argument("--depth", type=int, default=8,
+                        help="lookups in flight per connection for the pipelined figures (default 8)")
+    parser.add_argument("--brokers", type=int, default=256,
+                        help="registering brokers (connections) for the 10-topic figures (default 256)")
+    parser.add_argument("--skip-rss", action="store_true", help="skip the 1000 x 2000 memory figure")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f}, Python {sys.version.split()[0]}; "
+          f"{args.procs} client processes; lookups over {args.conns} connections; "
+          f"{args.runs} runs of {args.seconds:g} s per figure")
+    runs = []
+    for run in range(args.runs):
+        runs.append(one_run(args))
+        print(f"run {run + 1}: " + ", ".join(f"{k} {v[0]:,.0f}/s" for k, v in runs[-1].items()), flush=True)
+    med = {key: (statistics.median(r[key][0] for r in runs), statistics.median(r[key][1] for r in runs))
+           for key, _, _, _ in FIGURES}
+    print()
+    print(f"{'figure (medians)':<60}{'per s':>10}{'x echo':>8}{'server CPU':>13}{'CPU x echo':>12}")
+    for key, label, base, note in FIGURES:
+        rate, cpu = med[key]
+        base_rate, base_cpu = med[base]
+        print(f"{label.replace('DEPTH', str(args.depth)):<60}{rate:>10,.0f}{rate / base_rate:>8.2f}"
+              f"{cpu:>10,.1f} us{base_cpu / cpu:>12.2f}" + (f"   {note}" if note else ""))
+    print("('x echo' = throughput / the echo figure with the same requests in flight; 'server CPU' = the server"
+          " process's CPU time per answer; 'CPU x echo' = echo's CPU per answer / ours, the ratio the"
+          " throughputs would have if the server had a CPU to itself)")
+    if not args.skip_rss:
+        before, after = measure_rss()
+        mib = 1024 * 1024
+        print(f"RSS for 1,000 brokers x 2,000 topics: {after / mib:,.0f} MiB total, "
+              f"{(after - before) / mib:,.0f} MiB for the tables (idle server {before / mib:,.0f} MiB); "
+              f"target < 256 MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

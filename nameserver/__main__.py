@@ -1,0 +1,10 @@
+"""``python -m nameserver ...`` runs one name server, exactly as ``nsaudit nameserver ...``."""
+
+from __future__ import annotations
+
+import sys
+
+from jobs.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["nameserver", *sys.argv[1:]]))
