@@ -397,7 +397,13 @@ def malformed_frame_event(now: int, conn: ConnectionContext, exc: MalformedFrame
     }
     if version is not None:
         event["request_version"] = version
-    event.update(decoded)
+    # the frame's shape keeps its own keys; header fields read before the fault go into detail,
+    # because their types differ between the JSON and ROCKETMQ headers (language name vs byte)
+    for key in ("frame_length", "serialize_type", "header_length"):
+        if key in decoded:
+            event[key] = decoded.pop(key)
+    if decoded:
+        event["detail"] += " (" + ", ".join(f"{k}={v}" for k, v in sorted(decoded.items())) + ")"
     return event
 
 

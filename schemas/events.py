@@ -169,6 +169,13 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("version", STRING, "name-server software version"),
     # ns_stop, rejected
     Key("reason", STRING, "why the server stopped or the request was refused"),
+    Key("detail", STRING, "rejected: free text on what was wrong (never secrets)"),
+    Key("frame_length", INT64, "rejected malformed_frame: the frame's length field"),
+    Key("serialize_type", INT32, "rejected malformed_frame: the frame's serialize type byte"),
+    Key("header_length", INT64, "rejected malformed_frame: the frame's header length"),
+    Key("max_connections", INT64, "rejected connection_limit: the cap that was reached"),
+    Key("write_buffer_bytes", INT64, "rejected slow_reader: answers queued for a peer that stopped reading"),
+    Key("frame_timeout_ms", INT64, "rejected frame_timeout: how long a frame may stay incomplete"),
     # expire
     Key("last_update_ts", INT64, "the expired entry's last refresh, ms since the epoch"),
     # wipe_write_perm, add_write_perm
@@ -235,10 +242,19 @@ def _spark_field(key: Key) -> T.StructField:
 
 EVENT_SCHEMA = T.StructType([_spark_field(k) for k in EVENT_KEYS])
 
+# The lake keeps every key under its name, with the log's epoch-ms times as UTC timestamps (the
+# lake's `*_ts` convention); `ts_ms` keeps the exact value beside `ts` for arithmetic and joins.
 EVENTS_TABLE_SCHEMA = T.StructType(
-    EVENT_SCHEMA.fields
+    [
+        g
+        for f in EVENT_SCHEMA.fields
+        for g in {
+            "ts": [T.StructField("ts", T.TimestampType(), False), T.StructField("ts_ms", T.LongType(), False)],
+            "last_update_ts": [T.StructField("last_update_ts", T.TimestampType(), True)],
+        }.get(f.name, [f])
+    ]
     + [
-        T.StructField("date", T.DateType(), nullable=False),  # UTC date of ts, the partition
+        T.StructField("date", T.DateType(), nullable=False),  # the segment's day folder (UTC); partition
         T.StructField("file", T.StringType(), nullable=False),  # segment path relative to --events
         T.StructField("line", T.LongType(), nullable=False),  # 1-based line in that segment
     ]

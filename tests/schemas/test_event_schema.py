@@ -17,6 +17,8 @@ from pyspark.sql import types as T
 from nameserver.config import EventLogConfig
 from nameserver.eventlog import EventLogWriter, read_events
 from nameserver.model import DataVersion, TopicConfig
+from nameserver.codec import MalformedFrame
+from nameserver.processor import ConnectionContext, connection_event, malformed_frame_event
 from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 from schemas import events as schema
 
@@ -50,8 +52,23 @@ def route_table_events() -> list[dict]:
     out += rt.scan_not_active_broker(T0 + 200_000)[0]
     out.append(rejected_event(T0 + 200_001, "unknown request code 9999", ctx(9999, "c4")))
     out.append(rejected_event(T0 + 200_002, "bad frame", None))
-    out.append(ns_stop_event(T0 + 200_003, "SIGTERM"))
+    out += server_rejections(T0 + 200_003)
+    out.append(ns_stop_event(T0 + 200_010, "SIGTERM"))
     return out
+
+
+def server_rejections(now: int) -> list[dict]:
+    """The server's own ``rejected`` shapes: a malformed frame and refused connections."""
+    conn = ConnectionContext("c5", "10.0.0.9:50001")
+    bad_header = MalformedFrame("json_header_field", {"frame_length": 30, "serialize_type": 0, "header_length": 22,
+                                                      "code": 105, "version": 401, "opaque": 3}, "flag")
+    return [
+        malformed_frame_event(now, conn, bad_header),
+        malformed_frame_event(now + 1, conn, MalformedFrame("frame_too_large", {"frame_length": 1 << 30}, "")),
+        connection_event(now + 2, conn, "connection_limit", max_connections=10),
+        connection_event(now + 3, conn, "slow_reader", write_buffer_bytes=1 << 26),
+        connection_event(now + 4, conn, "frame_timeout", frame_timeout_ms=30_000),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -246,10 +263,15 @@ def test_struct_type_shape():
     assert fields["seq"].dataType == fields["ts"].dataType == T.LongType()
 
 
-def test_the_events_table_adds_date_file_and_line():
-    table = schema.EVENTS_TABLE_SCHEMA
-    assert table.fields[: len(schema.EVENT_SCHEMA.fields)] == schema.EVENT_SCHEMA.fields
-    extra = [(f.name, f.dataType, f.nullable) for f in table.fields[len(schema.EVENT_SCHEMA.fields):]]
+def test_the_events_table_is_the_event_with_times_as_timestamps_plus_date_file_and_line():
+    table = {f.name: f for f in schema.EVENTS_TABLE_SCHEMA.fields}
+    for f in schema.EVENT_SCHEMA.fields:
+        if f.name in ("ts", "last_update_ts"):
+            assert table[f.name].dataType == T.TimestampType()  # times are timestamps in the lake
+        else:
+            assert table[f.name] == f
+    assert table["ts_ms"].dataType == T.LongType() and not table["ts_ms"].nullable  # the exact ms
+    extra = [(f.name, f.dataType, f.nullable) for f in schema.EVENTS_TABLE_SCHEMA.fields[-3:]]
     assert extra == [("date", T.DateType(), False), ("file", T.StringType(), False), ("line", T.LongType(), False)]
 
 
