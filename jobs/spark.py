@@ -1,0 +1,132 @@
+"""Builds the SparkSession every job and test uses.
+
+One place decides how Spark is configured for the lake: UTC everywhere, microsecond Parquet
+timestamps (what Delta's ``timestamp`` type is), Arrow on, UI off, a quiet log, and the Python
+data source that writes Delta tables without delta-spark's JVM jars (``jobs.delta``).
+
+Example:
+    >>> spark = build_session(master="local[2]", shuffle_partitions=4)
+    >>> spark.conf.get("spark.sql.session.timeZone")
+    'UTC'
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+# Spark confs the lake relies on, so extra_conf may not change them: lake times are UTC instants,
+# stored as Parquet microseconds (Delta's `timestamp`; Spark's default would be INT96), and
+# pandas conversions go through Arrow.
+_REQUIRED_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+
+
+def _is_local_master(master: str | None) -> bool:
+    return master is not None and (master == "local" or master.startswith(("local[", "local-cluster[")))
+
+
+def _launched_by_spark_submit() -> bool:
+    # spark-submit starts the JVM first and hands its gateway to this interpreter through these
+    # variables (pyspark.java_gateway.launch_gateway); the master given to spark-submit is then
+    # already in the JVM's conf and must win over our default.
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(
+    master: str | None = "local[*]",
+    app_name: str = "nsaudit",
+    shuffle_partitions: int = 8,
+    driver_memory: str | None = None,
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Create (or return the running) SparkSession configured for the lake.
+
+    Under ``spark-submit`` the master, and the Python executables, given to spark-submit win:
+    ``master`` is only applied when this process starts its own JVM. For a local master the
+    Python workers are pointed at this interpreter (unless ``PYSPARK_PYTHON`` is already set),
+    so they see the same packages. For a cluster master nothing is pinned by path:
+    ``PYSPARK_PYTHON`` (or spark-submit's ``spark.pyspark.python``) must name a Python that exists
+    on every host, with pyspark and pyarrow; Spark also runs the Delta writer's commit with it on
+    the driver's host, where it needs ``deltalake`` too.
+
+    Args:
+        master: Spark master URL (``local[2]``, ``spark://host:7077``); ``None`` leaves Spark's
+            own default.
+        app_name: application name shown by the cluster manager.
+        shuffle_partitions: ``spark.sql.shuffle.partitions``.
+        driver_memory: ``spark.driver.memory`` such as ``"4g"``; only effective when this call
+            starts the JVM.
+        extra_conf: more Spark confs; they may not override the time zone, timestamp type or
+            Arrow settings the lake depends on.
+
+    Returns:
+        The session, with the Delta writer data source registered.
+
+    Raises:
+        ValueError: ``extra_conf`` tries to change a conf the lake depends on.
+    """
+    extra = dict(extra_conf or {})
+    for key, value in extra.items():
+        if key in _REQUIRED_CONF and str(value).lower() != _REQUIRED_CONF[key].lower():
+            raise ValueError(f"spark conf {key} must stay {_REQUIRED_CONF[key]!r}, got {value!r}")
+
+    submitted = _launched_by_spark_submit()
+    if not submitted:
+        # SparkContext reads PYSPARK_PYTHON when it starts and runs every Python worker with it:
+        # the executors' and the data source's planner and commit workers on the driver's host.
+        # Only a local master may be pinned to this interpreter's absolute path; a remote host
+        # has no such file. PYSPARK_DRIVER_PYTHON is for pyspark shells started from here.
+        if _is_local_master(master) and not os.environ.get("PYSPARK_PYTHON"):
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+        if not os.environ.get("PYSPARK_DRIVER_PYTHON"):
+            os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None and not submitted:
+        builder = builder.master(master)
+    conf = {
+        **_REQUIRED_CONF,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+    }
+    if driver_memory is not None:
+        conf["spark.driver.memory"] = driver_memory
+    conf.update(extra)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    # getOrCreate may hand back a session started elsewhere (a notebook, spark-submit); the confs
+    # the lake depends on are runtime SQL confs, so make sure they hold for this one too.
+    for key, value in _REQUIRED_CONF.items():
+        spark.conf.set(key, value)
+
+    from jobs.delta import register_data_source
+
+    register_data_source(spark)
+    return spark
+
+
+def is_native_delta_available(spark: SparkSession) -> bool:
+    """Whether delta-spark's classes are on this session's JVM classpath.
+
+    True for a cluster started with ``--packages io.delta:delta-spark_2.13:4.0.0`` (or the jars in
+    ``spark.jars``); then ``format("delta")`` works natively. Looked up through the context class
+    loader, which is the one that sees ``--packages`` jars.
+    """
+    try:
+        jvm = spark.sparkContext._jvm
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName("org.apache.spark.sql.delta.sources.DeltaDataSource", False, loader)
+    except Exception:  # py4j wraps ClassNotFoundException; any failure means "not usable"
+        return False
+    return True
