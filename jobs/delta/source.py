@@ -36,6 +36,40 @@ from jobs.delta.files import TASK_BUFFER_BYTES, DataFile, check_not_null, split_
 FORMAT_NAME = "nsaudit_delta"
 
 
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Cast a batch to the file schema, filling NOT NULL struct children under null parents.
+
+    Spark hands a null struct (e.g. ``data_version`` of an event that has none) with null
+    children; Arrow refuses to cast those children to their NOT NULL type although no reader
+    ever sees them (the parent's validity hides them). Values the parent hides are set to the
+    type's zero; NOT NULL of visible values was checked before (``check_not_null``).
+    """
+    return pa.RecordBatch.from_arrays(
+        [_conform_array(batch.column(i), field) for i, field in enumerate(schema)], schema=schema
+    )
+
+
+def _conform_array(arr: pa.Array, field: pa.Field) -> pa.Array:
+    target = field.type
+    if pa.types.is_struct(target) and pa.types.is_struct(arr.type):
+        children = [_conform_array(arr.field(child.name), child) for child in target]
+        mask = arr.is_null() if arr.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if arr.null_count and not field.nullable:
+        arr = arr.fill_null(_zero(arr.type))
+    return arr.cast(target)
+
+
+def _zero(arrow_type: pa.DataType) -> pa.Scalar:
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return pa.scalar("", arrow_type)
+    if pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type):
+        return pa.scalar(b"", arrow_type)
+    if pa.types.is_boolean(arrow_type):
+        return pa.scalar(False)
+    return pa.scalar(0).cast(arrow_type)
+
+
 @dataclass(frozen=True)
 class WritePlan:
     """Everything a write needs, passed to the data source as one JSON option.
@@ -110,7 +144,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
                     if key not in open_files:
                         _check_replace_where(key, plan)
                         open_files[key] = DataFile.create(fs, plan.path, plan.partition_by, key, file_schema)
-                    open_files[key].write(part.select(file_schema.names).cast(file_schema))
+                    open_files[key].write(conform_batch(part.select(file_schema.names), file_schema))
                 if sum(f.pending_bytes for f in open_files.values()) > TASK_BUFFER_BYTES:
                     for f in open_files.values():
                         f.flush()

@@ -397,3 +397,19 @@ def test_process_reading_delta_exits_zero(tmp_path):
 def test_process_keeps_its_own_nonzero_exit_code(tmp_path):
     assert _run_exit_script(tmp_path, runs=2, code=3) == [3, 3]
 
+
+
+def test_a_null_struct_with_not_null_children_is_written():
+    """An event without data_version: Spark's null struct carries null children under it."""
+    from jobs.delta.source import conform_batch
+
+    dv = pa.struct([pa.field("timestamp", pa.int64(), False), pa.field("counter", pa.int64(), False)])
+    src = pa.StructArray.from_arrays(
+        [pa.array([1, None, 3]), pa.array([2, None, 4])], names=["timestamp", "counter"],
+        mask=pa.array([False, True, False]),
+    )
+    batch = pa.RecordBatch.from_arrays([src, pa.array([1, 2, 3], pa.int32())], names=["data_version", "x"])
+    schema = pa.schema([pa.field("data_version", dv, True), pa.field("x", pa.int64(), False)])
+    out = conform_batch(batch, schema)
+    assert out.schema == schema
+    assert out.column(0).to_pylist() == [{"timestamp": 1, "counter": 2}, None, {"timestamp": 3, "counter": 4}]
