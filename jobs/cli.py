@@ -74,6 +74,8 @@ def _fleet(sub) -> None:
     p.add_argument("--period-ms", type=int, default=30_000, help="registration period (default 30000)")
     p.add_argument("--faults", default="none", metavar="LIST", help=f"faults to inject: {', '.join(FAULTS)}")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="TOML config; [security] there gives the access key to sign with (secrets never on the command line)")
     p.set_defaults(run="nameserver.fleet:run_from_cli")
 
 

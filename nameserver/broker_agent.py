@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Sequence
 
+from nameserver.acl import Credentials
 from nameserver.client import RemotingClient, RemotingError, register_broker_request, unregister_broker_request
 from nameserver.codec import RemotingCommand
 from nameserver.layout import BrokerGroup, BrokerMember
@@ -42,7 +43,7 @@ class BrokerAgent:
     """One broker process: a connection per server, registration, unregistration, faults."""
 
     def __init__(self, member: BrokerMember, group: GroupState, servers: Sequence[tuple[str, int]],
-                 *, compressed: bool, version: int) -> None:
+                 *, compressed: bool, version: int, credentials: Credentials | None = None) -> None:
         self.addr, self.ha_addr = member.addr, member.ha_addr
         self.broker_id = member.broker_id
         self.group = group
@@ -53,6 +54,7 @@ class BrokerAgent:
         self.cut: set[int] = set()  # servers this broker can no longer reach (partition)
         self.alive = True  # False: dead or silent, sends nothing more
         self.errors = 0
+        self.credentials = credentials  # signs every request when set (nameserver.acl)
 
     def describe(self) -> str:
         """``broker-001 (id 0) 10.0.1.1:10911``, for fault lines."""
@@ -70,7 +72,7 @@ class BrokerAgent:
         conn = self.conns[i]
         if conn is None or not conn.is_open:
             host, port = self.servers[i]
-            conn = self.conns[i] = await RemotingClient.connect(host, port, REQUEST_TIMEOUT_S)
+            conn = self.conns[i] = await RemotingClient.connect(host, port, REQUEST_TIMEOUT_S, self.credentials)
         return conn
 
     async def _send(self, i: int, cmd: RemotingCommand) -> RemotingCommand | None:

@@ -20,6 +20,7 @@ import asyncio
 from typing import Iterable, Mapping
 
 from nameserver import fastjson
+from nameserver.acl import Credentials, sign_request
 from nameserver.codec import (
     SERVER_VERSION,
     FrameDecoder,
@@ -124,12 +125,16 @@ class _ClientProtocol(asyncio.Protocol):
 class RemotingClient:
     """One connection to a remoting server. Create with :meth:`connect`.
 
+    Args:
+        credentials: when given, every request is signed with them (RocketMQ ACL, ``nameserver.acl``).
+
     Attributes:
         closed: a future done when the connection has ended.
         remote: ``host:port`` of the server.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, credentials: Credentials | None = None) -> None:
+        self.credentials = credentials
         self._transport: asyncio.Transport | None = None
         self._waiters: dict[int, asyncio.Future] = {}
         self._next_opaque = 0
@@ -141,13 +146,14 @@ class RemotingClient:
         self.unsolicited: list[RemotingCommand] = []
 
     @classmethod
-    async def connect(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S) -> "RemotingClient":
-        """Open a connection.
+    async def connect(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S,
+                      credentials: Credentials | None = None) -> "RemotingClient":
+        """Open a connection; with ``credentials`` every request on it is signed.
 
         Raises:
             OSError: the server cannot be reached.
         """
-        client = cls()
+        client = cls(credentials)
         loop = asyncio.get_running_loop()
         await asyncio.wait_for(loop.create_connection(lambda: _ClientProtocol(client), host, port), timeout)
         client.remote = f"{host}:{port}"
@@ -203,6 +209,7 @@ class RemotingClient:
         transport = self._check_open()
         cmd.opaque = self._opaque()
         cmd.flag &= ~2  # a request that waits for an answer is not oneway
+        self._sign(cmd)
         future = asyncio.get_running_loop().create_future()
         self._waiters[cmd.opaque] = future
         transport.write(encode_frame(cmd))
@@ -216,8 +223,14 @@ class RemotingClient:
         transport = self._check_open()
         cmd.opaque = self._opaque()
         cmd.flag |= 2
+        self._sign(cmd)
         transport.write(encode_frame(cmd))
         await self.drain()
+
+    def _sign(self, cmd: RemotingCommand) -> None:
+        # RocketMQ's AclClientRPCHook signs every request; servers ignore the keys where unneeded
+        if self.credentials is not None:
+            sign_request(cmd, self.credentials)
 
     async def send_raw(self, data: bytes) -> None:
         """Write bytes as they are (tests: malformed frames, split frames)."""

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,35 @@ class AuditConfig:
     flapping_windows_per_day: int = 6
     queue_skew_cv: float = 0.5
     queue_skew_max_over_mean: float = 2.0
+    admin_burst_changes: int = 10  # more admin changes (104/205/216/327) than this from one host ...
+    admin_burst_window_ms: int = 60_000  # ... within this window, on one server, is an admin_burst
+    refused_requests_min: int = 1  # this many NO_PERMISSION refusals from one host make a finding
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """Access control for route changes (``nameserver.acl``); off by default.
+
+    Secrets never live in this file or on the command line: ``secrets_file`` is a path to
+    ``accessKey=secretKey`` lines and ``secrets_env`` the *name* of an environment variable holding
+    ``accessKey=secretKey[,...]``; they are read once at start (``acl.load_secret_store``).
+    """
+
+    enabled: bool = False
+    allowed_networks: tuple[str, ...] = ()  # CIDRs a registering broker's address and peer must be in
+    allowed_clusters: tuple[str, ...] = ()  # clusters a broker may register in; empty = any
+    secrets_file: str = ""
+    secrets_env: str = ""
+    access_key: str = ""  # the key our own clients (nsaudit fleet) sign with; "" = unsigned
+
+    def __post_init__(self) -> None:
+        for text in self.allowed_networks:
+            try:
+                ipaddress.ip_network(text)
+            except ValueError as exc:
+                raise ConfigError(f"security.allowed_networks: {text!r} is not a CIDR network: {exc}") from None
+        if self.enabled and not (self.secrets_file or self.secrets_env):
+            raise ConfigError("security.enabled needs security.secrets_file or security.secrets_env")
 
 
 @dataclass(frozen=True)
@@ -87,6 +117,7 @@ class Config:
     eventlog: EventLogConfig = field(default_factory=EventLogConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
 
 def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:
@@ -104,7 +135,7 @@ def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:
         expected = f.type if isinstance(f.type, str) else f.type.__name__
         if not _type_ok(value, expected):
             raise ConfigError(f"{path}: {where}{key} must be {expected}, got {value!r}")
-        kwargs[key] = value
+        kwargs[key] = tuple(value) if isinstance(value, list) else value  # frozen: lists become tuples
     try:
         return cls(**kwargs)
     except ConfigError as exc:
@@ -112,6 +143,8 @@ def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:
 
 
 def _type_ok(value: Any, expected: str) -> bool:
+    if isinstance(value, list):  # only tuple[str, ...] fields take arrays, of strings
+        return expected.startswith("tuple[str") and all(isinstance(v, str) for v in value)
     if isinstance(value, bool):
         return "bool" in expected
     if isinstance(value, int):
@@ -119,7 +152,7 @@ def _type_ok(value: Any, expected: str) -> bool:
     if isinstance(value, float):
         return "float" in expected
     if isinstance(value, str):
-        return "str" in expected
+        return "str" in expected and not expected.startswith("tuple")
     return False
 
 

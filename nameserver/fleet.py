@@ -26,9 +26,11 @@ import sys
 import time
 from dataclasses import dataclass
 
+from nameserver.acl import Credentials, client_credentials
 from nameserver.broker_agent import REQUEST_TIMEOUT_S, BrokerAgent, GroupState
 from nameserver.client import RemotingClient, RemotingError, parse_host_port, simple_request
 from nameserver.codec import RemotingCommand, RequestCode, Version
+from nameserver.config import load_config
 from nameserver.errors import UserError
 from nameserver.layout import build_layout
 from nameserver.model import DataVersion, TopicConfig
@@ -42,6 +44,8 @@ class FleetOptions:
     Attributes:
         servers: name servers as ``(host, port)``.
         faults: enabled fault kinds, each injected once, spread over the first 60% of the run.
+        credentials: when set, every broker and admin request is signed (``[security]
+            access_key`` and its secret; never from flags).
     """
 
     servers: tuple[tuple[str, int], ...]
@@ -52,6 +56,7 @@ class FleetOptions:
     period_ms: int = 30_000
     faults: tuple[str, ...] = ()
     seed: int = 1
+    credentials: Credentials | None = None
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -95,7 +100,8 @@ class Fleet:
                 n = len(self.agents)
                 # Mixed estate: every third broker sends compressed bodies, every fourth is 5.x.
                 agent = BrokerAgent(member, state, options.servers, compressed=n % 3 == 1,
-                                    version=Version.V5_3_3 if n % 4 == 3 else Version.V4_9_7)
+                                    version=Version.V5_3_3 if n % 4 == 3 else Version.V4_9_7,
+                                    credentials=options.credentials)
                 state.members.append(agent)
                 self.agents.append(agent)
         self._next_topic = options.topics
@@ -253,7 +259,7 @@ class Fleet:
         """An mqadmin request over its own short connection."""
         host, port = self.options.servers[server]
         try:
-            client = await RemotingClient.connect(host, port, REQUEST_TIMEOUT_S)
+            client = await RemotingClient.connect(host, port, REQUEST_TIMEOUT_S, self.options.credentials)
         except OSError:
             return None
         try:
@@ -317,8 +323,11 @@ class Fleet:
 def options_from_args(args) -> FleetOptions:
     """Validate the ``nsaudit fleet`` arguments.
 
+    Credentials come from the ``[security]`` section of ``--config`` (default
+    ``conf/nsaudit.toml``): ``access_key`` and its secret from ``secrets_file`` / ``secrets_env``.
+
     Raises:
-        UserError: a bad server list, count, duration, period or fault name.
+        UserError: a bad server list, count, duration, period or fault name, or unloadable secrets.
     """
     servers = []
     for item in (args.ns or "").split(","):
@@ -338,8 +347,9 @@ def options_from_args(args) -> FleetOptions:
         raise UserError(f"--duration must be > 0 seconds, not {args.duration}")
     if args.period_ms < 100:
         raise UserError(f"--period-ms must be >= 100, not {args.period_ms}")
+    credentials = client_credentials(load_config(getattr(args, "config", None)).security)
     return FleetOptions(tuple(servers), args.brokers, args.slaves, args.topics, args.duration,
-                        args.period_ms, parse_faults(args.faults), args.seed)
+                        args.period_ms, parse_faults(args.faults), args.seed, credentials)
 
 
 async def run_fleet(options: FleetOptions) -> int:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from nameserver import fastjson
+from nameserver.acl import AccessController, Denial
 from nameserver.bodycache import RegisterBodyCache
 from nameserver.codec import (
     REQUEST_HEADERS,
@@ -85,6 +86,8 @@ class RequestProcessor:
         routes: the route tables this processor alone mutates.
         kv: KV config (100/101/102/219); a fresh one by default.
         namesrv_config: the 318/319 property map; a fresh one by default.
+        access: access control checked before dispatch; None (the default) checks nothing,
+            as RocketMQ's name server does.
     """
 
     def __init__(
@@ -92,8 +95,10 @@ class RequestProcessor:
         routes: RouteInfoManager,
         kv: KVConfigManager | None = None,
         namesrv_config: NamesrvConfigStore | None = None,
+        access: AccessController | None = None,
     ) -> None:
         self.routes = routes
+        self.access = access
         self.kv = kv or KVConfigManager()
         self.namesrv_config = namesrv_config or NamesrvConfigStore()
         # Encoded 105/106 bodies, valid until the next route change: lookups dominate the traffic
@@ -114,7 +119,11 @@ class RequestProcessor:
             return Outcome(None)  # §3.2: a stray response is dropped, no reply, no event
         handler = _DISPATCH.get(cmd.code)
         try:
-            if handler is None:
+            # Access control hook: a refused request never reaches its handler.
+            denial = self.access.check(cmd, conn.remote) if self.access is not None else None
+            if denial is not None:
+                outcome = self._denied(cmd, conn, now, denial)
+            elif handler is None:
                 outcome = self._unknown_code(cmd, conn, now)
             else:
                 outcome = handler(self, cmd, conn, now)
@@ -160,6 +169,14 @@ class RequestProcessor:
                 cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported"
             ),
             [rejected_event(now, "unknown_code", _ctx(conn, cmd))],
+        )
+
+    def _denied(self, cmd: RemotingCommand, conn: ConnectionContext, now: int, denial: Denial) -> Outcome:
+        # NO_PERMISSION (§9.2) with the reason; the event names the key id, never a secret.
+        return Outcome(
+            make_response(cmd, ResponseCode.NO_PERMISSION, remark=denial.remark),
+            [rejected_event(now, "no_permission", _ctx(conn, cmd), detail=denial.detail,
+                            access_key=denial.access_key, **_decoded_keys(cmd))],
         )
 
     def _refused(self, cmd: RemotingCommand, conn: ConnectionContext, now: int, exc: RequestError) -> Outcome:

@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
+from nameserver.acl import AccessController, exposure_notice, load_secret_store
 from nameserver.answers import DurableAnswers
 from nameserver.channel import RemotingChannel, encode_response
 from nameserver.codec import MalformedFrame, RemotingCommand, ResponseCode, encode_frame, make_response
@@ -82,6 +83,7 @@ class NameServerController:
         config: timers, limits and defences.
         eventlog_config: segments and durability.
         clock: epoch-ms clock (tests may pass a fake one).
+        access: access control for route changes (``[security]``); None checks nothing.
     """
 
     def __init__(
@@ -91,8 +93,10 @@ class NameServerController:
         config: NameServerConfig | None = None,
         eventlog_config: EventLogConfig | None = None,
         clock: Callable[[], int] = wall_clock_ms,
+        access: AccessController | None = None,
     ) -> None:
         self.ns_id = ns_id
+        self.access = access
         self.config = config or NameServerConfig()
         self.eventlog_config = eventlog_config or EventLogConfig()
         self._clock = clock
@@ -147,7 +151,8 @@ class NameServerController:
             raise
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
-        self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(self._own_properties()))
+        self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(self._own_properties()),
+                                          access=self.access)
         self.start_ts = self._clock()
         self._append(
             ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())
@@ -387,11 +392,13 @@ class NameServerController:
 # ---------------------------------------------------------------------- command line
 
 
-def build_config(args) -> tuple[NameServerConfig, EventLogConfig]:
-    """``--config`` file overridden by the flags (interfaces spec, ``nameserver`` command).
+def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessController | None]:
+    """``--config`` file overridden by the flags (interfaces spec, ``nameserver`` command), and the
+    access control of its ``[security]`` section (None when off). Secrets come only from the
+    file or environment variable that section names, never from flags.
 
     Raises:
-        UserError: a bad config file or flag value.
+        UserError: a bad config file or flag value, or secrets that cannot be loaded.
     """
     config = load_config(args.config)
     ns = config.nameserver
@@ -416,16 +423,20 @@ def build_config(args) -> tuple[NameServerConfig, EventLogConfig]:
         raise UserError(f"nameserver.max_frame_bytes must be in 1024..16777216, not {ns.max_frame_bytes}")
     if not args.ns_id or "/" in args.ns_id or args.ns_id.startswith("."):
         raise UserError(f"--ns-id {args.ns_id!r} cannot be used as a folder name")
-    return ns, config.eventlog
+    security = config.security
+    access = AccessController.from_config(security, load_secret_store(security)) if security.enabled else None
+    return ns, config.eventlog, access
 
 
-async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig) -> int:
-    """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections.
+async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig,
+                access: AccessController | None = None) -> int:
+    """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections,
+    after a warning on stderr when the bound address is reachable from the network.
 
     Returns:
         0 after a clean shutdown, 1 after a fatal event-log failure.
     """
-    controller = NameServerController(ns_id, events_dir, config, eventlog_config)
+    controller = NameServerController(ns_id, events_dir, config, eventlog_config, access=access)
     try:
         host, port = await controller.start()
     except (OSError, EventLogError) as exc:
@@ -434,6 +445,9 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, controller.request_stop, sig.name)
     shown = f"[{host}]" if ":" in host else host
+    notice = exposure_notice(host, access is not None)
+    if notice is not None:
+        print(f"nameserver {ns_id}: {notice}", file=sys.stderr, flush=True)
     sys.stdout.write(f"nameserver {ns_id} listening on {shown}:{port}\n")
     sys.stdout.flush()
     await controller.wait_stopped()
@@ -442,6 +456,6 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
 
 def run_from_cli(args) -> int:
     """``nsaudit nameserver``: run in the foreground; exit 0 on SIGTERM/SIGINT."""
-    ns, eventlog_config = build_config(args)
+    ns, eventlog_config, access = build_config(args)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(args.ns_id, args.events, ns, eventlog_config))
+    return asyncio.run(serve(args.ns_id, args.events, ns, eventlog_config, access))

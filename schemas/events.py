@@ -170,6 +170,7 @@ EVENT_KEYS: tuple[Key, ...] = (
     # ns_stop, rejected
     Key("reason", STRING, "why the server stopped or the request was refused"),
     Key("detail", STRING, "rejected: free text on what was wrong (never secrets)"),
+    Key("access_key", STRING, "rejected no_permission: the AccessKey id the request named (never a secret)"),
     Key("frame_length", INT64, "rejected malformed_frame: the frame's length field"),
     Key("serialize_type", INT32, "rejected malformed_frame: the frame's serialize type byte"),
     Key("header_length", INT64, "rejected malformed_frame: the frame's header length"),

@@ -14,11 +14,13 @@ import orjson
 import pytest
 from pyspark.sql import types as T
 
+from nameserver.acl import AccessController, SecretStore
+from nameserver.codec import make_request
 from nameserver.config import EventLogConfig
 from nameserver.eventlog import EventLogWriter, read_events
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.codec import MalformedFrame
-from nameserver.processor import ConnectionContext, connection_event, malformed_frame_event
+from nameserver.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
 from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 from schemas import events as schema
 
@@ -68,7 +70,16 @@ def server_rejections(now: int) -> list[dict]:
         connection_event(now + 2, conn, "connection_limit", max_connections=10),
         connection_event(now + 3, conn, "slow_reader", write_buffer_bytes=1 << 26),
         connection_event(now + 4, conn, "frame_timeout", frame_timeout_ms=30_000),
+        *acl_rejection(now + 5, conn),
     ]
+
+
+def acl_rejection(now: int, conn: ConnectionContext) -> list[dict]:
+    """A request refused by access control (``rejected`` no_permission, with ``access_key``)."""
+    processor = RequestProcessor(RouteInfoManager(), access=AccessController(SecretStore({"ak": "sk"})))
+    ext = {"brokerName": "broker-a", "brokerAddr": A, "clusterName": "C1", "brokerId": "0",
+           "AccessKey": "ak", "Signature": "not-the-signature"}
+    return processor.process(make_request(104, ext), conn, now).events
 
 
 @pytest.fixture(scope="module")
