@@ -1,0 +1,841 @@
+"""Queue distribution audit: where each server's routes put the queues, and what is wrong with it.
+
+Input is ``route_snapshots`` (every server's routes at ``00:00 + k * snapshot_interval_ms`` and at
+``23:59:59.999``) plus the day's ``broker_addr_history`` and ``cluster_history`` exploded to the same
+instants, for what a snapshot row cannot show (broker groups without topics, cluster sets). Queue
+counts are what a client derives from a route (semantics spec §3): a producer takes
+``write_queue_nums`` queues of every QueueData with ``perm & 2`` whose group has a master (id 0); a
+consumer takes ``read_queue_nums`` queues of every QueueData with ``perm & 4``.
+
+Outputs, each replaced per day: ``queue_distribution`` (per snapshot, server and broker group, with
+its cluster's imbalance) and ``topic_distribution`` (per snapshot, server and topic), see
+:mod:`schemas.distribution`; and findings of category ``distribution``. A condition is checked at
+every snapshot instant and the instants where it holds are merged, per (kind, subject, server),
+into runs of consecutive instants: ``start_ts`` / ``end_ts`` are the first and last instant of a
+run, ``detail`` is the state at its last instant plus ``snapshots`` (instants in the run).
+
+Kinds and severities. Severities are chosen so that a fault-free fleet raises nothing above info
+except what its layout really has: ``read_write_mismatch`` and ``queue_skew`` are configuration
+findings a user must see even though no fault caused them.
+
+============================== ============ ======== ==============================================
+kind                           subject      severity holds at an instant when
+============================== ============ ======== ==============================================
+``no_writable_queue``          topic        critical the topic has a route but a producer gets no
+                                                     queue from it
+``read_write_mismatch``        topic        warning  a readable and writable QueueData has fewer
+                                                     read than write queues
+``single_broker_topic``        topic        info     all of the topic's QueueData are on one group
+``write_perm_wiped``           broker name  warning  a QueueData of the group lacks ``perm & 2``
+                                                     while the same (topic, group) is writable on
+                                                     another server then, or was earlier on this
+                                                     one (today, or at the end of yesterday)
+``queue_skew``                 cluster      warning  the cluster's write queues per group exceed
+                                                     ``queue_skew_cv`` or
+                                                     ``queue_skew_max_over_mean``
+``no_master``                  broker name  warning  a BrokerData has no id 0
+``queue_data_without_broker``  broker name  warning  QueueData of a name with no BrokerData
+                                                     (breaks invariant I4)
+``broker_in_two_clusters``     broker name  warning  the name is in two cluster sets (W21)
+``addr_in_two_groups``         broker addr  warning  one address in two BrokerData (W22)
+============================== ============ ======== ==============================================
+
+``queue_skew`` details carry each group's write queues and suggested moves of write queues from
+the busiest group to the least busy one until the cluster is within both thresholds (computed on
+the per-cluster totals of the run's last instant, which are small).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs import lake
+from jobs.delta_io import read_table, table_exists, write_table
+from jobs.findings import finding_columns, write_findings
+from jobs.snapshots import snapshot_instants_ms, with_snapshot_ts
+from nameserver.config import Config
+from nameserver.timeutil import DAY_MS, day_start_ms
+from schemas.distribution import PARTITION_BY, QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
+from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, CLUSTER_HISTORY_SCHEMA, ROUTE_SNAPSHOTS_SCHEMA
+
+CATEGORY = "distribution"
+QUEUE_DISTRIBUTION = "queue_distribution"
+TOPIC_DISTRIBUTION = "topic_distribution"
+
+SEVERITY = {
+    "no_writable_queue": "critical",
+    "read_write_mismatch": "warning",
+    "single_broker_topic": "info",
+    "write_perm_wiped": "warning",
+    "queue_skew": "warning",
+    "no_master": "warning",
+    "queue_data_without_broker": "warning",
+    "broker_in_two_clusters": "warning",
+    "addr_in_two_groups": "warning",
+}
+
+PERM_WRITE, PERM_READ = 2, 4  # PermName bits (semantics spec §1.3)
+MASTER_ID = 0
+WIPED_TOPICS_LISTED = 20  # a write_perm_wiped detail names at most this many topics
+
+MOVE_TYPE = T.StructType(
+    [
+        T.StructField("from_broker_name", T.StringType(), False),
+        T.StructField("to_broker_name", T.StringType(), False),
+        T.StructField("write_queues", T.LongType(), False),
+    ]
+)
+SKEW_PLAN_TYPE = T.StructType(
+    [
+        T.StructField("suggested_moves", T.ArrayType(MOVE_TYPE, False), False),
+        T.StructField("cv_after", T.DoubleType(), True),
+        T.StructField("max_over_mean_after", T.DoubleType(), True),
+        T.StructField("within_threshold_after", T.BooleanType(), False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class DistributionParams:
+    """What the transforms need of the configuration.
+
+    Attributes:
+        snapshot_interval_ms: spacing of the snapshot instants (must be the one ``route_snapshots``
+            was made with, so that instants ``k`` and ``k + 1`` are consecutive).
+        queue_skew_cv: a cluster is skewed above this coefficient of variation...
+        queue_skew_max_over_mean: ...or above this ratio of its busiest group to the mean.
+    """
+
+    snapshot_interval_ms: int = 300_000
+    queue_skew_cv: float = 0.5
+    queue_skew_max_over_mean: float = 2.0
+
+    @classmethod
+    def from_config(cls, config: Config) -> "DistributionParams":
+        """Take the audit settings of a loaded configuration."""
+        audit = config.audit
+        return cls(audit.snapshot_interval_ms, audit.queue_skew_cv, audit.queue_skew_max_over_mean)
+
+
+@dataclass(frozen=True)
+class DistributionResult:
+    """What a day's distribution stage wrote.
+
+    The report's end-of-day write-queue frame is :func:`end_of_day_distribution`.
+
+    Attributes:
+        day: the UTC day.
+        snapshots: snapshot instants with at least one broker group or route on some server.
+        servers: name servers with at least one broker group or route in a snapshot.
+        queue_distribution_rows: rows written to ``queue_distribution``.
+        topic_distribution_rows: rows written to ``topic_distribution``.
+        findings_by_kind: findings written, per kind (kinds with none are absent).
+        notes: remarks for the report.
+    """
+
+    day: dt.date
+    snapshots: int
+    servers: int
+    queue_distribution_rows: int
+    topic_distribution_rows: int
+    findings_by_kind: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """The integer figures, for the audit's stage log line."""
+        return {
+            "snapshots": self.snapshots, "servers": self.servers,
+            "queue_distribution_rows": self.queue_distribution_rows,
+            "topic_distribution_rows": self.topic_distribution_rows,
+            "findings": sum(self.findings_by_kind.values()),
+        }
+
+
+# ---------------------------------------------------------------------------- per QueueData
+
+
+def with_queue_flags(snapshots_df: DataFrame) -> DataFrame:
+    """Add what a client makes of each ``route_snapshots`` row (semantics spec §3).
+
+    Adds ``writable`` (``perm & 2``), ``readable`` (``perm & 4``), ``has_master`` (the group's
+    ``broker_addrs`` has id 0; false without BrokerData), ``publish_queues``, ``subscribe_queues``
+    and ``unread_write_queues`` (longs, see :mod:`schemas.distribution`).
+
+    Example:
+        perm 6, read 4, write 8, broker_addrs {1: slave}: writable, readable, no master, so
+        publish 0, subscribe 4, unread 4. broker_addrs null (no BrokerData): no master either.
+    """
+    perm, read, write = F.col("perm"), F.col("read_queue_nums"), F.col("write_queue_nums")
+    writable = F.coalesce(perm.bitwiseAND(PERM_WRITE) == PERM_WRITE, F.lit(False))
+    readable = F.coalesce(perm.bitwiseAND(PERM_READ) == PERM_READ, F.lit(False))
+    has_master = F.coalesce(F.map_contains_key("broker_addrs", F.lit(MASTER_ID).cast("long")), F.lit(False))
+    zero = F.lit(0).cast("long")
+    return (
+        snapshots_df.withColumn("writable", writable)
+        .withColumn("readable", readable)
+        .withColumn("has_master", has_master)
+        # a negative or zero writeQueueNums contributes no queue (§3)
+        .withColumn("publish_queues",
+                    F.when(F.col("writable") & F.col("has_master"), F.greatest(write.cast("long"), zero)).otherwise(zero))
+        .withColumn("subscribe_queues", F.when(F.col("readable"), F.greatest(read.cast("long"), zero)).otherwise(zero))
+        .withColumn(
+            "unread_write_queues",
+            F.when(F.col("readable") & F.col("writable") & (read < write), (write - F.greatest(read, F.lit(0))).cast("long"))
+            .otherwise(zero),
+        )
+    )
+
+
+def _sum_long(name: str) -> Column:
+    return F.coalesce(F.sum(F.col(name).cast("long")), F.lit(0).cast("long"))
+
+
+def _count_if(condition: Column) -> Column:
+    return F.count(F.when(condition, 1)).cast("int")
+
+
+# ---------------------------------------------------------------------------- per topic
+
+
+def agg_topic_stats(flagged_df: DataFrame) -> DataFrame:
+    """Per (snapshot_ts, ns, topic): ``TOPIC_DISTRIBUTION_SCHEMA`` columns but ``date``.
+
+    Only counts and sums, so Spark aggregates in a hash table; a string or collection aggregate
+    here would sort every snapshot row (which broker names a finding is about is looked up
+    afterwards, for the findings only: :func:`agg_last_queue_datas`).
+    """
+    return flagged_df.groupBy("snapshot_ts", "ns", "topic").agg(
+        F.count(F.lit(1)).cast("int").alias("brokers"),
+        _count_if(F.col("has_master")).alias("brokers_with_master"),
+        _count_if(F.col("writable")).alias("writable_brokers"),
+        _count_if(F.col("readable")).alias("readable_brokers"),
+        _count_if(F.col("publish_queues") > 0).alias("publishing_brokers"),
+        _sum_long("read_queue_nums").alias("read_queues"),
+        _sum_long("write_queue_nums").alias("write_queues"),
+        _sum_long("publish_queues").alias("publish_queues"),
+        _sum_long("subscribe_queues").alias("subscribe_queues"),
+        _sum_long("unread_write_queues").alias("unread_write_queues"),
+    )
+
+
+def agg_topic_distribution(topic_stats_df: DataFrame, day: dt.date) -> DataFrame:
+    """``topic_distribution`` rows from :func:`agg_topic_stats`."""
+    return topic_stats_df.withColumn("date", F.lit(day)).select(*TOPIC_DISTRIBUTION_SCHEMA.names)
+
+
+# ---------------------------------------------------------------------------- per broker group
+
+
+def agg_group_totals(flagged_df: DataFrame) -> DataFrame:
+    """Per (snapshot_ts, ns, broker_name) with QueueData: the group's topic and queue totals, its
+    ``cluster`` and, from the snapshot's BrokerData, ``queue_broker_addrs`` (number of entries,
+    0 without BrokerData) and ``queue_has_master``."""
+    # cluster is the BrokerData's, one per group at an instant: as a key it splits nothing, and
+    # it keeps every aggregate numeric (hash aggregation, no sort)
+    return flagged_df.groupBy("snapshot_ts", "ns", "broker_name", "cluster").agg(
+        F.max(F.coalesce(F.size("broker_addrs"), F.lit(0))).alias("queue_broker_addrs"),
+        F.max("has_master").alias("queue_has_master"),
+        F.count(F.lit(1)).cast("int").alias("topics"),
+        _count_if(F.col("writable")).alias("writable_topics"),
+        _count_if(F.col("readable")).alias("readable_topics"),
+        _sum_long("read_queue_nums").alias("read_queues"),
+        _sum_long("write_queue_nums").alias("write_queues"),
+        _sum_long("publish_queues").alias("publish_queues"),
+        _sum_long("subscribe_queues").alias("subscribe_queues"),
+        _sum_long("unread_write_queues").alias("unread_write_queues"),
+    )
+
+
+def agg_broker_groups(addr_at_snapshots_df: DataFrame) -> DataFrame:
+    """Per (snapshot_ts, ns, broker_name) with a BrokerData: ``broker_cluster``, ``broker_addrs``
+    (entries of ``brokerAddrs``) and ``has_master`` (one of them is id 0).
+
+    Args:
+        addr_at_snapshots_df: ``broker_addr_history`` rows with ``snapshot_ts``
+            (:func:`jobs.snapshots.with_snapshot_ts`).
+    """
+    # a BrokerData has one cluster: as a key it splits nothing and keeps the aggregation hashed
+    return addr_at_snapshots_df.groupBy("snapshot_ts", "ns", "broker_name", F.col("cluster").alias("broker_cluster")).agg(
+        F.count(F.lit(1)).cast("int").alias("broker_addrs"),
+        F.max(F.col("broker_id") == MASTER_ID).alias("has_master"),
+    )
+
+
+def with_cluster_stats(groups_df: DataFrame) -> DataFrame:
+    """Add the ``cluster_*`` columns and ``write_queue_share`` (null where ``cluster`` is null)."""
+    w = Window.partitionBy("snapshot_ts", "ns", "cluster")
+    known = F.col("cluster").isNotNull()
+    mean = F.avg(F.col("write_queues").cast("double")).over(w)
+    total = F.sum("write_queues").over(w)
+    return (
+        groups_df.withColumn("cluster_groups", F.when(known, F.count(F.lit(1)).over(w).cast("int")))
+        .withColumn("cluster_write_queues", F.when(known, total))
+        .withColumn("cluster_write_queues_mean", F.when(known, mean))
+        # mean 0 (no write queue in the cluster): no ratio; try_divide keeps ANSI mode quiet
+        .withColumn("cluster_write_queues_cv",
+                    F.when(known & (mean > 0), F.try_divide(F.stddev_pop(F.col("write_queues").cast("double")).over(w), mean)))
+        .withColumn("cluster_write_queues_max_over_mean",
+                    F.when(known & (mean > 0), F.try_divide(F.max("write_queues").over(w).cast("double"), mean)))
+        .withColumn("write_queue_share",
+                    F.when(known & (total > 0), F.try_divide(F.col("write_queues").cast("double"), total.cast("double"))))
+    )
+
+
+def agg_group_rows(group_totals_df: DataFrame, broker_groups_df: DataFrame, day: dt.date) -> DataFrame:
+    """Every broker group with a BrokerData or a QueueData at each instant, with its totals and its
+    cluster's imbalance: ``QUEUE_DISTRIBUTION_SCHEMA`` columns.
+
+    Groups with a BrokerData and no topic count in their cluster with 0 queues; QueueData without
+    BrokerData gets ``cluster`` null (and no cluster statistics).
+    """
+    zero_int, zero_long = F.lit(0), F.lit(0).cast("long")
+    gt, bg = group_totals_df.alias("gt"), broker_groups_df.alias("bg")
+    joined = gt.join(bg, ["snapshot_ts", "ns", "broker_name"], "full_outer")
+    # Both sides come from the same broker_addr_history; the snapshot's copy covers a caller that
+    # passes no history.
+    return (
+        joined.select(
+            F.lit(day).alias("date"), "snapshot_ts", "ns",
+            F.coalesce(F.col("broker_cluster"), F.col("cluster")).alias("cluster"),
+            "broker_name",
+            F.coalesce(F.col("bg.broker_addrs"), F.col("queue_broker_addrs"), zero_int).alias("broker_addrs"),
+            F.coalesce(F.col("bg.has_master"), F.col("queue_has_master"), F.lit(False)).alias("has_master"),
+            *[F.coalesce(F.col(c), zero_int).alias(c) for c in ("topics", "writable_topics", "readable_topics")],
+            *[F.coalesce(F.col(c), zero_long).alias(c) for c in (
+                "read_queues", "write_queues", "publish_queues", "subscribe_queues", "unread_write_queues")],
+        )
+        .transform(with_cluster_stats)
+    )
+
+
+def agg_queue_distribution(group_rows_df: DataFrame) -> DataFrame:
+    """``queue_distribution`` rows from :func:`agg_group_rows`."""
+    return group_rows_df.select(*QUEUE_DISTRIBUTION_SCHEMA.names)
+
+
+# ---------------------------------------------------------------------------- runs of instants
+
+
+def snapshot_index(day: dt.date, snapshot_interval_ms: int) -> Column:
+    """The position of ``snapshot_ts`` among the day's snapshot instants (0 = 00:00), as a long.
+
+    Consecutive instants have consecutive positions; the end of the day (``23:59:59.999``) follows
+    the last grid instant.
+    """
+    start = day_start_ms(day)
+    last_pos = len(snapshot_instants_ms(day, snapshot_interval_ms)) - 1
+    ms = F.unix_millis("snapshot_ts")
+    return (
+        F.when(ms == start + DAY_MS - 1, F.lit(last_pos))
+        .otherwise(F.floor((ms - F.lit(start)) / F.lit(snapshot_interval_ms)))
+        .cast("long")
+    )
+
+
+def agg_runs(condition_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """Merge per-instant rows of one kind into runs of consecutive instants.
+
+    Args:
+        condition_df: one row per (ns, subject, snapshot_ts) where the condition holds, with a
+            struct column ``detail``.
+        day: the UTC day of the snapshots.
+        snapshot_interval_ms: their spacing.
+
+    Returns:
+        One row per run: ``ns``, ``subject``, ``start_ts``, ``end_ts`` (first and last instant),
+        ``snapshots`` (instants in the run) and ``detail`` (the one of the last instant).
+
+    Example:
+        Held at 00:05, 00:10 and 00:20 (not 00:15): two runs, 00:05-00:10 and 00:20-00:20.
+    """
+    w = Window.partitionBy("ns", "subject").orderBy("_pos")
+    return (
+        condition_df.withColumn("_pos", snapshot_index(day, snapshot_interval_ms))
+        # gaps-and-islands: within a run, position minus rank is constant
+        .withColumn("_run", F.col("_pos") - F.row_number().over(w))
+        .groupBy("ns", "subject", "_run")
+        .agg(
+            F.min("snapshot_ts").alias("start_ts"),
+            F.max("snapshot_ts").alias("end_ts"),
+            F.count(F.lit(1)).alias("snapshots"),
+            F.max_by("detail", "_pos").alias("detail"),
+        )
+        .select("ns", "subject", "start_ts", "end_ts", "snapshots", "detail")
+    )
+
+
+def select_findings(runs_df: DataFrame, kind: str) -> DataFrame:
+    """Finding rows (``jobs.findings`` columns) of ``kind`` from :func:`agg_runs` rows; the JSON
+    detail is ``snapshots`` followed by the fields of ``detail``."""
+    return runs_df.select(
+        *finding_columns(
+            kind=kind, severity=SEVERITY[kind], subject=F.col("subject"), ns=F.col("ns"),
+            start_ts=F.col("start_ts"), end_ts=F.col("end_ts"),
+            detail=F.struct(F.col("snapshots"), F.col("detail.*")),
+        )
+    )
+
+
+# ---------------------------------------------------------------------------- per-instant conditions
+
+
+def filter_no_writable_queue(topic_stats_df: DataFrame) -> DataFrame:
+    """``no_writable_queue`` instants: a route whose publish queue set is empty (§3)."""
+    return topic_stats_df.where(F.col("publish_queues") == 0).select(
+        "ns", F.col("topic").alias("subject"), "snapshot_ts",
+        F.struct("brokers", "brokers_with_master", "writable_brokers", "write_queues").alias("detail"),
+    )
+
+
+def filter_single_broker_topic(topic_stats_df: DataFrame) -> DataFrame:
+    """``single_broker_topic`` instants: every QueueData of the topic is on one broker group."""
+    return topic_stats_df.where(F.col("brokers") == 1).select(
+        "ns", F.col("topic").alias("subject"), "snapshot_ts",
+        F.struct("read_queues", "write_queues", "publish_queues").alias("detail"),
+    )
+
+
+def agg_last_queue_datas(topic_runs_df: DataFrame, flagged_df: DataFrame) -> DataFrame:
+    """The QueueData of each topic run's last instant: ``ns``, ``subject``, ``end_ts``,
+    ``queue_datas`` (``broker_name``, ``cluster``, ``perm``, queue numbers, ``has_master``;
+    sorted by broker name).
+
+    Args:
+        topic_runs_df: :func:`agg_runs` rows whose subject is a topic (any number of kinds).
+        flagged_df: :func:`with_queue_flags` rows of the day.
+    """
+    # one row per finding: few enough to broadcast, so the day's rows are filtered as they are read
+    keys_df = F.broadcast(
+        topic_runs_df.select("ns", F.col("subject").alias("topic"), F.col("end_ts").alias("snapshot_ts")).distinct()
+    )
+    return (
+        flagged_df.join(keys_df, ["ns", "topic", "snapshot_ts"], "left_semi")
+        .groupBy("ns", "topic", "snapshot_ts")
+        .agg(F.array_sort(F.collect_list(F.struct(
+            "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master"))).alias("queue_datas"))
+        .select("ns", F.col("topic").alias("subject"), F.col("snapshot_ts").alias("end_ts"), "queue_datas")
+    )
+
+
+def with_queue_datas(runs_df: DataFrame, queue_datas_df: DataFrame) -> DataFrame:
+    """Add :func:`agg_last_queue_datas`'s ``queue_datas`` to the ``detail`` of topic runs."""
+    return (
+        runs_df.join(queue_datas_df, ["ns", "subject", "end_ts"], "left")
+        .withColumn("detail", F.struct("detail.*", "queue_datas"))
+        .drop("queue_datas")
+    )
+
+
+def filter_read_write_mismatch(flagged_df: DataFrame) -> DataFrame:
+    """``read_write_mismatch`` instants: per topic, the readable and writable QueueData with fewer
+    read than write queues (queues ``read .. write - 1`` are written and never consumed)."""
+    return (
+        flagged_df.where(F.col("unread_write_queues") > 0)
+        .groupBy("ns", "topic", "snapshot_ts")
+        .agg(
+            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums"))).alias("queue_datas"),
+            F.sum("unread_write_queues").alias("unread_write_queues"),
+        )
+        .select("ns", F.col("topic").alias("subject"), "snapshot_ts",
+                F.struct("unread_write_queues", "queue_datas").alias("detail"))
+    )
+
+
+def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame) -> DataFrame:
+    """``write_perm_wiped`` instants, per (ns, broker name).
+
+    A QueueData without ``perm & 2`` counts when the same (topic, broker name) is writable on
+    another server at that instant, or was writable on this server at an earlier instant of the
+    day or at the end of the day before (WIPE_WRITE_PERM_OF_BROKER, 205, changes one server only;
+    a topic that is read-only everywhere and always is a choice, not a wipe).
+
+    Args:
+        flagged_df: :func:`with_queue_flags` rows of the day.
+        previous_end_df: the same for the previous day's last instant (may be empty).
+    """
+    keys = ["ns", "topic", "broker_name"]
+    instant_keys = ["snapshot_ts", "topic", "broker_name"]
+    candidates_df = flagged_df.where(~F.col("writable")).select(*keys, "snapshot_ts", "cluster")
+    # Only (topic, group) cells that lack the write bit somewhere need their writable rows looked
+    # at. There are at most as many as QueueData in the fleet, so the set is broadcast and the
+    # day's rows are filtered where they are read instead of shuffled.
+    suspects_df = F.broadcast(candidates_df.select("topic", "broker_name").distinct())
+    writable_df = (
+        flagged_df.unionByName(previous_end_df)
+        .where("writable")
+        .select(*keys, "snapshot_ts")
+        .join(suspects_df, ["topic", "broker_name"], "left_semi")
+    )
+    first_writable_df = writable_df.groupBy(*keys).agg(F.min("snapshot_ts").alias("first_writable_ts"))
+    writable_elsewhere_df = writable_df.groupBy(*instant_keys).agg(
+        F.array_sort(F.collect_set("ns")).alias("writable_on")
+    )
+    wiped = F.col("earlier") | F.col("elsewhere")
+    return (
+        candidates_df.join(first_writable_df, keys, "left")
+        .join(writable_elsewhere_df, instant_keys, "left")
+        .withColumn("earlier", F.coalesce(F.col("first_writable_ts") < F.col("snapshot_ts"), F.lit(False)))
+        .withColumn("elsewhere", F.coalesce(F.size("writable_on") > 0, F.lit(False)))
+        .where(wiped)
+        .groupBy("ns", "broker_name", "snapshot_ts")
+        .agg(
+            F.min("cluster").alias("cluster"),
+            F.count(F.lit(1)).alias("topics"),
+            _count_if(F.col("elsewhere")).alias("writable_on_other_servers"),
+            _count_if(F.col("earlier")).alias("writable_earlier"),
+            F.slice(F.array_sort(F.collect_list("topic")), 1, WIPED_TOPICS_LISTED).alias("topics_listed"),
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce("writable_on", F.array()))))).alias("writable_on"),
+        )
+        .select("ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+                F.struct("cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on",
+                         "topics_listed").alias("detail"))
+    )
+
+
+def filter_queue_skew(group_rows_df: DataFrame, params: DistributionParams) -> DataFrame:
+    """``queue_skew`` instants: a cluster of two or more groups whose write queues per group exceed
+    either threshold (equal to a threshold is within it)."""
+    skewed = (F.col("cluster_groups") >= 2) & (
+        (F.col("cluster_write_queues_cv") > params.queue_skew_cv)
+        | (F.col("cluster_write_queues_max_over_mean") > params.queue_skew_max_over_mean)
+    )
+    return (
+        group_rows_df.where(skewed)
+        .groupBy("ns", "cluster", "snapshot_ts")
+        .agg(
+            F.first("cluster_groups").alias("groups"),
+            F.first("cluster_write_queues").alias("write_queues"),
+            F.first("cluster_write_queues_mean").alias("mean"),
+            F.first("cluster_write_queues_cv").alias("cv"),
+            F.first("cluster_write_queues_max_over_mean").alias("max_over_mean"),
+            F.map_from_entries(F.array_sort(F.collect_list(F.struct("broker_name", "write_queues"))))
+            .alias("write_queues_by_broker"),
+        )
+        .select("ns", F.col("cluster").alias("subject"), "snapshot_ts",
+                F.struct("groups", "write_queues", "mean", "cv", "max_over_mean",
+                         F.lit(params.queue_skew_cv).alias("cv_threshold"),
+                         F.lit(params.queue_skew_max_over_mean).alias("max_over_mean_threshold"),
+                         "write_queues_by_broker").alias("detail"))
+    )
+
+
+def with_skew_plan(runs_df: DataFrame, params: DistributionParams) -> DataFrame:
+    """Add :func:`suggest_moves` of each ``queue_skew`` run's last instant to its ``detail``."""
+    cv_max, ratio_max = params.queue_skew_cv, params.queue_skew_max_over_mean
+
+    @F.udf(SKEW_PLAN_TYPE)
+    def plan(by_broker: dict[str, int]) -> dict:
+        return suggest_moves(by_broker or {}, cv_max, ratio_max)
+
+    return runs_df.withColumn("_plan", plan(F.col("detail.write_queues_by_broker"))).withColumn(
+        "detail", F.struct("detail.*", "_plan.*")
+    ).drop("_plan")
+
+
+def filter_no_master(group_rows_df: DataFrame) -> DataFrame:
+    """``no_master`` instants: a BrokerData without id 0. Its QueueData give producers nothing
+    (§3) however writable they are; consumers may still read from the slaves."""
+    return group_rows_df.where((F.col("broker_addrs") > 0) & ~F.col("has_master")).select(
+        "ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+        F.struct("cluster", "topics", "writable_topics", "write_queues").alias("detail"),
+    )
+
+
+def with_last_addrs(runs_df: DataFrame, broker_addr_df: DataFrame) -> DataFrame:
+    """Add to the ``detail`` of broker-name runs the group's ``addrs`` (id -> address) at the run's
+    last instant, from ``broker_addr_history`` (null when it has none)."""
+    h, r = broker_addr_df.alias("h"), runs_df.select("ns", "subject", "end_ts").distinct().alias("r")
+    valid = (F.col("h.valid_from_ts") <= F.col("r.end_ts")) & (
+        F.col("h.valid_to_ts").isNull() | (F.col("r.end_ts") < F.col("h.valid_to_ts"))
+    )
+    addrs_df = (
+        h.join(r, (F.col("h.ns") == F.col("r.ns")) & (F.col("h.broker_name") == F.col("r.subject")) & valid)
+        .groupBy("r.ns", "r.subject", "r.end_ts")
+        .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("h.broker_id", "h.broker_addr")))).alias("addrs"))
+    )
+    return (
+        runs_df.join(addrs_df, ["ns", "subject", "end_ts"], "left")
+        .withColumn("detail", F.struct("detail.*", "addrs"))
+        .drop("addrs")
+    )
+
+
+def filter_queue_data_without_broker(group_rows_df: DataFrame) -> DataFrame:
+    """``queue_data_without_broker`` instants: QueueData of a broker name with no BrokerData."""
+    return group_rows_df.where((F.col("broker_addrs") == 0) & (F.col("topics") > 0)).select(
+        "ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+        F.struct("topics", "read_queues", "write_queues", "subscribe_queues").alias("detail"),
+    )
+
+
+def _with_several(history_df: DataFrame, key: str, value: str) -> DataFrame:
+    """The history rows of the (ns, ``key``) that had more than one ``value`` during the day: the
+    only ones that can break "one value at a time", so only they are exploded to instants."""
+    keys_df = (
+        history_df.groupBy("ns", key).agg(F.countDistinct(value).alias("_values")).where(F.col("_values") > 1).drop("_values")
+    )
+    return history_df.join(F.broadcast(keys_df), ["ns", key], "left_semi")
+
+
+def filter_broker_in_two_clusters(
+    cluster_df: DataFrame, broker_groups_df: DataFrame, day: dt.date, snapshot_interval_ms: int
+) -> DataFrame:
+    """``broker_in_two_clusters`` instants: a broker name in more than one cluster set.
+
+    Args:
+        cluster_df: the day's ``cluster_history``.
+        broker_groups_df: :func:`agg_broker_groups`, for the BrokerData's own cluster (null when
+            the name has none: a dangling name, W21).
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    return (
+        with_snapshot_ts(_with_several(cluster_df, "broker_name", "cluster"), day, snapshot_interval_ms)
+        .groupBy("ns", "broker_name", "snapshot_ts")
+        .agg(F.array_sort(F.collect_set("cluster")).alias("clusters"))
+        .where(F.size("clusters") > 1)
+        .join(broker_groups_df.select("ns", "broker_name", "snapshot_ts", F.col("broker_cluster").alias("broker_data_cluster")),
+              ["ns", "broker_name", "snapshot_ts"], "left")
+        .select("ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+                F.struct("clusters", "broker_data_cluster").alias("detail"))
+    )
+
+
+def filter_addr_in_two_groups(broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """``addr_in_two_groups`` instants: one broker address under more than one broker name.
+
+    Args:
+        broker_addr_df: the day's ``broker_addr_history``.
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    return (
+        with_snapshot_ts(_with_several(broker_addr_df, "broker_addr", "broker_name"), day, snapshot_interval_ms)
+        .groupBy("ns", "broker_addr", "snapshot_ts")
+        .agg(
+            F.array_sort(F.collect_set("broker_name")).alias("broker_names"),
+            F.array_sort(F.collect_list(F.struct("broker_name", "broker_id", "cluster"))).alias("entries"),
+        )
+        .where(F.size("broker_names") > 1)
+        .select("ns", F.col("broker_addr").alias("subject"), "snapshot_ts",
+                F.struct("broker_names", "entries").alias("detail"))
+    )
+
+
+# ---------------------------------------------------------------------------- suggested moves
+
+
+def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_over_mean: float) -> dict:
+    """Greedy moves of write queues, busiest group to least busy, until within both thresholds.
+
+    Each step moves ``k`` queues from the busiest group (ties: lowest name) to the least busy one,
+    ``k`` = the smaller of their distances to the mean (rounded down; at least 1 while they differ
+    by 2 or more), so neither crosses the mean and the sum of squares strictly falls: the loop
+    ends. Integer queues cannot always get there (3 queues over 4 groups stay at max/mean 1.33);
+    ``within_threshold_after`` then says false.
+
+    Args:
+        write_queues_by_broker: broker name -> write queues, one cluster at one instant.
+        max_cv: ``queue_skew_cv``.
+        max_over_mean: ``queue_skew_max_over_mean``.
+
+    Returns:
+        ``suggested_moves`` (``from_broker_name``, ``to_broker_name``, ``write_queues``) in order,
+        and ``cv_after``, ``max_over_mean_after`` (null without queues), ``within_threshold_after``.
+
+    Example:
+        >>> suggest_moves({"a": 9, "b": 1, "c": 2}, 0.5, 2.0)["suggested_moves"]
+        [{'from_broker_name': 'a', 'to_broker_name': 'b', 'write_queues': 3}]
+    """
+    loads = {name: int(n) for name, n in write_queues_by_broker.items()}
+    moves: list[dict] = []
+
+    def stats() -> tuple[float | None, float | None]:
+        if not loads:
+            return None, None
+        mean = sum(loads.values()) / len(loads)
+        if mean <= 0:
+            return None, None
+        var = sum((x - mean) ** 2 for x in loads.values()) / len(loads)
+        return math.sqrt(var) / mean, max(loads.values()) / mean
+
+    cv, ratio = stats()
+    while cv is not None and (cv > max_cv or ratio > max_over_mean):
+        mean = sum(loads.values()) / len(loads)
+        hi = min(loads, key=lambda name: (-loads[name], name))
+        lo = min(loads, key=lambda name: (loads[name], name))
+        k = math.floor(min(loads[hi] - mean, mean - loads[lo]))
+        if k < 1:
+            k = (loads[hi] - loads[lo]) // 2
+        if k < 1:
+            break  # within one queue of each other: integer moves cannot do better
+        loads[hi] -= k
+        loads[lo] += k
+        moves.append({"from_broker_name": hi, "to_broker_name": lo, "write_queues": k})
+        cv, ratio = stats()
+    within = cv is None or (cv <= max_cv and ratio <= max_over_mean)
+    return {"suggested_moves": moves, "cv_after": cv, "max_over_mean_after": ratio, "within_threshold_after": within}
+
+
+# ---------------------------------------------------------------------------- composition
+
+
+@dataclass(frozen=True)
+class DistributionFrames:
+    """The stage's outputs for one day, as lazy DataFrames.
+
+    Attributes:
+        topic_stats_df: :func:`agg_topic_stats` rows.
+        group_rows_df: :func:`agg_group_rows` rows.
+        findings_df: finding rows (``jobs.findings`` columns), category ``distribution``.
+    """
+
+    topic_stats_df: DataFrame
+    group_rows_df: DataFrame
+    findings_df: DataFrame
+
+
+def build_distribution(
+    snapshots_df: DataFrame,
+    previous_end_df: DataFrame,
+    broker_addr_df: DataFrame,
+    cluster_df: DataFrame,
+    day: dt.date,
+    params: DistributionParams,
+) -> DistributionFrames:
+    """Compose the transforms for one day.
+
+    Args:
+        snapshots_df: the day's ``route_snapshots``.
+        previous_end_df: ``route_snapshots`` of the day before's last instant (may be empty).
+        broker_addr_df: the day's ``broker_addr_history``.
+        cluster_df: the day's ``cluster_history``.
+        day: the UTC day.
+        params: snapshot spacing and skew thresholds.
+    """
+    interval = params.snapshot_interval_ms
+    flagged_df = snapshots_df.transform(with_queue_flags)
+    broker_groups_df = agg_broker_groups(with_snapshot_ts(broker_addr_df, day, interval))
+    topic_stats_df = agg_topic_stats(flagged_df)
+    group_rows_df = agg_group_rows(agg_group_totals(flagged_df), broker_groups_df, day)
+
+    def runs(condition_df: DataFrame) -> DataFrame:
+        return agg_runs(condition_df, day, interval)
+
+    no_writable_df = runs(filter_no_writable_queue(topic_stats_df))
+    single_broker_df = runs(filter_single_broker_topic(topic_stats_df))
+    ends = ["ns", "subject", "end_ts"]
+    queue_datas_df = agg_last_queue_datas(no_writable_df.select(*ends).unionByName(single_broker_df.select(*ends)),
+                                          flagged_df)
+    findings = [
+        select_findings(with_queue_datas(no_writable_df, queue_datas_df), "no_writable_queue"),
+        select_findings(runs(filter_read_write_mismatch(flagged_df)), "read_write_mismatch"),
+        select_findings(with_queue_datas(single_broker_df, queue_datas_df), "single_broker_topic"),
+        select_findings(runs(filter_write_perm_wiped(flagged_df, with_queue_flags(previous_end_df))), "write_perm_wiped"),
+        select_findings(with_skew_plan(runs(filter_queue_skew(group_rows_df, params)), params), "queue_skew"),
+        select_findings(with_last_addrs(runs(filter_no_master(group_rows_df)), broker_addr_df), "no_master"),
+        select_findings(runs(filter_queue_data_without_broker(group_rows_df)), "queue_data_without_broker"),
+        select_findings(runs(filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval)),
+                        "broker_in_two_clusters"),
+        select_findings(runs(filter_addr_in_two_groups(broker_addr_df, day, interval)), "addr_in_two_groups"),
+    ]
+    findings_df = findings[0]
+    for more_df in findings[1:]:
+        findings_df = findings_df.unionByName(more_df)
+    return DistributionFrames(topic_stats_df, group_rows_df, findings_df)
+
+
+def agg_end_of_day_distribution(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
+    """The report's frame: ``cluster``, ``broker_name``, ``topic``, ``write_queue_nums`` at the end
+    of the day, the largest any server had (servers normally agree; one row per cell)."""
+    last = F.timestamp_millis(F.lit(day_start_ms(day) + DAY_MS - 1))
+    return (
+        snapshots_df.where(F.col("snapshot_ts") == last)
+        .groupBy("cluster", "broker_name", "topic")
+        .agg(F.max("write_queue_nums").alias("write_queue_nums"))
+        .select("cluster", "broker_name", "topic", "write_queue_nums")
+    )
+
+
+def end_of_day_distribution(spark: SparkSession, lake_dir: str, day: dt.date) -> pd.DataFrame:
+    """:func:`agg_end_of_day_distribution` of a day in the lake, as pandas (fleet-sized: one row
+    per topic and broker group), sorted; empty without snapshots."""
+    path = lake.table_path(lake_dir, lake.ROUTE_SNAPSHOTS)
+    columns = ["cluster", "broker_name", "topic", "write_queue_nums"]
+    if not table_exists(path):
+        return pd.DataFrame(columns=columns)
+    snapshots_df = read_table(spark, path, ROUTE_SNAPSHOTS_SCHEMA, where={"date": day})
+    frame = agg_end_of_day_distribution(snapshots_df, day).toPandas()
+    return frame.sort_values(["cluster", "broker_name", "topic"], na_position="last").reset_index(drop=True)
+
+
+def _read_day(spark: SparkSession, lake_dir: str, name: str, schema: T.StructType, day: dt.date) -> DataFrame:
+    path = lake.table_path(lake_dir, name)
+    if not table_exists(path):
+        return spark.createDataFrame([], schema)
+    return read_table(spark, path, schema, where={"date": day})
+
+
+def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> DistributionResult:
+    """Compute and write one day's distribution tables and findings (replacing that day's).
+
+    Reads ``route_snapshots`` (the day and the day before's end), ``broker_addr_history`` and
+    ``cluster_history``; writes ``queue_distribution``, ``topic_distribution`` and the day's
+    ``distribution`` findings.
+
+    Raises:
+        FileNotFoundError: the lake has no ``route_snapshots`` table (run the rebuild first).
+    """
+    params = DistributionParams.from_config(config)
+    snapshots_path = lake.table_path(lake_dir, lake.ROUTE_SNAPSHOTS)
+    if not table_exists(snapshots_path):
+        raise FileNotFoundError(f"{snapshots_path}: no route_snapshots table; run the rebuild first")
+    snapshots_df = read_table(spark, snapshots_path, ROUTE_SNAPSHOTS_SCHEMA, where={"date": day})
+    previous = day - dt.timedelta(days=1)
+    previous_end_df = read_table(spark, snapshots_path, ROUTE_SNAPSHOTS_SCHEMA, where={"date": previous}).where(
+        F.col("snapshot_ts") == F.timestamp_millis(F.lit(day_start_ms(day) - 1))
+    )
+    frames = build_distribution(
+        snapshots_df, previous_end_df,
+        _read_day(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, day),
+        _read_day(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, day),
+        day, params,
+    )
+    # each is read by its table and by several findings: compute once
+    topic_stats_df = frames.topic_stats_df.persist(StorageLevel.MEMORY_AND_DISK)
+    group_rows_df = frames.group_rows_df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        where = {"date": day}
+        write_table(agg_topic_distribution(topic_stats_df, day), lake.table_path(lake_dir, TOPIC_DISTRIBUTION),
+                    mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=TOPIC_DISTRIBUTION_SCHEMA)
+        write_table(agg_queue_distribution(group_rows_df), lake.table_path(lake_dir, QUEUE_DISTRIBUTION),
+                    mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=QUEUE_DISTRIBUTION_SCHEMA)
+        findings_df = frames.findings_df.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            write_findings(findings_df, lake_dir, day, CATEGORY)
+            by_kind = {r["kind"]: r["n"] for r in findings_df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
+        finally:
+            findings_df.unpersist()
+        # small: one row per instant / server; the report's counts, not data
+        counts = group_rows_df.agg(
+            F.count(F.lit(1)).alias("rows"), F.countDistinct("snapshot_ts").alias("snapshots"),
+            F.countDistinct("ns").alias("servers"),
+        ).first()
+        topic_rows = topic_stats_df.count()
+    finally:
+        topic_stats_df.unpersist()
+        group_rows_df.unpersist()
+    notes = [] if counts["rows"] else [f"distribution: route_snapshots has no row for {day.isoformat()}"]
+    return DistributionResult(
+        day=day, snapshots=counts["snapshots"], servers=counts["servers"], queue_distribution_rows=counts["rows"],
+        topic_distribution_rows=topic_rows, findings_by_kind=dict(sorted(by_kind.items())), notes=notes,
+    )

@@ -1,0 +1,501 @@
+"""Ingest: one UTC day of name-server event logs into the lake's ``events``, ``quarantine``,
+``ingest_files`` and ``telemetry`` findings (event-log spec, interfaces spec "The lake").
+
+Every line read ends up in exactly one place: ``events`` (a valid event, the first line of its
+``(ns, seq)``), ``quarantine`` (with a reason, ``schemas.ingest``), or counted as a duplicate of
+an event already kept. ``ingest_files`` has the sums per file, so ``accepted + quarantined ==
+lines_read`` is checkable by anyone.
+
+Shape of the job (:func:`run_ingest`):
+
+1. ``jobs.ingest_read`` lists ``<events>/<ns>/<day>/events-*``, reads every file in its own
+   task, parses each line once in the JVM and names the first problem of each line.
+2. :func:`with_seq_status` orders each server's accepted lines by ``(seq, file, line)``: the
+   first line of a seq is kept, a later equal event is a duplicate, a later different one a
+   conflict (quarantined); the same pass notes each kept event's predecessor.
+3. Findings: ``seq_gap`` and ``clock_step_back`` between consecutive kept events, and from the
+   previous day's last event in the lake; ``quarantined_lines`` and ``duplicate_events`` per file.
+
+Every table is replaced for the day (``replace_where``), so re-running a day gives the same rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs import lake
+from jobs.delta_io import read_table, table_exists, write_table
+from jobs.findings import finding_columns, write_findings
+from jobs.ingest_read import list_day_segments, read_lines, select_checked, with_event, with_reason
+from nameserver.config import Config
+from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
+from schemas.ingest import (
+    DUPLICATE_SEQ_CONFLICT,
+    EVENTS_PARTITION_BY,
+    INGEST_FILES_PARTITION_BY,
+    INGEST_FILES_SCHEMA,
+    QUARANTINE_PARTITION_BY,
+)
+
+log = logging.getLogger(__name__)
+
+CATEGORY = "telemetry"
+
+STATUS_KEEP, STATUS_DUPLICATE, STATUS_CONFLICT = "keep", "duplicate", "conflict"
+
+# The listing's columns of ingest_files, as the job turns the driver's file list into rows.
+_LISTING_SCHEMA = T.StructType(
+    [INGEST_FILES_SCHEMA[c] for c in ("date", "ns", "file", "bytes", "compressed", "open_segment")]
+)
+# What a pair of consecutive kept events of one server looks like to the findings.
+_PAIR_COLUMNS = ("ns", "seq", "ts_ms", "file", "line", "prev_seq", "prev_ts_ms", "prev_file")
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one ingest run did, for the job's log and the audit summary.
+
+    Attributes:
+        day: the UTC day ingested.
+        files: segment files read.
+        lines_read: lines in them, cut-short last lines included.
+        accepted: valid events, duplicates included.
+        duplicates: accepted lines whose event was already kept.
+        quarantined: lines written to ``quarantine``.
+        events_written: rows written to ``events`` (``accepted - duplicates``).
+        findings: telemetry findings written, per kind (kinds with none are absent).
+    """
+
+    day: dt.date
+    files: int
+    lines_read: int
+    accepted: int
+    duplicates: int
+    quarantined: int
+    events_written: int
+    findings: dict[str, int] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------- sequence
+
+
+def select_keys(checked_df: DataFrame) -> DataFrame:
+    """The accepted lines' keys for sequencing: ``ns``, ``seq``, ``ts_ms``, ``file``, ``line``,
+    ``event_hash``."""
+    return checked_df.where(F.col("reason").isNull()).select(
+        "ns", F.col("event.seq").alias("seq"), F.col("event.ts").alias("ts_ms"), "file", "line", "event_hash"
+    )
+
+
+def with_seq_status(keys_df: DataFrame) -> DataFrame:
+    """Add each accepted line's ``status`` and, for kept lines, the previous kept event.
+
+    Per server, lines are ordered by ``(seq, file, line)``. The first line of a seq is ``keep``;
+    a later one is ``duplicate`` when its event equals the kept one (``event_hash``), else
+    ``conflict``. ``kept_file``/``kept_line`` name the kept line on the others (null on kept
+    rows). ``prev_seq``, ``prev_ts_ms``, ``prev_file`` describe the kept event before a kept one
+    (null on the server's first of the day, and on the others).
+
+    Example:
+        seq 7 at line 7 of ``a.jsonl`` and of ``a.jsonl.gz``: the ``.gz`` row is a duplicate
+        with ``kept_file = a.jsonl``; the ``a.jsonl`` row has ``prev_seq = 6``.
+    """
+    # One ordering per server serves dedup and the gap/clock checks: a single shuffle and sort.
+    by_seq = Window.partitionBy("ns").orderBy("seq", "file", "line")
+    so_far = by_seq.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = by_seq.rowsBetween(Window.unboundedPreceding, -1)
+    first = F.coalesce(F.lag("seq").over(by_seq) != F.col("seq"), F.lit(True))
+    kept_row = F.when(F.col("_first"), F.struct("seq", "ts_ms", "file", "line", "event_hash"))
+    is_first = F.col("_first")
+    return (
+        keys_df.withColumn("_first", first)
+        .withColumn("_kept", F.last(kept_row, ignorenulls=True).over(so_far))
+        .withColumn("_prev", F.last(kept_row, ignorenulls=True).over(before))
+        .select(
+            "ns",
+            "seq",
+            "ts_ms",
+            "file",
+            "line",
+            F.when(is_first, F.lit(STATUS_KEEP))
+            .when(F.col("event_hash") == F.col("_kept.event_hash"), F.lit(STATUS_DUPLICATE))
+            .otherwise(F.lit(STATUS_CONFLICT))
+            .alias("status"),
+            F.when(~is_first, F.col("_kept.file")).alias("kept_file"),
+            F.when(~is_first, F.col("_kept.line")).alias("kept_line"),
+            F.when(is_first, F.col("_prev.seq")).alias("prev_seq"),
+            F.when(is_first, F.col("_prev.ts_ms")).alias("prev_ts_ms"),
+            F.when(is_first, F.col("_prev.file")).alias("prev_file"),
+        )
+    )
+
+
+def select_kept_pairs(status_df: DataFrame, previous_day_df: DataFrame) -> DataFrame:
+    """Consecutive kept events of each server (``_PAIR_COLUMNS``), across midnight too.
+
+    Args:
+        status_df: :func:`with_seq_status` rows.
+        previous_day_df: the previous day's last event per server (:func:`agg_last_events`);
+            it becomes the predecessor of the server's first kept event of the day.
+    """
+    kept_df = status_df.where(F.col("status") == STATUS_KEEP)
+    within_day_df = kept_df.where(F.col("prev_seq").isNotNull()).select(*_PAIR_COLUMNS)
+    last_df = previous_day_df.select(
+        "ns", F.col("seq").alias("prev_seq"), F.col("ts_ms").alias("prev_ts_ms"), F.col("file").alias("prev_file")
+    )
+    # one row per server on each side: broadcasting keeps the day's rows where they are
+    across_df = (
+        kept_df.where(F.col("prev_seq").isNull())
+        .select("ns", "seq", "ts_ms", "file", "line")
+        .join(F.broadcast(last_df), "ns")
+        .select(*_PAIR_COLUMNS)
+    )
+    return within_day_df.unionByName(across_df)
+
+
+def agg_last_events(events_df: DataFrame) -> DataFrame:
+    """The last event (highest seq) of each server in ``events_df``: ``ns``, ``seq``, ``ts_ms``,
+    ``file``."""
+    last = F.max_by(F.struct("seq", "ts_ms", "file"), "seq")
+    return events_df.groupBy("ns").agg(last.alias("_last")).select("ns", "_last.seq", "_last.ts_ms", "_last.file")
+
+
+def agg_dropped_line_ranges(status_df: DataFrame) -> DataFrame:
+    """``file``, ``first_line``, ``last_line``: runs of accepted lines that are not kept.
+
+    A duplicated file is one run, so the anti-join that drops these lines from ``events`` stays
+    small enough to broadcast even when a whole segment was copied.
+    """
+    by_line = Window.partitionBy("file").orderBy("line")
+    return (
+        status_df.where(F.col("status") != STATUS_KEEP)
+        .withColumn("_run", F.col("line") - F.row_number().over(by_line))
+        .groupBy("file", "_run")
+        .agg(F.min("line").alias("first_line"), F.max("line").alias("last_line"))
+        .select("file", "first_line", "last_line")
+    )
+
+
+# ------------------------------------------------------------------------------------ tables
+
+
+def select_events(checked_df: DataFrame, dropped_ranges_df: DataFrame) -> DataFrame:
+    """The ``events`` rows: accepted lines not in ``dropped_ranges_df``, in the table's columns."""
+    ranges_df = dropped_ranges_df.select(
+        F.col("file").alias("_r_file"), F.col("first_line").alias("_r_first"), F.col("last_line").alias("_r_last")
+    )
+    in_range = (
+        (F.col("file") == F.col("_r_file")) & (F.col("line") >= F.col("_r_first")) & (F.col("line") <= F.col("_r_last"))
+    )
+    kept_df = checked_df.where(F.col("reason").isNull()).join(F.broadcast(ranges_df), in_range, "left_anti")
+    columns = []
+    for f in EVENTS_TABLE_SCHEMA.fields:
+        if f.name == "ts":
+            columns.append(F.timestamp_millis(F.col("event.ts")).alias("ts"))
+        elif f.name == "ts_ms":
+            columns.append(F.col("event.ts").alias("ts_ms"))
+        elif f.name == "last_update_ts":
+            columns.append(F.timestamp_millis(F.col("event.last_update_ts")).alias("last_update_ts"))
+        elif f.name in ("date", "file", "line"):
+            columns.append(F.col(f.name))
+        else:
+            columns.append(F.col("event")[f.name].alias(f.name))
+    return kept_df.select(*columns)
+
+
+def select_quarantine(checked_df: DataFrame) -> DataFrame:
+    """``quarantine`` rows for the lines that failed a check."""
+    return checked_df.where(F.col("reason").isNotNull()).select(*QUARANTINE_SCHEMA.names)
+
+
+def select_conflicts(status_df: DataFrame, lines_df: DataFrame) -> DataFrame:
+    """``quarantine`` rows for ``duplicate_seq_conflict`` lines, their raw text from ``lines_df``."""
+    conflicts_df = status_df.where(F.col("status") == STATUS_CONFLICT).select(
+        "file",
+        "line",
+        F.concat(
+            F.lit(f"{DUPLICATE_SEQ_CONFLICT}: "), F.col("kept_file"), F.lit(":"), F.col("kept_line").cast("string")
+        ).alias("reason"),
+    )
+    return conflicts_df.join(lines_df, ["file", "line"]).select(
+        "file", "line", F.regexp_replace("text", "\n$", "").alias("raw"), "reason", "ns", "date"
+    )
+
+
+def agg_ingest_files(listing_df: DataFrame, checked_df: DataFrame, status_df: DataFrame) -> DataFrame:
+    """One ``ingest_files`` row per listed file (an empty file too), counts from both stages.
+
+    ``listing_df``: the listing (``date``, ``ns``, ``file``, ``bytes``, ``compressed``,
+    ``open_segment``). A conflict moves a line from accepted to quarantined, so the sum holds.
+    """
+    read_df = checked_df.groupBy("file").agg(
+        F.count(F.lit(1)).alias("lines_read"), F.count("reason").alias("_failed")
+    )
+    accepted = F.col("status") != STATUS_CONFLICT
+    seq_df = status_df.groupBy("file").agg(
+        F.count(F.when(accepted, 1)).alias("accepted"),
+        F.count(F.when(F.col("status") == STATUS_DUPLICATE, 1)).alias("duplicates"),
+        F.count(F.when(~accepted, 1)).alias("_conflicts"),
+        F.min(F.when(accepted, F.col("seq"))).alias("first_seq"),
+        F.max(F.when(accepted, F.col("seq"))).alias("last_seq"),
+    )
+    zero = F.lit(0).cast(T.LongType())
+    return (
+        listing_df.join(read_df, "file", "left")
+        .join(seq_df, "file", "left")
+        .select(
+            "date",
+            "ns",
+            "file",
+            "bytes",
+            "compressed",
+            "open_segment",
+            F.coalesce("lines_read", zero).alias("lines_read"),
+            F.coalesce("accepted", zero).alias("accepted"),
+            (F.coalesce("_failed", zero) + F.coalesce("_conflicts", zero)).alias("quarantined"),
+            F.coalesce("duplicates", zero).alias("duplicates"),
+            "first_seq",
+            "last_seq",
+        )
+    )
+
+
+# ---------------------------------------------------------------------------------- findings
+
+
+def select_seq_gap_findings(pairs_df: DataFrame) -> DataFrame:
+    """``seq_gap`` (warning): consecutive kept events of a server whose seqs are not adjacent.
+
+    ``pairs_df``: :func:`select_kept_pairs` rows. Subject is the server; the span runs from the
+    event before the gap to the one after it; ``files`` names both events' files.
+    """
+    return pairs_df.where(F.col("seq") > F.col("prev_seq") + 1).select(
+        *finding_columns(
+            kind="seq_gap",
+            severity="warning",
+            subject=F.col("ns"),
+            ns=F.col("ns"),
+            # a gap may coincide with a clock step back; the span stays start <= end
+            start_ts=F.timestamp_millis(F.least("prev_ts_ms", "ts_ms")),
+            end_ts=F.timestamp_millis(F.greatest("prev_ts_ms", "ts_ms")),
+            detail={
+                "after_seq": F.col("prev_seq"),
+                "next_seq": F.col("seq"),
+                "missing": F.col("seq") - F.col("prev_seq") - 1,
+                "files": F.array_distinct(F.array("prev_file", "file")),
+            },
+        )
+    )
+
+
+def select_clock_step_back_findings(pairs_df: DataFrame) -> DataFrame:
+    """``clock_step_back`` (warning): a kept event whose ``ts`` is before the previous one's.
+
+    The span runs from the event's ``ts`` to the previous ``ts`` (the stretch of time the
+    server's clock went through twice).
+    """
+    return pairs_df.where(F.col("ts_ms") < F.col("prev_ts_ms")).select(
+        *finding_columns(
+            kind="clock_step_back",
+            severity="warning",
+            subject=F.col("ns"),
+            ns=F.col("ns"),
+            start_ts=F.timestamp_millis("ts_ms"),
+            end_ts=F.timestamp_millis("prev_ts_ms"),
+            detail={
+                "seq": F.col("seq"),
+                "ts": F.timestamp_millis("ts_ms"),
+                "previous_seq": F.col("prev_seq"),
+                "previous_ts": F.timestamp_millis("prev_ts_ms"),
+                "step_ms": F.col("prev_ts_ms") - F.col("ts_ms"),
+                "file": F.col("file"),
+                "line": F.col("line"),
+            },
+        )
+    )
+
+
+def agg_quarantined_lines_findings(quarantine_df: DataFrame) -> DataFrame:
+    """``quarantined_lines`` (warning): one per file with quarantined lines.
+
+    ``detail``: ``file``, ``count``, ``reasons`` (reason code -> lines), ``first_line``.
+    """
+    code = F.trim(F.substring_index("reason", ":", 1))
+    per_reason_df = quarantine_df.groupBy("ns", "file", code.alias("code")).agg(
+        F.count(F.lit(1)).alias("n"), F.min("line").alias("first_line")
+    )
+    per_file_df = per_reason_df.groupBy("ns", "file").agg(
+        F.sum("n").alias("count"),
+        F.map_from_entries(F.array_sort(F.collect_list(F.struct("code", "n")))).alias("reasons"),
+        F.min("first_line").alias("first_line"),
+    )
+    return per_file_df.select(
+        *finding_columns(
+            kind="quarantined_lines",
+            severity="warning",
+            subject=F.col("ns"),
+            ns=F.col("ns"),
+            detail={"file": F.col("file"), "count": F.col("count"), "reasons": F.col("reasons"),
+                    "first_line": F.col("first_line")},
+        )
+    )
+
+
+def agg_duplicate_events_findings(status_df: DataFrame) -> DataFrame:
+    """``duplicate_events`` (info): one per file with lines repeating an event already kept.
+
+    ``detail``: ``file``, ``count``, ``first_seq``, ``last_seq``, ``duplicate_of`` (the files
+    holding the kept copies, sorted).
+    """
+    per_file_df = (
+        status_df.where(F.col("status") == STATUS_DUPLICATE)
+        .groupBy("ns", "file")
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.min("seq").alias("first_seq"),
+            F.max("seq").alias("last_seq"),
+            F.array_sort(F.collect_set("kept_file")).alias("duplicate_of"),
+        )
+    )
+    return per_file_df.select(
+        *finding_columns(
+            kind="duplicate_events",
+            severity="info",
+            subject=F.col("ns"),
+            ns=F.col("ns"),
+            detail={"file": F.col("file"), "count": F.col("count"), "first_seq": F.col("first_seq"),
+                    "last_seq": F.col("last_seq"), "duplicate_of": F.col("duplicate_of")},
+        )
+    )
+
+
+# ------------------------------------------------------------------------------------------ job
+
+
+def run_ingest(
+    spark: SparkSession,
+    events_dir: str | os.PathLike,
+    lake_dir: str | os.PathLike,
+    day: dt.date,
+    config: Config | None = None,
+) -> IngestResult:
+    """Ingest one UTC day: replace its ``events``, ``quarantine``, ``ingest_files`` and
+    ``telemetry`` findings in the lake.
+
+    Args:
+        spark: the session.
+        events_dir: the event-log root (``--events``).
+        lake_dir: the lake root (``--lake``).
+        day: the UTC day; its segments are the files under ``<events>/<ns>/<day>/``.
+        config: the run's configuration; ingest has no settings of its own and takes it so
+            every stage is called the same way.
+
+    Returns:
+        The counts of the run.
+
+    Raises:
+        IngestInputError: no events directory, or no segment for the day (nothing is written).
+    """
+    files = list_day_segments(events_dir, day)
+    listing_df = spark.createDataFrame(
+        [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files], _LISTING_SCHEMA
+    )
+    cached: list[DataFrame] = []
+
+    def cache(df: DataFrame) -> DataFrame:
+        cached.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return cached[-1]
+
+    try:
+        # Each file is read and parsed once; every table below is cut from these two.
+        checked_df = cache(read_lines(spark, files).transform(with_event).transform(with_reason).transform(select_checked))
+        status_df = cache(checked_df.transform(select_keys).transform(with_seq_status))
+        with _timed("read, check and sequence"):
+            conflicts_df = status_df.where(F.col("status") == STATUS_CONFLICT)
+            conflict_files = {r["file"] for r in conflicts_df.select("file").distinct().collect()}
+        quarantine_df = select_quarantine(checked_df)
+        if conflict_files:
+            # Accepted lines keep no raw text; the few files with conflicts are read again for it.
+            lines_df = read_lines(spark, [f for f in files if f.file in conflict_files])
+            quarantine_df = quarantine_df.unionByName(select_conflicts(status_df, lines_df))
+        quarantine_df = cache(quarantine_df)
+        pairs_df = select_kept_pairs(status_df, _previous_day_last_events(spark, lake_dir, day))
+        findings_df = cache(
+            select_seq_gap_findings(pairs_df)
+            .unionByName(select_clock_step_back_findings(pairs_df))
+            .unionByName(agg_quarantined_lines_findings(quarantine_df))
+            .unionByName(agg_duplicate_events_findings(status_df))
+        )
+        ingest_files_df = cache(agg_ingest_files(listing_df, checked_df, status_df))
+
+        where = {"date": day}
+        with _timed("events"):
+            write_table(select_events(checked_df, agg_dropped_line_ranges(status_df)),
+                        lake.table_path(lake_dir, lake.EVENTS), mode="overwrite",
+                        partition_by=list(EVENTS_PARTITION_BY), replace_where=where, schema=EVENTS_TABLE_SCHEMA)
+        with _timed("quarantine"):
+            write_table(quarantine_df, lake.table_path(lake_dir, lake.QUARANTINE), mode="overwrite",
+                        partition_by=list(QUARANTINE_PARTITION_BY), replace_where=where, schema=QUARANTINE_SCHEMA)
+        with _timed("ingest_files"):
+            write_table(ingest_files_df, lake.table_path(lake_dir, lake.INGEST_FILES), mode="overwrite",
+                        partition_by=list(INGEST_FILES_PARTITION_BY), replace_where=where,
+                        schema=INGEST_FILES_SCHEMA)
+        with _timed("findings"):
+            write_findings(findings_df, lake_dir, day, CATEGORY)
+        result = _result(day, ingest_files_df, findings_df)
+    finally:
+        for df in cached:
+            df.unpersist()
+    log.info(
+        "ingest %s: %d files, %d lines read, %d accepted (%d duplicates), %d quarantined, %d events; findings %s",
+        day, result.files, result.lines_read, result.accepted, result.duplicates, result.quarantined,
+        result.events_written, result.findings or "none",
+    )
+    return result
+
+
+@contextmanager
+def _timed(step: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    log.info("ingest: %s took %.1f s", step, time.perf_counter() - start)
+
+
+def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike, day: dt.date) -> DataFrame:
+    """The last event of each server on the day before, from the lake (empty if none)."""
+    path = lake.table_path(lake_dir, lake.EVENTS)
+    columns = ("ns", "seq", "ts_ms", "file")
+    if not table_exists(path):
+        return spark.createDataFrame([], T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns]))
+    previous_df = read_table(spark, path, EVENTS_TABLE_SCHEMA, where={"date": day - dt.timedelta(days=1)})
+    return agg_last_events(previous_df.select(*columns))
+
+
+def _result(day: dt.date, ingest_files_df: DataFrame, findings_df: DataFrame) -> IngestResult:
+    totals = ingest_files_df.agg(
+        F.count(F.lit(1)).alias("files"),
+        *[F.sum(c).alias(c) for c in ("lines_read", "accepted", "duplicates", "quarantined")],
+    ).first()
+    by_kind = {r["kind"]: r["n"] for r in findings_df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
+    accepted, duplicates = totals["accepted"] or 0, totals["duplicates"] or 0
+    return IngestResult(
+        day=day,
+        files=totals["files"],
+        lines_read=totals["lines_read"] or 0,
+        accepted=accepted,
+        duplicates=duplicates,
+        quarantined=totals["quarantined"] or 0,
+        events_written=accepted - duplicates,
+        findings=dict(sorted(by_kind.items())),
+    )

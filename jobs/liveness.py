@@ -1,0 +1,920 @@
+"""Liveness of broker addresses per name server: windows, expiry timing, availability, findings.
+
+A *liveness window* is one live entry of an address in one server's ``brokerLiveTable``
+(semantics spec §1.1): it opens with a ``register`` (the address had no live entry) and ends with
+the first later ``unregister``, ``expire`` or ``channel_close`` of the address, or when the server's
+tables vanish (``ns_stop``; ``ns_start`` = a crash restart, end reason ``ns_restart``). Everything
+is columnar: each server's ``ns_start``/``ns_stop`` events travel to the address events as a small
+broadcast array that numbers the server's *runs*, and one window over (ns, address, run) ordered
+by ``seq`` assigns every event to its liveness window.
+
+Two kinds of rows stand for the time before the day's first event of an address:
+
+* a window open at the end of the previous day (``liveness_windows``, end reason ``open``)
+  enters the event stream as a synthetic ``_carry`` row at 00:00 (``carried_in`` =
+  ``previous_day``), bringing its identity and last refresh;
+* without one, an address whose first events today prove a live entry (a 103 ``heartbeat``, an
+  ``expire`` or a ``channel_close``, which the server logs only for live addresses) gets a window
+  from 00:00 with ``carried_in`` = ``unknown``. A 904 or 322 proves nothing: the server logs
+  those for unknown addresses too (§2.6, §2.7).
+
+Refreshes (what sets ``last_update``): every 103; a 904 inside a window; a 322 inside a window
+whose ``data_version`` equals the stored one, the latest 103's in the window (before the day's
+first 103 of a carried window the stored version is unknown, so such a 322 is not counted).
+
+A window that is still live when a new ``register`` of the address arrives can only come from
+lost log lines (a ``register`` means there was no live entry). It ends at that ``register`` with
+end reason ``unknown``, so windows of one address on one server never overlap.
+
+Expiry timing (§2.5): a silent address must be removed at the first scan tick
+``T > last_update + broker_expiry_ms``, ticks at ``ns_start + first_scan + k * scan_interval``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs import lake
+from jobs.delta_io import read_table, table_exists, write_table
+from nameserver.config import Config
+from nameserver.timeutil import DAY_MS, day_start_ms
+from schemas.audit import LIVENESS_WINDOWS_SCHEMA
+from schemas.liveness_extra import BROKER_AVAILABILITY_SCHEMA
+from schemas.routes import NS_RUNS_SCHEMA
+
+REGISTER_BROKER, QUERY_DATA_VERSION, BROKER_HEARTBEAT = 103, 322, 904
+REMOVALS = ("unregister", "expire", "channel_close")
+RESETS = ("ns_start", "ns_stop")
+CARRY = "_carry"  # synthetic stream row: a window open at the end of the previous day
+CATEGORY = "liveness"
+
+DATA_VERSION_TYPE = T.StructType([T.StructField("timestamp", T.LongType()), T.StructField("counter", T.LongType())])
+
+# what the transforms read of an event (epoch-ms times; see with_event_ms)
+EVENT_COLUMNS = (
+    "ns", "seq", "ts_ms", "type", "request_code", "cluster", "broker_name", "broker_id", "broker_addr",
+    "data_version", "last_update_ms", "broker_expiry_ms", "scan_interval_ms",
+)
+STREAM_COLUMNS = (
+    "ns", "seq", "ts_ms", "type", "request_code", "cluster", "broker_name", "broker_id", "broker_addr",
+    "data_version", "last_update_ms",
+)
+WINDOW_COLUMNS = tuple(LIVENESS_WINDOWS_SCHEMA.names) + ("run",)
+RUN_COLUMNS = ("ns", "run", "start_ms", "broker_expiry_ms", "scan_interval_ms", "schedule", "last_event_ms")
+EXPIRY_CHECK_COLUMNS = (
+    "ns", "broker_addr", "cluster", "broker_name", "broker_id", "seq", "ts_ms", "last_update_ms",
+    "broker_expiry_ms", "scan_interval_ms", "schedule", "expected_ms", "late",
+)
+FINDING_COLUMNS = ("kind", "severity", "subject", "ns", "start_ts", "end_ts", "detail")
+
+
+
+# Column builders are functions, not constants: a Column needs a running SparkContext.
+def _type() -> Column:
+    return F.col("type")
+
+
+def _is_103() -> Column:
+    return F.col("type").isin("register", "heartbeat") & (F.col("request_code") == REGISTER_BROKER)
+
+
+def _is_removal() -> Column:
+    return F.col("type").isin(*REMOVALS)
+
+
+def _is_carry() -> Column:
+    return F.col("type") == CARRY
+
+
+def _proves_live() -> Column:
+    # events the server writes only for a live address: they prove a window the log began inside
+    return _is_103() | F.col("type").isin("expire", "channel_close")
+
+
+@dataclass(frozen=True)
+class LivenessParams:
+    """Timer defaults and audit thresholds the transforms use (from :class:`Config`).
+
+    The timers are fallbacks: a run's own ``ns_start`` values win when known.
+    """
+
+    broker_expiry_ms: int = 120_000
+    scan_interval_ms: int = 10_000
+    first_scan_delay_ms: int = 5_000
+    late_expiry_tolerance_ms: int = 2_000
+    heartbeat_period_ms: int = 30_000
+    late_heartbeat_slack_ms: int = 15_000
+    flapping_windows_per_day: int = 6
+
+    @classmethod
+    def from_config(cls, config: Config) -> "LivenessParams":
+        """Take the name-server timers and the audit thresholds of a loaded configuration."""
+        ns, audit = config.nameserver, config.audit
+        return cls(
+            broker_expiry_ms=ns.broker_expiry_ms, scan_interval_ms=ns.scan_interval_ms,
+            first_scan_delay_ms=ns.first_scan_delay_ms, late_expiry_tolerance_ms=audit.late_expiry_tolerance_ms,
+            heartbeat_period_ms=audit.heartbeat_period_ms, late_heartbeat_slack_ms=audit.late_heartbeat_slack_ms,
+            flapping_windows_per_day=audit.flapping_windows_per_day,
+        )
+
+
+@dataclass(frozen=True)
+class LivenessResult:
+    """What a day's liveness stage wrote.
+
+    Attributes:
+        day: the UTC day.
+        events: events of the day read.
+        windows: liveness windows written.
+        open_windows: of those, still open at the end of the day.
+        broker_addrs: distinct broker addresses with a window.
+        findings_by_kind: findings written, per kind (kinds with none are absent).
+        availability_df: the day's ``broker_availability`` rows as written (lazy, small: one row
+            per broker address), for the report.
+    """
+
+    day: dt.date
+    events: int
+    windows: int
+    open_windows: int
+    broker_addrs: int
+    findings_by_kind: dict[str, int] = field(default_factory=dict)
+    availability_df: DataFrame | None = None
+
+
+# ---------------------------------------------------------------------------- events and runs
+
+
+def with_event_ms(events_df: DataFrame) -> DataFrame:
+    """Add ``ts_ms`` and ``last_update_ms`` (epoch ms) whichever way the table stores the times.
+
+    The ``events`` table keeps ``ts`` as a timestamp beside ``ts_ms``; ``last_update_ts`` may be a
+    timestamp or the log's epoch ms.
+    """
+    df = events_df
+    if "ts_ms" not in df.columns:
+        ts_type = df.schema["ts"].dataType
+        df = df.withColumn("ts_ms", F.unix_millis("ts") if isinstance(ts_type, T.TimestampType) else F.col("ts"))
+    if "last_update_ts" in df.columns:
+        lu_type = df.schema["last_update_ts"].dataType
+        last = F.unix_millis("last_update_ts") if isinstance(lu_type, T.TimestampType) else F.col("last_update_ts")
+    else:
+        last = F.lit(None)
+    return df.withColumn("last_update_ms", last.cast(T.LongType()))
+
+
+def agg_resets(events_df: DataFrame) -> DataFrame:
+    """Per server, its ``ns_start``/``ns_stop`` events of the day as ``resets``, sorted by seq."""
+    return (
+        events_df.where(_type().isin(*RESETS))
+        .groupBy("ns")
+        .agg(F.array_sort(F.collect_list(F.struct("seq", "ts_ms", "type"))).alias("resets"))
+        .select("ns", "resets")
+    )
+
+
+def agg_run_intervals(resets_df: DataFrame) -> DataFrame:
+    """Per server with resets today, its runs as seq intervals ``[lo_seq, hi_seq)``.
+
+    Run 0 is what was running at 00:00; the k-th reset (``ns_start`` or ``ns_stop``) opens run k,
+    so the address events of one run share one set of tables. ``next_reset`` (struct seq, ts_ms,
+    type) is the reset that ends the run, null for the last one.
+    """
+    first = F.array(F.struct(F.lit(0).cast(T.LongType()).alias("seq"), F.lit(None).cast(T.LongType()).alias("ts_ms"),
+                             F.lit(None).cast(T.StringType()).alias("type")))
+    following = F.get(F.col("resets"), F.col("run"))
+    return (
+        resets_df.select("ns", "resets", F.posexplode(F.concat(first, F.col("resets"))).alias("run", "opened_by"))
+        .select(
+            "ns",
+            "run",
+            F.col("opened_by.seq").alias("lo_seq"),
+            F.coalesce(following["seq"], F.lit(2**63 - 1)).alias("hi_seq"),
+            following.alias("next_reset"),
+        )
+    )
+
+
+def with_run(df: DataFrame, run_intervals_df: DataFrame) -> DataFrame:
+    """Add ``run`` (:func:`agg_run_intervals`); a server without resets today is in run 0 all day.
+
+    A broadcast join on ``ns`` with the seq range as condition: a handful of intervals per server,
+    evaluated in generated code, where a per-row search of an array would be interpreted.
+    """
+    intervals_df = run_intervals_df.select(
+        F.col("ns").alias("_iv_ns"), F.col("run").alias("_iv_run"), "lo_seq", "hi_seq"
+    )
+    inside = (F.col("ns") == F.col("_iv_ns")) & (F.col("seq") >= F.col("lo_seq")) & (F.col("seq") < F.col("hi_seq"))
+    return (
+        df.join(F.broadcast(intervals_df), inside, "left")
+        .withColumn("run", F.coalesce(F.col("_iv_run"), F.lit(0)))
+        .drop("_iv_ns", "_iv_run", "lo_seq", "hi_seq")
+    )
+
+
+def select_address_events(events_df: DataFrame) -> DataFrame:
+    """The events that touch a live entry, with an address: register, heartbeat and removals."""
+    return events_df.where(
+        _type().isin("register", "heartbeat", *REMOVALS) & F.col("broker_addr").isNotNull()
+    ).select(*STREAM_COLUMNS)
+
+
+def select_carry_rows(prev_windows_df: DataFrame, day: dt.date) -> DataFrame:
+    """One synthetic ``_carry`` stream row at 00:00 per window open at the end of the day before.
+
+    ``seq`` 0 puts it before every event (seqs start at 1); ``last_update_ms`` is the window's last
+    refresh, so the first gap of the day and the expiry check see across midnight.
+    """
+    return prev_windows_df.where(F.col("end_reason") == "open").select(
+        "ns",
+        F.lit(0).cast(T.LongType()).alias("seq"),
+        F.lit(day_start_ms(day)).cast(T.LongType()).alias("ts_ms"),
+        F.lit(CARRY).alias("type"),
+        F.lit(None).cast(T.IntegerType()).alias("request_code"),
+        "cluster",
+        "broker_name",
+        "broker_id",
+        "broker_addr",
+        F.lit(None).cast(DATA_VERSION_TYPE).alias("data_version"),
+        F.unix_millis("last_update_ts").alias("last_update_ms"),
+    )
+
+
+def agg_runs(run_events_df: DataFrame, carried_runs_df: DataFrame, params: LivenessParams) -> DataFrame:
+    """Per (ns, run): the run's start and timers, and the server's last event in the run.
+
+    A run ``r >= 1`` starts at the day's ``ns_start`` that opened it. Run 0 (up at 00:00) takes its
+    start from ``carried_runs_df`` (``ns``, ``start_ms``, ``broker_expiry_ms``,
+    ``scan_interval_ms``; see :func:`agg_carried_runs`) when the lake knows it. ``schedule`` says
+    where the start came from: ``ns_start``, ``ns_runs``, or null (unknown: expiry is then judged
+    against the bound ``last_update + expiry + scan``). Timers fall back to ``params``.
+
+    Args:
+        run_events_df: the day's events with ``run`` (:func:`with_run`).
+        carried_runs_df: the run open at 00:00 per server, possibly empty.
+        params: timer defaults.
+    """
+    per_run_df = run_events_df.groupBy("ns", "run").agg(
+        F.max("ts_ms").alias("last_event_ms"),
+        F.min_by(F.struct("type", "ts_ms", "broker_expiry_ms", "scan_interval_ms"), "seq").alias("_first"),
+    )
+    carried_df = carried_runs_df.select(
+        "ns", F.lit(0).alias("run"), F.col("start_ms").alias("_c_start"),
+        F.col("broker_expiry_ms").alias("_c_expiry"), F.col("scan_interval_ms").alias("_c_scan"),
+    )
+    first = F.col("_first")
+    started_today = (F.col("run") > 0) & (first["type"] == "ns_start")
+    return (
+        per_run_df.join(carried_df, ["ns", "run"], "full")
+        .select(
+            "ns",
+            "run",
+            F.when(started_today, first["ts_ms"]).otherwise(F.col("_c_start")).alias("start_ms"),
+            F.coalesce(F.when(started_today, first["broker_expiry_ms"]).otherwise(F.col("_c_expiry")),
+                       F.lit(params.broker_expiry_ms)).cast(T.LongType()).alias("broker_expiry_ms"),
+            F.coalesce(F.when(started_today, first["scan_interval_ms"]).otherwise(F.col("_c_scan")),
+                       F.lit(params.scan_interval_ms)).cast(T.LongType()).alias("scan_interval_ms"),
+            F.when(started_today, F.lit("ns_start"))
+            .when(F.col("_c_start").isNotNull(), F.lit("ns_runs"))
+            .alias("schedule"),
+            "last_event_ms",
+        )
+        .select(*RUN_COLUMNS)
+    )
+
+
+def agg_carried_runs(ns_runs_df: DataFrame, day: dt.date) -> DataFrame:
+    """The run of each server still open at the end of the day before ``day``, with its real start.
+
+    ``ns_runs`` clips runs to days (a run carried across midnight restarts at 00:00 with the same
+    ``start_seq``), so the true start is the earliest ``start_ts`` among the rows of that
+    ``start_seq``; ``start_date`` is the day it started (where its ``ns_start`` event lives).
+    Runs that began before the lake (``start_seq`` null) are unknown and left out.
+
+    Returns:
+        ``ns``, ``start_seq``, ``start_ms``, ``start_date``.
+    """
+    open_df = ns_runs_df.where(
+        (F.col("date") == F.lit(day - dt.timedelta(days=1))) & (F.col("stop_reason") == "open")
+        & F.col("start_seq").isNotNull()
+    ).select("ns", "start_seq")
+    return (
+        ns_runs_df.join(open_df, ["ns", "start_seq"])
+        .groupBy("ns", "start_seq")
+        .agg(F.min_by(F.struct(F.unix_millis("start_ts").alias("ms"), F.col("date").alias("d")), "start_ts").alias("_s"))
+        .select("ns", "start_seq", F.col("_s.ms").alias("start_ms"), F.col("_s.d").alias("start_date"))
+    )
+
+
+def agg_previous_day_up(ns_runs_df: DataFrame, day: dt.date) -> DataFrame:
+    """Per server with ``ns_runs`` rows the day before: ``up_at_end`` and its ``last_stop_ms``."""
+    return (
+        ns_runs_df.where(F.col("date") == F.lit(day - dt.timedelta(days=1)))
+        .groupBy("ns")
+        .agg(
+            F.max(F.col("stop_reason") == "open").alias("up_at_end"),
+            F.max(F.when(F.col("stop_reason") == "ns_stop", F.unix_millis("stop_ts"))).alias("last_stop_ms"),
+        )
+        .select("ns", "up_at_end", "last_stop_ms")
+    )
+
+
+# ---------------------------------------------------------------------------- windows
+
+
+def with_window_keys(stream_df: DataFrame) -> DataFrame:
+    """Assign every stream row (address events and ``_carry`` rows, with ``run``) to its window.
+
+    Adds, over (ns, broker_addr, run) ordered by seq:
+
+    * ``wkey``: seq of the ``register`` that opened the row's window; 0 for the leading segment
+      (events before the run's first register, which may continue a window from before 00:00);
+    * ``in_window``: the row lies inside the window: no removal since its start (the removal
+      that ends the window is inside);
+    * ``is_refresh``: it sets ``last_update`` (module docstring); ``point_ms``: the refresh time
+      (for a ``_carry`` row, the previous day's last refresh); ``gap_ms``: time since the
+      previous refresh point of the same window, null on the row that opens it.
+
+    Because every window starts with a refresh (its ``register``, or the ``_carry`` row), the
+    latest refresh or 103 before a row inside a window always lies in that window, so plain
+    running values suffice. All frames run from the partition's start (one pass each); a frame
+    reaching the partition's end would be recomputed per row, quadratic in a day's heartbeats.
+
+    Example:
+        register@1 (wkey 1, no gap), heartbeat@2 (wkey 1, gap), expire@3 (in_window, ends it),
+        a 904@4 after it is in no window (``in_window`` false), register@5 opens wkey 5.
+    """
+    by_addr = Window.partitionBy("ns", "broker_addr", "run").orderBy("seq")
+    upto = by_addr.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    before = by_addr.rowsBetween(Window.unboundedPreceding, -1)
+    code, dv = F.col("request_code"), F.col("data_version")
+    is_103 = _is_103()
+
+    def running_last(value: Column, frame) -> Column:
+        # longs, not structs: the window buffers stay primitive
+        return F.last(value, ignorenulls=True).over(frame)
+
+    keyed_df = (
+        stream_df.withColumn("_start_seq", running_last(F.when(_type() == "register", F.col("seq")), upto))
+        .withColumn("_removal_before", running_last(F.when(_is_removal(), F.col("seq")), before))
+        .withColumn("_stored_ts", running_last(F.when(is_103, dv["timestamp"]), before))
+        .withColumn("_stored_counter", running_last(F.when(is_103, dv["counter"]), before))
+        .withColumn("wkey", F.coalesce(F.col("_start_seq"), F.lit(0).cast(T.LongType())))
+        .withColumn("in_window", F.col("_removal_before").isNull() | (F.col("_removal_before") < F.col("_start_seq")))
+    )
+    heartbeat = _type() == "heartbeat"
+    same_version = (dv["timestamp"] == F.col("_stored_ts")) & (dv["counter"] == F.col("_stored_counter"))
+    refresh = F.col("in_window") & (
+        is_103
+        | (heartbeat & (code == BROKER_HEARTBEAT))
+        | (heartbeat & (code == QUERY_DATA_VERSION) & F.coalesce(same_version, F.lit(False)))
+    )
+    point = F.col("is_refresh") | (_is_carry() & F.col("last_update_ms").isNotNull())
+    return (
+        keyed_df.withColumn("is_refresh", F.coalesce(refresh, F.lit(False)))
+        .withColumn("point_ms", F.when(_is_carry(), F.col("last_update_ms")).otherwise(F.col("ts_ms")))
+        .withColumn("refresh_point", point)
+        .withColumn("_prev_ms", running_last(F.when(F.col("refresh_point"), F.col("point_ms")), before))
+        .withColumn("gap_ms", F.when(F.col("is_refresh") & (_type() != "register"), F.col("ts_ms") - F.col("_prev_ms")))
+        .drop("_start_seq", "_removal_before", "_stored_ts", "_stored_counter", "_prev_ms")
+    )
+
+
+def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, params: LivenessParams) -> DataFrame:
+    """One row per liveness window (``LIVENESS_WINDOWS_SCHEMA`` columns plus ``run``).
+
+    A leading segment (``wkey`` 0) is a window only when it continues one from the day before
+    (``_carry`` row) or its events prove a live entry; it then starts at 00:00.
+
+    Args:
+        keyed_df: :func:`with_window_keys` output.
+        run_intervals_df: :func:`agg_run_intervals` (the reset that ends a run ends its windows).
+        day: the UTC day (``date`` and the 00:00 start of carried windows).
+        params: ``heartbeat_period_ms + late_heartbeat_slack_ms`` bounds an on-time gap.
+    """
+    late_gap = params.heartbeat_period_ms + params.late_heartbeat_slack_ms
+    windows_df = (
+        keyed_df.where("in_window")
+        .groupBy("ns", "broker_addr", "run", "wkey")
+        .agg(
+            F.max(_is_carry()).alias("_carried"),
+            F.max(_proves_live()).alias("_proof"),
+            F.min(F.when(_type() == "register", F.col("ts_ms"))).alias("_start_ms"),
+            F.min(F.when(_is_removal(), F.struct("seq", "ts_ms", "type"))).alias("_removal"),
+            F.max(F.when(_proves_live() | _is_carry(), F.struct("seq", "cluster", "broker_name", "broker_id"))).alias("_id"),
+            F.count(F.when(F.col("is_refresh"), 1)).alias("heartbeats"),
+            F.max("gap_ms").alias("max_gap_ms"),
+            F.percentile_approx("gap_ms", [0.5, 0.99]).alias("_pct"),
+            F.count(F.when(F.col("gap_ms") > late_gap, 1)).alias("late_heartbeats"),
+            F.max(F.when(F.col("refresh_point"), F.col("point_ms"))).alias("_last_update_ms"),
+        )
+        # the next window's register ends a window that saw no removal (lost lines, see module doc)
+        .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("ns", "broker_addr", "run")
+                                                                .orderBy("wkey")))
+        .where((F.col("wkey") > 0) | F.col("_carried") | F.col("_proof"))
+        .join(F.broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
+              ["ns", "run"], "left")
+    )
+    removal, next_register, reset = F.col("_removal"), F.col("_next_register"), F.col("_next_reset")
+    end_ms = (
+        F.when(removal.isNotNull(), removal["ts_ms"])
+        .when(next_register.isNotNull(), next_register)
+        .otherwise(reset["ts_ms"])
+    )
+    end_reason = (
+        F.when(removal.isNotNull(), removal["type"])
+        .when(next_register.isNotNull(), F.lit("unknown"))
+        .when(reset["type"] == "ns_stop", F.lit("ns_stop"))
+        .when(reset["type"] == "ns_start", F.lit("ns_restart"))
+        .otherwise(F.lit("open"))
+    )
+    leading = F.col("wkey") == 0
+    start_ms = F.when(leading, F.lit(day_start_ms(day))).otherwise(F.col("_start_ms"))
+    return (
+        windows_df.withColumn("_end_ms", end_ms)
+        .withColumn("_begin_ms", start_ms)
+        .select(
+            F.lit(day).alias("date"),
+            "ns",
+            F.col("_id.cluster").alias("cluster"),
+            F.col("_id.broker_name").alias("broker_name"),
+            F.col("_id.broker_id").alias("broker_id"),
+            "broker_addr",
+            F.timestamp_millis("_begin_ms").alias("start_ts"),
+            F.timestamp_millis("_end_ms").alias("end_ts"),
+            end_reason.alias("end_reason"),
+            F.when(leading, F.when(F.col("_carried"), F.lit("previous_day")).otherwise(F.lit("unknown")))
+            .alias("carried_in"),
+            "heartbeats",
+            "max_gap_ms",
+            F.col("_pct")[0].alias("p50_gap_ms"),
+            F.col("_pct")[1].alias("p99_gap_ms"),
+            "late_heartbeats",
+            F.timestamp_millis("_last_update_ms").alias("last_update_ts"),
+            (F.col("_end_ms") - F.col("_begin_ms")).alias("duration_ms"),
+            "run",
+        )
+        .select(*WINDOW_COLUMNS)
+    )
+
+
+# ---------------------------------------------------------------------------- expiry timing
+
+
+def with_expected_removal(expire_df: DataFrame, runs_df: DataFrame, params: LivenessParams) -> DataFrame:
+    """Check each ``expire`` against the scan schedule of its run (semantics §2.5, W17).
+
+    ``expected_ms`` is the first tick ``T > last_update + expiry`` with ticks at
+    ``start + first_scan + k * scan_interval`` (k >= 0) when the run's start is known, else the
+    bound ``last_update + expiry + scan_interval``. ``late`` is a removal after
+    ``expected + tolerance`` or after ``last_update + expiry + scan + tolerance``.
+
+    Args:
+        expire_df: ``expire`` rows with ``ns``, ``run``, ``seq``, ``ts_ms``, ``last_update_ms``
+            and the broker keys.
+        runs_df: :func:`agg_runs`.
+        params: first-scan delay, tolerance.
+
+    Example:
+        Run started at 0, last update 5000, expiry 120000, scan 10000: 125000 is on a tick and
+        survives it, so the expected removal is 135000 (W17); an expire at 135000 is on time.
+    """
+    tolerance = params.late_expiry_tolerance_ms
+    u, expiry, scan = F.col("last_update_ms"), F.col("broker_expiry_ms"), F.col("scan_interval_ms")
+    bound = u + expiry + scan
+    return (
+        expire_df.join(runs_df, ["ns", "run"], "left")
+        .withColumn("broker_expiry_ms", F.coalesce(expiry, F.lit(params.broker_expiry_ms).cast(T.LongType())))
+        .withColumn("scan_interval_ms", F.coalesce(scan, F.lit(params.scan_interval_ms).cast(T.LongType())))
+        # ms from the first tick to the deadline; ticks at or before the deadline do not remove
+        .withColumn("_over", u + expiry - (F.col("start_ms") + params.first_scan_delay_ms))
+        .withColumn("_k", F.when(F.col("_over") < 0, F.lit(0)).otherwise(F.expr("_over div scan_interval_ms") + 1))
+        .withColumn(
+            "expected_ms",
+            F.when(F.col("start_ms").isNotNull(),
+                   F.col("start_ms") + params.first_scan_delay_ms + F.col("_k") * scan).otherwise(bound),
+        )
+        .withColumn("late", (F.col("ts_ms") > F.col("expected_ms") + tolerance) | (F.col("ts_ms") > bound + tolerance))
+        .select(*EXPIRY_CHECK_COLUMNS)
+    )
+
+
+def with_never_expired(windows_df: DataFrame, runs_df: DataFrame, params: LivenessParams) -> DataFrame:
+    """Add ``deadline_ms``, ``bound_ms`` and ``never``: a silent entry the scan failed to remove.
+
+    ``deadline_ms`` = last refresh + expiry + scan interval: by then the scan must have removed
+    the entry. ``bound_ms`` is how long the server demonstrably kept it: the window's end for
+    ``unregister``, ``channel_close`` and ``ns_stop``; the server's last event in the run for
+    ``open`` and ``ns_restart`` windows (after a crash the log cannot say how long it ran).
+    ``expire`` windows are judged by :func:`with_expected_removal`, ``unknown`` ends (lost lines)
+    not at all. ``never`` is ``bound > deadline + tolerance``.
+    """
+    reason = F.col("end_reason")
+    bound = (
+        F.when(reason.isin("unregister", "channel_close", "ns_stop"), F.unix_millis("end_ts"))
+        .when(reason.isin("open", "ns_restart"), F.col("last_event_ms"))
+    )
+    expiry = F.coalesce(F.col("broker_expiry_ms"), F.lit(params.broker_expiry_ms).cast(T.LongType()))
+    scan = F.coalesce(F.col("scan_interval_ms"), F.lit(params.scan_interval_ms).cast(T.LongType()))
+    return (
+        windows_df.join(runs_df.select("ns", "run", "broker_expiry_ms", "scan_interval_ms", "last_event_ms"),
+                        ["ns", "run"], "left")
+        .withColumn("deadline_ms", F.unix_millis("last_update_ts") + expiry + scan)
+        .withColumn("bound_ms", bound)
+        .withColumn("never", F.coalesce(F.col("bound_ms") > F.col("deadline_ms") + params.late_expiry_tolerance_ms,
+                                        F.lit(False)))
+        .drop("broker_expiry_ms", "scan_interval_ms", "last_event_ms")
+    )
+
+
+# ---------------------------------------------------------------------------- findings
+
+
+def _finding(kind: str, severity: Column | str, subject: Column, start_ms: Column, end_ms: Column,
+             detail: Column) -> list[Column]:
+    """The finding columns (``FINDING_COLUMNS``) from column expressions; times in epoch ms."""
+    sev = F.lit(severity) if isinstance(severity, str) else severity
+    return [
+        F.lit(kind).alias("kind"), sev.alias("severity"), subject.alias("subject"), F.col("ns"),
+        F.timestamp_millis(start_ms).alias("start_ts"), F.timestamp_millis(end_ms).alias("end_ts"),
+        F.to_json(detail, {"ignoreNullFields": "false"}).alias("detail"),
+    ]
+
+
+def _ts(ms: Column) -> Column:
+    # timestamps in detail JSON render as ISO-8601 UTC (session time zone), milliseconds kept
+    return F.timestamp_millis(ms)
+
+
+def agg_late_expiry_findings(checks_df: DataFrame, never_df: DataFrame) -> DataFrame:
+    """``late_expiry``: an expire after its expected tick + tolerance (warning), or a silent entry
+    never removed (critical, ``actual`` = "never")."""
+    late_df = checks_df.where("late").select(
+        *_finding(
+            "late_expiry", "warning", F.col("broker_addr"), F.col("expected_ms"), F.col("ts_ms"),
+            F.struct(
+                _ts(F.col("last_update_ms")).alias("last_update"), _ts(F.col("expected_ms")).alias("expected"),
+                _ts(F.col("ts_ms")).alias("actual"),
+                (F.col("ts_ms") - F.col("expected_ms")).alias("delay_ms"),
+                "broker_expiry_ms", "scan_interval_ms", "schedule", "cluster", "broker_name", "broker_id",
+            ),
+        )
+    )
+    never_df = never_df.where("never").select(
+        *_finding(
+            "late_expiry", "critical", F.col("broker_addr"), F.col("deadline_ms"), F.col("bound_ms"),
+            F.struct(
+                F.col("last_update_ts").alias("last_update"), _ts(F.col("deadline_ms")).alias("expected"),
+                F.lit("never").alias("actual"), (F.col("bound_ms") - F.col("deadline_ms")).alias("delay_ms"),
+                "end_reason", _ts(F.col("bound_ms")).alias("still_live_at"), "cluster", "broker_name", "broker_id",
+            ),
+        )
+    )
+    return late_df.unionByName(never_df)
+
+
+def agg_flapping_findings(windows_df: DataFrame, params: LivenessParams) -> DataFrame:
+    """``broker_flapping`` (warning): an address opened more windows on one server in the day than
+    ``flapping_windows_per_day`` (carried windows were opened on an earlier day and do not count)."""
+    reason = F.col("end_reason")
+    return (
+        windows_df.where(F.col("carried_in").isNull())
+        .groupBy("ns", "broker_addr")
+        .agg(
+            F.count(F.lit(1)).alias("windows"),
+            F.min("start_ts").alias("first_start"),
+            F.max("start_ts").alias("last_start"),
+            F.max_by("end_ts", "start_ts").alias("last_end"),
+            F.count(F.when(reason == "expire", 1)).alias("expired"),
+            F.count(F.when(reason == "unregister", 1)).alias("unregistered"),
+            F.count(F.when(reason == "channel_close", 1)).alias("channel_closed"),
+        )
+        .where(F.col("windows") > params.flapping_windows_per_day)
+        .select(
+            *_finding(
+                "broker_flapping", "warning", F.col("broker_addr"), F.unix_millis("first_start"),
+                F.coalesce(F.unix_millis("last_end"), F.unix_millis("last_start")),
+                F.struct("windows", F.lit(params.flapping_windows_per_day).alias("threshold"),
+                         "expired", "unregistered", "channel_closed"),
+            )
+        )
+    )
+
+
+def agg_broker_expired_findings(checks_df: DataFrame) -> DataFrame:
+    """``broker_expired`` (warning): the scan removed an address that went silent without
+    unregistering (it died, hung, or lost its link to this server); from last update to removal."""
+    return checks_df.select(
+        *_finding(
+            "broker_expired", "warning", F.col("broker_addr"), F.col("last_update_ms"), F.col("ts_ms"),
+            F.struct("cluster", "broker_name", "broker_id", _ts(F.col("last_update_ms")).alias("last_update"),
+                     _ts(F.col("expected_ms")).alias("expected"), (F.col("ts_ms") - F.col("last_update_ms")).alias("silent_ms")),
+        )
+    )
+
+
+def agg_unregistered_findings(windows_df: DataFrame) -> DataFrame:
+    """``broker_unregistered`` (info): a live address left cleanly (UNREGISTER_BROKER, 104)."""
+    return windows_df.where(F.col("end_reason") == "unregister").select(
+        *_finding(
+            "broker_unregistered", "info", F.col("broker_addr"), F.unix_millis("start_ts"), F.unix_millis("end_ts"),
+            F.struct("cluster", "broker_name", "broker_id", "last_update_ts", "duration_ms", "carried_in"),
+        )
+    )
+
+
+def agg_ns_restart_findings(resets_df: DataFrame, runs_df: DataFrame, prev_up_df: DataFrame) -> DataFrame:
+    """``ns_restart``: a server started again (warning), after a crash (critical).
+
+    An ``ns_start`` is a restart when the server was seen before: an earlier event today or in
+    the lake, or a seq above 1 (seqs continue across restarts and start at 1 in a new log). It
+    is a crash restart when no ``ns_stop`` came first: the reset before it today is an
+    ``ns_start``, or it is the day's first reset and the server had events before it today or was
+    up at the end of the day before. When nothing says how the previous run ended, ``crash`` is
+    null (warning). ``start_ts`` is the last sign of life before it: the ``ns_stop``, or the last
+    event before a crash; null when the lake has none.
+
+    Args:
+        resets_df: :func:`agg_resets`.
+        runs_df: :func:`agg_runs` (``last_event_ms`` per run: the run before a reset at position
+            ``p`` of the array is run ``p``).
+        prev_up_df: :func:`agg_previous_day_up`, possibly empty.
+    """
+    starts_df = (
+        resets_df.select("ns", "resets", F.posexplode("resets").alias("pos", "reset"))
+        .withColumn("prev", F.when(F.col("pos") > 0, F.get(F.col("resets"), F.col("pos") - 1)))
+        .where(F.col("reset.type") == "ns_start")
+    )
+    before_df = runs_df.select("ns", F.col("run").alias("pos"), F.col("last_event_ms").alias("_before_ms"))
+    prev = F.col("prev")
+    had_events = F.col("_before_ms").isNotNull()
+    crash = (
+        F.when(prev.isNotNull(), prev["type"] == "ns_start")
+        .when(had_events, F.lit(True))
+        .otherwise(F.col("up_at_end"))
+    )
+    restarted = prev.isNotNull() | had_events | F.col("up_at_end").isNotNull() | (F.col("reset.seq") > 1)
+    last_life = F.when(prev.isNotNull() | had_events, F.col("_before_ms")).when(~F.col("up_at_end"), F.col("last_stop_ms"))
+    return (
+        starts_df.join(before_df, ["ns", "pos"], "left")
+        .join(prev_up_df, "ns", "left")
+        .where(restarted)
+        .withColumn("crash", crash)
+        .withColumn("_life_ms", last_life)
+        .select(
+            *_finding(
+                "ns_restart", F.when(F.col("crash"), F.lit("critical")).otherwise(F.lit("warning")), F.col("ns"),
+                F.col("_life_ms"), F.col("reset.ts_ms"),
+                F.struct("crash", F.col("reset.seq").alias("start_seq"), _ts(F.col("_life_ms")).alias("last_seen"),
+                         (F.col("reset.ts_ms") - F.col("_life_ms")).alias("down_ms")),
+            )
+        )
+    )
+
+
+# ---------------------------------------------------------------------------- availability
+
+
+def agg_broker_availability(windows_df: DataFrame, servers_df: DataFrame, day: dt.date) -> DataFrame:
+    """``broker_availability`` rows: per address, live time per server and on any / all servers.
+
+    Windows are clipped to the day; an open one counts until 24:00. "Any" and "all" come from a
+    sweep over the window boundaries of all servers: the count of servers holding the address
+    live, between consecutive boundaries.
+
+    Args:
+        windows_df: :func:`agg_windows` rows of the day.
+        servers_df: ``ns`` of every server audited that day (one row each).
+        day: the UTC day.
+
+    Example:
+        ns-a live 00:00-12:00, ns-b 06:00-24:00, two servers: any 24 h (1.0), all 6 h (0.25),
+        ``availability_by_ns`` {ns-a: 0.5, ns-b: 0.75}.
+    """
+    start, end = day_start_ms(day), day_start_ms(day) + DAY_MS
+    spans_df = windows_df.select(
+        "ns", "broker_addr", "start_ts", "cluster", "broker_name", "broker_id",
+        F.greatest(F.unix_millis("start_ts"), F.lit(start)).alias("_from"),
+        F.least(F.coalesce(F.unix_millis("end_ts"), F.lit(end)), F.lit(end)).alias("_to"),
+    )
+    n_df = servers_df.agg(F.count(F.lit(1)).cast(T.IntegerType()).alias("servers"))
+
+    per_ns_df = spans_df.groupBy("ns", "broker_addr").agg(F.sum(F.col("_to") - F.col("_from")).alias("live_ms"))
+    grid_df = spans_df.select("broker_addr").distinct().crossJoin(servers_df.select("ns"))
+    by_ns_df = (
+        grid_df.join(per_ns_df, ["ns", "broker_addr"], "left")
+        .groupBy("broker_addr")
+        .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("ns", F.coalesce("live_ms", F.lit(0)).cast(T.LongType())))))
+             .alias("live_ms_by_ns"))
+    )
+
+    edges = F.array(F.struct(F.col("_from").alias("t"), F.lit(1).alias("d")),
+                    F.struct(F.col("_to").alias("t"), F.lit(-1).alias("d")))
+    sweep = Window.partitionBy("broker_addr").orderBy("t")
+    cover_df = (
+        spans_df.select("broker_addr", F.explode(edges).alias("e"))
+        .groupBy("broker_addr", F.col("e.t").alias("t"))
+        .agg(F.sum("e.d").alias("d"))
+        .withColumn("live_on", F.sum("d").over(sweep.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+        .withColumn("_len", F.coalesce(F.lead("t").over(sweep) - F.col("t"), F.lit(0)))
+        .crossJoin(n_df)
+        .groupBy("broker_addr")
+        .agg(
+            F.sum(F.when(F.col("live_on") > 0, F.col("_len")).otherwise(0)).cast(T.LongType()).alias("live_any_ms"),
+            F.sum(F.when(F.col("live_on") >= F.col("servers"), F.col("_len")).otherwise(0)).cast(T.LongType())
+            .alias("live_all_ms"),
+        )
+    )
+    identity_df = spans_df.groupBy("broker_addr").agg(
+        F.max_by(F.struct("cluster", "broker_name", "broker_id"), "start_ts").alias("_id"),
+        F.count(F.lit(1)).alias("windows"),
+    )
+    return (
+        identity_df.join(by_ns_df, "broker_addr").join(cover_df, "broker_addr").crossJoin(n_df)
+        .select(
+            F.lit(day).alias("date"),
+            "broker_addr",
+            F.col("_id.cluster").alias("cluster"),
+            F.col("_id.broker_name").alias("broker_name"),
+            F.col("_id.broker_id").alias("broker_id"),
+            "servers",
+            "windows",
+            "live_ms_by_ns",
+            F.transform_values("live_ms_by_ns", lambda _, v: v / F.lit(float(DAY_MS))).alias("availability_by_ns"),
+            "live_any_ms",
+            "live_all_ms",
+            (F.col("live_any_ms") / F.lit(float(DAY_MS))).alias("availability_any"),
+            (F.col("live_all_ms") / F.lit(float(DAY_MS))).alias("availability_all"),
+        )
+        .select(*BROKER_AVAILABILITY_SCHEMA.names)
+    )
+
+
+# ---------------------------------------------------------------------------- the stage
+
+
+@dataclass(frozen=True)
+class LivenessFrames:
+    """The stage's outputs for one day, as lazy DataFrames.
+
+    The small intermediates several outputs share (runs, windows, expiry checks) are persisted on
+    first use, so each is computed once; :meth:`release` frees them.
+
+    Attributes:
+        windows_df: ``LIVENESS_WINDOWS_SCHEMA`` rows.
+        findings_df: ``FINDING_COLUMNS`` rows (category ``liveness``).
+        availability_df: ``BROKER_AVAILABILITY_SCHEMA`` rows.
+        cached: the persisted intermediates.
+    """
+
+    windows_df: DataFrame
+    findings_df: DataFrame
+    availability_df: DataFrame
+    cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Unpersist the shared intermediates."""
+        for df in self.cached:
+            df.unpersist()
+
+
+def build_liveness(
+    events_df: DataFrame,
+    prev_windows_df: DataFrame,
+    carried_runs_df: DataFrame,
+    prev_up_df: DataFrame,
+    day: dt.date,
+    params: LivenessParams,
+) -> LivenessFrames:
+    """Compose the transforms: windows, expiry checks, findings and availability for one day.
+
+    Args:
+        events_df: the day's events (``events`` table layout).
+        prev_windows_df: ``liveness_windows`` of the day before (only ``open`` rows matter);
+            empty when that day is not in the lake.
+        carried_runs_df: the run open at 00:00 per server with its ``ns_start`` timers (``ns``,
+            ``start_ms``, ``broker_expiry_ms``, ``scan_interval_ms``); may be empty.
+        prev_up_df: :func:`agg_previous_day_up`; may be empty.
+        day: the UTC day.
+        params: thresholds and timer defaults.
+    """
+    day_events_df = with_event_ms(events_df).select(*EVENT_COLUMNS)
+    resets_df = agg_resets(day_events_df).persist()
+    intervals_df = agg_run_intervals(resets_df).persist()
+    runs_df = agg_runs(with_run(day_events_df.select("ns", "seq", "ts_ms", "type", "broker_expiry_ms",
+                                                     "scan_interval_ms"), intervals_df),
+                       carried_runs_df, params).persist()
+    carry_df = select_carry_rows(prev_windows_df, day)
+    windows_df = (
+        select_address_events(day_events_df)
+        .unionByName(carry_df)
+        .transform(lambda df: with_run(df, intervals_df))
+        .transform(with_window_keys)
+        .transform(lambda df: agg_windows(df, intervals_df, day, params))
+        .persist()
+    )
+    # expiries need their run, not their window: no sort of the whole stream again
+    expire_df = with_run(
+        day_events_df.where(_type() == "expire").select(
+            "ns", "seq", "ts_ms", "last_update_ms", "broker_addr", "cluster", "broker_name", "broker_id"
+        ),
+        intervals_df,
+    )
+    checks_df = with_expected_removal(expire_df, runs_df, params).persist()
+    never_df = with_never_expired(windows_df, runs_df, params)
+    findings_df = (
+        agg_late_expiry_findings(checks_df, never_df)
+        .unionByName(agg_broker_expired_findings(checks_df))
+        .unionByName(agg_flapping_findings(windows_df, params))
+        .unionByName(agg_unregistered_findings(windows_df))
+        .unionByName(agg_ns_restart_findings(resets_df, runs_df, prev_up_df))
+        .select(*FINDING_COLUMNS)
+    )
+    servers_df = day_events_df.select("ns").unionByName(carry_df.select("ns")).distinct()
+    availability_df = agg_broker_availability(windows_df, servers_df, day)
+    return LivenessFrames(
+        windows_df.select(*LIVENESS_WINDOWS_SCHEMA.names), findings_df, availability_df,
+        cached=(resets_df, intervals_df, runs_df, windows_df, checks_df),
+    )
+
+
+# ---------------------------------------------------------------------------- the job
+
+BROKER_AVAILABILITY = "broker_availability"  # table name in the lake
+
+
+def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> LivenessResult:
+    """Audit liveness for ``day``: replaces the day in ``liveness_windows``, ``broker_availability``
+    and the ``liveness`` findings (a rerun gives the same rows).
+
+    Reads the day's ``events``; the day before's ``liveness_windows`` (windows carried over
+    midnight) and ``ns_runs`` (scan schedule of a run started before today, and whether a server
+    was up at the end of it) when the lake has them.
+
+    Raises:
+        FileNotFoundError: the lake has no ``events`` table.
+    """
+    params = LivenessParams.from_config(config)
+    events_df = read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": day})
+    prev_windows_df = _read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA,
+                                     {"date": day - dt.timedelta(days=1)})
+    ns_runs_df = _read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, None)
+    carried_runs_df = _carried_run_timers(spark, lake_dir, agg_carried_runs(ns_runs_df, day))
+    frames = build_liveness(events_df, prev_windows_df, carried_runs_df, agg_previous_day_up(ns_runs_df, day),
+                            day, params)
+    try:
+        _replace_day(frames.windows_df, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
+        _replace_day(frames.availability_df, lake_dir, BROKER_AVAILABILITY, BROKER_AVAILABILITY_SCHEMA, day)
+        write_findings(frames.findings_df.transform(lambda df: with_finding_keys(df, day)), lake_dir, day,
+                       category=CATEGORY)
+        # one small row of counts and a row per finding kind: the job's log, not data
+        totals = frames.windows_df.agg(
+            F.count(F.lit(1)).alias("windows"),
+            F.count(F.when(F.col("end_reason") == "open", 1)).alias("open_windows"),
+            F.countDistinct("broker_addr").alias("broker_addrs"),
+        ).first()
+        by_kind = {r["kind"]: r["n"] for r in frames.findings_df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
+        events = events_df.count()
+    finally:
+        frames.release()
+    availability_df = read_table(spark, lake.table_path(lake_dir, BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA,
+                                 where={"date": day})
+    return LivenessResult(day, events, totals["windows"], totals["open_windows"], totals["broker_addrs"],
+                          by_kind, availability_df)
+
+
+def _read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: T.StructType, where: dict | None) -> DataFrame:
+    path = lake.table_path(lake_dir, name)
+    if not table_exists(path):
+        return spark.createDataFrame([], schema)
+    return read_table(spark, path, schema, where=where)
+
+
+def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFrame) -> DataFrame:
+    """The ``ns_start`` timers of the runs carried into the day, read from the days they began.
+
+    At most one run per server, so the (date, ns) partitions to read are collected; a run whose
+    ``ns_start`` is not in the lake keeps its start with null timers (config defaults apply).
+    """
+    keys = carried_df.select("ns", "start_date").distinct().collect()  # one row per server at most
+    if not keys:
+        return spark.createDataFrame([], "ns string, start_ms long, broker_expiry_ms long, scan_interval_ms long")
+    starts_df = (
+        read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA,
+                   where={"date": sorted({k["start_date"] for k in keys}), "ns": sorted({k["ns"] for k in keys})})
+        .where(F.col("type") == "ns_start")
+        .select("ns", F.col("seq").alias("start_seq"), "broker_expiry_ms", "scan_interval_ms")
+    )
+    return carried_df.join(starts_df, ["ns", "start_seq"], "left").select(
+        "ns", "start_ms", "broker_expiry_ms", "scan_interval_ms"
+    )
+
+
+def _replace_day(df: DataFrame, lake_dir: str, name: str, schema: T.StructType, day: dt.date) -> None:
+    write_table(df, lake.table_path(lake_dir, name), mode="overwrite", partition_by=["date"],
+                replace_where={"date": day}, schema=schema)

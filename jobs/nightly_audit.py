@@ -1,0 +1,184 @@
+"""The nightly audit of one UTC day, in one Spark application.
+
+    spark-submit jobs/nightly_audit.py --events DIR --lake DIR [--date YYYY-MM-DD] [--config FILE]
+    nsaudit audit --events DIR --lake DIR [--date YYYY-MM-DD] [--master URL]
+
+Stages: ingest → rebuild → snapshots → liveness → divergence → distribution → security → report. Each stage
+replaces that day's partitions of its tables in one Delta transaction per table, so a rerun gives
+the same tables and adds nothing twice, and a failed run leaves every table at its previous
+version (readable). The day counts as audited only when ``audit_runs`` records it ``ok``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from nameserver.config import Config, load_config  # noqa: E402
+from nameserver.errors import UserError  # noqa: E402
+from nameserver.timeutil import parse_date, yesterday_utc  # noqa: E402
+
+log = logging.getLogger("nsaudit.audit")
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+EXIT_FINDINGS = 3  # --fail-on matched: distinct from errors (1) and bad arguments (2)
+
+
+@dataclass
+class AuditOutcome:
+    """What one audit run did: per-stage seconds and counts, findings by severity, report paths."""
+
+    day: dt.date
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    findings_by_severity: dict[str, int] = field(default_factory=dict)
+    report_html: str | None = None
+    report_json: str | None = None
+
+    def worst_severity(self) -> str | None:
+        """The most severe finding of the day, or None without findings."""
+        present = [s for s, n in self.findings_by_severity.items() if n]
+        return max(present, key=SEVERITY_RANK.__getitem__) if present else None
+
+
+def _stage(outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
+    progress(f"[{len(outcome.stages) + 1}/{len(STAGES)}] {name} ...")
+    started = time.perf_counter()
+    result = func()
+    seconds = time.perf_counter() - started
+    counts = _counts(result)
+    outcome.stages.append({"stage": name, "seconds": round(seconds, 2), **counts})
+    shown = ", ".join(f"{k}={v}" for k, v in counts.items())
+    progress(f"[{len(outcome.stages)}/{len(STAGES)}] {name} done in {seconds:.1f} s" + (f" ({shown})" if shown else ""))
+    return result
+
+
+def _counts(result: Any) -> dict[str, Any]:
+    """Integer fields of a stage result, for the stage log line and audit_runs."""
+    if result is None:
+        return {}
+    if hasattr(result, "counts") and callable(result.counts):
+        return dict(result.counts())
+    values = getattr(result, "__dict__", {}) or {
+        f: getattr(result, f) for f in getattr(result, "__dataclass_fields__", {})
+    }
+    return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+STAGES = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "report")
+
+
+def _failed_stage(stages_done: list[dict[str, Any]]) -> str:
+    return STAGES[len(stages_done)] if len(stages_done) < len(STAGES) else "record"
+
+
+def _one_line(exc: BaseException) -> str:
+    """The most telling line of an error: Spark wraps Python errors in long traces."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "Error:" in line or "Exception:" in line or "Invalid:" in line]
+    text = errors[-1] if errors else (lines[0] if lines else "")
+    return f"{type(exc).__name__}: {text}"[:400]
+
+
+def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
+        outcome: AuditOutcome | None = None) -> AuditOutcome:
+    """Run every stage for ``day``; raises on the first failing stage (tables keep their versions)."""
+    from jobs import (audit_runs, distribution, divergence, ingest, liveness, rebuild, report_data, security,
+                      snapshots)
+
+    outcome = outcome or AuditOutcome(day)
+    interval = config.audit.snapshot_interval_ms
+    _stage(outcome, "ingest", lambda: ingest.run_ingest(spark, events_dir, lake, day, config), progress)
+    _stage(outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake, day, interval), progress)
+    _stage(outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake, day, interval), progress)
+    live = _stage(outcome, "liveness", lambda: liveness.run_liveness(spark, lake, day, config), progress)
+    div = _stage(outcome, "divergence", lambda: divergence.run_divergence(spark, lake, day, config), progress)
+    dist = _stage(outcome, "distribution", lambda: distribution.run_distribution(spark, lake, day, config), progress)
+    _stage(outcome, "security", lambda: security.run_security(spark, lake, day, config), progress)
+
+    def write_report():
+        data = report_data.collect_report_data(spark, lake, day, live, div, dist)
+        outcome.findings_by_severity = dict(data.headline.get("findings_by_severity", {}))
+        outcome.report_html, outcome.report_json = report_data.write_day_report(lake, data)
+        return None
+
+    _stage(outcome, "report", write_report, progress)
+    audit_runs.record(spark, lake, day, "ok", outcome.stages, outcome.findings_by_severity)
+    return outcome
+
+
+def main(argv: list[str] | None = None, *, master: str | None = None) -> int:
+    """``spark-submit jobs/nightly_audit.py`` and ``nsaudit audit``; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="nightly_audit.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--events", required=True)
+    parser.add_argument("--lake", required=True)
+    parser.add_argument("--date", default=None)
+    parser.add_argument("--config", default=None)
+    parser.add_argument("--master", default=master)
+    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None)
+    args = parser.parse_args(argv)
+    try:
+        return run_from_cli(args)
+    except UserError as exc:
+        print(f"nightly_audit: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_from_cli(args: argparse.Namespace) -> int:
+    """Validate arguments, build the session, run, report; the exit code says how it went."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    config = load_config(args.config)
+    day = parse_date(args.date) if args.date else yesterday_utc()
+    if not os.path.isdir(args.events):
+        raise UserError(f"events directory not found: {args.events}")
+    os.makedirs(args.lake, exist_ok=True)
+
+    def progress(line: str) -> None:
+        print(f"audit {day}: {line}", file=sys.stderr, flush=True)
+
+    from jobs.spark import build_session
+
+    # under spark-submit, build_session leaves the submitted master alone
+    spark = build_session(master=args.master or config.spark.master, app_name=f"nsaudit-audit-{day}",
+                          shuffle_partitions=config.spark.shuffle_partitions,
+                          driver_memory=config.spark.driver_memory)
+    started = time.perf_counter()
+    outcome = AuditOutcome(day)
+    outcome_stages = outcome.stages
+    try:
+        run(spark, config, args.events, args.lake, day, progress, outcome)
+    except UserError:
+        raise
+    except Exception as exc:  # a failed stage: say which and why on one line, keep the trace in the log
+        log.exception("audit of %s failed", day)
+        print(f"nsaudit audit: error: audit of {day} failed in stage {_failed_stage(outcome_stages)}: "
+              f"{_one_line(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    summary = {
+        "date": day.isoformat(),
+        "seconds": round(time.perf_counter() - started, 1),
+        "findings": outcome.findings_by_severity,
+        "report": outcome.report_html,
+        "stages": outcome.stages,
+    }
+    print(json.dumps(summary, sort_keys=True))
+    worst = outcome.worst_severity()
+    if args.fail_on and worst and SEVERITY_RANK[worst] >= SEVERITY_RANK[args.fail_on]:
+        print(f"nsaudit audit: findings of severity {worst} (--fail-on {args.fail_on})", file=sys.stderr)
+        return EXIT_FINDINGS
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""The lake's ``findings`` table, shared by every audit stage (interfaces spec, "The lake").
+
+One row per thing a user should look at. Each stage owns one ``category`` and replaces its own
+``(date, category)`` partition on every run (``jobs.findings.write_findings``), so stages never
+overwrite each other and a re-run adds nothing twice.
+"""
+
+from pyspark.sql.types import DateType, StringType, StructField, StructType, TimestampType
+
+CATEGORIES = ("liveness", "consistency", "distribution", "telemetry", "security")
+SEVERITIES = ("info", "warning", "critical")
+
+FINDINGS_SCHEMA = StructType(
+    [
+        StructField("date", DateType(), False),  # the audited UTC day
+        StructField("category", StringType(), False),  # one of CATEGORIES; the stage that wrote it
+        StructField("kind", StringType(), False),  # e.g. seq_gap, late_expiry, ns_divergence
+        StructField("severity", StringType(), False),  # one of SEVERITIES
+        StructField("subject", StringType(), False),  # what it is about: topic, broker, address, ns id
+        StructField("ns", StringType(), True),  # the name server concerned; null when about all
+        StructField("start_ts", TimestampType(), True),  # UTC; null when the finding has no span
+        StructField("end_ts", TimestampType(), True),
+        StructField("detail", StringType(), False),  # JSON object text, keys per kind
+    ]
+)
+
+FINDINGS_PARTITION_BY = ("date", "category")

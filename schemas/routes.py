@@ -1,0 +1,144 @@
+"""Schemas of the rebuilt route tables (interfaces spec, "The lake"; rebuild design).
+
+Every history table holds validity intervals of one route-table cell of one name server, partitioned
+by ``date`` and **clipped to that UTC day**: a value valid at midnight continues in the next day's
+partition with ``valid_from_ts`` = 00:00 of that day (``from_seq`` keeps the seq of the event that set
+it). ``valid_to_ts`` null means still valid at the end of that day's log. The state at instant T is
+the state after every event with ``ts <= T``: the rows with ``valid_from_ts <= T`` and
+(``valid_to_ts`` null or ``T < valid_to_ts``). Zero-length intervals (a value set and replaced within
+one millisecond) are never written, because no instant ever saw them.
+
+Tables and the route-table cell each row is a value of (semantics spec §1.1):
+
+* ``topic_route_history``: ``topicQueueTable[topic][broker_name]`` (a QueueData).
+* ``broker_addr_history``: ``brokerAddrTable[broker_name].brokerAddrs[broker_id]``, with the
+  BrokerData's ``cluster`` (fixed while the BrokerData exists; a recreated BrokerData may differ).
+* ``cluster_history``: membership of ``broker_name`` in ``clusterAddrTable[cluster]``. Needed apart
+  from the BrokerData because ClusterInfo shows dangling names (semantics W21).
+* ``filter_server_history``: ``filterServerTable[broker_addr]`` (a non-empty list).
+* ``ns_runs``: the intervals in which the server was up (between ``ns_start`` and ``ns_stop``).
+  ``stop_reason``: ``ns_stop``; ``restart`` (an ``ns_start`` with no ``ns_stop`` before it: a crash);
+  ``open`` (still up at the end of the day). A run may have zero length (start and stop within one
+  millisecond) and is kept, because it records the events. ``start_seq`` is null when the run began
+  before anything the lake holds (the first day of a server whose log does not start with
+  ``ns_start``). A server is down between a run that ended with ``ns_stop`` and the next run.
+* ``ns_state``: one row per (date, ns), the end-of-day state the next day's rebuild starts from
+  (``jobs.rebuild_state`` documents ``state_json``). Also the index of which servers a day covers.
+  ``up_at_start`` with ``ns_runs`` gives ``up`` at any instant of the day: up inside a run; after a
+  run that stopped with ``ns_stop`` down until the next run; before the day's first run
+  ``up_at_start``.
+* ``route_snapshots``: the routes at ``day start + k * snapshot_interval_ms`` and at the end of the day
+  (``23:59:59.999``, the state after the day's last event), one row per (ns, topic, broker name).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DateType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+_INTERVAL_FIELDS = [
+    StructField("valid_from_ts", TimestampType(), False),
+    StructField("valid_to_ts", TimestampType(), True),
+    StructField("from_seq", LongType(), True),
+    StructField("to_seq", LongType(), True),
+    StructField("date", DateType(), False),
+]
+
+TOPIC_ROUTE_HISTORY_SCHEMA = StructType(
+    [
+        StructField("ns", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("broker_name", StringType(), False),
+        StructField("read_queue_nums", IntegerType(), False),
+        StructField("write_queue_nums", IntegerType(), False),
+        StructField("perm", IntegerType(), False),
+        StructField("topic_sys_flag", IntegerType(), False),
+        *_INTERVAL_FIELDS,
+    ]
+)
+
+BROKER_ADDR_HISTORY_SCHEMA = StructType(
+    [
+        StructField("ns", StringType(), False),
+        StructField("cluster", StringType(), False),
+        StructField("broker_name", StringType(), False),
+        StructField("broker_id", LongType(), False),
+        StructField("broker_addr", StringType(), False),
+        *_INTERVAL_FIELDS,
+    ]
+)
+
+CLUSTER_HISTORY_SCHEMA = StructType(
+    [
+        StructField("ns", StringType(), False),
+        StructField("cluster", StringType(), False),
+        StructField("broker_name", StringType(), False),
+        *_INTERVAL_FIELDS,
+    ]
+)
+
+FILTER_SERVER_HISTORY_SCHEMA = StructType(
+    [
+        StructField("ns", StringType(), False),
+        StructField("broker_addr", StringType(), False),
+        StructField("filter_servers", ArrayType(StringType(), False), False),
+        *_INTERVAL_FIELDS,
+    ]
+)
+
+NS_RUNS_SCHEMA = StructType(
+    [
+        StructField("ns", StringType(), False),
+        StructField("start_ts", TimestampType(), False),
+        StructField("stop_ts", TimestampType(), True),
+        StructField("start_seq", LongType(), True),
+        StructField("stop_seq", LongType(), True),
+        StructField("stop_reason", StringType(), False),  # ns_stop | restart | open
+        StructField("date", DateType(), False),
+    ]
+)
+
+NS_STATE_SCHEMA = StructType(
+    [
+        StructField("date", DateType(), False),
+        StructField("ns", StringType(), False),
+        StructField("up", BooleanType(), False),  # at the end of the day
+        StructField("up_at_start", BooleanType(), False),  # at 00:00 (previous state; true without one)
+        StructField("last_seq", LongType(), True),  # null: no event of this server is in the lake yet
+        StructField("last_ts", TimestampType(), True),
+        StructField("events", LongType(), False),  # events of this server on this day
+        StructField("interesting_events", LongType(), False),  # of those, walked one by one
+        StructField("started_without_state", BooleanType(), False),
+        StructField("unresolved_topics", LongType(), False),  # 103s whose topic list was never logged
+        StructField("state_json", StringType(), False),
+    ]
+)
+
+ROUTE_SNAPSHOTS_SCHEMA = StructType(
+    [
+        StructField("snapshot_ts", TimestampType(), False),
+        StructField("ns", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("cluster", StringType(), True),  # null only if the name has no BrokerData (never, I4)
+        StructField("broker_name", StringType(), False),
+        StructField("broker_addrs", MapType(LongType(), StringType(), False), True),
+        StructField("read_queue_nums", IntegerType(), False),
+        StructField("write_queue_nums", IntegerType(), False),
+        StructField("perm", IntegerType(), False),
+        StructField("topic_sys_flag", IntegerType(), False),
+        StructField("date", DateType(), False),
+    ]
+)
+
+# every rebuilt table is partitioned by its UTC day only; readers add ``ns`` as a row filter
+PARTITION_BY = ["date"]
