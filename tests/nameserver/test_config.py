@@ -1,0 +1,51 @@
+"""Config: TOML into frozen objects; unknown keys and wrong types are errors naming key and file."""
+
+import dataclasses
+
+import pytest
+
+from jobs.cli import main
+from nameserver.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+
+
+def test_the_shipped_file_loads_with_the_spec_defaults():
+    cfg = load_config(DEFAULT_CONFIG_PATH)
+    assert cfg.nameserver.broker_expiry_ms == 120_000
+    assert cfg.nameserver.scan_interval_ms == 10_000
+    assert cfg.audit.snapshot_interval_ms == 300_000
+    assert cfg.audit.divergence_grace_ms is None  # derived unless set
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.audit.snapshot_interval_ms = 1  # type: ignore[misc]
+
+
+def test_an_unknown_key_names_the_key_and_the_file(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text("[audit]\ndivergence_grace = 40000\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert "divergence_grace" in str(err.value) and str(path) in str(err.value)
+
+
+def test_an_unknown_section_and_a_wrong_type_are_errors(tmp_path):
+    (tmp_path / "a.toml").write_text("[nope]\nx = 1\n")
+    with pytest.raises(ConfigError, match="nope"):
+        load_config(tmp_path / "a.toml")
+    (tmp_path / "b.toml").write_text('[nameserver]\nbroker_expiry_ms = "soon"\n')
+    with pytest.raises(ConfigError, match="broker_expiry_ms"):
+        load_config(tmp_path / "b.toml")
+
+
+def test_keys_set_in_a_file_override_defaults(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[audit]\ndivergence_grace_ms = 40000\nsnapshot_interval_ms = 60000\n")
+    cfg = load_config(path)
+    assert (cfg.audit.divergence_grace_ms, cfg.audit.snapshot_interval_ms) == (40_000, 60_000)
+
+
+def test_the_cli_reports_a_bad_config_in_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text("[audit]\nbogus = 1\n")
+    code = main(["audit", "--events", str(tmp_path), "--lake", str(tmp_path / "lake"), "--date", "2026-11-20",
+                 "--config", str(path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "bogus" in err[0] and "Traceback" not in err[0]
