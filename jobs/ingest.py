@@ -419,7 +419,9 @@ def run_ingest(
 
     try:
         # Each file is read and parsed once; every table below is cut from these two.
-        checked_df = cache(read_lines(spark, files).transform(with_event).transform(with_reason).transform(select_checked))
+        checked_df = cache(
+            read_lines(spark, files).transform(with_event).transform(with_reason).transform(select_checked)
+        )
         status_df = cache(checked_df.transform(select_keys).transform(with_seq_status))
         with _timed("read, check and sequence"):
             conflicts_df = status_df.where(F.col("status") == STATUS_CONFLICT)
@@ -429,15 +431,17 @@ def run_ingest(
             # Accepted lines keep no raw text; the few files with conflicts are read again for it.
             lines_df = read_lines(spark, [f for f in files if f.file in conflict_files])
             quarantine_df = quarantine_df.unionByName(select_conflicts(status_df, lines_df))
-        quarantine_df = cache(quarantine_df)
+        # The small tables are written by one task each: a write task costs a Python worker.
+        quarantine_df = cache(quarantine_df.coalesce(1))
         pairs_df = select_kept_pairs(status_df, _previous_day_last_events(spark, lake_dir, day))
         findings_df = cache(
             select_seq_gap_findings(pairs_df)
             .unionByName(select_clock_step_back_findings(pairs_df))
             .unionByName(agg_quarantined_lines_findings(quarantine_df))
             .unionByName(agg_duplicate_events_findings(status_df))
+            .coalesce(1)
         )
-        ingest_files_df = cache(agg_ingest_files(listing_df, checked_df, status_df))
+        ingest_files_df = cache(agg_ingest_files(listing_df, checked_df, status_df).coalesce(1))
 
         where = {"date": day}
         with _timed("events"):

@@ -188,8 +188,9 @@ def read_lines(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
     """Every line of ``files`` as ``LINES_SCHEMA`` rows, read in parallel, one task per file.
 
     Example:
-        >>> read_lines(spark, list_day_segments("events", day)).select("file", "line", "read_problem").show()
-        | ns-a/2026-11-21/events-00000000000000000001.jsonl.open | 812 | truncated_line |
+        >>> lines_df = read_lines(spark, list_day_segments("events", dt.date(2026, 11, 21)))
+        >>> lines_df.where("read_problem IS NOT NULL").select("file", "line", "read_problem").first()
+        Row(file='ns-a/2026-11-21/events-00000000000000000013.jsonl.open', line=812, read_problem='truncated_line')
     """
     # Executors may not have this project installed (a standalone cluster); ship the reader.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -336,12 +337,13 @@ def with_reason(parsed_df: DataFrame) -> DataFrame:
     version = event["v"]
     reason = F.coalesce(
         F.col("read_problem"),
-        F.when(version.isNotNull() & (version != FORMAT_VERSION), F.concat(F.lit(f"{BAD_VERSION}: "), version.cast("string"))),
+        F.when(version.isNotNull() & (version != FORMAT_VERSION),
+               F.concat(F.lit(f"{BAD_VERSION}: "), version.cast("string"))),
         F.when(F.col("corrupt"), _corrupt_reason(F.col("text"), event, F.col("_keys"))),
+        F.when(event.isNull(), F.lit(NOT_OBJECT)),
         # The wrapper cannot see `, "key": value` after the object (the wrapper takes it as its
         # own key); a line must end with the object's brace. Checked cheaply for the usual "}\n".
         F.when(~(F.col("text").endswith("}\n") | F.col("text").rlike(r"\}\s*$")), F.lit(NOT_JSON)),
-        F.when(event.isNull(), F.lit(NOT_OBJECT)),
         *[F.when(event[k].isNull(), F.lit(f"{MISSING_KEY}: {k}")) for k in ("v", "ns", "seq", "ts", "type")],
         F.when(~event["type"].isin(*EVENT_TYPES), F.concat(F.lit(f"{UNKNOWN_TYPE}: "), event["type"])),
         F.when(event["seq"] < 1, F.concat(F.lit(f"{OUT_OF_RANGE}: seq "), event["seq"].cast("string"), F.lit(" < 1"))),
@@ -365,7 +367,7 @@ def _corrupt_reason(text: Column, event: Column, keys: Column) -> Column:
         else:
             continue  # Spark reads any JSON value into a string key as its text: never corrupt
         wrong_keys.append(F.when(wrong, F.lit(f"{WRONG_TYPE}: {f.name}")))
-    one_value = _is_corrupt_as(text, T.StringType()) == F.lit(False)
+    one_value = ~_is_corrupt_as(text, T.StringType())
     return F.coalesce(
         F.when(text.rlike(r"^\s*$"), F.lit(EMPTY_LINE)),
         F.when(event.isNull() & ~text.rlike(r"^\s*\{") & one_value, F.lit(NOT_OBJECT)),
@@ -378,9 +380,8 @@ def _corrupt_reason(text: Column, event: Column, keys: Column) -> Column:
 def _is_corrupt_as(value_text: Column, dtype: T.DataType) -> Column:
     """Whether a JSON value's text fails to parse as ``dtype`` (a string type takes any value)."""
     schema = T.StructType([T.StructField("x", dtype), T.StructField(_CORRUPT, T.StringType())])
-    parsed = F.from_json(
-        F.concat(F.lit('{"x":'), value_text, F.lit("}")), schema, {**_JSON_OPTIONS, "columnNameOfCorruptRecord": _CORRUPT}
-    )
+    options = {**_JSON_OPTIONS, "columnNameOfCorruptRecord": _CORRUPT}
+    parsed = F.from_json(F.concat(F.lit('{"x":'), value_text, F.lit("}")), schema, options)
     return parsed[_CORRUPT].isNotNull()
 
 
@@ -388,12 +389,10 @@ def _type_rule_reason(text: Column, event: Column) -> Column:
     """``missing_key`` for a key the event's type must carry (``schemas.events.TYPE_RULES``)."""
     by_type = None
     for event_type, rule in TYPE_RULES.items():
-        checks = [
-            F.when(event[k].isNull(), F.lit(f"{MISSING_KEY}: {k} (required by {event_type})")) for k in rule.required
-        ] + [
+        checks = [F.when(event[k].isNull(), _missing(k, event_type)) for k in rule.required] + [
             # "present" keys may be null; only their absence is a problem, and that is rare
             # enough to test with a pattern rather than a second parse.
-            F.when(event[k].isNull() & ~text.rlike(f'"{k}"\\s*:'), F.lit(f"{MISSING_KEY}: {k} (required by {event_type})"))
+            F.when(event[k].isNull() & ~text.rlike(f'"{k}"\\s*:'), _missing(k, event_type))
             for k in rule.present
         ]
         if not checks:
@@ -402,6 +401,10 @@ def _type_rule_reason(text: Column, event: Column) -> Column:
         condition = event["type"] == event_type
         by_type = F.when(condition, check) if by_type is None else by_type.when(condition, check)
     return by_type if by_type is not None else F.lit(None).cast("string")
+
+
+def _missing(key: str, event_type: str) -> Column:
+    return F.lit(f"{MISSING_KEY}: {key} (required by {event_type})")
 
 
 def _nested_null_reasons(event: Column) -> list[Column]:

@@ -2,22 +2,30 @@
 "The lake"; semantics spec §6).
 
 Heartbeats are nearly all of a log and change nothing but liveness, so the heavy path is columnar:
-:func:`with_interesting` marks, with window functions, the events that can change a route table
-(or the end-of-day state), and only those are walked one by one, per server in parallel on the
-executors, with the server's own ``RouteReplayer`` (:mod:`jobs.rebuild_walk`). A day starts from
-the previous day's ``ns_state`` (:mod:`jobs.rebuild_state`).
+:func:`select_interesting_keys` picks the events that can change a route table (or the end-of-day
+state), and only those are walked one by one, per server in parallel on the executors, with the
+server's own ``RouteReplayer`` (:mod:`jobs.rebuild_walk`). A day starts from the previous day's
+``ns_state`` (:mod:`jobs.rebuild_state`).
 
-Why skipping an unchanged 103 ``heartbeat`` is exact: while an address A stays live, its entry in
-``brokerAddrs`` can only be displaced by another address registering into the same
-(broker name, id) slot (the slot rule below); everything else that could remove it (unregister,
-channel close, expiry of A, a restart) also removes A's live entry and is in A's own event stream.
-So when A's previous register/removal event is a 103 with the same cluster, name, id, HA address,
-connection, data version and topic digest, and nobody registered into the slot since, §2.1 runs
-with registerFirst false and an unchanged data version: no topics are applied, steps 1-4 and 7 set
-what is already there, and step 6 only moves ``last_update``. ``last_update`` matters only for the
-end-of-day state, so the last event of each kind (request code, data version) per address is
-walked anyway. Anything the rules cannot vouch for (a null address, a first event of the day, an
-event after a seq gap whose predecessor was a removal) is walked: walking is always safe.
+Why skipping an unchanged REGISTER_BROKER (103) is exact: while an address A stays live, its entry
+in ``brokerAddrs`` can only be displaced by another address registering into the same
+(broker name, id) slot (the slot rule); everything else that could remove it (unregister, channel
+close, expiry of A, a restart) also removes A's live entry and is in A's own *stream* (its 103s and
+removals in one server run). So when A's previous stream event is a 103 with the same cluster,
+name, id, HA address, connection, data version, topic digest and filter list (or the new filter list
+is null), and nobody else registered into the slot since, §2.1 runs with registerFirst false and an
+unchanged data version: no topics are applied, steps 1-4 and 7 set what is already there, and step 6
+only moves ``last_update``. The replay treats ``register`` and ``heartbeat`` alike (§6), so the rule
+holds for both. ``last_update`` matters only for the end-of-day state, so the last 103, 904 and 322
+of each (address, data version) are walked anyway. A ``rejected`` event changes nothing. Everything
+else is walked: walking is always safe.
+
+How, in one pass over the day: a hash aggregate groups each stream's events into *blocks*, one per
+distinct fingerprint (each removal and each event outside the streams is a block of its own). A
+block's first event is a change, the others are not, unless the stream goes back to an earlier
+block (its blocks interleave in seq order) or registers into a slot another address also uses:
+only such *slow* streams (an address that was removed and came back unchanged, W8) are read again
+and go through window functions. Blocks are few, so everything else works on small data.
 """
 
 from __future__ import annotations
@@ -109,6 +117,9 @@ class RebuildResult:
 
 # ---------------------------------------------------------------------------- marking
 
+# block kinds: an address's registrations, its removals, its 904/322 heartbeats, everything else
+REGISTRATION, REMOVAL, BEAT, OTHER = "103", "removal", "beat", "other"
+
 
 def _is_103() -> Column:
     """A REGISTER_BROKER: ``register``, or ``heartbeat`` with request code 103."""
@@ -118,6 +129,11 @@ def _is_103() -> Column:
 def _is_removal() -> Column:
     """An event that removes ``broker_addr``'s live entry (and its BrokerData entries)."""
     return F.col("type").isin("unregister", "channel_close", "expire")
+
+
+def _fingerprint() -> Column:
+    """What a 103 leaves in the tables besides ``last_update`` (module docstring)."""
+    return F.struct("cluster", "broker_name", "broker_id", "ha_addr", "channel", "data_version", "topics_digest")
 
 
 def with_ts_ms(events_df: DataFrame) -> DataFrame:
@@ -152,155 +168,172 @@ def with_run(events_df: DataFrame) -> DataFrame:
     )
 
 
-def _fingerprint() -> Column:
-    """What a 103 leaves behind besides ``last_update``: equal fingerprints, equal tables (docstring)."""
-    return F.struct("cluster", "broker_name", "broker_id", "ha_addr", "channel", "data_version", "topics_digest")
+def agg_blocks(events_df: DataFrame) -> DataFrame:
+    """The day as blocks: (ns, run, broker_addr, kind, ...) with ``lo``/``hi`` seq, ``n`` and ``last_ts``.
 
+    One hash aggregate (every aggregate is fixed-width: ``min``/``max`` of a string would sort the day).
 
-def _in_stream() -> Column:
-    """Events of an address's stream: its registrations and removals."""
-    return F.coalesce(_is_103() | _is_removal(), F.lit(False))
+    * ``103`` blocks: an address's 103s (``register`` or ``heartbeat``) with one fingerprint and
+      filter list; ``broker_name``/``broker_id``/``data_version`` are the fingerprint's;
+    * ``removal``: one unregister/channel close/expiry of an address each;
+    * ``beat``: an address's 904s or 322s with one data version (only their last one matters);
+    * ``other``: one event each (ns_start/stop, wipe, add, delete, rejected, and anything without
+      an address or request code); ``type`` is set for these only.
 
-
-def agg_contested_slots(runs_df: DataFrame) -> DataFrame:
-    """(ns, run, broker_name, broker_id) slots that more than one address registered into (W8).
-
-    Distinct addresses first, then a count: both hash aggregates (``min``/``max`` of a string would
-    sort the whole day).
+    Example:
+        register@2 and heartbeats@3..5 of M with one fingerprint are one ``103`` block lo=2, hi=5.
     """
+    addr = F.col("broker_addr").isNotNull()
+    code = F.col("request_code")
+    kind = (
+        F.when(_is_103() & addr, F.lit(REGISTRATION))
+        .when(_is_removal() & addr, F.lit(REMOVAL))
+        .when((F.col("type") == "heartbeat") & addr & code.isin(BROKER_HEARTBEAT, QUERY_DATA_VERSION), F.lit(BEAT))
+        .otherwise(F.lit(OTHER))
+    )
+    carried = F.struct(_fingerprint().alias("fp"), F.col("filter_servers").alias("fs"))
+    registration, beat = F.col("_kind") == REGISTRATION, F.col("_kind") == BEAT
     return (
-        runs_df.where(_is_103())
+        with_run(events_df)
+        .withColumn("_kind", kind)
+        .groupBy(
+            "ns", "run", "broker_addr", F.col("_kind").alias("kind"),
+            F.when(registration, carried).alias("_carried"),
+            F.when(~(registration | beat), F.col("seq")).alias("_single"),
+            F.when(beat, F.col("request_code")).alias("request_code"),
+            F.when(registration | beat, F.col("data_version")).alias("data_version"),
+            F.when(registration, F.col("broker_name")).alias("broker_name"),
+            F.when(registration, F.col("broker_id")).alias("broker_id"),
+            F.when(F.col("_kind") == OTHER, F.col("type")).alias("type"),
+        )
+        .agg(
+            F.min("seq").alias("lo"),
+            F.max("seq").alias("hi"),
+            F.count(F.lit(1)).alias("n"),
+            F.max_by("ts", "seq").alias("last_ts"),
+        )
+        .drop("_carried", "_single")
+    )
+
+
+def agg_contested_slots(blocks_df: DataFrame) -> DataFrame:
+    """(ns, run, broker_name, broker_id) slots that more than one address registered into (W8)."""
+    return (
+        blocks_df.where(F.col("kind") == REGISTRATION)
         .select("ns", "run", "broker_name", "broker_id", "broker_addr")
         .distinct()
         .groupBy("ns", "run", "broker_name", "broker_id")
         .count()
         .where(F.col("count") > 1)
-        .select("ns", "run", "broker_name", "broker_id", F.lit(True).alias("_contested"))
+        .select("ns", "run", "broker_name", "broker_id", F.lit(True).alias("contested"))
     )
 
 
-def agg_address_streams(runs_df: DataFrame, contested_df: DataFrame) -> DataFrame:
-    """Per (ns, run, broker_addr) stream: the seqs where its blocks start, and whether it is *slow*.
-
-    A block is the stream's 103s with one fingerprint and filter list (each removal is a block of
-    its own). When the blocks follow each other without interleaving in seq order and none of
-    them registers into a contested slot, every 103 of a block but its first leaves the tables as
-    they were: no window is needed to say so. Other streams (an address that went back to an
-    earlier fingerprint, or was removed and came back unchanged, or shares a slot) are slow and go
-    through the windows of :func:`with_interesting`. Blocks are few, so everything after the first
-    hash aggregate works on small data.
-    """
-    carried = F.when(_is_103(), F.struct(_fingerprint().alias("fp"), F.col("filter_servers").alias("fs")))
-    blocks_df = (
-        runs_df.where(_in_stream())
-        .groupBy(
-            "ns", "run", "broker_addr", carried.alias("_carried"),
-            F.when(_is_removal(), F.col("seq")).alias("_removal"),
-            F.when(_is_103(), F.col("broker_name")).alias("broker_name"),
-            F.when(_is_103(), F.col("broker_id")).alias("broker_id"),
-        )
-        .agg(F.min("seq").alias("_lo"), F.max("seq").alias("_hi"))
+def agg_slow_streams(blocks_df: DataFrame, contested_df: DataFrame) -> DataFrame:
+    """Streams (ns, run, broker_addr) whose blocks interleave in seq order or that register into a
+    contested slot, with the seq range ``lo``..``hi`` of the stream."""
+    earlier = Window.partitionBy("ns", "run", "broker_addr").orderBy("lo").rowsBetween(Window.unboundedPreceding, -1)
+    return (
+        blocks_df.where(F.col("kind").isin(REGISTRATION, REMOVAL))
         .join(F.broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
-    )
-    earlier = Window.partitionBy("ns", "run", "broker_addr").orderBy("_lo").rowsBetween(Window.unboundedPreceding, -1)
-    return (
-        blocks_df.withColumn("_interleaved", F.coalesce(F.col("_lo") < F.max("_hi").over(earlier), F.lit(False)))
+        .withColumn("_back", F.coalesce(F.col("lo") < F.max("hi").over(earlier), F.lit(False)))
         .groupBy("ns", "run", "broker_addr")
-        .agg(
-            F.collect_list("_lo").alias("_block_starts"),
-            (F.max("_interleaved") | F.max(F.col("_contested").isNotNull())).alias("_slow"),
-        )
+        .agg(F.min("lo").alias("lo"), F.max("hi").alias("hi"),
+             (F.max("_back") | F.max(F.col("contested").isNotNull())).alias("_slow"))
+        .where("_slow")
+        .drop("_slow")
     )
 
 
-def agg_last_of_kind(runs_df: DataFrame) -> DataFrame:
-    """(ns, seq) of the last heartbeat of each (address, request code, data version) in a run."""
+def select_block_keys(blocks_df: DataFrame) -> DataFrame:
+    """(ns, seq) of the events the blocks alone show to be interesting: every block's first event
+    (but a ``rejected``), the last 904/322 of each kind, the last 103 of each (address, data version)."""
+    starts_df = blocks_df.where(
+        F.col("kind").isin(REGISTRATION, REMOVAL) | ((F.col("kind") == OTHER) & (F.col("type") != "rejected"))
+    ).select("ns", F.col("lo").alias("seq"))
+    beats_df = blocks_df.where(F.col("kind") == BEAT).select("ns", F.col("hi").alias("seq"))
+    last_103_df = (
+        blocks_df.where(F.col("kind") == REGISTRATION)
+        .groupBy("ns", "run", "broker_addr", "data_version")
+        .agg(F.max("hi").alias("seq"))
+        .select("ns", "seq")
+    )
+    return starts_df.unionByName(beats_df).unionByName(last_103_df)
+
+
+def select_slow_keys(events_df: DataFrame, slow_df: DataFrame, contested_df: DataFrame) -> DataFrame:
+    """(ns, seq) of the changing 103s of slow streams, by the rule itself: the previous stream event
+    is not a 103 with the same fingerprint and filter list, or another address used the slot."""
+    stream = F.broadcast(slow_df.withColumnRenamed("broker_addr", "_addr"))
+    by_addr = Window.partitionBy("ns", "run", "broker_addr").orderBy("seq")
+    by_slot = Window.partitionBy("ns", "run", "_slot", "broker_name", "broker_id").orderBy("seq")
+    previous = F.last(
+        F.struct(_is_103().alias("is_103"), _fingerprint().alias("fp"), F.col("filter_servers").alias("fs")),
+        ignorenulls=True,
+    ).over(by_addr.rowsBetween(Window.unboundedPreceding, -1))
+    prev = F.col("_prev")
+    unchanged = (
+        prev.isNotNull()
+        & prev["is_103"]
+        & prev["fp"].eqNullSafe(_fingerprint())
+        & (F.col("filter_servers").isNull() | (prev["fs"].isNotNull() & (prev["fs"] == F.col("filter_servers"))))
+        & (F.col("contested").isNull() | F.col("_slot_prev").eqNullSafe(F.col("broker_addr")))
+    )
     return (
-        runs_df.where(F.col("type") == "heartbeat")
-        .groupBy("ns", "run", "broker_addr", "request_code", "data_version")
-        .agg(F.max("seq").alias("seq"))
-        .select("ns", "seq", F.lit(True).alias("_last_of_kind"))
+        events_df.join(
+            stream,
+            (events_df["ns"] == stream["ns"]) & (events_df["broker_addr"] == stream["_addr"])
+            & events_df["seq"].between(stream["lo"], stream["hi"]),
+        )
+        .select(events_df["*"], stream["run"])
+        .where(_is_103() | _is_removal())
+        .join(F.broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
+        .withColumn("_prev", previous)
+        # only 103s of contested slots need the slot order; the rest share a null-keyed partition
+        .withColumn("_slot", F.when(_is_103() & F.col("contested"), F.lit(True)))
+        .withColumn("_slot_prev", F.lag("broker_addr").over(by_slot))
+        .where(_is_103() & ~F.coalesce(unchanged, F.lit(False)))
+        .select("ns", "seq")
+    )
+
+
+def select_interesting_keys(events_df: DataFrame, blocks_df: DataFrame) -> DataFrame:
+    """(ns, seq) of every event the walk must apply (module docstring), each once.
+
+    Args:
+        events_df: the day's events (the marking reads the stream columns only).
+        blocks_df: :func:`agg_blocks` of ``events_df``; used several times, so callers cache it.
+    """
+    contested_df = agg_contested_slots(blocks_df)
+    slow_df = agg_slow_streams(blocks_df, contested_df)
+    return (
+        select_block_keys(blocks_df)
+        .unionByName(select_slow_keys(events_df, slow_df, contested_df))
+        .distinct()
     )
 
 
 def with_interesting(events_df: DataFrame) -> DataFrame:
-    """Add ``run`` (unless present) and ``interesting``: whether the walk must apply the event.
-
-    * not a ``heartbeat``: interesting, except ``rejected`` (it changes nothing, §6);
-    * ``heartbeat`` 904 or 322: only the last of its (address, request code, data version) in the
-      run, which fixes ``last_update`` of the end-of-day state;
-    * ``heartbeat`` 103: unless the previous register/removal event of the same address in the run
-      is a 103 with equal cluster, name, id, HA address, channel, data version and topic digest,
-      its filter list is null or equal to the previous one, and the previous 103 on the same
-      (name, id) slot came from the same address (W8: another address took the slot); the last
-      103 of its (address, data version) in the run is interesting too;
-    * a heartbeat with no address or another request code: interesting.
-
-    The bulk (streams whose blocks do not interleave, :func:`agg_address_streams`) is decided by
-    aggregates joined back; only slow streams go through the windows by address and by slot.
+    """Add ``interesting``: whether the walk must apply the event (:func:`select_interesting_keys`).
 
     Example:
         Two unchanged 103s of one address: the first of the day and the last are interesting,
         those between are not; after a 103 from another address into the same slot, the next
         unchanged 103 of the first address is interesting again.
     """
-    runs_df = events_df if "run" in events_df.columns else with_run(events_df)
-    contested_df = agg_contested_slots(runs_df)
-    keyed_df = runs_df.join(F.broadcast(agg_address_streams(runs_df, contested_df)), ["ns", "run", "broker_addr"],
-                            "left")
-
-    by_addr = Window.partitionBy("ns", "run", "broker_addr").orderBy("seq")
-    previous = F.last(
-        F.struct(_is_103().alias("is_103"), _fingerprint().alias("fp"), F.col("filter_servers").alias("fs")),
-        ignorenulls=True,
-    ).over(by_addr.rowsBetween(Window.unboundedPreceding, -1))
-    # only the 103s of contested slots need the slot order; the rest share one null-keyed partition
-    by_slot = Window.partitionBy("ns", "run", "_slot", "broker_name", "broker_id").orderBy("seq")
-    prev = F.col("_prev")
-    slot_ok = ~F.coalesce(F.col("_contested"), F.lit(False)) | F.lag("broker_addr").over(by_slot).eqNullSafe(
-        F.col("broker_addr"))
-    slow_df = (
-        keyed_df.where(F.col("_slow") & _in_stream())
-        .join(F.broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
-        .withColumn("_prev", previous)
-        .withColumn("_slot", F.when(_is_103() & F.col("_contested"), F.lit(True)))
-        .withColumn(
-            "_unchanged",
-            prev.isNotNull()
-            & prev["is_103"]
-            & prev["fp"].eqNullSafe(_fingerprint())
-            & (F.col("filter_servers").isNull() | (prev["fs"].isNotNull() & (prev["fs"] == F.col("filter_servers"))))
-            & slot_ok,
-        )
-        .drop("_prev", "_slot", "_contested")
+    keys_df = select_interesting_keys(events_df, agg_blocks(events_df)).withColumn("interesting", F.lit(True))
+    return (
+        events_df.join(keys_df, ["ns", "seq"], "left")
+        .withColumn("interesting", F.coalesce(F.col("interesting"), F.lit(False)))
     )
-    fast_df = keyed_df.where(~F.col("_slow") & _in_stream()).withColumn(
-        "_unchanged", ~F.array_contains("_block_starts", F.col("seq")))
-    rest_df = keyed_df.where(F.col("_slow").isNull() | ~_in_stream()).withColumn("_unchanged", F.lit(None).cast("boolean"))
-    marked_df = (
-        slow_df.unionByName(fast_df).unionByName(rest_df)
-        .join(F.broadcast(agg_last_of_kind(runs_df)), ["ns", "seq"], "left")
-    )
-
-    last_of_kind = F.coalesce(F.col("_last_of_kind"), F.lit(False))
-    code = F.col("request_code")
-    interesting = (
-        F.when(F.col("type") == "rejected", F.lit(False))
-        .when(F.col("type") != "heartbeat", F.lit(True))
-        .when(F.col("broker_addr").isNull() | code.isNull(), F.lit(True))
-        .when(code.isin(BROKER_HEARTBEAT, QUERY_DATA_VERSION), last_of_kind)
-        .when(code == REGISTER_BROKER, ~F.coalesce(F.col("_unchanged"), F.lit(False)) | last_of_kind)
-        .otherwise(F.lit(True))
-    )
-    return marked_df.withColumn("interesting", interesting).drop("_block_starts", "_slow", "_unchanged", "_last_of_kind")
 
 
 def with_topics(interesting_df: DataFrame, events_df: DataFrame) -> DataFrame:
     """Add ``topics`` to 103 events: the list logged with their ``topics_digest`` by any event of the
     day (content-addressed, so any server's copy is the event's own), null when never logged.
 
-    Only the few events carrying a list are read for it; the walk input itself never carries the
-    day's heaviest column through a join.
+    Only the few events carrying a list are read for it; the walk input never carries the day's
+    heaviest column through a join.
     """
     lists_df = (
         events_df.where(F.col("topics").isNotNull() & F.col("topics_digest").isNotNull())
@@ -317,16 +350,17 @@ def with_topics(interesting_df: DataFrame, events_df: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------------------- the walk
 
 
-def agg_walk_meta(marks_df: DataFrame, prev_state_df: DataFrame) -> DataFrame:
+def agg_walk_meta(blocks_df: DataFrame, prev_state_df: DataFrame) -> DataFrame:
     """One row per server to walk: the previous day's ``state_json`` and the day's event counts.
 
     Servers with no event today but a state from yesterday are included: their tables carry on.
     """
-    day_df = marks_df.groupBy("ns").agg(
-        F.count(F.lit(1)).alias("day_events"),
-        F.max("seq").alias("day_last_seq"),
-        F.max_by("ts", "seq").alias("day_last_ts"),
-        F.min_by("type", "seq").alias("day_first_type"),
+    day_df = blocks_df.groupBy("ns").agg(
+        F.sum("n").alias("day_events"),
+        F.max("hi").alias("day_last_seq"),
+        F.max_by("last_ts", "hi").alias("day_last_ts"),
+        # only "is it ns_start" matters; other kinds' blocks have no single type
+        F.min_by(F.coalesce("type", "kind"), "lo").alias("day_first_type"),
     )
     return (
         day_df.join(prev_state_df.select("ns", F.col("state_json").alias("prev_state_json")), "ns", "full")
@@ -335,25 +369,25 @@ def agg_walk_meta(marks_df: DataFrame, prev_state_df: DataFrame) -> DataFrame:
     )
 
 
-def agg_walk(events_df: DataFrame, marks_df: DataFrame, prev_state_df: DataFrame, day: dt.date) -> DataFrame:
+def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFrame, day: dt.date) -> DataFrame:
     """Walk each server's interesting events from its previous state (``WALK_OUTPUT_SCHEMA`` rows).
 
     Args:
         events_df: the day's events, ``ts`` in epoch ms (:func:`with_ts_ms`).
-        marks_df: ``with_run(events_df.drop("topics"))``; read several times, so the caller
-            caches it.
+        blocks_df: :func:`agg_blocks` of ``events_df``; read several times, so the caller caches it.
         prev_state_df: ``ns_state`` rows of the day before (``ns``, ``state_json``).
         day: the UTC day.
     """
-    keys_df = with_interesting(marks_df).where("interesting").select("ns", "seq")
-    # a few thousand keys per server-day: broadcast them rather than shuffle the day again
+    keys_df = select_interesting_keys(events_df, blocks_df)
+    # a few thousand keys per server-day: broadcast them rather than shuffle the day
     interesting_df = (
-        marks_df.join(F.broadcast(keys_df), ["ns", "seq"])
+        events_df.drop("topics")
+        .join(F.broadcast(keys_df), ["ns", "seq"])
         .transform(lambda df: with_topics(df, events_df))
         .select(*WALK_EVENT_COLUMNS)
         .withColumn("is_meta", F.lit(False))
     )
-    walk_input_df = interesting_df.unionByName(agg_walk_meta(marks_df, prev_state_df), allowMissingColumns=True)
+    walk_input_df = interesting_df.unionByName(agg_walk_meta(blocks_df, prev_state_df), allowMissingColumns=True)
     return walk_input_df.groupBy("ns").applyInArrow(_arrow_walker(day), WALK_OUTPUT_SCHEMA)
 
 
@@ -463,14 +497,14 @@ def read_previous_state(spark: SparkSession, lake_dir: str, day: dt.date) -> Dat
 def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, day: dt.date) -> RebuildResult:
     """Walk one day's events (``WALK_EVENT_COLUMNS``, ``ts`` in ms) from the previous states and
     replace the day in the rebuilt tables."""
-    marks_df = with_run(events_df.drop("topics")).persist()
-    walk_df = agg_walk(events_df, marks_df, prev_state_df, day).persist()
+    blocks_df = agg_blocks(events_df).persist()
+    walk_df = agg_walk(events_df, blocks_df, prev_state_df, day).persist()
     try:
-        # Fill the cache before the walk's plan runs: its broadcast sub-jobs start concurrently and
-        # would each scan the whole day again while the cache is still being built.
-        marks_df.count()
+        # Fill the (small) blocks cache before the walk's plan runs: its broadcast sub-jobs start
+        # concurrently and would each aggregate the whole day again.
+        blocks_df.count()
         walk_df.count()  # walk once; the writes read the walk's cache
-        marks_df.unpersist()
+        blocks_df.unpersist()
         tables = (
             (lake.TOPIC_ROUTE_HISTORY, select_topic_route_history, TOPIC_ROUTE_HISTORY_SCHEMA),
             (lake.BROKER_ADDR_HISTORY, select_broker_addr_history, BROKER_ADDR_HISTORY_SCHEMA),
@@ -485,7 +519,7 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
             "ns", "events", "interesting_events", "started_without_state", "unresolved_topics"
         ).collect()  # one small row per server: the job's report, not data
     finally:
-        marks_df.unpersist()
+        blocks_df.unpersist()
         walk_df.unpersist()
     return RebuildResult(
         day=day,

@@ -57,7 +57,7 @@ BROKER_A = Broker(
 )
 BROKER_B = Broker(
     "DefaultCluster", "broker-b", 0, "10.0.0.6:10911", "10.0.0.6:10912",
-    (TopicConfig("TopicTest", 4, 8), TopicConfig("TopicOther", 2, 2, perm=4)),
+    (TopicConfig("TopicOther", 2, 2, perm=4), TopicConfig("TopicTest", 4, 8)),  # sorted, as brokers send them
 )
 
 

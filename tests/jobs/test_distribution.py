@@ -481,9 +481,10 @@ def _pipeline_ready() -> bool:
 
 
 def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3):
-    """Simulate one day, ingest it, rebuild it and run the distribution stage."""
+    """Simulate one day, ingest it, rebuild it, snapshot it and run the distribution stage."""
     from jobs.ingest import run_ingest
     from jobs.rebuild import run_rebuild
+    from jobs.snapshots import run_snapshots
     from nameserver.simulator import SimOptions, parse_faults, simulate
 
     events = tmp_path / "events"
@@ -493,6 +494,7 @@ def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3):
     lake_dir = str(tmp_path / "lake")
     run_ingest(spark, str(events), lake_dir, DAY)
     run_rebuild(spark, lake_dir, DAY, STEP)
+    run_snapshots(spark, lake_dir, DAY, STEP)
     result = D.run_distribution(spark, lake_dir, DAY, Config(audit=AuditConfig(snapshot_interval_ms=STEP)))
     from schemas.findings import FINDINGS_SCHEMA
 
@@ -508,19 +510,24 @@ def test_a_wiped_broker_is_found_within_one_snapshot(spark, tmp_path):
     truth = [json.loads(line) for line in (options.events_dir / "_truth" / "faults.jsonl").read_text().splitlines()]
     wipes = [t for t in truth if t["kind"] == "wipe" and t["ns"]]
     assert wipes, "the simulation injected no wipe"
-    wiped = [r for r in found if r["kind"] == "write_perm_wiped"]
+    wiped = [(r["subject"], r["ns"], round(r["start_ts"].timestamp() * 1000), round(r["end_ts"].timestamp() * 1000))
+             for r in found if r["kind"] == "write_perm_wiped"]
+    end_of_day = T0 + DAY_MS - 1
+    matched = set()
     for fault in wipes:
-        ns = fault["ns"][0]
-        start = fault["start_ms"]
-        end = fault["end_ms"] if fault["end_ms"] is not None else T0 + DAY_MS - 1
-        if end - start < STEP:
+        ns, start = fault["ns"][0], fault["start_ms"]
+        end = fault["end_ms"]  # the add; null: still wiped at the end of the day
+        if end is not None and end - start < STEP:
             continue  # may fall between two snapshots
-        match = [r for r in wiped if r["subject"] == fault["subject"] and r["ns"] == ns]
+        match = [w for w in wiped if w[:2] == (fault["subject"], ns) and w[2] <= (end or end_of_day) and w[3] >= start]
         assert len(match) == 1, (fault, wiped)
-        first = match[0]["start_ts"].timestamp() * 1000
-        last = match[0]["end_ts"].timestamp() * 1000
+        _, _, first, last = match[0]
         assert start <= first < start + STEP, (fault, match)
-        assert end - STEP < last <= end if fault["end_ms"] is not None else last == end, (fault, match)
+        assert (end - STEP <= last < end) if end is not None else last == end_of_day, (fault, match)
+        matched.add(match[0])
+    # nothing else was wiped
+    assert {w[:2] for w in wiped} <= {(f["subject"], f["ns"][0]) for f in wipes}
+    assert matched
 
 
 @pytest.mark.slow

@@ -27,6 +27,7 @@ MARK_SCHEMA = T.StructType(
     [
         T.StructField("ns", T.StringType()),
         T.StructField("seq", T.LongType()),
+        T.StructField("ts", T.LongType()),
         T.StructField("type", T.StringType()),
         T.StructField("request_code", T.IntegerType()),
         T.StructField("cluster", T.StringType()),
@@ -49,7 +50,7 @@ def ev(seq, kind, code=None, addr=None, name="broker-a", broker_id=0, dv=DV1, ch
     """One marking input row; ``filters=None`` is the pre-3.0.11 body (no filter list)."""
     request = kind in ("register", "heartbeat")
     return (
-        ns, seq, kind, code, cluster if request else None, name if request else None,
+        ns, seq, T0 + 1000 * seq, kind, code, cluster if request else None, name if request else None,
         broker_id if request else None, addr, addr.replace("10911", "10912") if request and addr else None,
         channel if request else None, dv if request else None, digest if request else None,
         (list(filters) if filters is not None else None) if request else None,
