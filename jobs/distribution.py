@@ -184,13 +184,15 @@ def with_queue_flags(snapshots_df: DataFrame) -> DataFrame:
         .withColumn("readable", readable)
         .withColumn("has_master", has_master)
         # a negative or zero writeQueueNums contributes no queue (§3)
-        .withColumn("publish_queues",
-                    F.when(F.col("writable") & F.col("has_master"), F.greatest(write.cast("long"), zero)).otherwise(zero))
+        .withColumn(
+            "publish_queues",
+            F.when(F.col("writable") & F.col("has_master"), F.greatest(write.cast("long"), zero)).otherwise(zero),
+        )
         .withColumn("subscribe_queues", F.when(F.col("readable"), F.greatest(read.cast("long"), zero)).otherwise(zero))
         .withColumn(
             "unread_write_queues",
-            F.when(F.col("readable") & F.col("writable") & (read < write), (write - F.greatest(read, F.lit(0))).cast("long"))
-            .otherwise(zero),
+            F.when(F.col("readable") & F.col("writable") & (read < write),
+                   (write - F.greatest(read, F.lit(0))).cast("long")).otherwise(zero),
         )
     )
 
@@ -264,7 +266,8 @@ def agg_broker_groups(addr_at_snapshots_df: DataFrame) -> DataFrame:
             (:func:`jobs.snapshots.with_snapshot_ts`).
     """
     # a BrokerData has one cluster: as a key it splits nothing and keeps the aggregation hashed
-    return addr_at_snapshots_df.groupBy("snapshot_ts", "ns", "broker_name", F.col("cluster").alias("broker_cluster")).agg(
+    keys = ["snapshot_ts", "ns", "broker_name", F.col("cluster").alias("broker_cluster")]
+    return addr_at_snapshots_df.groupBy(*keys).agg(
         F.count(F.lit(1)).cast("int").alias("broker_addrs"),
         F.max(F.col("broker_id") == MASTER_ID).alias("has_master"),
     )
@@ -274,7 +277,8 @@ def with_cluster_stats(groups_df: DataFrame) -> DataFrame:
     """Add the ``cluster_*`` columns and ``write_queue_share`` (null where ``cluster`` is null)."""
     w = Window.partitionBy("snapshot_ts", "ns", "cluster")
     known = F.col("cluster").isNotNull()
-    mean = F.avg(F.col("write_queues").cast("double")).over(w)
+    queues = F.col("write_queues").cast("double")
+    mean = F.avg(queues).over(w)
     total = F.sum("write_queues").over(w)
     return (
         groups_df.withColumn("cluster_groups", F.when(known, F.count(F.lit(1)).over(w).cast("int")))
@@ -282,11 +286,11 @@ def with_cluster_stats(groups_df: DataFrame) -> DataFrame:
         .withColumn("cluster_write_queues_mean", F.when(known, mean))
         # mean 0 (no write queue in the cluster): no ratio; try_divide keeps ANSI mode quiet
         .withColumn("cluster_write_queues_cv",
-                    F.when(known & (mean > 0), F.try_divide(F.stddev_pop(F.col("write_queues").cast("double")).over(w), mean)))
+                    F.when(known & (mean > 0), F.try_divide(F.stddev_pop(queues).over(w), mean)))
         .withColumn("cluster_write_queues_max_over_mean",
                     F.when(known & (mean > 0), F.try_divide(F.max("write_queues").over(w).cast("double"), mean)))
         .withColumn("write_queue_share",
-                    F.when(known & (total > 0), F.try_divide(F.col("write_queues").cast("double"), total.cast("double"))))
+                    F.when(known & (total > 0), F.try_divide(queues, total.cast("double"))))
     )
 
 
@@ -421,7 +425,8 @@ def agg_last_queue_datas(topic_runs_df: DataFrame, flagged_df: DataFrame) -> Dat
         flagged_df.join(keys_df, ["ns", "topic", "snapshot_ts"], "left_semi")
         .groupBy("ns", "topic", "snapshot_ts")
         .agg(F.array_sort(F.collect_list(F.struct(
-            "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master"))).alias("queue_datas"))
+            "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master",
+        ))).alias("queue_datas"))
         .select("ns", F.col("topic").alias("subject"), F.col("snapshot_ts").alias("end_ts"), "queue_datas")
     )
 
@@ -442,7 +447,8 @@ def filter_read_write_mismatch(flagged_df: DataFrame) -> DataFrame:
         flagged_df.where(F.col("unread_write_queues") > 0)
         .groupBy("ns", "topic", "snapshot_ts")
         .agg(
-            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums"))).alias("queue_datas"),
+            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums")))
+            .alias("queue_datas"),
             F.sum("unread_write_queues").alias("unread_write_queues"),
         )
         .select("ns", F.col("topic").alias("subject"), "snapshot_ts",
@@ -493,7 +499,8 @@ def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame) -
             _count_if(F.col("elsewhere")).alias("writable_on_other_servers"),
             _count_if(F.col("earlier")).alias("writable_earlier"),
             F.slice(F.array_sort(F.collect_list("topic")), 1, WIPED_TOPICS_LISTED).alias("topics_listed"),
-            F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce("writable_on", F.array()))))).alias("writable_on"),
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce("writable_on", F.array())))))
+            .alias("writable_on"),
         )
         .select("ns", F.col("broker_name").alias("subject"), "snapshot_ts",
                 F.struct("cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on",
@@ -580,10 +587,8 @@ def filter_queue_data_without_broker(group_rows_df: DataFrame) -> DataFrame:
 def _with_several(history_df: DataFrame, key: str, value: str) -> DataFrame:
     """The history rows of the (ns, ``key``) that had more than one ``value`` during the day: the
     only ones that can break "one value at a time", so only they are exploded to instants."""
-    keys_df = (
-        history_df.groupBy("ns", key).agg(F.countDistinct(value).alias("_values")).where(F.col("_values") > 1).drop("_values")
-    )
-    return history_df.join(F.broadcast(keys_df), ["ns", key], "left_semi")
+    keys_df = history_df.groupBy("ns", key).agg(F.countDistinct(value).alias("_values")).where(F.col("_values") > 1)
+    return history_df.join(F.broadcast(keys_df.drop("_values")), ["ns", key], "left_semi")
 
 
 def filter_broker_in_two_clusters(
@@ -603,7 +608,8 @@ def filter_broker_in_two_clusters(
         .groupBy("ns", "broker_name", "snapshot_ts")
         .agg(F.array_sort(F.collect_set("cluster")).alias("clusters"))
         .where(F.size("clusters") > 1)
-        .join(broker_groups_df.select("ns", "broker_name", "snapshot_ts", F.col("broker_cluster").alias("broker_data_cluster")),
+        .join(broker_groups_df.select("ns", "broker_name", "snapshot_ts",
+                                      F.col("broker_cluster").alias("broker_data_cluster")),
               ["ns", "broker_name", "snapshot_ts"], "left")
         .select("ns", F.col("broker_name").alias("subject"), "snapshot_ts",
                 F.struct("clusters", "broker_data_cluster").alias("detail"))
@@ -740,7 +746,8 @@ def build_distribution(
         select_findings(with_queue_datas(no_writable_df, queue_datas_df), "no_writable_queue"),
         select_findings(runs(filter_read_write_mismatch(flagged_df)), "read_write_mismatch"),
         select_findings(with_queue_datas(single_broker_df, queue_datas_df), "single_broker_topic"),
-        select_findings(runs(filter_write_perm_wiped(flagged_df, with_queue_flags(previous_end_df))), "write_perm_wiped"),
+        select_findings(runs(filter_write_perm_wiped(flagged_df, with_queue_flags(previous_end_df))),
+                        "write_perm_wiped"),
         select_findings(with_skew_plan(runs(filter_queue_skew(group_rows_df, params)), params), "queue_skew"),
         select_findings(with_last_addrs(runs(filter_no_master(group_rows_df)), broker_addr_df), "no_master"),
         select_findings(runs(filter_queue_data_without_broker(group_rows_df)), "queue_data_without_broker"),
@@ -822,7 +829,7 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         findings_df = frames.findings_df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             write_findings(findings_df, lake_dir, day, CATEGORY)
-            by_kind = {r["kind"]: r["n"] for r in findings_df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
+            by_kind = {r["kind"]: r["count"] for r in findings_df.groupBy("kind").count().collect()}
         finally:
             findings_df.unpersist()
         # small: one row per instant / server; the report's counts, not data

@@ -15,11 +15,13 @@ something is wrong. Four kinds of disagreement are measured, each per *key*:
 * ``broker_addrs_mismatch`` (broker name): the BrokerData's ``brokerAddrs`` differs, as canonical
   text ``{"0":"10.0.0.1:10911","1":"10.0.0.2:10911"}``, among the servers that have it.
 
-Servers that are down (outside their ``ns_runs``) are left out. Everything is columnar: each
-key's *facts* (per-server intervals of a value) give boundaries; consecutive boundaries make the
-key's elementary segments; a range join gives each segment the facts that cover it, and higher-order
-functions turn them into each up server's view. Disagreeing segments (more than one view) that
-touch form an episode (gaps and islands). Per episode:
+Servers that are down (outside their ``ns_runs``) are left out. Everything is columnar. Each key
+becomes one row holding its *facts* (per-server intervals of a value, a few dozen at most), and
+higher-order functions over that array do the rest without a shuffle: the facts' ends and the
+servers' up/down instants are the boundaries, consecutive boundaries make the key's elementary
+segments, the facts covering a segment give each up server's view. Only disagreeing segments
+(more than one view) become rows; those that touch form an episode (gaps and islands, a window
+per key). Per episode:
 
 * ``ns_views``: the views of the longest *stretch* of the episode, a stretch being consecutive
   segments with the same views and the same up servers (elementary segments are also cut by
@@ -144,20 +146,24 @@ class DivergenceResult:
 
     Attributes:
         day: the UTC day.
-        grace: the grace used.
+        grace: the grace used and how it was obtained.
+        grace_ms: ``grace.grace_ms`` (a number for the stage's log line).
         episodes: ``ns_divergences`` rows written.
         episodes_by_kind: of those, per kind (kinds with none are absent).
         findings_by_severity: ``ns_divergence`` findings written, per severity.
         report_df: pandas frame for the report (:data:`REPORT_COLUMNS`, ``ns_views`` as text),
             longest first, at most :data:`REPORT_ROWS` rows.
+        notes: lines for the report's headline (the grace used).
     """
 
     day: dt.date
     grace: Grace
+    grace_ms: int
     episodes: int
     episodes_by_kind: dict[str, int] = field(default_factory=dict)
     findings_by_severity: dict[str, int] = field(default_factory=dict)
     report_df: pd.DataFrame | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- grace
@@ -677,4 +683,18 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
         by_kind[row["kind"]] = by_kind.get(row["kind"], 0) + row["count"]
         severity = "critical" if row["critical"] else "warning"
         by_severity[severity] = by_severity.get(severity, 0) + row["count"]
-    return DivergenceResult(day, grace, sum(by_kind.values()), by_kind, by_severity, report_df)
+    return DivergenceResult(day, grace, grace.grace_ms, sum(by_kind.values()), by_kind, by_severity, report_df,
+                            [grace_note(grace)])
+
+
+def grace_note(grace: Grace) -> str:
+    """One line saying which grace the day's divergences used.
+
+    Example:
+        >>> grace_note(Grace(42012, "derived", 30012, 10000, 2000))
+        'divergence grace 42012 ms = heartbeat period 30012 + scan interval 10000 + clock skew 2000 (derived)'
+    """
+    if grace.source == "config":
+        return f"divergence grace {grace.grace_ms} ms (audit.divergence_grace_ms)"
+    return (f"divergence grace {grace.grace_ms} ms = heartbeat period {grace.heartbeat_period_ms} + scan interval "
+            f"{grace.scan_interval_ms} + clock skew {grace.clock_skew_ms} (derived)")

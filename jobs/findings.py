@@ -89,8 +89,9 @@ def finding_columns(
         .alias("severity"),
         _as_column(subject).cast(T.StringType()).alias("subject"),
         _as_column(ns).cast(T.StringType()).alias("ns"),
-        (start_ts if start_ts is not None else F.lit(None)).cast(T.TimestampType()).alias("start_ts"),
-        (end_ts if end_ts is not None else F.lit(None)).cast(T.TimestampType()).alias("end_ts"),
+        # no cast of a given time: an epoch-ms long cast to timestamp would read as seconds
+        (start_ts if start_ts is not None else F.lit(None).cast(T.TimestampType())).alias("start_ts"),
+        (end_ts if end_ts is not None else F.lit(None).cast(T.TimestampType())).alias("end_ts"),
         detail_json(detail if detail is not None else {}).alias("detail"),
     ]
     return columns
@@ -120,11 +121,6 @@ def with_finding_keys(findings_df: DataFrame, date: dt.date, category: str | Non
     if category is not None and "category" not in out_df.columns:
         out_df = out_df.withColumn("category", F.lit(category))
     return out_df
-
-
-def empty_findings(spark) -> DataFrame:
-    """A findings DataFrame with no rows (a stage that found nothing still replaces its partition)."""
-    return spark.createDataFrame([], FINDINGS_SCHEMA)
 
 
 def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike, date: dt.date, category: str) -> int:

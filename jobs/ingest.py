@@ -228,7 +228,7 @@ def select_conflicts(status_df: DataFrame, lines_df: DataFrame) -> DataFrame:
             F.lit(f"{DUPLICATE_SEQ_CONFLICT}: "), F.col("kept_file"), F.lit(":"), F.col("kept_line").cast("string")
         ).alias("reason"),
     )
-    return conflicts_df.join(lines_df, ["file", "line"]).select(
+    return lines_df.join(F.broadcast(conflicts_df), ["file", "line"]).select(
         "file", "line", F.regexp_replace("text", "\n$", "").alias("raw"), "reason", "ns", "date"
     )
 

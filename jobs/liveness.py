@@ -41,9 +41,11 @@ from pyspark.sql import types as T
 
 from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
+from jobs.findings import write_findings
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
+from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.liveness_extra import BROKER_AVAILABILITY_SCHEMA
 from schemas.routes import NS_RUNS_SCHEMA
 
@@ -173,7 +175,8 @@ def agg_resets(events_df: DataFrame) -> DataFrame:
     return (
         events_df.where(_type().isin(*RESETS))
         .groupBy("ns")
-        .agg(F.array_sort(F.collect_list(F.struct("seq", "ts_ms", "type"))).alias("resets"))
+        .agg(F.array_sort(F.collect_list(F.struct("seq", "ts_ms", "type", "broker_expiry_ms", "scan_interval_ms")))
+             .alias("resets"))
         .select("ns", "resets")
     )
 
@@ -182,19 +185,20 @@ def agg_run_intervals(resets_df: DataFrame) -> DataFrame:
     """Per server with resets today, its runs as seq intervals ``[lo_seq, hi_seq)``.
 
     Run 0 is what was running at 00:00; the k-th reset (``ns_start`` or ``ns_stop``) opens run k,
-    so the address events of one run share one set of tables. ``next_reset`` (struct seq, ts_ms,
-    type) is the reset that ends the run, null for the last one.
+    so the address events of one run share one set of tables. ``opened_by`` is the reset that
+    opened the run (null for run 0), ``next_reset`` the one that ends it (null for the last run);
+    both are :func:`agg_resets` structs.
     """
-    first = F.array(F.struct(F.lit(0).cast(T.LongType()).alias("seq"), F.lit(None).cast(T.LongType()).alias("ts_ms"),
-                             F.lit(None).cast(T.StringType()).alias("type")))
+    first = F.array(F.lit(None).cast(resets_df.schema["resets"].dataType.elementType))
     following = F.get(F.col("resets"), F.col("run"))
     return (
         resets_df.select("ns", "resets", F.posexplode(F.concat(first, F.col("resets"))).alias("run", "opened_by"))
         .select(
             "ns",
             "run",
-            F.col("opened_by.seq").alias("lo_seq"),
+            F.coalesce(F.col("opened_by.seq"), F.lit(0).cast(T.LongType())).alias("lo_seq"),
             F.coalesce(following["seq"], F.lit(2**63 - 1)).alias("hi_seq"),
+            "opened_by",
             following.alias("next_reset"),
         )
     )
@@ -245,43 +249,41 @@ def select_carry_rows(prev_windows_df: DataFrame, day: dt.date) -> DataFrame:
     )
 
 
-def agg_runs(run_events_df: DataFrame, carried_runs_df: DataFrame, params: LivenessParams) -> DataFrame:
+def agg_runs(run_events_df: DataFrame, run_intervals_df: DataFrame, carried_runs_df: DataFrame,
+             params: LivenessParams) -> DataFrame:
     """Per (ns, run): the run's start and timers, and the server's last event in the run.
 
-    A run ``r >= 1`` starts at the day's ``ns_start`` that opened it. Run 0 (up at 00:00) takes its
-    start from ``carried_runs_df`` (``ns``, ``start_ms``, ``broker_expiry_ms``,
-    ``scan_interval_ms``; see :func:`agg_carried_runs`) when the lake knows it. ``schedule`` says
-    where the start came from: ``ns_start``, ``ns_runs``, or null (unknown: expiry is then judged
-    against the bound ``last_update + expiry + scan``). Timers fall back to ``params``.
+    A run ``r >= 1`` opened by an ``ns_start`` starts there, with that event's timers. Run 0 (up
+    at 00:00) takes its start from ``carried_runs_df`` (``ns``, ``start_ms``,
+    ``broker_expiry_ms``, ``scan_interval_ms``) when the lake knows it. ``schedule`` says where the
+    start came from: ``ns_start``, ``ns_runs``, or null (unknown: expiry is then judged against
+    the bound ``last_update + expiry + scan``). Timers fall back to ``params``.
 
     Args:
-        run_events_df: the day's events with ``run`` (:func:`with_run`).
+        run_events_df: the day's events (``ns``, ``ts_ms``) with ``run`` (:func:`with_run`).
+        run_intervals_df: :func:`agg_run_intervals`.
         carried_runs_df: the run open at 00:00 per server, possibly empty.
         params: timer defaults.
     """
-    per_run_df = run_events_df.groupBy("ns", "run").agg(
-        F.max("ts_ms").alias("last_event_ms"),
-        F.min_by(F.struct("type", "ts_ms", "broker_expiry_ms", "scan_interval_ms"), "seq").alias("_first"),
+    last_df = run_events_df.groupBy("ns", "run").agg(F.max("ts_ms").alias("last_event_ms"))
+    opened = F.col("opened_by")
+    started_df = run_intervals_df.where(opened["type"] == "ns_start").select(
+        "ns", "run", opened["ts_ms"].alias("start_ms"), opened["broker_expiry_ms"].alias("expiry"),
+        opened["scan_interval_ms"].alias("scan"), F.lit("ns_start").alias("schedule"),
     )
     carried_df = carried_runs_df.select(
-        "ns", F.lit(0).alias("run"), F.col("start_ms").alias("_c_start"),
-        F.col("broker_expiry_ms").alias("_c_expiry"), F.col("scan_interval_ms").alias("_c_scan"),
+        "ns", F.lit(0).alias("run"), "start_ms", F.col("broker_expiry_ms").alias("expiry"),
+        F.col("scan_interval_ms").alias("scan"), F.lit("ns_runs").alias("schedule"),
     )
-    first = F.col("_first")
-    started_today = (F.col("run") > 0) & (first["type"] == "ns_start")
     return (
-        per_run_df.join(carried_df, ["ns", "run"], "full")
+        last_df.join(started_df.unionByName(carried_df), ["ns", "run"], "full")
         .select(
             "ns",
             "run",
-            F.when(started_today, first["ts_ms"]).otherwise(F.col("_c_start")).alias("start_ms"),
-            F.coalesce(F.when(started_today, first["broker_expiry_ms"]).otherwise(F.col("_c_expiry")),
-                       F.lit(params.broker_expiry_ms)).cast(T.LongType()).alias("broker_expiry_ms"),
-            F.coalesce(F.when(started_today, first["scan_interval_ms"]).otherwise(F.col("_c_scan")),
-                       F.lit(params.scan_interval_ms)).cast(T.LongType()).alias("scan_interval_ms"),
-            F.when(started_today, F.lit("ns_start"))
-            .when(F.col("_c_start").isNotNull(), F.lit("ns_runs"))
-            .alias("schedule"),
+            "start_ms",
+            F.coalesce("expiry", F.lit(params.broker_expiry_ms)).cast(T.LongType()).alias("broker_expiry_ms"),
+            F.coalesce("scan", F.lit(params.scan_interval_ms)).cast(T.LongType()).alias("scan_interval_ms"),
+            F.when(F.col("start_ms").isNotNull(), F.col("schedule")).alias("schedule"),
             "last_event_ms",
         )
         .select(*RUN_COLUMNS)
@@ -359,11 +361,16 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
         # longs, not structs: the window buffers stay primitive
         return F.last(value, ignorenulls=True).over(frame)
 
+    # one select per pass: Spark then evaluates its window columns in one Window operator, which
+    # buffers each partition once (one withColumn per window column would buffer it per column)
     keyed_df = (
-        stream_df.withColumn("_start_seq", running_last(F.when(_type() == "register", F.col("seq")), upto))
-        .withColumn("_removal_before", running_last(F.when(_is_removal(), F.col("seq")), before))
-        .withColumn("_stored_ts", running_last(F.when(is_103, dv["timestamp"]), before))
-        .withColumn("_stored_counter", running_last(F.when(is_103, dv["counter"]), before))
+        stream_df.select(
+            "*",
+            running_last(F.when(_type() == "register", F.col("seq")), upto).alias("_start_seq"),
+            running_last(F.when(_is_removal(), F.col("seq")), before).alias("_removal_before"),
+            running_last(F.when(is_103, dv["timestamp"]), before).alias("_stored_ts"),
+            running_last(F.when(is_103, dv["counter"]), before).alias("_stored_counter"),
+        )
         .withColumn("wkey", F.coalesce(F.col("_start_seq"), F.lit(0).cast(T.LongType())))
         .withColumn("in_window", F.col("_removal_before").isNull() | (F.col("_removal_before") < F.col("_start_seq")))
     )
@@ -720,8 +727,11 @@ def agg_broker_availability(windows_df: DataFrame, servers_df: DataFrame, day: d
         spans_df.select("broker_addr", F.explode(edges).alias("e"))
         .groupBy("broker_addr", F.col("e.t").alias("t"))
         .agg(F.sum("e.d").alias("d"))
-        .withColumn("live_on", F.sum("d").over(sweep.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-        .withColumn("_len", F.coalesce(F.lead("t").over(sweep) - F.col("t"), F.lit(0)))
+        .select(
+            "broker_addr",
+            F.sum("d").over(sweep.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("live_on"),
+            F.coalesce(F.lead("t").over(sweep) - F.col("t"), F.lit(0)).alias("_len"),
+        )
         .crossJoin(n_df)
         .groupBy("broker_addr")
         .agg(
@@ -806,8 +816,7 @@ def build_liveness(
     day_events_df = with_event_ms(events_df).select(*EVENT_COLUMNS)
     resets_df = agg_resets(day_events_df).persist()
     intervals_df = agg_run_intervals(resets_df).persist()
-    runs_df = agg_runs(with_run(day_events_df.select("ns", "seq", "ts_ms", "type", "broker_expiry_ms",
-                                                     "scan_interval_ms"), intervals_df),
+    runs_df = agg_runs(with_run(day_events_df.select("ns", "seq", "ts_ms"), intervals_df), intervals_df,
                        carried_runs_df, params).persist()
     carry_df = select_carry_rows(prev_windows_df, day)
     windows_df = (
@@ -870,8 +879,7 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
     try:
         _replace_day(frames.windows_df, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
         _replace_day(frames.availability_df, lake_dir, BROKER_AVAILABILITY, BROKER_AVAILABILITY_SCHEMA, day)
-        write_findings(frames.findings_df.transform(lambda df: with_finding_keys(df, day)), lake_dir, day,
-                       category=CATEGORY)
+        write_findings(frames.findings_df, lake_dir, day, category=CATEGORY)
         # one small row of counts and a row per finding kind: the job's log, not data
         totals = frames.windows_df.agg(
             F.count(F.lit(1)).alias("windows"),

@@ -148,23 +148,26 @@ def with_ts_ms(events_df: DataFrame) -> DataFrame:
 def with_run(events_df: DataFrame) -> DataFrame:
     """Add ``run``: how many ``ns_start``/``ns_stop`` events of the server precede or are this event.
 
-    Each server has a handful of those a day, so they travel to the events as a small sorted array
-    (a broadcast join) instead of a window over the whole server, which would sort it in one task.
+    Each server has a handful of those a day: they become a small table of seq ranges, joined to
+    the events by broadcast (a window over the whole server would sort it in one task).
+
+    Example:
+        events 1..9 with ns_stop@3 and ns_start@5: runs 0,0,1,1,2,2,2,2,2.
     """
-    resets_df = (
+    order = Window.partitionBy("_ns").orderBy("_from")
+    runs_df = (
         events_df.where(F.col("type").isin("ns_start", "ns_stop"))
-        .groupBy("ns")
-        .agg(F.array_sort(F.collect_list("seq")).alias("_resets"))
+        .select(F.col("ns").alias("_ns"), F.col("seq").alias("_from"))
+        .select("_ns", "_from", F.lead("_from").over(order).alias("_to"), F.row_number().over(order).alias("run"))
+    )
+    in_run = (
+        (F.col("ns") == F.col("_ns")) & (F.col("seq") >= F.col("_from"))
+        & (F.col("_to").isNull() | (F.col("seq") < F.col("_to")))
     )
     return (
-        events_df.join(F.broadcast(resets_df), "ns", "left")
-        .withColumn(
-            "run",
-            F.when(F.col("_resets").isNull(), F.lit(0)).otherwise(
-                F.size(F.filter("_resets", lambda s: s <= F.col("seq")))
-            ),
-        )
-        .drop("_resets")
+        events_df.join(F.broadcast(runs_df), in_run, "left")
+        .withColumn("run", F.coalesce(F.col("run"), F.lit(0)))
+        .drop("_ns", "_from", "_to")
     )
 
 
@@ -245,12 +248,18 @@ def agg_slow_streams(blocks_df: DataFrame, contested_df: DataFrame) -> DataFrame
     )
 
 
-def select_block_keys(blocks_df: DataFrame) -> DataFrame:
-    """(ns, seq) of the events the blocks alone show to be interesting: every block's first event
-    (but a ``rejected``), the last 904/322 of each kind, the last 103 of each (address, data version)."""
-    starts_df = blocks_df.where(
-        F.col("kind").isin(REGISTRATION, REMOVAL) | ((F.col("kind") == OTHER) & (F.col("type") != "rejected"))
-    ).select("ns", F.col("lo").alias("seq"))
+def select_block_keys(blocks_df: DataFrame, slow_df: DataFrame) -> DataFrame:
+    """(ns, seq) of the events the blocks alone show to be interesting: the first event of every
+    block of a fast stream, every removal and every other event but a ``rejected``, the last 904/322
+    of each kind and the last 103 of each (address, data version). Slow streams' 103s are decided by
+    :func:`select_slow_keys`."""
+    fast_df = blocks_df.where(F.col("kind") == REGISTRATION).join(
+        F.broadcast(slow_df.select("ns", "run", "broker_addr")), ["ns", "run", "broker_addr"], "left_anti")
+    starts_df = fast_df.select("ns", F.col("lo").alias("seq")).unionByName(
+        blocks_df.where(
+            (F.col("kind") == REMOVAL) | ((F.col("kind") == OTHER) & (F.col("type") != "rejected"))
+        ).select("ns", F.col("lo").alias("seq"))
+    )
     beats_df = blocks_df.where(F.col("kind") == BEAT).select("ns", F.col("hi").alias("seq"))
     last_103_df = (
         blocks_df.where(F.col("kind") == REGISTRATION)
@@ -307,7 +316,7 @@ def select_interesting_keys(events_df: DataFrame, blocks_df: DataFrame) -> DataF
     contested_df = agg_contested_slots(blocks_df)
     slow_df = agg_slow_streams(blocks_df, contested_df)
     return (
-        select_block_keys(blocks_df)
+        select_block_keys(blocks_df, slow_df)
         .unionByName(select_slow_keys(events_df, slow_df, contested_df))
         .distinct()
     )

@@ -20,6 +20,9 @@ def register_data_source(spark: SparkSession) -> None:
     The source and files modules are pickled by value, so executors on other hosts run them
     without this project installed; they need only pyspark and pyarrow.
     """
+    if getattr(spark, "_nsaudit_delta_registered", False):
+        return
     cloudpickle.register_pickle_by_value(source)
     cloudpickle.register_pickle_by_value(files)
     spark.dataSource.register(source.DeltaWriteSource)
+    spark._nsaudit_delta_registered = True  # re-registering would log a warning per write

@@ -7,13 +7,5 @@ the issue notes list them. Remove a file from this list only after running it gr
 """
 
 collect_ignore = [
-    "test_ingest.py",
-    "test_rebuild.py",
     "test_rebuild_equality.py",
-    "test_queries.py",
-    "test_snapshots.py",
-    "test_liveness.py",
-    "test_divergence.py",
-    "test_distribution.py",
-    "test_security.py",
 ]

@@ -294,32 +294,6 @@ def _lose_lines(events_dir: str | os.PathLike, ns_ids: list[str], rate: float, r
             Path(seg.path).write_bytes(b"".join(kept))
 
 
-def load_events_local(spark: Any, events_dir: str | os.PathLike, lake_dir: str | os.PathLike) -> None:
-    """Load every segment under ``events_dir`` into the lake's ``events`` table (test stand-in for ingest)."""
-    import datetime as dt
-
-    import orjson
-
-    from jobs import lake
-    from jobs.delta_io import write_table
-    from nameserver.eventlog import iter_segment_lines
-    from schemas.events import EVENTS_TABLE_SCHEMA
-
-    names = EVENTS_TABLE_SCHEMA.names
-    rows = []
-    for ns_dir in sorted(p for p in Path(events_dir).iterdir() if p.is_dir() and not p.name.startswith("_")):
-        for seg in list_segments(events_dir, ns_dir.name):
-            rel = Path(seg.path).relative_to(events_dir).as_posix()
-            for line in iter_segment_lines(seg.path):
-                event = orjson.loads(line.raw)
-                event["date"] = dt.datetime.fromtimestamp(event["ts"] / 1000, dt.timezone.utc).date()
-                event["file"], event["line"] = rel, line.line
-                rows.append(tuple(event.get(n) for n in names))
-    df = spark.createDataFrame(rows, EVENTS_TABLE_SCHEMA)
-    write_table(df, lake.table_path(lake_dir, lake.EVENTS), mode="append", partition_by=["date", "ns"],
-                schema=EVENTS_TABLE_SCHEMA)
-
-
 def stamp(events_by_ns: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Log lines as the writer would stamp them (``v``, ``ns``, ``seq`` from 1), in JSON form."""
     import orjson

@@ -9,7 +9,6 @@ run the whole stage on a lake, and on a simulated day once simulate + ingest + r
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import math
 
@@ -81,8 +80,8 @@ def frames(spark, snapshot_rows, *, previous=(), addr_rows=(), cluster_rows=(), 
 
 
 FINDING_SCHEMA = T.StructType(
-    [T.StructField(c, t) for c, t in (("kind", T.StringType()), ("severity", T.StringType()), ("subject", T.StringType()),
-                                      ("ns", T.StringType()), ("start_ts", T.TimestampType()), ("end_ts", T.TimestampType()))]
+    [T.StructField(c, T.StringType()) for c in ("kind", "severity", "subject", "ns")]
+    + [T.StructField(c, T.TimestampType()) for c in ("start_ts", "end_ts")]
 )
 
 
@@ -189,7 +188,7 @@ def test_queue_distribution_has_every_group_and_its_cluster_imbalance(spark):
             (DAY, at(0), "ns-a", "C1", "broker-a", 2, True, 2, 2, 2, 16, 24, 24, 16, 8, *c1, 0.75),
             (DAY, at(0), "ns-a", "C1", "broker-b", 2, True, 1, 1, 1, 8, 8, 8, 8, 0, *c1, 0.25),
             (DAY, at(0), "ns-a", "C1", "broker-c", 1, False, 0, 0, 0, 0, 0, 0, 0, 0, *c1, 0.0),
-            (DAY, at(0), "ns-a", None, "broker-x", 0, False, 1, 1, 1, 8, 8, 0, 8, 0, None, None, None, None, None, None),
+            (DAY, at(0), "ns-a", None, "broker-x", 0, False, 1, 1, 1, 8, 8, 0, 8, 0, *[None] * 6),
         ],
         QUEUE_DISTRIBUTION_SCHEMA,
     )
@@ -246,7 +245,8 @@ def test_no_writable_queue(spark):
 
 def test_read_write_mismatch(spark):
     rows = [
-        snap(0, "mismatch", read=4, write=8), snap(1, "mismatch", read=8, write=8), snap(2, "mismatch", read=4, write=8),
+        snap(0, "mismatch", read=4, write=8), snap(1, "mismatch", read=8, write=8),
+        snap(2, "mismatch", read=4, write=8),
         snap(0, "equal"),
         snap(0, "write-only", perm=2, read=4, write=8),  # edge: nobody may read it anyway
         snap(0, "read-only", perm=4, read=4, write=8),  # nothing is written
@@ -445,9 +445,12 @@ def test_run_distribution_writes_the_day_and_replaces_it(spark, tmp_path):
     queue_rows = [("ns-a", "t1", "broker-a", 4, 8, 6, 0, at(0), None, 1, None, DAY),
                   ("ns-a", "t1", "broker-b", 8, 8, 6, 0, at(0), None, 1, None, DAY)]
     addr_rows = [addr_row("broker-a", 0, MA), addr_row("broker-b", 0, MB)]
-    snapshot_rows = agg_route_snapshots(spark.createDataFrame(queue_rows, TOPIC_ROUTE_HISTORY_SCHEMA),
-                                        spark.createDataFrame(addr_rows, BROKER_ADDR_HISTORY_SCHEMA), DAY, STEP).collect()
-    _write_day(tmp_path, spark, snapshot_rows, addr_rows, [cluster_row("C1", "broker-a"), cluster_row("C1", "broker-b")])
+    snapshot_rows = agg_route_snapshots(
+        spark.createDataFrame(queue_rows, TOPIC_ROUTE_HISTORY_SCHEMA),
+        spark.createDataFrame(addr_rows, BROKER_ADDR_HISTORY_SCHEMA), DAY, STEP,
+    ).collect()
+    cluster_rows = [cluster_row("C1", "broker-a"), cluster_row("C1", "broker-b")]
+    _write_day(tmp_path, spark, snapshot_rows, addr_rows, cluster_rows)
     config = Config(audit=AuditConfig(snapshot_interval_ms=STEP))
     instants = DAY_MS // STEP + 1
     for _ in range(2):  # a rerun replaces the day
@@ -460,24 +463,23 @@ def test_run_distribution_writes_the_day_and_replaces_it(spark, tmp_path):
         {"cluster": "C1", "broker_name": "broker-b", "topic": "t1", "write_queue_nums": 8},
     ]
     where = {"date": DAY}
-    queue_df = read_table(spark, lake.table_path(tmp_path, D.QUEUE_DISTRIBUTION), QUEUE_DISTRIBUTION_SCHEMA, where=where)
+    queue_path, topic_path = (lake.table_path(tmp_path, name) for name in (D.QUEUE_DISTRIBUTION, D.TOPIC_DISTRIBUTION))
+    queue_df = read_table(spark, queue_path, QUEUE_DISTRIBUTION_SCHEMA, where=where)
     assert queue_df.count() == 2 * instants
-    assert queue_df.where(F.col("snapshot_ts") == at(END)).select("broker_name", "write_queues", "cluster_write_queues_cv") \
-        .orderBy("broker_name").collect() == [("broker-a", 8, 0.0), ("broker-b", 8, 0.0)]
-    topic_df = read_table(spark, lake.table_path(tmp_path, D.TOPIC_DISTRIBUTION), TOPIC_DISTRIBUTION_SCHEMA, where=where)
+    end_df = queue_df.where(F.col("snapshot_ts") == at(END))
+    assert end_df.select("broker_name", "write_queues", "cluster_write_queues_cv").orderBy("broker_name").collect() == [
+        ("broker-a", 8, 0.0), ("broker-b", 8, 0.0)]
+    topic_df = read_table(spark, topic_path, TOPIC_DISTRIBUTION_SCHEMA, where=where)
     assert topic_df.count() == instants
     found = read_table(spark, lake.table_path(tmp_path, lake.FINDINGS), FINDINGS_SCHEMA, where=where).collect()
     # collected timestamps are naive local time: compare instants
     assert [(r["category"], r["kind"], r["severity"], r["subject"], r["start_ts"].timestamp(), r["end_ts"].timestamp())
-            for r in found] == [("distribution", "read_write_mismatch", "warning", "t1", at(0).timestamp(), at(END).timestamp())]
+            for r in found] == [
+        ("distribution", "read_write_mismatch", "warning", "t1", at(0).timestamp(), at(END).timestamp())]
     assert json.loads(found[0]["detail"])["snapshots"] == instants
 
 
 # ---------------------------------------------------------------------------- a simulated day
-
-
-def _pipeline_ready() -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in ("jobs.ingest", "jobs.findings", "nameserver.simulator"))
 
 
 def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3):
@@ -504,7 +506,6 @@ def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _pipeline_ready(), reason="needs simulate, ingest and findings")
 def test_a_wiped_broker_is_found_within_one_snapshot(spark, tmp_path):
     options, _, found = _simulated_day(spark, tmp_path, "wipe")
     truth = [json.loads(line) for line in (options.events_dir / "_truth" / "faults.jsonl").read_text().splitlines()]
@@ -531,7 +532,6 @@ def test_a_wiped_broker_is_found_within_one_snapshot(spark, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _pipeline_ready(), reason="needs simulate, ingest and findings")
 def test_a_fault_free_day_warns_only_about_its_layout(spark, tmp_path):
     from nameserver.layout import build_layout
 

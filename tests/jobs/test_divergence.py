@@ -9,16 +9,19 @@ episode, one of 40001 ms is.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import functions as F
 
 from jobs import divergence as D
+from jobs import lake
+from jobs.delta_io import read_table
 from nameserver.config import AuditConfig, Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
+from schemas.findings import FINDINGS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 
 pytestmark = pytest.mark.spark
@@ -34,6 +37,12 @@ M, S, N = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 def at(ms: int | None) -> dt.datetime | None:
     """``ms`` after 00:00 of DAY as a UTC datetime (None stays None)."""
     return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+
+
+def ms_of(collected: dt.datetime) -> int:
+    """A collected timestamp (naive, in the driver's local time, as PySpark returns it) as ms
+    after 00:00 of DAY."""
+    return round(collected.timestamp() * 1000) - T0
 
 
 def day_of(ms: int) -> dt.date:
@@ -297,8 +306,8 @@ def test_findings_one_per_episode(spark):
         (DAY, "consistency", "ns_divergence", "warning", "TopicA", None),  # absent on one of three
         (DAY, "consistency", "ns_divergence", "critical", "TopicN", None),  # absent on two of three
     ]
-    assert [(r["start_ts"], r["end_ts"]) for r in found] == [
-        (at(100_000), at(DAY_MS)), (at(0), at(DAY_MS)), (at(50_000), at(DAY_MS))]
+    assert [(ms_of(r["start_ts"]), ms_of(r["end_ts"])) for r in found] == [
+        (100_000, DAY_MS), (0, DAY_MS), (50_000, DAY_MS)]
     detail = json.loads(found[2]["detail"])
     assert detail == {
         "kind": "route_missing", "key": {"topic": "TopicN"},
@@ -328,3 +337,117 @@ def test_report_rows_longest_first(spark):
         "kind": "broker_missing", "subject": M, "start_ts": frame["start_ts"][0], "end_ts": frame["end_ts"][0],
         "duration_ms": DAY_MS, "ns_views": f"{A}=live, {B}=absent, {C}=absent",
     }]
+
+
+# ---------------------------------------------------------------------------- a simulated day
+
+SIM_HOURS = 3
+SCAN_MS = 10_000
+REGISTRATION_PERIOD_MS = 30_000
+
+
+def _pipeline_ready() -> bool:
+    if any(importlib.util.find_spec(m) is None for m in ("jobs.ingest", "nameserver.simulator")):
+        return False
+    from jobs import liveness
+
+    return hasattr(liveness, "run_liveness")
+
+
+def _audited_day(spark, root, faults: str, fault_rate: float):
+    """Simulate three name servers for a few hours of DAY, run ingest, rebuild, liveness and this
+    stage; returns the truth records, the result, the day's ``ns_divergences`` rows and its
+    ``consistency`` findings."""
+    from jobs.ingest import run_ingest
+    from jobs.liveness import run_liveness
+    from jobs.rebuild import run_rebuild
+    from nameserver.sim.truth import read_truth
+    from nameserver.simulator import SimOptions, parse_faults, simulate
+
+    events = root / "events"
+    simulate(SimOptions(events_dir=events, ns=3, brokers=12, slaves=1, topics=30, start_ms=T0, hours=SIM_HOURS,
+                        seed=5, faults=parse_faults(faults), fault_rate=fault_rate, quiet=True))
+    lake_dir = str(root / "lake")
+    config = Config()
+    run_ingest(spark, str(events), lake_dir, DAY, config)
+    run_rebuild(spark, lake_dir, DAY, config.audit.snapshot_interval_ms)
+    run_liveness(spark, lake_dir, DAY, config)
+    result = D.run_divergence(spark, lake_dir, DAY, config)
+    rows = read_table(spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA,
+                      where={"date": DAY}).collect()
+    found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA,
+                       where={"date": DAY, "category": D.CATEGORY}).collect()
+    return read_truth(events), result, rows, found
+
+
+@pytest.fixture(scope="module")
+def faulty_day(spark, tmp_path_factory):
+    """Lost unregisters and partitions, several of each in the simulated hours."""
+    return _audited_day(spark, tmp_path_factory.mktemp("divergence-faults"), "lost_unregister,partition", 8.0)
+
+
+def _broker_episode(rows, addr: str, near_ms: int):
+    """The one ``broker_missing`` episode of ``addr`` starting within a scan interval of ``near_ms``
+    (epoch ms)."""
+    episodes = [r for r in rows if r["kind"] == "broker_missing"]
+    match = [r for r in episodes if r["broker_addr"] == addr and abs(ms_of(r["start_ts"]) - (near_ms - T0)) <= SCAN_MS]
+    assert len(match) == 1, (addr, near_ms - T0, [(r["broker_addr"], ms_of(r["start_ts"])) for r in episodes])
+    return match[0]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _pipeline_ready(), reason="needs simulate, ingest and liveness")
+def test_lost_unregister_is_a_broker_missing_episode_until_the_expiry(faulty_day):
+    truth, result, rows, found = faulty_day
+    faults = [t for t in truth if t["kind"] == "lost_unregister"
+              and t["expected"][t["lost_on"]][0]["event"] == "expire"]
+    assert faults, "the simulation lost no unregister"
+    assert result.grace.source == "derived"
+    for fault in faults:
+        lossy = fault["lost_on"]
+        others = [ns for ns in fault["ns"] if ns != lossy]
+        unregistered = min(fault["expected"][ns][0]["ts"] for ns in others)
+        expired = fault["expected"][lossy][0]["scan_ts"]
+        episode = _broker_episode(rows, fault["subject"], unregistered)
+        # from the unregister on the others to the expiry on the server that lost it
+        assert abs(ms_of(episode["start_ts"]) - (unregistered - T0)) <= SCAN_MS, fault
+        if expired - T0 < SIM_HOURS * 3_600_000:
+            assert abs(ms_of(episode["end_ts"]) - (expired - T0)) <= SCAN_MS, fault
+        else:  # the log ends before the expiry: the stale entry is still there at the end of the day
+            assert ms_of(episode["end_ts"]) == DAY_MS, fault
+        assert episode["ns_views"] == {lossy: "live", **{ns: "absent" for ns in others}}
+        assert (episode["servers_wrong"], episode["servers_up"]) == (1, 3)
+        finding = [f for f in found if f["subject"] == fault["subject"] and f["start_ts"] == episode["start_ts"]]
+        assert [(f["kind"], f["severity"]) for f in finding] == [("ns_divergence", "warning")]
+        assert json.loads(finding[0]["detail"])["grace_ms"] == result.grace.grace_ms
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _pipeline_ready(), reason="needs simulate, ingest and liveness")
+def test_partition_is_a_broker_missing_episode_on_the_cut_server(faulty_day):
+    truth, _, rows, _ = faulty_day
+    faults = [t for t in truth if t["kind"] == "partition" and t["expected"][t["cut_from"]][0]["event"] == "expire"]
+    assert faults, "the simulation cut no broker off"
+    for fault in faults:
+        cut = fault["cut_from"]
+        expired = fault["expected"][cut][0]["scan_ts"]
+        episode = _broker_episode(rows, fault["subject"], expired)
+        end = ms_of(episode["end_ts"])
+        if fault["end_ms"] is None:
+            assert end == DAY_MS, fault  # still cut off when the log ends: open at the end of the day
+        else:
+            # it registers again with its first periodic registration after the link heals
+            assert fault["end_ms"] - T0 <= end <= fault["end_ms"] - T0 + REGISTRATION_PERIOD_MS + SCAN_MS, fault
+        assert episode["ns_views"][cut] == "absent"
+        assert {v for ns, v in episode["ns_views"].items() if ns != cut} == {"live"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _pipeline_ready(), reason="needs simulate, ingest and liveness")
+def test_a_fault_free_day_has_no_episode(spark, tmp_path):
+    _, result, rows, found = _audited_day(spark, tmp_path, "none", 1.0)
+    assert result.grace.source == "derived"
+    # the brokers' own period (30 s) plus the servers' scan interval and the skew allowance
+    assert abs(result.grace.heartbeat_period_ms - REGISTRATION_PERIOD_MS) <= 1_000
+    assert result.grace.scan_interval_ms == SCAN_MS
+    assert (result.episodes, rows, found) == (0, [], [])

@@ -147,6 +147,7 @@ def test_gunzip_reads_members_stops_at_a_cut_and_names_corruption():
     assert _lines(data, problem)[-1] == (3, "", problem)  # the corrupt rest is a visible line
 
 
+@pytest.mark.spark
 def test_read_lines_reads_plain_and_gzip_files_in_parallel(spark, tmp_path):
     plain = tmp_path / "ns-a" / "2026-11-21" / "events-00000000000000000001.jsonl"
     _touch(plain, b'{"a":1}\n{"a":2}\n{"a"')
@@ -216,6 +217,7 @@ def _lines_df(spark, texts, problems=None):
     return spark.createDataFrame(rows, LINES_SCHEMA)
 
 
+@pytest.mark.spark
 def test_with_reason_names_each_problem(spark):
     texts = [text + "\n" for text, _ in REASON_CASES]
     # a null reason from reading wins over anything else; the cut-short line has no newline
@@ -229,13 +231,20 @@ def test_with_reason_names_each_problem(spark):
     assert_df_equality(actual_df, expected_df, ignore_nullable=True, ignore_row_order=True)
 
 
+@pytest.mark.spark
 def test_with_event_parses_with_the_explicit_schema(spark):
-    row = _lines_df(spark, [REG + "\n"]).transform(with_event).select("event", "corrupt").first()
-    assert row.corrupt is False
-    assert row.event.seq == 2 and row.event.broker_id == 0 and row.event.data_version.counter == 3
-    assert row.event.topics[0].order is False and row.event.filter_servers == [] and row.event.reason is None
+    texts = [REG + "\n", GOOD.replace('"SIGTERM"', "null") + "\n", "null\n", '{"v":1,"seq":"12"}\n']
+    rows = _lines_df(spark, texts).transform(with_event).orderBy("line").collect()
+    reg, null_reason, null_line, wrong = (r for r in rows)
+    assert reg.corrupt is False
+    assert reg.event.seq == 2 and reg.event.broker_id == 0 and reg.event.data_version.counter == 3
+    assert reg.event.topics[0].order is False and reg.event.filter_servers == [] and reg.event.reason is None
+    assert null_reason.corrupt is False and null_reason.event.type == "ns_stop" and null_reason.event.reason is None
+    assert null_line.corrupt is False and null_line.event is None  # JSON null: no event, not corrupt
+    assert wrong.corrupt is True and wrong.event.v == 1 and wrong.event.seq is None  # what parsed is kept
 
 
+@pytest.mark.spark
 def test_select_checked_keeps_the_event_or_the_raw_line(spark):
     checked_df = (
         _lines_df(spark, [GOOD + "\n", "garbage\n", REG + "\n", GOOD[:10]], [None, None, None, "truncated_line"])
@@ -258,6 +267,7 @@ STATUS_SCHEMA = (
 )
 
 
+@pytest.mark.spark
 def test_with_seq_status_keeps_the_first_line_of_each_seq(spark):
     keys = [
         ("ns-a", 1, 100, "a.jsonl", 1, 11),
@@ -286,6 +296,7 @@ def _status_df(spark, rows):
     return spark.createDataFrame(rows, STATUS_SCHEMA)
 
 
+@pytest.mark.spark
 def test_select_kept_pairs_links_the_first_event_to_the_previous_day(spark):
     status_df = _status_df(spark, [
         ("ns-a", 7, 700, "d.jsonl", 1, STATUS_KEEP, None, None, None, None, None),
@@ -305,6 +316,7 @@ def test_select_kept_pairs_links_the_first_event_to_the_previous_day(spark):
     assert_df_equality(actual_df, expected_df, ignore_nullable=True, ignore_row_order=True)
 
 
+@pytest.mark.spark
 def test_agg_last_events_takes_the_highest_seq(spark):
     events_df = spark.createDataFrame(
         [("ns-a", 3, 300, "a"), ("ns-a", 9, 100, "b"), ("ns-b", 1, None, "c")],  # null ts: edge of the type
@@ -315,6 +327,7 @@ def test_agg_last_events_takes_the_highest_seq(spark):
     assert_df_equality(agg_last_events(events_df), expected_df, ignore_nullable=True, ignore_row_order=True)
 
 
+@pytest.mark.spark
 def test_agg_dropped_line_ranges_joins_runs_of_lines(spark):
     status_df = _status_df(spark, [
         ("ns-a", s, 0, "x.gz", s, STATUS_DUPLICATE, "x", s, None, None, None) for s in (1, 2, 3, 5)
@@ -327,6 +340,7 @@ def test_agg_dropped_line_ranges_joins_runs_of_lines(spark):
     assert_df_equality(agg_dropped_line_ranges(status_df), expected_df, ignore_nullable=True, ignore_row_order=True)
 
 
+@pytest.mark.spark
 def test_agg_ingest_files_balances_every_file(spark):
     listing_df = spark.createDataFrame(
         [(DAY, "ns-a", "a", 100, False, False), (DAY, "ns-a", "a.gz", 40, True, False),
@@ -366,6 +380,7 @@ def _detail(df):
     return [json.loads(r.detail) for r in df.orderBy("detail").collect()]
 
 
+@pytest.mark.spark
 def test_seq_gap_and_clock_step_back_findings(spark):
     pairs_df = spark.createDataFrame(
         [
@@ -401,6 +416,7 @@ def test_seq_gap_and_clock_step_back_findings(spark):
     }
 
 
+@pytest.mark.spark
 def test_quarantined_lines_and_duplicate_events_findings(spark):
     quarantine_df = spark.createDataFrame(
         [("f1", 3, "x", "not_json", "ns-a", DAY), ("f1", 9, "y", "wrong_type: seq", "ns-a", DAY),
@@ -427,6 +443,7 @@ def test_quarantined_lines_and_duplicate_events_findings(spark):
     assert _detail(dups_df) == [{"file": "a.gz", "count": 2, "first_seq": 1, "last_seq": 2, "duplicate_of": ["a", "b"]}]
 
 
+@pytest.mark.spark
 def test_finding_columns_and_write_findings_replace_only_their_partition(spark, tmp_path):
     rows_df = spark.createDataFrame([("t1", None), ("t2", 5)], "topic string, n long")
     # the positional form, with date and category, and the keyword form without them
@@ -522,6 +539,11 @@ def ingested(spark, damaged, tmp_path_factory):
     return {"lake": lake_dir, "runs": runs, **damaged}
 
 
+def _canonical(rows):
+    """Rows holding dicts, in an order that does not depend on how they were built."""
+    return sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
+
+
 def _rel(damaged, key):
     return relative(damaged["events"], damaged[key])
 
@@ -584,10 +606,10 @@ def test_findings_name_each_problem(ingested):
     _, tables = ingested["runs"][0]
     findings = [dict(zip(FINDINGS_SCHEMA.names, row)) for row in tables[lake.FINDINGS]]
     assert {(f["date"], f["category"]) for f in findings} == {(DAY, "telemetry")}
-    got = sorted((f["kind"], f["severity"], f["subject"], f["ns"], json.loads(f["detail"])) for f in findings)
+    got = _canonical((f["kind"], f["severity"], f["subject"], f["ns"], json.loads(f["detail"])) for f in findings)
     previous = "ns-a/2026-11-20/events-00000000000000000001.jsonl"
     closed, gz, copy = _rel(ingested, "closed"), _rel(ingested, "gz"), _rel(ingested, "copy")
-    assert got == sorted([
+    assert got == _canonical([
         ("seq_gap", "warning", "ns-a", "ns-a",
          {"after_seq": 3, "next_seq": 5, "missing": 1, "files": [previous, closed]}),
         ("seq_gap", "warning", "ns-a", "ns-a", {"after_seq": 7, "next_seq": 10, "missing": 2, "files": [closed]}),
