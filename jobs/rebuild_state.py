@@ -30,7 +30,7 @@ import orjson
 
 from nameserver.model import DataVersion, QueueData
 from nameserver.replay import RouteReplayer
-from nameserver.routes import BrokerData, BrokerLiveInfo
+from nameserver.routes import BrokerLiveInfo
 
 STATE_FORMAT = 1
 
@@ -65,17 +65,19 @@ def restore(state: dict[str, Any], journal: list, day_start_ms: int) -> CarriedS
     carried = CarriedState(replayer, run_start_seq=state.get("run_start_seq"),
                            last_seq=state.get("last_seq"), last_ts=state.get("last_ts"))
     cells = carried.open_cells
+    routes.load_cells(
+        queues=[(t, QueueData(name, read, write, perm, flag)) for t, name, read, write, perm, flag, _ in state["queues"]],
+        addrs=[(name, cluster, broker_id, addr) for name, broker_id, cluster, addr, _ in state["addrs"]],
+        clusters=[(cluster, name) for cluster, name, _ in state["clusters"]],
+        filters=[(addr, servers) for addr, servers, _ in state["filters"]],
+    )
     for topic, name, read, write, perm, sys_flag, seq in state["queues"]:
-        routes.topic_queue_table.setdefault(topic, {})[name] = QueueData(name, read, write, perm, sys_flag)
         cells[("queue", topic, name)] = [(read, write, perm, sys_flag), day_start_ms, seq]
     for name, broker_id, cluster, addr, seq in state["addrs"]:
-        routes.broker_addr_table.setdefault(name, BrokerData(cluster, name)).broker_addrs[broker_id] = addr
         cells[("addr", name, broker_id)] = [(cluster, addr), day_start_ms, seq]
     for cluster, name, seq in state["clusters"]:
-        routes.cluster_addr_table.setdefault(cluster, set()).add(name)
         cells[("cluster", cluster, name)] = [True, day_start_ms, seq]
     for addr, servers, seq in state["filters"]:
-        routes.filter_server_table[addr] = list(servers)
         cells[("filter", addr)] = [tuple(servers), day_start_ms, seq]
     # ascending last_update keeps the live table's scan order (RouteInfoManager's invariant)
     for live in sorted(state["live"], key=lambda e: (e["last_update"], e["broker_addr"])):

@@ -221,6 +221,39 @@ class RouteInfoManager:
             if not addrs:
                 del self._channel_addrs[channel]
 
+    def load_cells(
+        self,
+        queues: Iterable[tuple[str, QueueData]] = (),
+        addrs: Iterable[tuple[str, str, int, str]] = (),
+        clusters: Iterable[tuple[str, str]] = (),
+        filters: Iterable[tuple[str, list[str]]] = (),
+    ) -> None:
+        """Fill the tables with saved cells, unjournaled, keeping every index (a saved state's restore).
+
+        Args:
+            queues: ``(topic, QueueData)``.
+            addrs: ``(broker_name, cluster, broker_id, addr)``.
+            clusters: ``(cluster, broker_name)``.
+            filters: ``(broker_addr, filter servers)``.
+        """
+        journal, self.journal = self.journal, None
+        try:
+            for topic, queue_data in queues:
+                key = (queue_data.broker_name, queue_data.read_queue_nums, queue_data.write_queue_nums,
+                       queue_data.perm, queue_data.topic_sys_flag)
+                self._put_queue(topic, self._queue_data_pool.setdefault(key, queue_data))
+            for name, cluster, broker_id, addr in addrs:
+                broker_data = self.broker_addr_table.get(name)
+                if broker_data is None:
+                    broker_data = self.broker_addr_table[name] = BrokerData(cluster, name)
+                self._set_addr(broker_data, broker_id, addr)
+            for cluster, name in clusters:
+                self._cluster_add(cluster, name)
+            for addr, servers in filters:
+                self._set_filter(addr, list(servers))
+        finally:
+            self.journal = journal
+
     # ------------------------------------------------------------------ operations (§2)
 
     def register_broker(
