@@ -205,3 +205,28 @@ def test_replay_of_a_register_ignores_its_own_request_context():
     replayer = RouteReplayer().apply_all(to_log_lines(result.events, 1))
     assert table_state(replayer.routes) == table_state(core)
 
+
+
+def test_a_restored_state_removes_a_closed_address_from_every_group():
+    """The rebuild restores a day's tables with ``load_cells``; the address index must hold, so a
+    channel close after midnight removes the address from every BrokerData that has it (W22)."""
+    from jobs import rebuild_state
+    from nameserver.model import DataVersion
+    from nameserver.routes import BrokerLiveInfo
+
+    journal: list = []
+    state = {
+        "format": 1, "ns": "ns-a", "date": "2026-11-21", "up": True, "run_start_seq": 1, "last_seq": 9,
+        "last_ts": 1_000, "broker_expiry_ms": 120_000, "queues": [], "filters": [], "topics_by_digest": {},
+        "addrs": [["broker-a", 0, "C1", "10.0.0.6:10911", 3], ["broker-d", 1, "C1", "10.0.0.6:10911", 5]],
+        "clusters": [["C1", "broker-a", 3], ["C1", "broker-d", 5]],
+        "live": [{"broker_addr": "10.0.0.6:10911", "broker_id": 0, "broker_name": "broker-a", "channel": "ch-6",
+                  "cluster": "C1", "data_version": {"counter": 1, "timestamp": 1}, "ha_server_addr": "",
+                  "last_update": 900, "topics_digest": None}],
+    }
+    routes = rebuild_state.restore(state, journal, 0).replayer.routes
+    assert journal == []  # restoring changes no cell
+    assert isinstance(routes.broker_live_table["10.0.0.6:10911"], BrokerLiveInfo)
+    assert DataVersion(1, 1) == routes.broker_live_table["10.0.0.6:10911"].data_version
+    routes.on_channel_close("ch-6", 2_000)
+    assert {name: bd.broker_addrs for name, bd in routes.broker_addr_table.items()} == {}
