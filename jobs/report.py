@@ -13,7 +13,7 @@ import io
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib
 
@@ -37,6 +37,16 @@ DIVERGENCE_COLORS = {
     "queue_data_mismatch": "#6a1b9a",
     "broker_addrs_mismatch": "#1565c0",
 }
+
+
+class Figure(NamedTuple):
+    """One plot of the page: what it shows (``kind``, and the server or cluster it is about), its
+    title and its inline SVG."""
+
+    kind: str
+    subject: str
+    title: str
+    svg: str
 
 
 @dataclass
@@ -79,7 +89,14 @@ def _utc(series: pd.Series) -> pd.Series:
     return pd.to_datetime(series, utc=True)
 
 
-def liveness_figures(data: ReportData, max_rows: int = 60) -> list[tuple[str, str]]:
+def _day_axis(ax, day_start: pd.Timestamp, day_end: pd.Timestamp) -> None:
+    """The x axis of a day timeline: the whole UTC day, a tick every three hours."""
+    ax.set_xlim(mdates.date2num(day_start.tz_convert(None)), mdates.date2num(day_end.tz_convert(None)))
+    ax.xaxis.set_major_locator(mdates.HourLocator(byhour=range(0, 24, 3)))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+
+
+def liveness_figures(data: ReportData, max_rows: int = 60) -> list[Figure]:
     """One timeline per server: brokers as rows, windows as bars, end reasons as colours."""
     frame = data.liveness
     out = []
@@ -108,16 +125,15 @@ def liveness_figures(data: ReportData, max_rows: int = 60) -> list[tuple[str, st
                     label=reason)
         ax.set_yticks(range(len(order)))
         ax.set_yticklabels(sorted(shown), fontsize=7)
-        ax.set_xlim(mdates.date2num(day_start.tz_convert(None)), mdates.date2num(day_end.tz_convert(None)))
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+        _day_axis(ax, day_start, day_end)
         ax.set_title(title, fontsize=10)
         ax.legend(title="window end", fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
         ax.invert_yaxis()
-        out.append((title, _svg(fig)))
+        out.append(Figure("liveness", str(ns), title, _svg(fig)))
     return out
 
 
-def divergence_figure(data: ReportData, max_rows: int = 60) -> tuple[str, str] | None:
+def divergence_figure(data: ReportData, max_rows: int = 60) -> Figure | None:
     """Divergence episodes on a timeline, one row per subject, coloured by kind."""
     frame = data.divergences
     if frame.empty:
@@ -143,24 +159,26 @@ def divergence_figure(data: ReportData, max_rows: int = 60) -> tuple[str, str] |
                 color=DIVERGENCE_COLORS.get(kind, "#777"), label=kind)
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels(shown, fontsize=7)
-    ax.set_xlim(mdates.date2num(day_start.tz_convert(None)), mdates.date2num(day_end.tz_convert(None)))
-    ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M"))
+    _day_axis(ax, day_start, day_end)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.invert_yaxis()
-    return title, _svg(fig)
+    return Figure("divergence", "", title, _svg(fig))
 
 
-def distribution_figures(data: ReportData, max_brokers: int = 40, max_topics: int = 60) -> list[tuple[str, str]]:
-    """Per cluster, a heatmap of write queues: broker names x topics (end-of-day state)."""
+def distribution_figures(data: ReportData, max_brokers: int = 40, max_topics: int = 60) -> list[Figure]:
+    """Per cluster, a heatmap of write queues: broker names x topics (end-of-day state).
+
+    A topic a broker group does not serve is a blank cell, not a 0: a topic with write queue
+    numbers 0 on a group (its write perm wiped down to nothing) is worth seeing as such.
+    """
     frame = data.distribution
     out = []
     if frame.empty:
         return out
     for cluster in sorted(frame["cluster"].dropna().unique()):
         part = frame[frame["cluster"] == cluster]
-        grid = part.pivot_table(index="broker_name", columns="topic", values="write_queue_nums",
-                                aggfunc="max", fill_value=0)
+        grid = part.pivot_table(index="broker_name", columns="topic", values="write_queue_nums", aggfunc="max")
         n_brokers, n_topics = grid.shape
         top_topics = grid.sum(axis=0).sort_values(ascending=False).index[:max_topics]
         top_brokers = grid.sum(axis=1).sort_values(ascending=False).index[:max_brokers]
@@ -169,14 +187,15 @@ def distribution_figures(data: ReportData, max_brokers: int = 40, max_topics: in
         if grid.shape != (n_brokers, n_topics):
             title += f" (busiest {grid.shape[0]} x {grid.shape[1]} shown)"
         fig, ax = plt.subplots(figsize=(min(14, 2 + 0.18 * grid.shape[1]), max(2.0, 0.22 * grid.shape[0] + 1.5)))
-        image = ax.imshow(grid.values, aspect="auto", cmap="viridis", interpolation="nearest")
+        cmap = matplotlib.colormaps["viridis"].with_extremes(bad="#eeeeee")
+        image = ax.imshow(grid.values.astype(float), aspect="auto", cmap=cmap, vmin=0, interpolation="nearest")
         ax.set_yticks(range(grid.shape[0]))
         ax.set_yticklabels(grid.index, fontsize=7)
         ax.set_xticks(range(grid.shape[1]))
         ax.set_xticklabels(grid.columns, fontsize=6, rotation=90)
         ax.set_title(title, fontsize=10)
         fig.colorbar(image, ax=ax, label="write queues")
-        out.append((title, _svg(fig)))
+        out.append(Figure("distribution", str(cluster), title, _svg(fig)))
     return out
 
 
@@ -200,7 +219,10 @@ def _findings_table(frame: pd.DataFrame, max_rows: int = 500) -> str:
             if col == "detail" and len(text) > 300:
                 text = text[:300] + "…"
             css = f' class="sev-{html.escape(text)}"' if col == "severity" else ""
-            cells.append(f"<td{css}>{html.escape(text)}</td>")
+            text = html.escape(text)
+            if col == "detail":  # JSON without spaces: let it wrap anywhere rather than widen the page
+                text = f'<div class="detail">{text}</div>'
+            cells.append(f"<td{css}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return note + f'<table id="findings"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -211,6 +233,7 @@ h1{font-size:22px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #dd
 .cards{display:flex;gap:12px;flex-wrap:wrap} .card{border:1px solid #ccc;border-radius:6px;padding:8px 14px}
 .card b{display:block;font-size:20px} figure{margin:8px 0 20px 0} svg{max-width:100%;height:auto}
 table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top}
+td{white-space:nowrap} td .detail{white-space:normal;overflow-wrap:anywhere;min-width:20em;max-width:60em}
 .sev-critical{background:#ffcdd2} .sev-warning{background:#fff3cd} .sev-info{background:#e3f2fd}
 """
 
@@ -225,12 +248,16 @@ def render_html(data: ReportData) -> str:
     sections = [f"<h1>nsaudit report for {data.day.isoformat()} (UTC)</h1>", f'<div class="cards" id="headline">{cards}</div>']
     sections += [f"<p>{html.escape(n)}</p>" for n in data.notes]
 
-    def figures(title: str, anchor: str, figs: list[tuple[str, str]], empty: str) -> None:
+    def figures(title: str, anchor: str, figs: list[Figure], empty: str) -> None:
         sections.append(f'<h2 id="{anchor}">{html.escape(title)}</h2>')
         if not figs:
             sections.append(f"<p>{html.escape(empty)}</p>")
-        for caption, svg in figs:
-            sections.append(f'<figure class="plot">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>')
+        for fig in figs:
+            # data-plot / data-subject name each plot for readers and for the browser test
+            sections.append(
+                f'<figure class="plot" data-plot="{fig.kind}" data-subject="{html.escape(fig.subject)}">{fig.svg}'
+                f"<figcaption>{html.escape(fig.title)}</figcaption></figure>"
+            )
 
     figures("Liveness per name server", "liveness", liveness_figures(data), "No liveness windows this day.")
     div = divergence_figure(data)
