@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up nsaudit on a fresh machine: Java 17 (apt, when missing) and .venv/ with the pinned packages.
+# Set up nsaudit on a fresh machine: Java 17 and Chromium (apt, when missing) and .venv/ with the pinned packages.
 # Idempotent and quick when nothing changed: the venv is rebuilt only when pyproject.toml changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +9,15 @@ if ! command -v java >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+# the report's browser test renders it in headless Chromium (through playwright, which is told to
+# use this binary: its own browser download needs more than the package registries)
+if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
+    echo "setup: chromium not found, installing it with apt" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq chromium >/dev/null
 fi
 
 PY=${PYTHON:-python3}
