@@ -125,9 +125,9 @@ def _demo(sub) -> None:
         "on, then run the nightly audit on it. Writes DIR/events and DIR/lake.",
     )
     p.add_argument("--dir", default="demo", help="output directory (default ./demo)")
-    p.add_argument("--brokers", type=int, default=12)
-    p.add_argument("--topics", type=int, default=60)
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--brokers", type=int, default=12, help="broker processes, in master+slave groups (default 12)")
+    p.add_argument("--topics", type=int, default=60, help="topics (default 60)")
+    p.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
     p.set_defaults(run="jobs.demo:run_from_cli")
 
 

@@ -1,8 +1,9 @@
 """``nsaudit demo``: the embedded default — simulate yesterday (UTC) with every fault, then audit it.
 
 Writes ``DIR/events`` (the name servers' logs and the simulator's ground truth) and ``DIR/lake``
-(Delta tables and ``reports/<date>/index.html``). Running it again reuses the simulated logs and
-re-audits the day, which replaces that day's output.
+(Delta tables and ``reports/<date>/index.html``). Running it again the same UTC day reuses the
+simulated logs and re-audits the day, which replaces that day's output; on a later day it
+simulates that day too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def run_from_cli(args: argparse.Namespace) -> int:
     events, lake = root / "events", root / "lake"
     day = yesterday_utc()
     truth = events / "_truth" / "faults.jsonl"
-    if truth.exists():
+    simulated = truth.exists() and any(events.glob(f"*/{day.isoformat()}"))
+    if simulated:
         print(f"demo: reusing the simulated logs in {events}", file=sys.stderr)
     else:
         options = SimOptions(
