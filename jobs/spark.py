@@ -12,11 +12,14 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
+
+log = logging.getLogger("nsaudit.spark")
 
 # Spark confs the lake relies on, so extra_conf may not change them: lake times are UTC instants,
 # stored as Parquet microseconds (Delta's `timestamp`; Spark's default would be INT96), and
@@ -28,8 +31,16 @@ _REQUIRED_CONF = {
 }
 
 
-def _is_local_master(master: str | None) -> bool:
-    return master is not None and (master == "local" or master.startswith(("local[", "local-cluster[")))
+# Standalone masters bound to the loopback interface: their workers run on this host.
+_LOOPBACK_MASTER_PREFIXES = ("spark://127.0.0.1:", "spark://localhost:", "spark://[::1]:")
+
+
+def _is_single_host_master(master: str | None) -> bool:
+    """Whether every executor of ``master`` runs on this host (so this interpreter exists there)."""
+    if master is None:
+        return False
+    return (master == "local" or master.startswith(("local[", "local-cluster["))
+            or master.startswith(_LOOPBACK_MASTER_PREFIXES))
 
 
 def _launched_by_spark_submit() -> bool:
@@ -49,9 +60,11 @@ def build_session(
     """Create (or return the running) SparkSession configured for the lake.
 
     Under ``spark-submit`` the master, and the Python executables, given to spark-submit win:
-    ``master`` is only applied when this process starts its own JVM. For a local master the
-    Python workers are pointed at this interpreter (unless ``PYSPARK_PYTHON`` is already set),
-    so they see the same packages. For a cluster master nothing is pinned by path:
+    ``master`` is only applied when this process starts its own JVM. For a master whose
+    executors all run on this host (``local[…]``, ``local-cluster[…]``, ``spark://127.0.0.1:…``
+    or ``spark://localhost:…``) the Python workers are pointed at this interpreter (unless
+    ``PYSPARK_PYTHON`` is already set), so they see the same packages, this project included.
+    For any other cluster master nothing is pinned by path:
     ``PYSPARK_PYTHON`` (or spark-submit's ``spark.pyspark.python``) must name a Python that exists
     on every host, with pyspark and pyarrow; Spark also runs the Delta writer's commit with it on
     the driver's host, where it needs ``deltalake`` too.
@@ -81,10 +94,16 @@ def build_session(
     if not submitted:
         # SparkContext reads PYSPARK_PYTHON when it starts and runs every Python worker with it:
         # the executors' and the data source's planner and commit workers on the driver's host.
-        # Only a local master may be pinned to this interpreter's absolute path; a remote host
-        # has no such file. PYSPARK_DRIVER_PYTHON is for pyspark shells started from here.
-        if _is_local_master(master) and not os.environ.get("PYSPARK_PYTHON"):
-            os.environ["PYSPARK_PYTHON"] = sys.executable
+        # Only a single-host master (local, or a standalone master on the loopback interface)
+        # may be pinned to this interpreter's absolute path; a remote host has no such file.
+        # PYSPARK_DRIVER_PYTHON is for pyspark shells started from here.
+        if not os.environ.get("PYSPARK_PYTHON"):
+            if _is_single_host_master(master):
+                os.environ["PYSPARK_PYTHON"] = sys.executable
+            else:
+                # Spark's default is "python3" from each host's PATH, which rarely has pyarrow.
+                log.warning("PYSPARK_PYTHON is not set: executors of %s will run 'python3' from their "
+                            "PATH, which needs pyspark and pyarrow", master or "the default master")
         if not os.environ.get("PYSPARK_DRIVER_PYTHON"):
             os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
