@@ -186,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         command = argv[argv.index("--") + 1:]
         argv = argv[:argv.index("--")]
-    parser = argparse.ArgumentParser(prog="python -m jobs.standalone", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.standalone", usage="%(prog)s [options] [-- CMD ...]",
+        description=__doc__.splitlines()[0],
+        epilog="Prints the master URL (spark://127.0.0.1:PORT) once the worker has registered and runs until "
+               "SIGTERM or Ctrl-C. With -- CMD ..., runs CMD with SPARK_MASTER_URL set to the URL instead, "
+               "stops the cluster and exits with CMD's code.",
+    )
     parser.add_argument("--work-dir", default=None, help="logs and worker dirs (default: a temporary dir, removed)")
     parser.add_argument("--worker-memory", default="2g", help="memory the worker offers executors (default 2g)")
     parser.add_argument("--worker-cores", type=int, default=2, help="cores the worker offers (default 2)")
