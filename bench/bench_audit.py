@@ -1,0 +1,202 @@
+"""Benchmark the nightly audit on the reference day, stage by stage, against a Python replay.
+
+The reference day is the issues' acceptance run: 3 name servers, 1000 brokers (500 groups of a
+master and one slave), 2000 topics, 24 simulated hours, every fault (about 8.6 M events). The
+simulator writes it once into ``--work`` (kept, so later runs reuse it).
+
+Each run audits the day into a fresh lake with ``jobs.nightly_audit.run`` in this process (one
+SparkSession, ``--master``, default ``local[2]``) and prints every stage's seconds and events/s.
+Then, in the same process, the baseline: the day's events read back from the lake's ``events``
+table with pyarrow and replayed through the Python route table (``nameserver.replay``), one
+server after another, which is what a single-process rebuild would do. The ratio
+``replay seconds / rebuild seconds`` is the rebuild's speed-up over it.
+
+Driver memory is sampled every 0.2 s: the peak RSS of this Python process plus the Spark JVM
+(the driver; in local mode executors run inside it) and, separately, of the Python workers.
+
+Targets (issues 4-6): ingest >= 200,000 lines/s; rebuild >= 3x the Python replay; ingest plus
+rebuild < 90 s; liveness + divergence + distribution <= 60 s; the whole audit < 3 min; driver
+< 4 GiB.
+
+Usage:
+    .venv/bin/python bench/bench_audit.py                         # reference day, one run
+    .venv/bin/python bench/bench_audit.py --runs 3                # median of three audits
+    .venv/bin/python bench/bench_audit.py --hours 2 --brokers 100 --topics 200   # a small slice
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import psutil  # noqa: E402
+
+from nameserver.timeutil import day_start_ms  # noqa: E402
+
+DAY = dt.date(2026, 11, 21)
+
+
+class MemorySampler(threading.Thread):
+    """Peak RSS of this process + its JVM child (the driver), and of the Python workers."""
+
+    def __init__(self, period_s: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.period_s = period_s
+        self.peak_driver = self.peak_workers = 0
+        self._stop_flag = threading.Event()
+
+    def run(self) -> None:
+        me = psutil.Process()
+        while not self._stop_flag.is_set():
+            driver = workers = 0
+            try:
+                driver = me.memory_info().rss
+                for child in me.children(recursive=True):
+                    try:
+                        rss = child.memory_info().rss
+                        if "java" in child.name():
+                            driver += rss
+                        else:
+                            workers += rss
+                    except psutil.Error:
+                        continue
+            except psutil.Error:
+                pass
+            self.peak_driver = max(self.peak_driver, driver)
+            self.peak_workers = max(self.peak_workers, workers)
+            self._stop_flag.wait(self.period_s)
+
+    def stop(self) -> None:
+        self._stop_flag.set()
+        self.join()
+
+
+def ensure_day(events_dir: Path, args: argparse.Namespace) -> None:
+    """Simulate the day into ``events_dir`` unless it is already there."""
+    if (events_dir / "_truth" / "faults.jsonl").exists():
+        print(f"reusing the simulated day in {events_dir}", flush=True)
+        return
+    from nameserver.sim.options import SimOptions, parse_faults
+    from nameserver.simulator import simulate
+
+    print(f"simulating {DAY}: 3 ns, {args.brokers} brokers, {args.topics} topics, {args.hours} h ...", flush=True)
+    started = time.perf_counter()
+    result = simulate(SimOptions(events_dir, ns=3, brokers=args.brokers, slaves=1, topics=args.topics,
+                                 start_ms=day_start_ms(DAY), hours=args.hours, seed=1,
+                                 faults=parse_faults("all"), quiet=True))
+    print(f"  {result.events:,} events in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def python_replay(lake_dir: str) -> tuple[int, float]:
+    """Replay the day's events from the ``events`` table through ``RouteReplayer``; (events, seconds).
+
+    The read (pyarrow, one server at a time, sorted by seq) is timed with the replay: it is part
+    of what a Python rebuild has to do.
+    """
+    import pyarrow.compute as pc
+
+    from jobs import lake
+    from jobs.delta.arrow import read_table_arrow
+    from nameserver.replay import RouteReplayer
+    from schemas.events import EVENT_KEYS
+
+    path = lake.table_path(lake_dir, lake.EVENTS)
+    started = time.perf_counter()
+    servers = read_table_arrow(path, columns=["ns"], filters=[("date", "=", DAY)]).column("ns").unique().to_pylist()
+    total = 0
+    columns = [k for k in EVENT_KEYS if k != "ts"] + ["ts_ms"]
+    for ns in sorted(servers):
+        table = read_table_arrow(path, columns=columns, filters=[("date", "=", DAY), ("ns", "=", ns)])
+        table = table.take(pc.sort_indices(table, [("seq", "ascending")])).rename_columns(
+            [("ts" if c == "ts_ms" else c) for c in columns])
+        replayer = RouteReplayer()
+        for batch in table.to_batches(max_chunksize=65_536):
+            for event in batch.to_pylist():
+                replayer.apply(event)
+        total += table.num_rows
+    return total, time.perf_counter() - started
+
+
+def one_run(spark, events_dir: Path, lake_dir: Path, replay: bool) -> dict:
+    from jobs import nightly_audit
+    from nameserver.config import load_config
+
+    shutil.rmtree(lake_dir, ignore_errors=True)
+    lake_dir.mkdir(parents=True)
+    sampler = MemorySampler()
+    sampler.start()
+    started = time.perf_counter()
+    outcome = nightly_audit.run(spark, load_config(None), str(events_dir), str(lake_dir), DAY,
+                                lambda line: print(f"  {line}", flush=True))
+    total = time.perf_counter() - started
+    sampler.stop()
+    stages = {s["stage"]: s for s in outcome.stages}
+    figures = {"total": total, "peak_driver": sampler.peak_driver, "peak_workers": sampler.peak_workers,
+               "events": stages["ingest"].get("events_written", 0), "lines": stages["ingest"].get("lines_read", 0)}
+    figures.update({name: s["seconds"] for name, s in stages.items()})
+    if replay:
+        figures["replay_events"], figures["replay"] = python_replay(str(lake_dir))
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", default="/tmp/nsaudit-bench", help="scratch folder (the simulated day is kept)")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--hours", type=float, default=24.0)
+    parser.add_argument("--brokers", type=int, default=1000)
+    parser.add_argument("--topics", type=int, default=2000)
+    parser.add_argument("--no-replay", action="store_true", help="skip the Python replay baseline")
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    work = Path(args.work) / f"b{args.brokers}-t{args.topics}-h{args.hours:g}"
+    events_dir, lake_dir = work / "events", work / "lake"
+    ensure_day(events_dir, args)
+
+    from jobs.spark import build_session
+
+    spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8)
+    runs = []
+    try:
+        for i in range(args.runs):
+            print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.1f})", flush=True)
+            runs.append(one_run(spark, events_dir, lake_dir, replay=not args.no_replay and i == 0))
+    finally:
+        spark.stop()
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in runs if key in r)
+
+    lines, events = runs[0]["lines"], runs[0]["events"]
+    print(f"\n{events:,} events ({lines:,} lines), master {args.master}, {len(runs)} run(s), medians:")
+    for stage in ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "report"):
+        seconds = med(stage)
+        print(f"  {stage:<13} {seconds:8.1f} s   {events / seconds:12,.0f} events/s")
+    print(f"  {'ingest+rebuild':<13} {med('ingest') + med('rebuild'):8.1f} s   (target < 90 s)")
+    issue5 = med("liveness") + med("divergence") + med("distribution")
+    print(f"  {'live+div+dist':<13} {issue5:8.1f} s   (target <= 60 s)")
+    print(f"  {'whole audit':<13} {med('total'):8.1f} s   (target < 180 s)")
+    print(f"  ingest rate   {lines / med('ingest'):12,.0f} lines/s (target >= 200,000)")
+    if "replay" in runs[0]:
+        replay = runs[0]["replay"]
+        print(f"  python replay {replay:8.1f} s   {runs[0]['replay_events'] / replay:12,.0f} events/s; "
+              f"rebuild speed-up {replay / med('rebuild'):.2f}x (target >= 3x)")
+    print(f"  peak driver RSS (python + JVM) {max(r['peak_driver'] for r in runs) / 2**30:.2f} GiB (target < 4 GiB); "
+          f"python workers {max(r['peak_workers'] for r in runs) / 2**30:.2f} GiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
