@@ -273,7 +273,9 @@ def select_block_keys(blocks_df: DataFrame, slow_df: DataFrame) -> DataFrame:
 def select_slow_keys(events_df: DataFrame, slow_df: DataFrame, contested_df: DataFrame) -> DataFrame:
     """(ns, seq) of the changing 103s of slow streams, by the rule itself: the previous stream event
     is not a 103 with the same fingerprint and filter list, or another address used the slot."""
-    stream = F.broadcast(slow_df.withColumnRenamed("broker_addr", "_addr"))
+    # renamed keys: slow_df derives from events_df, so events_df["ns"] == slow_df["ns"] would
+    # resolve to one attribute and be trivially true (every server's streams joined to every server)
+    stream = F.broadcast(slow_df.select(F.col("ns").alias("_ns"), "run", F.col("broker_addr").alias("_addr"), "lo", "hi"))
     by_addr = Window.partitionBy("ns", "run", "broker_addr").orderBy("seq")
     by_slot = Window.partitionBy("ns", "run", "_slot", "broker_name", "broker_id").orderBy("seq")
     previous = F.last(
@@ -291,10 +293,10 @@ def select_slow_keys(events_df: DataFrame, slow_df: DataFrame, contested_df: Dat
     return (
         events_df.join(
             stream,
-            (events_df["ns"] == stream["ns"]) & (events_df["broker_addr"] == stream["_addr"])
-            & events_df["seq"].between(stream["lo"], stream["hi"]),
+            (F.col("ns") == F.col("_ns")) & (F.col("broker_addr") == F.col("_addr"))
+            & F.col("seq").between(F.col("lo"), F.col("hi")),
         )
-        .select(events_df["*"], stream["run"])
+        .drop("_ns", "_addr", "lo", "hi")
         .where(_is_103() | _is_removal())
         .join(F.broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
         .withColumn("_prev", previous)
@@ -378,7 +380,8 @@ def agg_walk_meta(blocks_df: DataFrame, prev_state_df: DataFrame) -> DataFrame:
     )
 
 
-def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFrame, day: dt.date) -> DataFrame:
+def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFrame, day: dt.date,
+             keys_df: DataFrame | None = None) -> DataFrame:
     """Walk each server's interesting events from its previous state (``WALK_OUTPUT_SCHEMA`` rows).
 
     Args:
@@ -386,8 +389,10 @@ def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFram
         blocks_df: :func:`agg_blocks` of ``events_df``; read several times, so the caller caches it.
         prev_state_df: ``ns_state`` rows of the day before (``ns``, ``state_json``).
         day: the UTC day.
+        keys_df: :func:`select_interesting_keys` of the two, when the caller has it cached.
     """
-    keys_df = select_interesting_keys(events_df, blocks_df)
+    if keys_df is None:
+        keys_df = select_interesting_keys(events_df, blocks_df)
     # a few thousand keys per server-day: broadcast them rather than shuffle the day
     interesting_df = (
         events_df.drop("topics")
@@ -507,13 +512,19 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
     """Walk one day's events (``WALK_EVENT_COLUMNS``, ``ts`` in ms) from the previous states and
     replace the day in the rebuilt tables."""
     blocks_df = agg_blocks(events_df).persist()
-    walk_df = agg_walk(events_df, blocks_df, prev_state_df, day).persist()
+    keys_df = None
+    walk_df = None
     try:
-        # Fill the (small) blocks cache before the walk's plan runs: its broadcast sub-jobs start
-        # concurrently and would each aggregate the whole day again.
+        # Materialize the small intermediate results one after the other: each is read by several
+        # branches of the next plan, which would otherwise re-derive it from the day's events in
+        # every branch (a plan of ~100 scans of the events, and a task binary of tens of MiB).
         blocks_df.count()
+        keys_df = select_interesting_keys(events_df, blocks_df).persist()
+        keys_df.count()
+        walk_df = agg_walk(events_df, blocks_df, prev_state_df, day, keys_df).persist()
         walk_df.count()  # walk once; the writes read the walk's cache
         blocks_df.unpersist()
+        keys_df.unpersist()
         tables = (
             (lake.TOPIC_ROUTE_HISTORY, select_topic_route_history, TOPIC_ROUTE_HISTORY_SCHEMA),
             (lake.BROKER_ADDR_HISTORY, select_broker_addr_history, BROKER_ADDR_HISTORY_SCHEMA),
@@ -528,8 +539,9 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
             "ns", "events", "interesting_events", "started_without_state", "unresolved_topics"
         ).collect()  # one small row per server: the job's report, not data
     finally:
-        blocks_df.unpersist()
-        walk_df.unpersist()
+        for df in (blocks_df, keys_df, walk_df):
+            if df is not None:
+                df.unpersist()
     return RebuildResult(
         day=day,
         servers=tuple(sorted(r["ns"] for r in states)),

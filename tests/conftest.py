@@ -21,6 +21,7 @@ def spark():
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from jobs.spark import build_session
 
-    session = build_session(master="local[2]", app_name="nsaudit-tests", shuffle_partitions=4)
+    # 2g: the default 1g heap is tight for a whole session of plans and caches
+    session = build_session(master="local[2]", app_name="nsaudit-tests", shuffle_partitions=4, driver_memory="2g")
     yield session
     session.stop()
