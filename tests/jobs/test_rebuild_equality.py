@@ -1,7 +1,8 @@
 """The rebuilt lake answers exactly what the Python replay of the same log answers, at any instant.
 
-Logs: a simulated fleet with every fault on (``nsaudit simulate``), and random event sequences from
-:mod:`tests.jobs.eventgen` (some with lost lines), each spanning midnight (a 2-day log). Each goes
+Logs: a simulated fleet with every fault on (``nsaudit simulate``), random event sequences from
+:mod:`tests.jobs.eventgen` (some with lost lines), and the logs of real servers driven by a live
+fleet, each spanning midnight (a 2-day log). Each goes
 through the real ingest and rebuild once; then the lake's answers (:mod:`jobs.queries`, the code
 behind ``nsaudit route``/``cluster``/``diff``) are compared with a ``RouteReplayer`` that replayed
 the log's events with ``ts <= T``, at hundreds of instants: right before and after route-table
@@ -11,8 +12,11 @@ comparisons are plain Python. A hypothesis property checks the walk alone on man
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import io
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -148,36 +152,69 @@ def check_snapshots(spark, lake_dir: Path, by_ns: dict[str, list[dict]], rng: ra
 
 # ---------------------------------------------------------------------------- one lake, two kinds of log
 
-SEEDS = (1, 2, 3, 4, 5, 6)
+SEEDS = (1, 2, 3)
 SIMULATED_NS = ("ns-a", "ns-b", "ns-c")
 
 
 @pytest.fixture(scope="module")
 def logs(spark, tmp_path_factory):
-    """One events folder holding both logs (their servers are distinct), ingested and rebuilt once:
-    a simulated fleet with every fault, 18:00 to 06:00 across midnight, and random sequences from
-    :mod:`tests.jobs.eventgen` (odd seeds lose a few lines: seq gaps)."""
+    """One events folder holding three kinds of log (their servers are distinct), ingested and
+    rebuilt once: a simulated fleet with every fault, 21:00 to 03:00 across midnight; random
+    sequences from :mod:`tests.jobs.eventgen` (odd seeds lose a few lines: seq gaps); and the logs
+    of three real servers under a live fleet, across midnight too."""
     root = tmp_path_factory.mktemp("equality")
     events_dir, lake_dir = root / "events", root / "lake"
-    code = main(["simulate", "--events", str(events_dir), "--ns", "3", "--brokers", "12", "--slaves", "1",
-                 "--topics", "40", "--start", "2026-11-21T18:00:00Z", "--hours", "12", "--seed", "11",
+    code = main(["simulate", "--events", str(events_dir), "--ns", "3", "--brokers", "8", "--slaves", "1",
+                 "--topics", "30", "--start", "2026-11-21T21:00:00Z", "--hours", "6", "--seed", "11",
                  "--faults", "all", "--fault-rate", "4", "--quiet"])
     assert code == 0
     for seed in SEEDS:
-        events = generate_events(seed, ns_ids=(f"g{seed}-a", f"g{seed}-b"), start_ms=MIDNIGHT - 3 * 3_600_000,
-                                 duration_ms=6 * 3_600_000, midnight_ms=MIDNIGHT)
+        events = generate_events(seed, ns_ids=(f"g{seed}-a", f"g{seed}-b"), start_ms=MIDNIGHT - 2 * 3_600_000,
+                                 duration_ms=4 * 3_600_000, midnight_ms=MIDNIGHT)
         write_log(events_dir, events, lose_rate=0.02 if seed % 2 else 0.0, seed=seed)
+    asyncio.run(asyncio.wait_for(run_real_servers(events_dir), 120))
     results = build_lake(spark, events_dir, lake_dir)
     by_ns = log_of(events_dir)
     simulated = {ns: events for ns, events in by_ns.items() if ns in SIMULATED_NS}
-    generated = {ns: events for ns, events in by_ns.items() if ns not in SIMULATED_NS}
-    assert set(simulated) == set(SIMULATED_NS) and len(generated) == 2 * len(SEEDS)
-    return lake_dir, results, simulated, generated
+    real = {ns: events for ns, events in by_ns.items() if ns in REAL_NS}
+    generated = {ns: events for ns, events in by_ns.items() if ns not in SIMULATED_NS + REAL_NS}
+    assert set(simulated) == set(SIMULATED_NS) and set(real) == set(REAL_NS) and len(generated) == 2 * len(SEEDS)
+    return lake_dir, results, simulated, generated, real
+
+
+REAL_NS = ("real-a", "real-b", "real-c")
+
+
+async def run_real_servers(events_dir: Path) -> None:
+    """Three real name servers (asyncio, loopback, the full protocol) with a live fleet and its
+    faults, their clocks set so the run crosses into DAY2 a few seconds after it starts."""
+    from nameserver.config import EventLogConfig, NameServerConfig
+    from nameserver.fleet import FAULTS, Fleet, FleetOptions
+    from nameserver.server import NameServerController
+
+    origin = time.monotonic_ns() // 1_000_000
+    clock = lambda: MIDNIGHT - 3_000 + time.monotonic_ns() // 1_000_000 - origin  # noqa: E731
+    config = NameServerConfig(listen="127.0.0.1:0", broker_expiry_ms=3_000, scan_interval_ms=1_000,
+                              first_scan_delay_ms=1_000)
+    servers = [NameServerController(ns, events_dir, config, EventLogConfig(durability="none"), clock=clock)
+               for ns in REAL_NS]
+    for server in servers:
+        await server.start()
+    try:
+        options = FleetOptions(servers=tuple((s.host, s.port) for s in servers), brokers=8, slaves=1, topics=12,
+                               duration_s=6.0, period_ms=1000, faults=FAULTS, seed=5)
+        fleet = Fleet(options, out=io.StringIO())
+        await fleet.start()
+        await fleet.run()
+        await fleet.stop()
+    finally:
+        for server in servers:
+            await server.shutdown("test end")
 
 
 @pytest.mark.slow
 def test_simulated_fleet_with_every_fault_equals_the_replay(logs):
-    lake_dir, _, simulated, _ = logs
+    lake_dir, _, simulated, _, _ = logs
     rng = random.Random(1)
     route_lake = RouteLake(str(lake_dir))
     compared = sum(compare(route_lake, ns, events, pick_instants(events, rng, 150, 60))
@@ -197,19 +234,32 @@ def test_simulated_fleet_with_every_fault_equals_the_replay(logs):
 
 @pytest.mark.slow
 def test_random_event_sequences_equal_the_replay(logs):
-    lake_dir, results, simulated, generated = logs
+    lake_dir, results, simulated, generated, real = logs
     rng = random.Random(3)
     route_lake = RouteLake(str(lake_dir))
-    compared = sum(compare(route_lake, ns, events, pick_instants(events, rng, 60, 20))
+    compared = sum(compare(route_lake, ns, events, pick_instants(events, rng, 60, 40))
                    for ns, events in generated.items())
     assert compared >= 500
-    assert {ns for r in results for ns in r.servers} == set(simulated) | set(generated)
+    assert {ns for r in results for ns in r.servers} == set(simulated) | set(generated) | set(real)
+
+
+@pytest.mark.slow
+def test_real_servers_logs_equal_the_replay(logs):
+    """Logs written by real servers under a live fleet with faults, across midnight."""
+    lake_dir, _, _, _, real = logs
+    assert {utc_date(e["ts"]) for events in real.values() for e in events} == {DAY1, DAY2}
+    assert {"expire", "unregister", "channel_close", "wipe_write_perm", "delete_topic"} <= {
+        e["type"] for events in real.values() for e in events}
+    rng = random.Random(5)
+    route_lake = RouteLake(str(lake_dir))
+    compared = sum(compare(route_lake, ns, events, pick_instants(events, rng, 200, 150)) for ns, events in real.items())
+    assert compared >= 500
 
 
 @pytest.mark.slow
 def test_route_snapshots_equal_the_replay(spark, logs):
-    lake_dir, _, simulated, generated = logs
-    check_snapshots(spark, lake_dir, {**simulated, **generated}, random.Random(2))
+    lake_dir, _, simulated, generated, real = logs
+    check_snapshots(spark, lake_dir, {**simulated, **generated, **real}, random.Random(2))
 
 
 # ---------------------------------------------------------------------------- the walk alone
