@@ -108,13 +108,13 @@ def python_replay(lake_dir: str) -> tuple[int, float]:
     from jobs import lake
     from jobs.delta.arrow import read_table_arrow
     from nameserver.replay import RouteReplayer
-    from schemas.events import EVENT_KEYS
+    from schemas.events import EVENTS_TABLE_SCHEMA
 
     path = lake.table_path(lake_dir, lake.EVENTS)
     started = time.perf_counter()
     servers = read_table_arrow(path, columns=["ns"], filters=[("date", "=", DAY)]).column("ns").unique().to_pylist()
     total = 0
-    columns = [k for k in EVENT_KEYS if k != "ts"] + ["ts_ms"]
+    columns = [c for c in EVENTS_TABLE_SCHEMA.names if c not in ("ts", "date", "file", "line")]
     for ns in sorted(servers):
         table = read_table_arrow(path, columns=columns, filters=[("date", "=", DAY), ("ns", "=", ns)])
         table = table.take(pc.sort_indices(table, [("seq", "ascending")])).rename_columns(
