@@ -432,6 +432,12 @@ def test_live_with_access_control_refuses_the_rogue_and_keeps_secrets_out(spark,
     assert refused["subject"] == "127.0.0.1"
     assert refused["detail"]["refused"] == 2 and refused["detail"]["details"] == ["bad signature", "unsigned"]
     assert refused["detail"]["access_keys"] == ["broker"]
+    from jobs import report_data
+
+    # the day's report, as the nightly audit writes it from these tables
+    html, summary = report_data.write_day_report(str(lake_dir), report_data.collect_report_data(spark, str(lake_dir), DAY))
+    assert "refused_requests" in Path(html).read_text()
     everything = "\n".join(p.read_text() for p in events_dir.rglob("events-*"))
     everything += "\n".join(str(r) for r in rows)
+    everything += Path(html).read_text() + Path(summary).read_text()
     assert SECRET not in everything and "guess" not in everything
