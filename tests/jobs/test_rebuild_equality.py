@@ -150,7 +150,15 @@ def check_snapshots(spark, lake_dir: Path, by_ns: dict[str, list[dict]], rng: ra
             assert got.get((ns, at), set()) == want, (ns, at)
 
 
-# ---------------------------------------------------------------------------- one lake, two kinds of log
+def compare_logs(lake_dir: Path, by_ns: dict[str, list[dict]], seed: int, changes: int, randoms: int) -> int:
+    """:func:`compare` every server of ``by_ns`` at instants picked by :func:`pick_instants`; returns the count."""
+    rng = random.Random(seed)
+    route_lake = RouteLake(str(lake_dir))
+    return sum(compare(route_lake, ns, events, pick_instants(events, rng, changes, randoms))
+               for ns, events in by_ns.items())
+
+
+# ---------------------------------------------------------------------------- one lake, three kinds of log
 
 SEEDS = (1, 2, 3)
 SIMULATED_NS = ("ns-a", "ns-b", "ns-c")
@@ -215,11 +223,7 @@ async def run_real_servers(events_dir: Path) -> None:
 @pytest.mark.slow
 def test_simulated_fleet_with_every_fault_equals_the_replay(logs):
     lake_dir, _, simulated, _, _ = logs
-    rng = random.Random(1)
-    route_lake = RouteLake(str(lake_dir))
-    compared = sum(compare(route_lake, ns, events, pick_instants(events, rng, 150, 60))
-                   for ns, events in simulated.items())
-    assert compared >= 500
+    assert compare_logs(lake_dir, simulated, seed=1, changes=150, randoms=60) >= 500
     # the bulk of a real log is skipped: only a small share is walked one by one
     from jobs import lake
     from jobs.delta.arrow import read_table_arrow
@@ -235,11 +239,7 @@ def test_simulated_fleet_with_every_fault_equals_the_replay(logs):
 @pytest.mark.slow
 def test_random_event_sequences_equal_the_replay(logs):
     lake_dir, results, simulated, generated, real = logs
-    rng = random.Random(3)
-    route_lake = RouteLake(str(lake_dir))
-    compared = sum(compare(route_lake, ns, events, pick_instants(events, rng, 60, 40))
-                   for ns, events in generated.items())
-    assert compared >= 500
+    assert compare_logs(lake_dir, generated, seed=3, changes=60, randoms=40) >= 500
     assert {ns for r in results for ns in r.servers} == set(simulated) | set(generated) | set(real)
 
 
@@ -250,10 +250,7 @@ def test_real_servers_logs_equal_the_replay(logs):
     assert {utc_date(e["ts"]) for events in real.values() for e in events} == {DAY1, DAY2}
     assert {"expire", "unregister", "channel_close", "wipe_write_perm", "delete_topic"} <= {
         e["type"] for events in real.values() for e in events}
-    rng = random.Random(5)
-    route_lake = RouteLake(str(lake_dir))
-    compared = sum(compare(route_lake, ns, events, pick_instants(events, rng, 200, 150)) for ns, events in real.items())
-    assert compared >= 500
+    assert compare_logs(lake_dir, real, seed=5, changes=200, randoms=150) >= 500
 
 
 @pytest.mark.slow
