@@ -53,6 +53,7 @@ from jobs.spark import is_native_delta_available
 
 __all__ = [
     "SchemaMismatchError",
+    "data_file_schema",
     "read_table",
     "read_table_arrow",
     "table_exists",
@@ -96,6 +97,7 @@ def write_table(
     partition_by: Sequence[str] = (),
     replace_where: Mapping[str, Any] | None = None,
     schema: StructType | None = None,
+    extra_files: Sequence[dict] = (),
 ) -> int:
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
@@ -112,6 +114,9 @@ def write_table(
             commits, removing the partitions' old files.
         schema: the declared schema; None means the existing table's schema, or ``df``'s for a
             new table.
+        extra_files: Parquet files already written into the table's partition folders with
+            :func:`data_file_schema`'s columns (``DataFile.close()`` dicts), added in the same
+            commit; deleted if the write fails. Not available where delta-spark writes.
 
     Returns:
         The table version after the write (the write's own, unless another writer committed in
@@ -147,12 +152,34 @@ def write_table(
 
     spark = df.sparkSession
     if is_native_delta_available(spark):
+        if extra_files:
+            raise ValueError("extra_files cannot be committed through delta-spark's writer")
         _write_native(conformed_df, root, mode, partition_by, replace_where)
     else:
         register_data_source(spark)  # idempotent; covers sessions not made by build_session
-        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json())
+        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files))
         conformed_df.write.format(FORMAT_NAME).mode("append").option("plan", plan.to_option()).save()
     return table_version(root)
+
+
+def data_file_schema(path: str | os.PathLike[str], schema: StructType, partition_by: Sequence[str]) -> StructType:
+    """The columns a data file of this table holds (no partition columns), in the table's order.
+
+    For writers that make files themselves (``extra_files`` of :func:`write_table`). Checks the
+    table, if it exists, against the declared schema and partitioning first.
+
+    Raises:
+        SchemaMismatchError: as :func:`write_table`.
+    """
+    root = local_table_path(path)
+    partition_by = tuple(partition_by)
+    check_partition_columns(schema, partition_by, root)
+    table_struct = schema
+    if table_exists(root):
+        existing = table_schema(root)
+        check_table_schema(existing[0], existing[1], schema, partition_by, root)
+        table_struct = existing[0]
+    return StructType([f for f in table_struct.fields if f.name not in partition_by])
 
 
 def _encode_replace_where(

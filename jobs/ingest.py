@@ -8,8 +8,11 @@ lines_read`` is checkable by anyone.
 
 Shape of the job (:func:`run_ingest`):
 
-1. ``jobs.ingest_read`` lists ``<events>/<ns>/<day>/events-*``, reads every file in its own
-   task, parses each line once in the JVM and names the first problem of each line.
+1. ``jobs.ingest_read`` lists ``<events>/<ns>/<day>/events-*``; ``jobs.ingest_fast`` reads every
+   file in its own task, parses and checks its lines in batches with pyarrow and writes the good
+   ones straight to a data file of ``events`` (committed at the end, with the rest, as one Delta
+   transaction). Only the lines it does not accept are parsed again in the JVM
+   (``jobs.ingest_read.with_reason``), which accepts them or names their first problem.
 2. :func:`with_seq_status` orders each server's accepted lines by ``(seq, file, line)``: the
    first line of a seq is kept, a later equal event is a duplicate, a later different one a
    conflict (quarantined); the same pass notes each kept event's predecessor.
@@ -22,6 +25,8 @@ Every table is replaced for the day (``replace_where``), so re-running a day giv
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import json
 import logging
 import os
 import time
@@ -33,11 +38,27 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import lake
-from jobs.delta_io import read_table, table_exists, write_table
+from jobs.delta.arrow import local_table_path
+from jobs.delta_io import data_file_schema, read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
-from jobs.ingest_read import list_day_segments, read_lines, select_checked, with_event, with_reason
+from jobs.ingest_fast import (
+    build_plan,
+    delete_data_files,
+    rewrite_without_lines,
+    scan_lines,
+)
+from jobs.ingest_read import (
+    SegmentFile,
+    list_day_segments,
+    read_lines,
+    select_checked,
+    with_event,
+    with_reason,
+)
+from jobs.spark import is_native_delta_available
 from nameserver.config import Config
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.ingest import (
@@ -237,19 +258,31 @@ def agg_ingest_files(listing_df: DataFrame, checked_df: DataFrame, status_df: Da
     """One ``ingest_files`` row per listed file (an empty file too), counts from both stages.
 
     ``listing_df``: the listing (``date``, ``ns``, ``file``, ``bytes``, ``compressed``,
-    ``open_segment``). A conflict moves a line from accepted to quarantined, so the sum holds.
+    ``open_segment``); ``checked_df``: a row per line read with its ``reason``; ``status_df``:
+    :func:`with_seq_status` rows. A conflict moves a line from accepted to quarantined, so the
+    sum holds.
     """
     read_df = checked_df.groupBy("file").agg(
-        F.count(F.lit(1)).alias("lines_read"), F.count("reason").alias("_failed")
+        F.count(F.lit(1)).alias("lines_read"), F.count("reason").alias("failed")
     )
+    return join_ingest_files(listing_df, read_df, agg_seq_counts(status_df))
+
+
+def agg_seq_counts(status_df: DataFrame) -> DataFrame:
+    """Per file: ``accepted``, ``duplicates``, ``conflicts``, ``first_seq``, ``last_seq``."""
     accepted = F.col("status") != STATUS_CONFLICT
-    seq_df = status_df.groupBy("file").agg(
+    return status_df.groupBy("file").agg(
         F.count(F.when(accepted, 1)).alias("accepted"),
         F.count(F.when(F.col("status") == STATUS_DUPLICATE, 1)).alias("duplicates"),
-        F.count(F.when(~accepted, 1)).alias("_conflicts"),
+        F.count(F.when(~accepted, 1)).alias("conflicts"),
         F.min(F.when(accepted, F.col("seq"))).alias("first_seq"),
         F.max(F.when(accepted, F.col("seq"))).alias("last_seq"),
     )
+
+
+def join_ingest_files(listing_df: DataFrame, read_df: DataFrame, seq_df: DataFrame) -> DataFrame:
+    """``ingest_files`` rows from the listing, the read counts (``file``, ``lines_read``,
+    ``failed``) and the sequencing counts (:func:`agg_seq_counts`' columns)."""
     zero = F.lit(0).cast(T.LongType())
     return (
         listing_df.join(read_df, "file", "left")
@@ -261,12 +294,12 @@ def agg_ingest_files(listing_df: DataFrame, checked_df: DataFrame, status_df: Da
             "bytes",
             "compressed",
             "open_segment",
-            F.coalesce("lines_read", zero).alias("lines_read"),
-            F.coalesce("accepted", zero).alias("accepted"),
-            (F.coalesce("_failed", zero) + F.coalesce("_conflicts", zero)).alias("quarantined"),
-            F.coalesce("duplicates", zero).alias("duplicates"),
-            "first_seq",
-            "last_seq",
+            F.coalesce(F.col("lines_read").cast(T.LongType()), zero).alias("lines_read"),
+            F.coalesce(F.col("accepted").cast(T.LongType()), zero).alias("accepted"),
+            (F.coalesce(F.col("failed").cast(T.LongType()), zero) + F.coalesce(F.col("conflicts").cast(T.LongType()), zero)).alias("quarantined"),
+            F.coalesce(F.col("duplicates").cast(T.LongType()), zero).alias("duplicates"),
+            F.col("first_seq").cast(T.LongType()).alias("first_seq"),
+            F.col("last_seq").cast(T.LongType()).alias("last_seq"),
         )
     )
 
@@ -411,43 +444,87 @@ def run_ingest(
     listing_df = spark.createDataFrame(
         [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files], _LISTING_SCHEMA
     )
+    events_path = lake.table_path(lake_dir, lake.EVENTS)
+    file_struct = data_file_schema(events_path, EVENTS_TABLE_SCHEMA, EVENTS_PARTITION_BY)
+    plan = build_plan(
+        local_table_path(events_path), EVENTS_PARTITION_BY, to_arrow_schema(file_struct),
+        # delta-spark commits only the files it wrote itself: every line takes the JVM path
+        write_events=not is_native_delta_available(spark),
+    )
     cached: list[DataFrame] = []
+    staged: list[dict] = []  # data files written by the scan, not committed yet
+    committed = False
 
     def cache(df: DataFrame) -> DataFrame:
         cached.append(df.persist(StorageLevel.MEMORY_AND_DISK))
         return cached[-1]
 
     try:
-        # Each file is read and parsed once; every table below is cut from these two.
-        checked_df = cache(
-            read_lines(spark, files).transform(with_event).transform(with_reason).transform(select_checked)
+        # Each file is read once: its good lines are parsed and written by the fast path, the
+        # rest are judged in the JVM (jobs.ingest_fast). Every table below is cut from these.
+        scanned_df = cache(scan_lines(spark, files, plan))
+        with _timed("read, check and write events"):
+            summaries = [
+                (r["ns"], r["file"], json.loads(r["summary"]))
+                for r in scanned_df.where("line = 0").select("ns", "file", "summary").collect()
+            ]
+        staged = [summary["data_file"] for _, _, summary in summaries if summary["data_file"]]
+        slow_df = cache(
+            scanned_df.where("line > 0")
+            .select("date", "ns", "file", "line", "text", "read_problem")
+            .transform(with_event)
+            .transform(with_reason)
+            .transform(select_checked)
         )
-        status_df = cache(checked_df.transform(select_keys).transform(with_seq_status))
-        with _timed("read, check and sequence"):
+        read_df = _summaries_df(spark, summaries).select("file", "lines_read").join(
+            slow_df.groupBy("file").agg(F.count("reason").alias("failed")), "file", "left"
+        )
+        with _timed("sequence"):
+            in_order = slow_df.where(F.col("reason").isNull()).isEmpty() and _in_seq_order(summaries)
+            status_df = dropped_df = None
+            if in_order:
+                # Every event was accepted by the fast path and each server's files hold disjoint,
+                # rising seq ranges: nothing repeats, and the consecutive pairs are known already.
+                pairs_status_df = spark.createDataFrame(_pair_rows(summaries), _STATUS_SCHEMA)
+                seq_df = _summaries_df(spark, summaries).select(
+                    "file", "accepted", "duplicates", "conflicts", "first_seq", "last_seq"
+                )
+            else:
+                status_df, dropped_df, staged = _sequence(spark, files, plan, staged, slow_df, cache)
+                pairs_status_df = status_df
+                seq_df = agg_seq_counts(status_df)
+        quarantine_df = select_quarantine(slow_df)
+        if status_df is not None:
             conflicts_df = status_df.where(F.col("status") == STATUS_CONFLICT)
             conflict_files = {r["file"] for r in conflicts_df.select("file").distinct().collect()}
-        quarantine_df = select_quarantine(checked_df)
-        if conflict_files:
-            # Accepted lines keep no raw text; the few files with conflicts are read again for it.
-            lines_df = read_lines(spark, [f for f in files if f.file in conflict_files])
-            quarantine_df = quarantine_df.unionByName(select_conflicts(status_df, lines_df))
+            if conflict_files:
+                # Accepted lines keep no raw text; the few files with conflicts are read again.
+                lines_text_df = read_lines(spark, [f for f in files if f.file in conflict_files])
+                quarantine_df = quarantine_df.unionByName(select_conflicts(status_df, lines_text_df))
         # The small tables are written by one task each: a write task costs a Python worker.
         quarantine_df = cache(quarantine_df.coalesce(1))
-        pairs_df = select_kept_pairs(status_df, _previous_day_last_events(spark, lake_dir, day))
-        findings_df = cache(
+        pairs_df = select_kept_pairs(pairs_status_df, _previous_day_last_events(spark, lake_dir, day))
+        findings_df = (
             select_seq_gap_findings(pairs_df)
             .unionByName(select_clock_step_back_findings(pairs_df))
             .unionByName(agg_quarantined_lines_findings(quarantine_df))
-            .unionByName(agg_duplicate_events_findings(status_df))
-            .coalesce(1)
         )
-        ingest_files_df = cache(agg_ingest_files(listing_df, checked_df, status_df).coalesce(1))
+        if status_df is not None:
+            findings_df = findings_df.unionByName(agg_duplicate_events_findings(status_df))
+        findings_df = cache(findings_df.coalesce(1))
+        ingest_files_df = cache(join_ingest_files(listing_df, read_df, seq_df).coalesce(1))
 
         where = {"date": day}
         with _timed("events"):
-            write_table(select_events(checked_df, agg_dropped_line_ranges(status_df)),
-                        lake.table_path(lake_dir, lake.EVENTS), mode="overwrite",
-                        partition_by=list(EVENTS_PARTITION_BY), replace_where=where, schema=EVENTS_TABLE_SCHEMA)
+            # the JVM-judged events, committed with the fast path's files as one transaction
+            no_drops_df = spark.createDataFrame([], "file string, first_line long, last_line long")
+            slow_events_df = select_events(slow_df, dropped_df if dropped_df is not None else no_drops_df)
+            if plan.write_events:
+                slow_events_df = slow_events_df.coalesce(1)  # the few lines the fast path left
+            write_table(slow_events_df, events_path, mode="overwrite",
+                        partition_by=list(EVENTS_PARTITION_BY), replace_where=where, schema=EVENTS_TABLE_SCHEMA,
+                        extra_files=staged)
+            committed = True
         with _timed("quarantine"):
             write_table(quarantine_df, lake.table_path(lake_dir, lake.QUARANTINE), mode="overwrite",
                         partition_by=list(QUARANTINE_PARTITION_BY), replace_where=where, schema=QUARANTINE_SCHEMA)
@@ -458,6 +535,10 @@ def run_ingest(
         with _timed("findings"):
             write_findings(findings_df, lake_dir, day, CATEGORY)
         result = _result(day, ingest_files_df, findings_df)
+    except BaseException:
+        if not committed:
+            delete_data_files(plan, staged)
+        raise
     finally:
         for df in cached:
             df.unpersist()
@@ -467,6 +548,145 @@ def run_ingest(
         result.events_written, result.findings or "none",
     )
     return result
+
+
+_STATUS_SCHEMA = T.StructType(
+    [
+        T.StructField("ns", T.StringType()),
+        T.StructField("seq", T.LongType()),
+        T.StructField("ts_ms", T.LongType()),
+        T.StructField("file", T.StringType()),
+        T.StructField("line", T.LongType()),
+        T.StructField("status", T.StringType()),
+        T.StructField("kept_file", T.StringType()),
+        T.StructField("kept_line", T.LongType()),
+        T.StructField("prev_seq", T.LongType()),
+        T.StructField("prev_ts_ms", T.LongType()),
+        T.StructField("prev_file", T.StringType()),
+    ]
+)
+
+
+def _summaries_df(spark: SparkSession, summaries: list[tuple[str, str, dict]]) -> DataFrame:
+    """Per scanned file: ``lines_read`` and, for its fast lines, the sequencing counts."""
+    rows = [
+        (file, s["lines"], s["fast"], 0, 0, s["first"][0] if s["first"] else None, s["last"][0] if s["last"] else None)
+        for _, file, s in summaries
+    ]
+    return spark.createDataFrame(
+        rows, "file string, lines_read long, accepted long, duplicates long, conflicts long, first_seq long, last_seq long"
+    )
+
+
+def _in_seq_order(summaries: list[tuple[str, str, dict]]) -> bool:
+    """Whether every file's fast lines rise in seq and a server's files hold disjoint seq ranges."""
+    by_ns: dict[str, list[dict]] = {}
+    for ns, _, s in summaries:
+        if s["first"] is None:
+            continue
+        if not s["increasing"]:
+            return False
+        by_ns.setdefault(ns, []).append(s)
+    for ranges in by_ns.values():
+        ranges.sort(key=lambda s: s["first"][0])
+        if any(b["first"][0] <= a["last"][0] for a, b in itertools.pairwise(ranges)):
+            return False
+    return True
+
+
+def _pair_rows(summaries: list[tuple[str, str, dict]]) -> list[tuple]:
+    """:func:`with_seq_status`-shaped rows for files in seq order: each server's first event (no
+    predecessor) and every consecutive pair that can be a finding (within a file, its steps;
+    across files, each boundary)."""
+    by_ns: dict[str, list[tuple[str, dict]]] = {}
+    for ns, file, s in summaries:
+        if s["first"] is not None:
+            by_ns.setdefault(ns, []).append((file, s))
+    rows = []
+    for ns, files in by_ns.items():
+        files.sort(key=lambda fs: fs[1]["first"][0])
+        first_file, first = files[0]
+        rows.append((ns, *first["first"][:2], first_file, first["first"][2], STATUS_KEEP, None, None, None, None, None))
+        previous = None
+        for file, s in files:
+            if previous is not None:
+                prev_file, prev = previous
+                seq, ts, line = s["first"]
+                rows.append((ns, seq, ts, file, line, STATUS_KEEP, None, None, prev["last"][0], prev["last"][1], prev_file))
+            for prev_seq, prev_ts, seq, ts, line in s["steps"]:
+                rows.append((ns, seq, ts, file, line, STATUS_KEEP, None, None, prev_seq, prev_ts, file))
+            previous = (file, s)
+    return rows
+
+
+def _sequence(spark, files, plan, staged, slow_df, cache):
+    """The general sequencing (:func:`with_seq_status` over every accepted line).
+
+    Returns ``(status_df, dropped_df, staged)``: the statuses, the dropped line ranges and the
+    data files, rewritten without the dropped lines.
+    """
+    keys_df = _fast_keys(spark, plan, staged).unionByName(select_keys(slow_df))
+    status_df = cache(keys_df.transform(with_seq_status))
+    if status_df.where(F.col("status") != STATUS_KEEP).isEmpty():
+        return status_df, None, staged
+    # A seq seen twice: the fast lines among its copies need the JVM's event hash to tell a
+    # duplicate from a conflict. Rare (a copied segment), so those files are read again.
+    keys_df = _with_fast_event_hashes(spark, files, keys_df, status_df)
+    status_df = cache(keys_df.transform(with_seq_status))
+    dropped_df = cache(agg_dropped_line_ranges(status_df))
+    return status_df, dropped_df, _rewrite_staged(spark, plan, staged, dropped_df)
+
+
+def _fast_keys(spark: SparkSession, plan, staged: list[dict]) -> DataFrame:
+    """The sequencing keys of the fast path's events, read back from its data files."""
+    columns = ("ns", "seq", "ts_ms", "file", "line")
+    schema = T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns])
+    if not staged:
+        df = spark.createDataFrame([], schema)
+    else:
+        root = f"file://{plan.table_path}"
+        paths = [f"{root}/{info['path']}" for info in staged]
+        df = spark.read.schema(EVENTS_TABLE_SCHEMA).option("basePath", root).parquet(*paths).select(*columns)
+    return df.withColumn("event_hash", F.lit(None).cast(T.LongType()))
+
+
+def _with_fast_event_hashes(
+    spark: SparkSession, files: list[SegmentFile], keys_df: DataFrame, status_df: DataFrame
+) -> DataFrame:
+    """``keys_df`` with the event hash of every fast line whose seq repeats (read again and hashed
+    in the JVM, as ``select_checked`` hashes the others)."""
+    repeated_df = status_df.where(F.col("status") != STATUS_KEEP).select("ns", "seq").distinct()
+    involved_df = (
+        keys_df.where(F.col("event_hash").isNull()).join(F.broadcast(repeated_df), ["ns", "seq"]).select("file", "line")
+    )
+    involved_files = {r["file"] for r in involved_df.select("file").distinct().collect()}
+    if not involved_files:
+        return keys_df
+    hashes_df = (
+        read_lines(spark, [f for f in files if f.file in involved_files])
+        .join(involved_df, ["file", "line"])
+        .transform(with_event)
+        .select("file", "line", F.xxhash64("event").alias("_hash"))
+    )
+    return keys_df.join(F.broadcast(hashes_df), ["file", "line"], "left").select(
+        "ns", "seq", "ts_ms", "file", "line", F.coalesce("event_hash", "_hash").alias("event_hash")
+    )
+
+
+def _rewrite_staged(spark: SparkSession, plan, staged: list[dict], dropped_df: DataFrame) -> list[dict]:
+    """The written data files, those of files with dropped lines rewritten without them."""
+    if not staged:
+        return staged
+    ranges_df = dropped_df.groupBy("file").agg(
+        F.to_json(F.collect_list(F.struct("first_line", "last_line"))).alias("ranges")
+    )
+    staged_df = spark.createDataFrame(
+        [(info["source_file"], json.dumps(info)) for info in staged], "source_file string, data_file string"
+    )
+    to_rewrite_df = staged_df.join(ranges_df.withColumnRenamed("file", "source_file"), "source_file")
+    rewritten = {r["source_file"]: r["data_file"] for r in rewrite_without_lines(spark, to_rewrite_df, plan).collect()}
+    kept = [info for info in staged if info["source_file"] not in rewritten]
+    return kept + [json.loads(text) for text in rewritten.values() if text is not None]
 
 
 @contextmanager

@@ -102,6 +102,8 @@ _CORRUPT = "_corrupt"
 _WRAPPED_EVENT = T.StructType([T.StructField("e", EVENT_SCHEMA), T.StructField(_CORRUPT, T.StringType())])
 _KEY_TEXTS = T.MapType(T.StringType(), T.StringType())
 _SCALAR_CHECKED = (T.IntegerType, T.LongType, T.BooleanType)
+# Epoch milliseconds whose microseconds fit in a Spark (and Parquet) timestamp.
+MAX_TIMESTAMP_MILLIS = (2**63 - 1) // 1000
 
 
 class IngestInputError(UserError):
@@ -347,6 +349,13 @@ def with_reason(parsed_df: DataFrame) -> DataFrame:
         *[F.when(event[k].isNull(), F.lit(f"{MISSING_KEY}: {k}")) for k in ("v", "ns", "seq", "ts", "type")],
         F.when(~event["type"].isin(*EVENT_TYPES), F.concat(F.lit(f"{UNKNOWN_TYPE}: "), event["type"])),
         F.when(event["seq"] < 1, F.concat(F.lit(f"{OUT_OF_RANGE}: seq "), event["seq"].cast("string"), F.lit(" < 1"))),
+        # the lake keeps these as microsecond timestamps; a value that overflows them is refused
+        # here rather than failing the whole day's ingest
+        *[
+            F.when(~event[k].between(-MAX_TIMESTAMP_MILLIS, MAX_TIMESTAMP_MILLIS),
+                   F.concat(F.lit(f"{OUT_OF_RANGE}: {k} "), event[k].cast("string")))
+            for k in ("ts", "last_update_ts")
+        ],
         F.when(event["ns"] != F.col("ns"),
                F.concat(F.lit(f"{NS_MISMATCH}: "), event["ns"], F.lit(" in a file of "), F.col("ns"))),
         _type_rule_reason(F.col("text"), event),

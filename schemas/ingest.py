@@ -45,7 +45,7 @@ WRONG_TYPE = "wrong_type"  # a key's value has the wrong JSON type (detail: the 
 MISSING_KEY = "missing_key"  # a required key is absent or null (detail: the key, and the type needing it)
 BAD_VERSION = "bad_version"  # v is not 1
 UNKNOWN_TYPE = "unknown_type"  # type is not a v1 event type
-OUT_OF_RANGE = "out_of_range"  # seq below 1
+OUT_OF_RANGE = "out_of_range"  # seq below 1, or a time (ts, last_update_ts) no timestamp can hold
 NS_MISMATCH = "ns_mismatch"  # ns differs from the name-server folder the file is in
 DUPLICATE_SEQ_CONFLICT = "duplicate_seq_conflict"  # same (ns, seq) as an earlier line, other content
 

@@ -27,11 +27,20 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from jobs.delta.files import TASK_BUFFER_BYTES, DataFile, check_not_null, split_by_partition
+from jobs.delta.files import (
+    TASK_BUFFER_BYTES,
+    DataFile,
+    check_not_null,
+    split_by_partition,
+)
 
 FORMAT_NAME = "nsaudit_delta"
 
@@ -81,6 +90,9 @@ class WritePlan:
         replace_where: partition column -> encoded partition value (``None`` for null) whose
             partitions an overwrite replaces; empty for a whole-table overwrite.
         schema_json: the declared table schema, Spark/Delta JSON (the two formats are the same).
+        extra_files: data files already written into the table folder by someone else (dicts as
+            :meth:`jobs.delta.files.DataFile.close` returns them), committed in the same
+            transaction as the write's own files and deleted if the write fails.
     """
 
     path: str
@@ -88,6 +100,7 @@ class WritePlan:
     partition_by: tuple[str, ...]
     replace_where: dict[str, str | None]
     schema_json: str
+    extra_files: tuple[dict, ...] = ()
 
     def to_option(self) -> str:
         """Serialize for ``DataFrameWriter.option``."""
@@ -98,6 +111,7 @@ class WritePlan:
                 "partition_by": list(self.partition_by),
                 "replace_where": self.replace_where,
                 "schema_json": self.schema_json,
+                "extra_files": list(self.extra_files),
             }
         )
 
@@ -105,7 +119,10 @@ class WritePlan:
     def from_option(cls, text: str) -> WritePlan:
         """Inverse of :meth:`to_option`."""
         raw = json.loads(text)
-        return cls(raw["path"], raw["mode"], tuple(raw["partition_by"]), raw["replace_where"], raw["schema_json"])
+        return cls(
+            raw["path"], raw["mode"], tuple(raw["partition_by"]), raw["replace_where"], raw["schema_json"],
+            tuple(raw.get("extra_files", ())),
+        )
 
 
 class DeltaWriteSource(DataSource):
@@ -162,7 +179,11 @@ class DeltaBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's files as one Delta transaction (runs on the driver's host)."""
         from deltalake import DeltaTable, Schema
-        from deltalake.transaction import AddAction, CommitProperties, create_table_with_add_actions
+        from deltalake.transaction import (
+            AddAction,
+            CommitProperties,
+            create_table_with_add_actions,
+        )
 
         plan = self.plan
         adds = [
@@ -174,9 +195,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
                 data_change=True,
                 stats=f["stats"],
             )
-            for m in messages
-            if m is not None
-            for f in m.files  # type: ignore[attr-defined]
+            for f in _written_files(messages, plan)
         ]
         schema = Schema.from_json(plan.schema_json)
         props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)})
@@ -204,12 +223,17 @@ class DeltaBatchWriter(DataSourceArrowWriter):
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files of the tasks that had finished; the table log is untouched."""
         fs = pafs.LocalFileSystem()
-        for m in messages:
-            for f in getattr(m, "files", None) or []:
-                try:
-                    fs.delete_file(f"{self.plan.path}/{f['path']}")
-                except FileNotFoundError:
-                    pass
+        for f in _written_files(messages, self.plan):
+            try:
+                fs.delete_file(f"{self.plan.path}/{f['path']}")
+            except FileNotFoundError:
+                pass
+
+
+def _written_files(messages: list[WriterCommitMessage | None], plan: WritePlan) -> list[dict]:
+    """The files of the tasks that returned a message, then the plan's extra files."""
+    tasks = [f for m in messages if m is not None for f in getattr(m, "files", None) or []]
+    return tasks + list(plan.extra_files)
 
 
 def _commit_note(plan: WritePlan) -> str:
