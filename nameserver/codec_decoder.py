@@ -28,6 +28,9 @@ _I32 = struct.Struct(">i")
 _RMQ_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remarkLength (§5)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _LANGUAGES = {int(lang): lang for lang in LanguageCode}
+# By value, so the decoder does not call the enum for every frame (both values are valid).
+_SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
+_STR_ONLY = frozenset((str,))
 
 
 class MalformedFrame(Exception):
@@ -78,7 +81,7 @@ def _scalar_text(value: Any) -> str:
     return value if type(value) is str else orjson.dumps(value).decode()
 
 
-def _decode_json_header(raw: bytes, decoded: dict[str, Any]) -> tuple:
+def _decode_json_header(raw: bytes | bytearray, decoded: dict[str, Any]) -> tuple:
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -89,20 +92,29 @@ def _decode_json_header(raw: bytes, decoded: dict[str, Any]) -> tuple:
             raise MalformedFrame(REASON_JSON_HEADER_INVALID, decoded, str(exc)) from None
     if type(obj) is not dict:
         raise MalformedFrame(REASON_JSON_HEADER_NOT_OBJECT, decoded, type(obj).__name__)
-    code = _json_int(obj, "code", decoded)
-    flag = _json_int(obj, "flag", decoded)
-    opaque = _json_int(obj, "opaque", decoded)
-    version = _json_int(obj, "version", decoded)
-    language = obj.get("language")
+    get = obj.get
+    code, flag, opaque, version = get("code"), get("flag"), get("opaque"), get("version")
+    # Every header of ours and of Java clients carries the four as int32s: check them in one go;
+    # anything else (absent, not an int, out of range) takes the field-by-field path of §4.
+    if (type(code) is int and type(flag) is int and type(opaque) is int and type(version) is int
+            and _INT32_MIN <= code <= _INT32_MAX and _INT32_MIN <= flag <= _INT32_MAX
+            and _INT32_MIN <= opaque <= _INT32_MAX and _INT32_MIN <= version <= _INT32_MAX):
+        decoded.update(code=code, flag=flag, opaque=opaque, version=version)
+    else:
+        code = _json_int(obj, "code", decoded)
+        flag = _json_int(obj, "flag", decoded)
+        opaque = _json_int(obj, "opaque", decoded)
+        version = _json_int(obj, "version", decoded)
+    language = get("language")
     language = LANGUAGE_BY_NAME.get(language, UNKNOWN_LANGUAGE) if type(language) is str else UNKNOWN_LANGUAGE
-    remark = obj.get("remark")
+    remark = get("remark")
     if remark is not None and type(remark) is not str:
         remark = _scalar_text(remark)  # fastjson reads any value into a String field as its text
-    ext = obj.get("extFields")
+    ext = get("extFields")
     if ext is not None:
         if type(ext) is not dict:
             raise MalformedFrame(REASON_JSON_HEADER_FIELD, decoded, "extFields is not an object")
-        if not all(type(v) is str for v in ext.values()):
+        if not _STR_ONLY.issuperset(map(type, ext.values())):  # one C pass over the values
             if any(isinstance(v, (dict, list)) for v in ext.values()):
                 raise MalformedFrame(REASON_JSON_HEADER_FIELD, decoded, "nested value in extFields")
             # §4: scalars become their JSON text; a null value is an absent field.
@@ -248,7 +260,7 @@ class FrameDecoder:
         frame_end = pos + 4 + length
         try:
             if serialize_type == SerializeType.JSON:
-                fields = _decode_json_header(bytes(buf[header_start:header_end]), decoded)
+                fields = _decode_json_header(buf[header_start:header_end], decoded)  # orjson reads a bytearray
             else:
                 fields = _decode_rocketmq_header(buf, header_start, header_end, decoded)
         except MalformedFrame as exc:
@@ -259,7 +271,7 @@ class FrameDecoder:
             self._pos = 0
         else:
             self._pos = frame_end
-        return RemotingCommand(*fields, body=body, serialize_type=SerializeType(serialize_type))
+        return RemotingCommand(*fields, body=body, serialize_type=_SERIALIZE_TYPES[serialize_type])
 
 
 def decode_frame(frame: bytes) -> RemotingCommand:

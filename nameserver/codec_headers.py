@@ -62,8 +62,11 @@ _HEX_FLOAT = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F
 
 
 def _parse_integer(text: str, low: int, high: int, kind: str) -> int:
-    if not isinstance(text, str) or _INTEGER.fullmatch(text) is None:
-        raise ValueError(f"not an {kind}: {text!r}")
+    # Plain ASCII digits (every value Java writes for a non-negative number) skip the regex:
+    # for ASCII text, ``isdigit`` is exactly [0-9].
+    if not (type(text) is str and text.isascii() and text.isdigit()):
+        if not isinstance(text, str) or _INTEGER.fullmatch(text) is None:
+            raise ValueError(f"not an {kind}: {text!r}")
     value = int(text)
     if not low <= value <= high:
         raise ValueError(f"{kind} out of range: {text!r}")
@@ -153,24 +156,43 @@ def decode_custom_header(
         BadHeader: a required field is missing (remark ``the custom field <name> is null``) or
             unparsable (remark names the field and the text). Fields are checked in order.
     """
-    ext = ext_fields or {}
+    get = (ext_fields or _NO_EXT).get
     values: dict[str, Any] = {}
-    for field in fields:
-        text = ext.get(field.name)
+    for name, parse, required, default, kind in _plan(fields):
+        text = get(name)
         if text is None:
-            if field.required:
-                raise BadHeader(field.name, f"the custom field {field.name} is null")
-            values[field.name] = field.default
-            continue
-        try:
-            values[field.name] = _PARSERS[field.kind](text)
-        except ValueError:
-            if field.required:
-                raise BadHeader(
-                    field.name, f"the custom field {field.name} is not a valid {field.kind}: {text}"
-                ) from None
-            values[field.name] = field.default
+            if required:
+                raise BadHeader(name, f"the custom field {name} is null")
+            values[name] = default
+        elif parse is None:
+            values[name] = text  # a string field takes the text as it is
+        else:
+            try:
+                values[name] = parse(text)
+            except ValueError:
+                if required:
+                    raise BadHeader(name, f"the custom field {name} is not a valid {kind}: {text}") from None
+                values[name] = default
     return values
+
+
+_NO_EXT: Mapping[str, str] = {}
+# Each header's fields as plain tuples, made once per header (request headers are constants).
+# Keyed by id(); the entry holds the header itself, so an id cannot be reused while cached.
+_PLANS: dict[int, tuple[Sequence[HeaderField], tuple[tuple, ...]]] = {}
+
+
+def _plan(fields: Sequence[HeaderField]) -> tuple[tuple, ...]:
+    entry = _PLANS.get(id(fields))
+    if entry is not None and entry[0] is fields:
+        return entry[1]
+    plan = tuple((f.name, None if f.kind == STRING else _PARSERS[f.kind], f.required, f.default, f.kind)
+                 for f in fields)
+    if isinstance(fields, tuple):  # immutable: safe to remember
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        _PLANS[id(fields)] = (fields, plan)
+    return plan
 
 
 def _required(*names: str) -> tuple[HeaderField, ...]:

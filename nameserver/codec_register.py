@@ -18,6 +18,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -75,6 +76,9 @@ MAX_INFLATED_BYTES = 256 * 1024 * 1024
 _I32 = struct.Struct(">i")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _FILTER_TYPES = (SINGLE_TAG, MULTI_TAG)
+# A TopicConfig's JSON fields, read in one call (KeyError when one is absent).
+_G7_FIELDS = itemgetter("topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order",
+                        "topicFilterType")
 
 
 def body_crc32(body: bytes | None) -> int:
@@ -120,6 +124,11 @@ def _json_bool(value: Any, name: str) -> bool:
 
 
 def _data_version_from_obj(obj: Any, now: int) -> DataVersion:
+    if type(obj) is dict:  # a broker's own: both fields, plain longs
+        timestamp, counter = obj.get("timestamp"), obj.get("counter")
+        if (type(timestamp) is int and type(counter) is int
+                and INT64_MIN <= timestamp <= INT64_MAX and INT64_MIN <= counter <= INT64_MAX):
+            return DataVersion(timestamp, counter)
     if not isinstance(obj, Mapping):
         raise BadBody("Failed to decode DataVersion: not an object")
     return DataVersion(
@@ -160,6 +169,23 @@ def _load(body: bytes | str, what: str) -> Any:
 
 
 def _topic_from_json(key: str, obj: Any) -> TopicConfig:
+    # What every broker writes (G7): all seven fields, each of its JSON type, ints in range. That
+    # needs none of the defaults or coercions below, so it is checked in one expression.
+    if type(obj) is dict:
+        try:
+            name, read, write, perm, flag, order, filter_type = _G7_FIELDS(obj)
+        except KeyError:
+            return _topic_from_json_lenient(key, obj)
+        if (type(name) is str and type(read) is int and type(write) is int and type(perm) is int
+                and type(flag) is int and (order is True or order is False) and filter_type in _FILTER_TYPES
+                and INT32_MIN <= read <= INT32_MAX and INT32_MIN <= write <= INT32_MAX
+                and INT32_MIN <= perm <= INT32_MAX and INT32_MIN <= flag <= INT32_MAX):
+            return TopicConfig(name, read, write, perm, flag, order, filter_type)
+    return _topic_from_json_lenient(key, obj)
+
+
+def _topic_from_json_lenient(key: str, obj: Any) -> TopicConfig:
+    """Absent fields take RocketMQ's defaults, numeric strings coerce (SEM §1.3); else BadBody."""
     if not isinstance(obj, Mapping):
         raise BadBody(f"Failed to decode RegisterBrokerBody: topic {key!r} is not an object")
     name = obj.get("topicName")
@@ -182,19 +208,19 @@ def _topic_from_json(key: str, obj: Any) -> TopicConfig:
 
 
 def _sorted_topics(topics: dict[str, TopicConfig]) -> tuple[TopicConfig, ...]:
-    return tuple(topics[name] for name in sorted(topics))  # SEM A3: emit in order
+    return tuple(map(topics.__getitem__, sorted(topics)))  # SEM A3: emit in order
 
 
 def _decode_wrapper(obj: Any, now: int) -> tuple[DataVersion, tuple[TopicConfig, ...]]:
     """TopicConfigSerializeWrapper JSON; absent parts take Java's constructor defaults."""
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise BadBody("Failed to decode RegisterBrokerBody: topicConfigSerializeWrapper is not an object")
     dv_obj = obj.get("dataVersion")
     data_version = DataVersion(now, 0) if dv_obj is None else _data_version_from_obj(dv_obj, now)
     table = obj.get("topicConfigTable")
     if table is None:
         return data_version, ()
-    if not isinstance(table, Mapping):
+    if type(table) is not dict and not isinstance(table, Mapping):
         raise BadBody("Failed to decode RegisterBrokerBody: topicConfigTable is not an object")
     topics: dict[str, TopicConfig] = {}
     for key, value in table.items():
@@ -331,7 +357,7 @@ def decode_register_body(
     if compressed:
         return _decode_compressed(_inflate(body, max_inflated), now)
     obj = _load(body, "RegisterBrokerBody")
-    if not isinstance(obj, Mapping):
+    if type(obj) is not dict and not isinstance(obj, Mapping):
         raise BadBody("Failed to decode RegisterBrokerBody: not an object")
     wrapper = obj.get("topicConfigSerializeWrapper")
     if wrapper is None:  # Java's field initializer: an empty wrapper stamped now

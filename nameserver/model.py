@@ -7,7 +7,8 @@ Plain frozen data: no clocks, no I/O. ``TopicConfig`` is what a broker sends per
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Iterable
 
 import orjson
@@ -61,7 +62,7 @@ class DataVersion:
 ZERO_DATA_VERSION = DataVersion(0, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TopicConfig:
     """One topic as a broker registers it; defaults are RocketMQ's for absent fields (§1.3)."""
 
@@ -72,6 +73,27 @@ class TopicConfig:
     topic_sys_flag: int = 0
     order: bool = False
     topic_filter_type: str = SINGLE_TAG
+
+    def __init__(
+        self,
+        topic: str,
+        read_queue_nums: int = 16,
+        write_queue_nums: int = 16,
+        perm: int = DEFAULT_PERM,
+        topic_sys_flag: int = 0,
+        order: bool = False,
+        topic_filter_type: str = SINGLE_TAG,
+    ) -> None:
+        # The dataclass's own __init__ for a frozen class sets each field through
+        # object.__setattr__ (1.8 us for these seven); the slots' descriptors take a quarter of
+        # that. A decoded REGISTER_BROKER body holds one per topic (2,000 for a large broker).
+        _set_topic(self, topic)
+        _set_read_queue_nums(self, read_queue_nums)
+        _set_write_queue_nums(self, write_queue_nums)
+        _set_perm(self, perm)
+        _set_topic_sys_flag(self, topic_sys_flag)
+        _set_order(self, order)
+        _set_topic_filter_type(self, topic_filter_type)
 
     def to_json_obj(self) -> dict:
         """The event-log topic object (event-log spec, "A topic object")."""
@@ -99,6 +121,10 @@ class TopicConfig:
         )
 
 
+(_set_topic, _set_read_queue_nums, _set_write_queue_nums, _set_perm, _set_topic_sys_flag, _set_order,
+ _set_topic_filter_type) = (TopicConfig.__dict__[f.name].__set__ for f in fields(TopicConfig))
+
+
 @dataclass(frozen=True, slots=True)
 class QueueData:
     """What the name server keeps per (topic, broker name)."""
@@ -112,7 +138,10 @@ class QueueData:
 
 def topics_to_json_list(topics: Iterable[TopicConfig]) -> list[dict]:
     """The canonical topic list: sorted by topic, event-log objects."""
-    return [t.to_json_obj() for t in sorted(topics, key=lambda t: t.topic)]
+    return [t.to_json_obj() for t in sorted(topics, key=_TOPIC_NAME)]
+
+
+_TOPIC_NAME = attrgetter("topic")
 
 
 def topics_digest(topics: Iterable[TopicConfig]) -> str:
