@@ -5,7 +5,6 @@ Pure: no clock (``now`` is an argument), no I/O. Used by the request processor.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 
 from nameserver.codec import RegisterBrokerBody, Version, check_body_crc32, decode_register_body
@@ -16,23 +15,30 @@ class RegisterBodyCache:
     """Decoded REGISTER_BROKER bodies by content, so a periodic re-registration is not re-parsed.
 
     Every broker re-sends its whole, usually unchanged, topic table every 30 s (semantics §4), and
-    decoding it dominates a registration's cost. Entries are keyed by a 128-bit BLAKE2b of the
-    body bytes plus the format switches that change its meaning (old format, compressed), and
-    hold the decoded body and its ``topics_digest``. The CRC and version checks are never cached.
-    A body whose DataVersion took the server clock (no ``timestamp`` sent) is never cached, since
-    decoding it again later would give another value. Bounded by the number of topics held.
+    decoding it dominates a registration's cost. Entries are keyed by the body bytes themselves
+    plus the format switches that change its meaning (old format, compressed), and hold the
+    decoded body and its ``topics_digest``. The key is the bytes, not a digest of them: Python's
+    own hash of a bytes object costs about a sixth of a BLAKE2b (measured: 0.1 against 1.8 us
+    for a 10-topic body, 70 against 420 us for 2,000 topics), and a hit compares the bytes, so
+    no collision can recall another body. The CRC and version checks are never cached. A body
+    whose DataVersion took the server clock (no ``timestamp`` sent) is never cached, since
+    decoding it again later would give another value. Bounded by the number of topics held and
+    by the bytes of the bodies held (a body padded with whitespace is large for its topics).
 
-    The default bound (50,000 topic configs, about 7 MiB) holds every body of a fleet of 1,000
-    brokers with 50 topics each; a fleet with much larger tables decodes most bodies afresh
-    rather than hold a second copy of every table in memory.
+    The default bound (50,000 topic configs: about 7 MiB decoded plus about 8 MiB of body bytes)
+    holds every body of a fleet of 1,000 brokers with 50 topics each; a fleet with much larger
+    tables decodes most bodies afresh rather than hold a second copy of every table in memory.
 
     Args:
         max_topics: topic configs held in total; a larger body is not cached at all.
+        max_bytes: body bytes held in total; a larger body is not cached at all.
     """
 
-    def __init__(self, max_topics: int = 50_000) -> None:
+    def __init__(self, max_topics: int = 50_000, max_bytes: int = 16 * 1024 * 1024) -> None:
         self.max_topics = max_topics
-        self._entries: OrderedDict[tuple, tuple[RegisterBrokerBody, str]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._bytes = 0
+        self._entries: OrderedDict[tuple[bool, bool, bytes], tuple[RegisterBrokerBody, str]] = OrderedDict()
         self._topics = 0
         self.hits = 0
         self.misses = 0
@@ -53,7 +59,8 @@ class RegisterBodyCache:
             return decoded, topics_digest(decoded.topics)
         check_body_crc32(body, body_crc32)  # every request, cached or not (§8.2)
         old_format = version < Version.V3_0_11
-        key = (old_format, compressed and not old_format, hashlib.blake2b(body, digest_size=16).digest())
+        raw = body if type(body) is bytes else bytes(body)
+        key = (old_format, compressed and not old_format, raw)
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
@@ -63,10 +70,12 @@ class RegisterBodyCache:
         decoded = decode_register_body(body, version=version, compressed=compressed, now=now)
         entry = (decoded, topics_digest(decoded.topics))  # the codec returns topics sorted by name
         size = len(decoded.topics) + 1
-        if decoded.data_version.timestamp != now and size <= self.max_topics:
+        if decoded.data_version.timestamp != now and size <= self.max_topics and len(raw) <= self.max_bytes:
             self._entries[key] = entry
             self._topics += size
-            while self._topics > self.max_topics:
-                _, (old, _) = self._entries.popitem(last=False)
+            self._bytes += len(raw)
+            while self._topics > self.max_topics or self._bytes > self.max_bytes:
+                (_, _, old_raw), (old, _) = self._entries.popitem(last=False)
                 self._topics -= len(old.topics) + 1
+                self._bytes -= len(old_raw)
         return entry

@@ -432,6 +432,22 @@ def test_register_body_cache_is_bounded():
     assert cache._topics <= 25 and len(cache._entries) == 8  # (2 topics + 1) per entry
 
 
+def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
+    from nameserver.bodycache import RegisterBodyCache
+
+    cache = RegisterBodyCache(max_topics=1000, max_bytes=10_000)
+    plain = register_broker_request("C1", M, "a", 0, "h", DataVersion(1, 0), [A]).body
+    for n in range(10):  # few topics, many bytes: whitespace the JSON allows
+        body = plain[:-1] + b" " * (3000 + n) + b"}"
+        cache.decode(body, version=407, compressed=False, body_crc32=0, now=0)
+    assert cache._bytes <= 10_000 and len(cache._entries) == 3
+    first, _ = cache.decode(plain, version=407, compressed=False, body_crc32=0, now=0)
+    assert cache.decode(bytes(plain), version=407, compressed=False, body_crc32=0, now=0)[0] is first
+    assert cache.decode(bytearray(plain), version=407, compressed=False, body_crc32=0, now=0)[0] is first
+    other = plain.replace(b'"counter":0', b'"counter":1')
+    assert cache.decode(other, version=407, compressed=False, body_crc32=0, now=0)[0] is not first
+
+
 @pytest.mark.parametrize("opaque", [0, 1, -1, 2**31 - 1, -(2**31), 123456])
 @pytest.mark.parametrize("body", [None, b"", b'{"x":1}'])
 def test_encode_response_shortcut_is_encode_frame(opaque, body):
