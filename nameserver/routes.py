@@ -129,7 +129,8 @@ class RouteInfoManager:
         queues = self.topic_queue_table.get(topic)
         if queues is None:
             queues = self.topic_queue_table[topic] = {}
-        if queues.get(queue_data.broker_name) != queue_data:
+        old = queues.get(queue_data.broker_name)
+        if old is not queue_data and old != queue_data:  # pooled values: usually the same object
             queues[queue_data.broker_name] = queue_data
             if self.journal is not None:
                 self.journal.append(("queue", topic, queue_data.broker_name, queue_data))
@@ -309,12 +310,14 @@ class RouteInfoManager:
         if broker_data is None:
             broker_data = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
             register_first = True
-        # 3. role switch: one address holds one id per group
+        # 3. role switch: one address holds one id per group (nothing to look for when the
+        # group holds just this id with this address, as on every periodic re-registration)
         addrs = broker_data.broker_addrs
-        for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
-            self._set_addr(broker_data, other_id, None)
-        # 4. put
         previous = addrs.get(broker_id)
+        if previous != broker_addr or len(addrs) > 1:
+            for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
+                self._set_addr(broker_data, other_id, None)
+        # 4. put
         if previous != broker_addr:
             self._set_addr(broker_data, broker_id, broker_addr)
         if previous is None:
@@ -322,7 +325,10 @@ class RouteInfoManager:
         # 5. topics, masters only, when the address's stored data version differs or first
         if broker_id == MASTER_ID:
             live = self.broker_live_table.get(broker_addr)
-            if live is None or live.data_version != data_version or register_first:
+            # ``is`` first: a re-sent body is decoded once (the body cache), so the stored
+            # version is then the very same object and the dataclass comparison is skipped
+            stored = live.data_version if live is not None else None
+            if live is None or (stored is not data_version and stored != data_version) or register_first:
                 pool = self._queue_data_pool
                 for topic in topics:
                     key = (broker_name, topic.read_queue_nums, topic.write_queue_nums, topic.perm, topic.topic_sys_flag)
