@@ -242,6 +242,35 @@ def test_pipelined_and_split_frames(tmp_path):
     arun(body())
 
 
+def test_interleaved_pieces_of_many_connections_and_frames_larger_than_one_read(tmp_path):
+    """The connections share one receive buffer (channel module): no bytes may cross over."""
+    async def body():
+        async with running(tmp_path) as ctl:
+            big = tuple(TopicConfig(f"BigTopic-{i:05d}-{'x' * 100}", 8, 8) for i in range(3000))
+            client = await RemotingClient.connect(ctl.host, ctl.port)
+            await register(client, topics=big)  # a CRC-checked body of 1 MB: several reads
+            assert len(ctl.routes.topic_queue_table) == 3000
+            conns = [await RawConn.open(ctl) for _ in range(8)]
+            frames = [b"".join(encode_frame(make_request(105, {"topic": big[c * 100 + i].topic}, opaque=c * 1000 + i))
+                               for i in range(20)) for c in range(8)]
+            for start in range(0, max(map(len, frames)), 37):  # 37-byte pieces, connection by connection
+                for conn, data in zip(conns, frames):
+                    if start < len(data):
+                        await conn.send(data[start:start + 37])
+                await asyncio.sleep(0)
+            for c, conn in enumerate(conns):
+                for i in range(20):
+                    decoder = FrameDecoder()
+                    decoder.feed(await conn.frame())
+                    answer = next(iter(decoder))
+                    assert (answer.code, answer.opaque) == (ResponseCode.SUCCESS, c * 1000 + i)
+                    assert b"broker-a" in answer.body
+                conn.close()
+            await client.close()
+
+    arun(body())
+
+
 # ---------------------------------------------------------------------- §9.1 malformed frames (D5)
 
 D5 = {
