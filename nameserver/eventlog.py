@@ -599,7 +599,9 @@ class AsyncGroupCommit:
     The first waiter of an idle committer opens a window of ``window_ms``; when it ends, one
     :meth:`EventLogWriter.sync` runs on ``executor`` and releases every waiter whose seq it
     covered. Waiters arriving during that fsync are served by the next one, which starts as soon
-    as the previous ends (the fsync's own duration is their window).
+    as the previous ends (the fsync's own duration is their window); so are waiters that come
+    back in the loop turn right after it for events appended during it, as the server's answer
+    queue does (it waits for one seq at a time).
 
     Args:
         writer: an open writer, appended to from the event loop's thread.
@@ -661,6 +663,12 @@ class AsyncGroupCommit:
                     else:
                         still.append((seq, future))
                 self._waiters = still
+                if not still and self._writer.last_seq > durable:
+                    # Events were appended during that fsync, and their waiters are often the ones
+                    # just released, coming back (the server's answer queue waits for one seq at
+                    # a time): one loop turn lets them register, and the fsync just done was
+                    # their window. Without it each such round would open a fresh window.
+                    await asyncio.sleep(0)
         finally:
             self._task = None
 

@@ -7,6 +7,7 @@ import errno
 import gzip
 import os
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -501,6 +502,36 @@ def test_async_group_commit_serves_waiters_arriving_during_an_fsync(tmp_path):
 
     done = asyncio.run(main())
     assert sorted(done) == list(range(1, 21)) and writer.durable_seq == 20
+    writer.close()
+
+
+def test_async_group_commit_a_waiter_back_for_events_appended_during_the_fsync_gets_no_new_window(tmp_path):
+    """The server's answer queue waits for one seq at a time: when it comes back for the events
+    appended while the last fsync ran, the next fsync starts at once, not after a fresh window."""
+    writer = EventLogWriter(tmp_path, NS, EventLogConfig(durability="group")).open()
+    real_sync = writer.sync
+    later: list[int] = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+
+        def slow_sync():
+            durable = real_sync()
+            if not later:  # an event appended on the loop while this fsync is still running
+                loop.call_soon_threadsafe(lambda: later.append(writer.append(stop(T0 + 1))))
+                time.sleep(0.1)
+            return durable
+
+        writer.sync = slow_sync
+        commit = AsyncGroupCommit(writer, window_ms=600)
+        await commit.wait_durable(writer.append(stop(T0)))
+        assert later and writer.durable_seq < later[0]
+        started = time.monotonic()
+        await commit.wait_durable(later[0])
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < 0.5  # a fresh window alone would take 0.6 s
+    assert writer.durable_seq == 2
     writer.close()
 
 
