@@ -14,7 +14,9 @@ Measures, in one run:
 
 Clients run in separate processes (asyncio, frames encoded once, answers counted by their length
 prefix). Besides throughput, each figure reports the server process's CPU time per answer, which
-does not depend on what else the machine runs. Every figure is the median of ``--runs`` runs.
+depends far less than throughput on what else the machine runs (not at all only on an idle
+machine: cache and scheduler contention still show). Every figure is the median of ``--runs``
+runs; the load average is printed at the start and at the end.
 This is a benchmark, not a test: it prints figures and asserts nothing.
 
 Usage:
@@ -49,16 +51,26 @@ LOOKUP_TOPICS = 500
 # ---------------------------------------------------------------------- servers
 
 
-class EchoProtocol(asyncio.Protocol):
+# Echo server and load clients read like the name server's channel: into one receive buffer
+# (asyncio.BufferedProtocol, recv_into). A plain Protocol gets a fresh bytes object from
+# recv(256 KiB) per read, which glibc maps and unmaps: 10-20 us per read, more than the echo
+# itself, which would make a poor ceiling.
+RECV_BUFFER = memoryview(bytearray(256 * 1024))  # one per process; each process runs one loop
+
+
+class EchoProtocol(asyncio.BufferedProtocol):
     """Echo whole frames (4-byte big-endian length prefix), nothing else."""
 
     def connection_made(self, transport):
         self.transport = transport
         self.buf = bytearray()
 
-    def data_received(self, data):
+    def get_buffer(self, sizehint):
+        return RECV_BUFFER
+
+    def buffer_updated(self, nbytes):
         buf = self.buf
-        buf += data
+        buf += RECV_BUFFER[:nbytes]
         pos, end = 0, len(buf)
         while end - pos >= 4:
             length = int.from_bytes(buf[pos:pos + 4], "big")
@@ -124,7 +136,7 @@ class EchoProcess:
 # ---------------------------------------------------------------------- load generator
 
 
-class LoadProtocol(asyncio.Protocol):
+class LoadProtocol(asyncio.BufferedProtocol):
     """Keeps ``depth`` requests in flight; counts answers; checks the first answer's code is 0."""
 
     def __init__(self, frames: list[bytes], depth: int, state: dict, check: bool) -> None:
@@ -145,9 +157,12 @@ class LoadProtocol(asyncio.Protocol):
         self.next += count
         self.transport.write(b"".join(out))  # one write for every answer of this read
 
-    def data_received(self, data):
+    def get_buffer(self, sizehint):
+        return RECV_BUFFER
+
+    def buffer_updated(self, nbytes):
         buf = self.buf
-        buf += data
+        buf += RECV_BUFFER[:nbytes]
         pos, end, done = 0, len(buf), 0
         while end - pos >= 4:
             length = int.from_bytes(buf[pos:pos + 4], "big")
@@ -267,9 +282,14 @@ def lookup_frames(conns: int) -> list[list[bytes]]:
 def register_frames(conns: int, n_topics: int, base: int, distinct: int = 1) -> list[list[bytes]]:
     """One broker per connection. ``distinct`` = 1: the same body every time, as a periodic
     re-registration; more: a new DataVersion per request, cycling through more bodies than the
-    server's decoded-body cache holds, so every body is decoded afresh (topic changes)."""
+    server's decoded-body cache holds, so every body is decoded afresh (topic changes).
+
+    The body does not name its broker, so with ``distinct`` > 1 every connection counts from its
+    own offset: ``conns * distinct`` bodies in all (with one shared set of counters, 80 bodies
+    of 10 topics would all stay in the cache and nothing would be decoded afresh)."""
     topic_list = topics(n_topics)
-    return [[encode_frame(broker_request(base + c, topic_list, counter=1 + k)) for k in range(distinct)]
+    offset = distinct if distinct > 1 else 0
+    return [[encode_frame(broker_request(base + c, topic_list, counter=1 + c * offset + k)) for k in range(distinct)]
             for c in range(conns)]
 
 
@@ -394,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RSS for 1,000 brokers x 2,000 topics: {after / mib:,.0f} MiB total, "
               f"{(after - before) / mib:,.0f} MiB for the tables (idle server {before / mib:,.0f} MiB); "
               f"target < 256 MiB")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 
