@@ -1,4 +1,4 @@
-"""The name server's append-only event log, format v1 (event-log spec): writer and readers.
+"""The name server's append-only event log, format v1 (event-log spec): the writer.
 
 The route table returns event dicts without ``v``, ``ns`` and ``seq``; :class:`EventLogWriter`
 stamps them, applies the per-segment ``topics`` rule and writes one compact JSON line per event
@@ -29,6 +29,11 @@ renames ``.open`` away atomically and fsyncs the folder, in the appending thread
 per segment. Optional gzip runs on a background thread and replaces the plain file only after the
 ``.gz`` is durable. One writer per ``<events_dir>/<ns>`` at a time; the writer takes no lock file.
 
+The log lives in four modules, all re-exported here (import from this one): the writer;
+segment names, listing and the readers (:mod:`nameserver.eventlog_segments`); crash recovery
+and compression (:mod:`nameserver.eventlog_recovery`); group commit for asyncio servers
+(:mod:`nameserver.eventlog_commit`).
+
 Example:
     >>> writer = EventLogWriter(events_dir, "ns-a", EventLogConfig(durability="none")).open()
     >>> writer.append({"ts": 1795219200000, "type": "ns_stop", "reason": "SIGTERM"})
@@ -38,33 +43,42 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as dt
-import gzip
 import logging
 import os
-import re
-import shutil
 import threading
-import zlib
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import orjson
 
 from nameserver.config import EventLogConfig
+from nameserver.eventlog_commit import AsyncGroupCommit
+from nameserver.eventlog_recovery import GZIP_LEVEL, find_last_seq, fsync_dir, gzip_segment, recover_folder
+from nameserver.eventlog_segments import (
+    EventLogError,
+    LineProblem,
+    Segment,
+    SegmentLine,
+    iter_segment_lines,
+    list_segments,
+    read_events,
+    segment_name,
+)
+
+__all__ = [
+    "AsyncGroupCommit", "DAY_MS", "EventLogError", "EventLogWriter", "FORMAT_VERSION", "GZIP_LEVEL", "LineProblem",
+    "Segment", "SegmentLine", "WRITE_BUFFER_BYTES", "iter_segment_lines", "list_segments", "read_events",
+    "segment_name",
+]
 
 FORMAT_VERSION = 1
 DAY_MS = 86_400_000
-GZIP_LEVEL = 6
 # Buffer of the segment file: with durability "none" lines reach the OS in chunks this big.
 WRITE_BUFFER_BYTES = 1 << 20
 
-_SEGMENT_RE = re.compile(r"^events-(\d{20})\.jsonl(\.gz|\.open)?$")
-_STATE_BY_SUFFIX = {None: "closed", ".gz": "gzip", ".open": "open"}
 _EPOCH = dt.date(1970, 1, 1)
 _DUMPS = orjson.dumps
 # orjson's own dataclass path costs about twice what calling ``to_json_obj`` does (measured on
@@ -72,62 +86,6 @@ _DUMPS = orjson.dumps
 _OPT_LINE = orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATACLASS
 
 log = logging.getLogger(__name__)
-
-
-class EventLogError(OSError):
-    """The log cannot be written as the spec requires; after one, the writer refuses appends."""
-
-
-# ---------------------------------------------------------------------------------------- segments
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One segment file.
-
-    Attributes:
-        path: the file.
-        first_seq: the seq in its name (its first event's seq).
-        date: its folder name, the UTC date of its events (``YYYY-MM-DD``).
-        state: ``open``, ``closed`` (plain ``.jsonl``) or ``gzip``.
-    """
-
-    path: Path
-    first_seq: int
-    date: str
-    state: str
-
-
-def segment_name(first_seq: int, state: str = "open") -> str:
-    """The file name of a segment: ``events-<first_seq as 20 digits>.jsonl[.open|.gz]``."""
-    suffix = {"open": ".open", "closed": "", "gzip": ".gz"}[state]
-    return f"events-{first_seq:020d}.jsonl{suffix}"
-
-
-def list_segments(events_dir: str | os.PathLike, ns: str) -> list[Segment]:
-    """Every segment of one name server, ordered by first seq.
-
-    When a plain segment and its ``.gz`` both exist (a compression that was cut short just before
-    removing the plain file), only the plain one is listed: they hold the same bytes.
-    """
-    ns_dir = Path(events_dir) / ns
-    found: dict[tuple[int, str], Segment] = {}
-    if not ns_dir.is_dir():
-        return []
-    for date_dir in ns_dir.iterdir():
-        if not date_dir.is_dir():
-            continue
-        for entry in os.scandir(date_dir):
-            match = _SEGMENT_RE.match(entry.name)
-            if match is None:
-                continue
-            seg = Segment(Path(entry.path), int(match[1]), date_dir.name, _STATE_BY_SUFFIX[match[2]])
-            found[(seg.first_seq, seg.state)] = seg
-    for first_seq, state in list(found):
-        if state == "gzip" and (first_seq, "closed") in found:
-            del found[(first_seq, state)]
-    order = {"closed": 0, "gzip": 1, "open": 2}
-    return sorted(found.values(), key=lambda s: (s.first_seq, order[s.state]))
 
 
 def _json_default(value: Any) -> Any:
@@ -142,53 +100,6 @@ def _json_default(value: Any) -> Any:
 
 def _day_date(day: int) -> str:
     return (_EPOCH + dt.timedelta(days=day)).isoformat()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _seq_of(raw: bytes) -> int | None:
-    """The ``seq`` of one complete line, or None when the line is not a usable event."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    seq = obj.get("seq") if isinstance(obj, dict) else None
-    return seq if type(seq) is int else None
-
-
-def _last_complete_seq(seg: Segment) -> int | None:
-    """The seq of the last complete, parseable line of a segment (None: there is none)."""
-    if seg.state == "gzip":
-        last = None
-        for line in iter_segment_lines(seg.path):
-            seq = _seq_of(line.raw) if line.complete else None
-            if seq is not None:
-                last = seq
-        return last
-    # Plain files are read backwards in growing blocks: the last line is usually all we need.
-    with open(seg.path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        block = 64 * 1024
-        while True:
-            start = max(0, size - block)
-            f.seek(start)
-            data = f.read(size - start)
-            lines = data[: data.rfind(b"\n") + 1].split(b"\n")[:-1]
-            if start > 0:
-                lines = lines[1:]  # may begin mid-line
-            for raw in reversed(lines):
-                seq = _seq_of(raw)
-                if seq is not None:
-                    return seq
-            if start == 0:
-                return None
-            block *= 4
 
 
 # ------------------------------------------------------------------------------------------ writer
@@ -269,15 +180,15 @@ class EventLogWriter:
         created = not self._ns_dir.is_dir()
         self._ns_dir.mkdir(parents=True, exist_ok=True)
         if created and self._fsync:
-            _fsync_dir(self._ns_dir.parent)
-        self._recover()
-        self._seq = self._durable_seq = self._find_last_seq()
+            fsync_dir(self._ns_dir.parent)
+        recover_folder(self._ns_dir, self._fsync)
+        self._seq = self._durable_seq = find_last_seq(self._ns_dir.parent, self._ns)
         if self.config.gzip_closed:
             self._gzip_pool = ThreadPoolExecutor(1, thread_name_prefix=f"eventlog-gzip-{self._ns}")
             # Closed segments left plain (a crash between close and compression) catch up now.
             for seg in list_segments(self._ns_dir.parent, self._ns):
                 if seg.state == "closed":
-                    self._gzip_jobs.append(self._gzip_pool.submit(_gzip_segment, seg.path, self._fsync))
+                    self._gzip_jobs.append(self._gzip_pool.submit(gzip_segment, seg.path, self._fsync))
         self._state = "open"
         log.debug("event log %s opened, continuing after seq %d", self._ns_dir, self._seq)
         return self
@@ -415,7 +326,7 @@ class EventLogWriter:
             if fd >= 0:
                 os.fsync(fd)
             for path in dirs:
-                _fsync_dir(path)
+                fsync_dir(path)
         except OSError as exc:
             with self._lock:
                 raise self._fail(exc) from exc
@@ -488,69 +399,17 @@ class EventLogWriter:
         # fsyncing both here keeps durable_seq honest even if a sync() holds them right now.
         self._pending_dirs = []
         if self._fsync:
-            _fsync_dir(path.parent)
-            _fsync_dir(self._ns_dir)
+            fsync_dir(path.parent)
+            fsync_dir(self._ns_dir)
         self._durable_seq = self._seq
         log.debug("event log segment %s closed at seq %d", closed, self._seq)
         if self._gzip_pool is not None:
-            self._gzip_jobs.append(self._gzip_pool.submit(_gzip_segment, closed, self._fsync))
+            self._gzip_jobs.append(self._gzip_pool.submit(gzip_segment, closed, self._fsync))
 
     def _sync_pending_dirs(self) -> None:
         dirs, self._pending_dirs = self._pending_dirs, []
         for path in dirs:
-            _fsync_dir(path)
-
-    # -------------------------------------------------------------------------------- recovery
-
-    def _recover(self) -> None:
-        """Finish what a crash interrupted: leftover ``.open`` segments and cut-short gzips."""
-        touched: set[Path] = set()
-        for date_dir in sorted(p for p in self._ns_dir.iterdir() if p.is_dir()):
-            names = set(os.listdir(date_dir))
-            for name in sorted(names):
-                path = date_dir / name
-                if name.endswith(".jsonl.open") and _SEGMENT_RE.match(name):
-                    touched.add(date_dir)
-                    self._recover_open_segment(path)
-                elif name.endswith(".jsonl.gz.tmp") and name[: -len(".gz.tmp")] in names:
-                    path.unlink()  # the plain segment is intact; compression starts again below
-                    touched.add(date_dir)
-                elif name.endswith(".jsonl.gz") and name[: -len(".gz")] in names:
-                    # The .gz was renamed into place only once durable: the plain copy is spare.
-                    (date_dir / name[: -len(".gz")]).unlink()
-                    touched.add(date_dir)
-        if self._fsync:
-            for date_dir in sorted(touched):
-                _fsync_dir(date_dir)
-
-    def _recover_open_segment(self, path: Path) -> None:
-        if path.stat().st_size == 0:
-            path.unlink()  # holds no byte; keeping it would clash with the next segment's name
-            log.warning("event log: removed empty leftover segment %s", path)
-            return
-        closed = path.with_name(path.name[: -len(".open")])
-        if closed.exists():
-            raise EventLogError(f"cannot recover {path}: {closed} already exists")
-        if self._fsync:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)  # what the crashed run handed to the OS becomes durable now
-            finally:
-                os.close(fd)
-        os.rename(path, closed)
-        log.warning("event log: recovered leftover segment %s as %s", path, closed.name)
-
-    def _find_last_seq(self) -> int:
-        """The last complete seq on disk, or the seq used by a segment holding only a cut line."""
-        floor = 0
-        for seg in reversed(list_segments(self._ns_dir.parent, self._ns)):
-            last = _last_complete_seq(seg)
-            if last is not None:
-                return max(last, floor)
-            if seg.path.stat().st_size > 0:
-                # Its first event was cut short: its seq is spent, and the name is taken.
-                floor = max(floor, seg.first_seq)
-        return floor
+            fsync_dir(path)
 
     def _log_gzip_failures(self) -> None:
         for job in self._gzip_jobs:
@@ -566,207 +425,3 @@ def _close_quietly(f: Any) -> None:
         f.close()
     except OSError:
         pass
-
-
-def _gzip_segment(path: Path, durable: bool) -> Path:
-    """Compress a closed segment to ``.jsonl.gz`` via a temp name; remove the plain file last."""
-    target = path.with_name(path.name + ".gz")
-    tmp = path.with_name(path.name + ".gz.tmp")
-    with open(path, "rb") as src, open(tmp, "xb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=GZIP_LEVEL, mtime=0) as out:
-            shutil.copyfileobj(src, out, 1 << 20)
-        raw.flush()
-        if durable:
-            os.fsync(raw.fileno())
-    if target.exists():
-        tmp.unlink()
-        raise EventLogError(f"{target} already exists; leaving {path} uncompressed")
-    os.rename(tmp, target)
-    if durable:
-        _fsync_dir(path.parent)  # the .gz is durable before the plain copy goes
-    path.unlink()
-    if durable:
-        _fsync_dir(path.parent)
-    return target
-
-
-# ------------------------------------------------------------------------------ async commits
-
-
-class AsyncGroupCommit:
-    """Group commit for asyncio servers: many waiters, one fsync per window, off the loop.
-
-    The first waiter of an idle committer opens a window of ``window_ms``; when it ends, one
-    :meth:`EventLogWriter.sync` runs on ``executor`` and releases every waiter whose seq it
-    covered. Waiters arriving during that fsync are served by the next one, which starts as soon
-    as the previous ends (the fsync's own duration is their window); so are waiters that come
-    back in the loop turn right after it for events appended during it, as the server's answer
-    queue does (it waits for one seq at a time).
-
-    Args:
-        writer: an open writer, appended to from the event loop's thread.
-        window_ms: how long the first waiter waits for company; default the config's
-            ``group_commit_ms``.
-        executor: where fsync runs; default the loop's default executor.
-
-    Example:
-        >>> commit = AsyncGroupCommit(writer)
-        >>> seq = writer.append(event)
-        >>> await commit.wait_durable(seq)   # now answer the broker
-    """
-
-    def __init__(self, writer: EventLogWriter, window_ms: float | None = None, executor: Executor | None = None) -> None:
-        self._writer = writer
-        self._window_s = (writer.config.group_commit_ms if window_ms is None else window_ms) / 1000
-        self._executor = executor
-        self._waiters: list[tuple[int, asyncio.Future]] = []
-        self._task: asyncio.Task | None = None
-
-    async def wait_durable(self, seq: int) -> None:
-        """Return once :attr:`EventLogWriter.durable_seq` >= ``seq``.
-
-        Raises:
-            EventLogError: the fsync failed; every waiter of that run gets the error.
-        """
-        if seq <= self._writer.durable_seq:
-            return
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._waiters.append((seq, future))
-        if self._task is None:
-            self._task = loop.create_task(self._run(loop))
-        await future
-
-    async def drain(self) -> None:
-        """Wait until no commit run is in progress (call before closing the writer)."""
-        while self._task is not None:
-            await asyncio.shield(self._task)
-
-    async def _run(self, loop: asyncio.AbstractEventLoop) -> None:
-        try:
-            await asyncio.sleep(self._window_s)
-            while self._waiters:
-                try:
-                    durable = await loop.run_in_executor(self._executor, self._writer.sync)
-                except Exception as exc:
-                    waiters, self._waiters = self._waiters, []
-                    for _, future in waiters:
-                        if not future.done():
-                            future.set_exception(exc)
-                    return
-                still = []
-                for seq, future in self._waiters:
-                    if future.done():  # its waiter was cancelled
-                        continue
-                    if seq <= durable:
-                        future.set_result(None)
-                    else:
-                        still.append((seq, future))
-                self._waiters = still
-                if not still and self._writer.last_seq > durable:
-                    # Events were appended during that fsync, and their waiters are often the ones
-                    # just released, coming back (the server's answer queue waits for one seq at
-                    # a time): one loop turn lets them register, and the fsync just done was
-                    # their window. Without it each such round would open a fresh window.
-                    await asyncio.sleep(0)
-        finally:
-            self._task = None
-
-
-# ------------------------------------------------------------------------------------- readers
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentLine:
-    """One line of a segment: 1-based number, bytes without the ``\\n``, and whether it had one."""
-
-    line: int
-    raw: bytes
-    complete: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LineProblem:
-    """A line a reader could not turn into an event (the shape of a ``quarantine`` row)."""
-
-    file: Path
-    line: int
-    raw: bytes
-    reason: str
-
-
-def iter_segment_lines(path: str | os.PathLike) -> Iterator[SegmentLine]:
-    """Every line of a plain or gzip segment; a last line without ``\\n`` has ``complete=False``.
-
-    A gzip stream that ends early (it never should: a ``.gz`` is renamed into place once
-    complete) is read as far as it decompresses; its unfinished tail is the cut-short line.
-
-    Raises:
-        EventLogError: the ``.gz`` is not gzip at all.
-    """
-    path = Path(path)
-    number = 0
-    pending = b""
-    with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
-        while True:
-            try:
-                chunk = f.read1(1 << 16)
-            except EOFError:
-                break  # truncated gzip: keep what came out
-            except (gzip.BadGzipFile, zlib.error) as exc:
-                raise EventLogError(f"{path}: not a readable gzip segment: {exc}") from None
-            if not chunk:
-                break
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for raw in lines:
-                number += 1
-                yield SegmentLine(number, raw, True)
-    if pending:
-        yield SegmentLine(number + 1, pending, False)
-
-
-def read_events(
-    events_dir: str | os.PathLike,
-    ns: str | None = None,
-    problems: list[LineProblem] | None = None,
-) -> Iterator[dict]:
-    """Parsed events of one name server (or of each, by ns id), segment by segment, line by line.
-
-    That is seq order for a log this writer produced; the reader does not sort, so a consumer can
-    check that seqs increase. Lines that are cut short, not JSON or not an object are not yielded
-    but reported: appended to ``problems`` when given, logged as warnings otherwise.
-
-    Example:
-        >>> problems = []
-        >>> seqs = [e["seq"] for e in read_events("events", "ns-a", problems)]
-        >>> [(p.line, p.reason) for p in problems]
-        [(812, 'cut short: no newline at the end of the segment')]
-    """
-    root = Path(events_dir)
-    if ns is not None:
-        names = [ns]
-    else:
-        names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    for name in names:
-        for seg in list_segments(root, name):
-            for line in iter_segment_lines(seg.path):
-                if not line.complete:
-                    _report(problems, LineProblem(seg.path, line.line, line.raw, "cut short: no newline at the end of the segment"))
-                    continue
-                try:
-                    obj = orjson.loads(line.raw)
-                except orjson.JSONDecodeError as exc:
-                    _report(problems, LineProblem(seg.path, line.line, line.raw, f"not JSON: {exc}"))
-                    continue
-                if not isinstance(obj, dict):
-                    _report(problems, LineProblem(seg.path, line.line, line.raw, "not a JSON object"))
-                    continue
-                yield obj
-
-
-def _report(problems: list[LineProblem] | None, problem: LineProblem) -> None:
-    if problems is not None:
-        problems.append(problem)
-    else:
-        log.warning("%s:%d: %s", problem.file, problem.line, problem.reason)
