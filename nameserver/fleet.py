@@ -7,9 +7,13 @@ one every period with its full topic table (semantics §4), and on a clean stop 
 UNREGISTER_BROKER to every server and closes. Some brokers send compressed bodies (§8.3), some
 speak 5.x (version 479); every body carries its CRC (§8.2).
 
-Faults mirror the simulator's (``nameserver/sim/faults.py``), each announced by one stdout line:
-``expire`` (silent death, sockets stay open), ``shutdown`` (clean), ``lost_unregister`` (one
-server gets neither the unregister nor the close), ``partition`` (stop sending to one server),
+Faults mirror the simulator's (``nameserver/sim/faults.py``), each announced by one stdout line.
+The layout faults ``read_lt_write`` (topics with fewer read than write queues) and
+``queue_skew`` (Zipf-weighted placement, the busiest group of each cluster scaled up) shape the
+fleet from its first registration (``nameserver/layout.py``) and are announced first, naming
+their topics and clusters; without them the fleet is balanced. Then, during the run: ``expire``
+(silent death, sockets stay open), ``shutdown`` (clean), ``lost_unregister`` (one server gets
+neither the unregister nor the close), ``partition`` (stop sending to one server),
 ``promotion`` (the master crashes, a slave re-registers as id 0), ``topic_change`` (new data
 version, incremental registration at once), ``wipe`` (205 to one server, sometimes 327 later),
 ``delete_topic`` (on the brokers, then 216 on every server). ``ns_restart`` needs control of a
@@ -32,7 +36,7 @@ from nameserver.client import RemotingClient, RemotingError, parse_host_port, si
 from nameserver.codec import RemotingCommand, RequestCode, Version
 from nameserver.config import load_config
 from nameserver.errors import UserError
-from nameserver.layout import build_layout
+from nameserver.layout import LAYOUT_FAULTS, Anomaly, build_layout, layout_anomalies
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulator and live fleet
 
@@ -43,7 +47,8 @@ class FleetOptions:
 
     Attributes:
         servers: name servers as ``(host, port)``.
-        faults: enabled fault kinds, each injected once, spread over the first 60% of the run.
+        faults: enabled fault kinds: layout faults shape the fleet from the start; the others are
+            injected once each, spread over the first 60% of the run.
         credentials: when set, every broker and admin request is signed (``[security]
             access_key`` and its secret; never from flags).
     """
@@ -89,7 +94,8 @@ class Fleet:
         self.options = options
         self.out = out or sys.stdout
         self.rng = random.Random(f"{options.seed}/fleet")
-        layout = build_layout(options.brokers, options.slaves, options.topics, options.seed)
+        layout = build_layout(options.brokers, options.slaves, options.topics, options.seed, options.faults)
+        self.anomalies: tuple[Anomaly, ...] = layout_anomalies(layout)
         now = int(time.time() * 1000)
         self.groups: list[GroupState] = []
         self.agents: list[BrokerAgent] = []
@@ -130,9 +136,15 @@ class Fleet:
             await asyncio.sleep(period)
 
     async def run(self) -> None:
-        """Run for ``duration_s`` (or until :meth:`request_stop`), injecting the enabled faults."""
+        """Run for ``duration_s`` (or until :meth:`request_stop`), injecting the enabled faults.
+
+        Layout faults are in place since :meth:`start`: they are announced at once.
+        """
         duration = self.options.duration_s
-        faults = list(self.options.faults)
+        for kind in self.options.faults:
+            if kind in LAYOUT_FAULTS:
+                await self._inject(kind)
+        faults = [kind for kind in self.options.faults if kind not in LAYOUT_FAULTS]
         began = time.monotonic()
         for n, kind in enumerate(faults):
             at = began + duration * 0.6 * (n + 1) / (len(faults) + 1)
@@ -315,6 +327,23 @@ class Fleet:
 
     async def _fault_ns_restart(self) -> str | None:
         return "skipped: a live fleet cannot restart a name-server process"
+
+    async def _fault_read_lt_write(self) -> str | None:
+        found = [a for a in self.anomalies if a.kind == "read_lt_write"]
+        if not found:
+            return None
+        def queues(anomaly: Anomaly) -> str:
+            return ", ".join(f"{b} read {r} < write {w}" for b, (r, w) in anomaly.detail["queue_nums"].items())
+
+        return "in the layout: " + ", ".join(f"{a.subject} ({queues(a)})" for a in found)
+
+    async def _fault_queue_skew(self) -> str | None:
+        found = [a for a in self.anomalies if a.kind == "queue_skew"]
+        if not found:
+            return None
+        return "in the layout: " + ", ".join(
+            f"{a.subject} ({a.detail['scaled_up']} scaled up; cv {a.detail['cv']:.2f}, "
+            f"max/mean {a.detail['max_over_mean']:.2f})" for a in found)
 
 
 # ---------------------------------------------------------------------- command line

@@ -86,7 +86,7 @@ class Simulation:
                  progress: TextIO | None = None) -> None:
         self.options = options
         self.ns_config = ns_config or NameServerConfig()
-        self.layout = build_layout(options.brokers, options.slaves, options.topics, options.seed)
+        self.layout = build_layout(options.brokers, options.slaves, options.topics, options.seed, options.faults)
         self.groups: list[SimGroup] = build_fleet(
             self.layout, options.ns, options.start_ms, random.Random(f"{options.seed}/fleet"))
         self.brokers: list[SimBroker] = [b for g in self.groups for b in g.members]
@@ -162,7 +162,7 @@ class Simulation:
         broker.alive = True
         broker.life += 1
         broker.conns = [None] * len(self.servers)
-        self.send(now, broker, broker.payload())
+        self.send(now, broker, broker.payload(), *self.faults.boot_records(broker))
         lateness = int(self._rng.random() * PERIOD_LATENESS_MS)
         self.schedule(now + FIRST_PERIODIC_MS + lateness, self._periodic, broker, broker.life)
 
@@ -178,11 +178,11 @@ class Simulation:
         broker.alive = False
         broker.life += 1
 
-    def send(self, now: int, broker: SimBroker, payload: Payload, record: Record | None = None) -> None:
+    def send(self, now: int, broker: SimBroker, payload: Payload, *records: Record) -> None:
         """REGISTER_BROKER to every server the broker can reach (the hot path).
 
-        A server that is down refuses the connection; a cut link loses the message. With a
-        ``record`` each delivery is noted as an effect of that fault.
+        A server that is down refuses the connection; a cut link loses the message. With
+        ``records`` each delivery is noted as an effect of those faults.
         """
         rnd = self._rng.random
         heap, seq = self._heap, self._seq
@@ -201,18 +201,19 @@ class Simulation:
             if conn.last_arrival > t:  # TCP keeps a connection's messages in order
                 t = conn.last_arrival
             conn.last_arrival = t
-            if record is None:
+            if not records:
                 heappush(heap, (t, next(seq), server.register, (server.run, conn, payload)))
             else:
-                heappush(heap, (t, next(seq), self._register_noted, (server, server.run, conn, payload, record)))
+                heappush(heap, (t, next(seq), self._register_noted, (server, server.run, conn, payload, records)))
 
     def _register_noted(self, now: int, server: SimServer, run: int, conn: Any, payload: Payload,
-                        record: Record) -> None:
+                        records: tuple[Record, ...]) -> None:
         events = server.register(now, run, conn, payload)
         if events:
-            note_effect(record, server.ns_id, {
-                "event": events[0]["type"], "ts": now, "broker_addr": payload.broker_addr,
-                "broker_id": payload.broker_id, "data_version": payload.data_version})
+            for record in records:
+                note_effect(record, server.ns_id, {
+                    "event": events[0]["type"], "ts": now, "broker_addr": payload.broker_addr,
+                    "broker_id": payload.broker_id, "data_version": payload.data_version})
 
     def crash(self, now: int, broker: SimBroker, record: Record) -> None:
         """The process dies and the OS closes its sockets: every server sees the close."""

@@ -1,7 +1,14 @@
 """Fault injection: when each fault strikes, whom it hits, and the ground truth it leaves.
 
-Each enabled kind arrives as a Poisson process (its own seeded stream, so switching one kind
-off leaves the others' arrival times alone) at ``DEFAULT_FAULTS_PER_DAY[kind] * fault_rate``
+The layout faults (``read_lt_write``, ``queue_skew``) are built into the fleet by
+:func:`nameserver.layout.build_layout`; here they only get their truth records, one per topic
+or cluster of :func:`nameserver.layout.layout_anomalies`, whose effects are the first
+registrations of the groups concerned. A ``read_lt_write`` record ends when topic changes or
+deletions leave no group of the topic with fewer read than write queues; a ``queue_skew``
+record describes the cluster as laid out and stays open (later faults move queues too).
+
+Each enabled runtime kind arrives as a Poisson process (its own seeded stream, so switching one
+kind off leaves the others' arrival times alone) at ``DEFAULT_FAULTS_PER_DAY[kind] * fault_rate``
 per simulated day, from one minute after the start. An arrival picks a subject that no other
 fault holds (a broker group whose members are all alive, a server that is up); when there is
 none, the arrival is skipped and nothing is recorded. A fault holds its group until shortly
@@ -38,9 +45,10 @@ import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from nameserver.model import TopicConfig
+from nameserver.layout import layout_anomalies
+from nameserver.model import MASTER_ID, TopicConfig
 from nameserver.sim.fleet import MAX_DELAY_MS, SimBroker, SimGroup
-from nameserver.sim.options import DEFAULT_FAULTS_PER_DAY
+from nameserver.sim.options import DEFAULT_FAULTS_PER_DAY, RUNTIME_FAULTS
 from nameserver.sim.server import SimServer
 from nameserver.sim.truth import Record, new_record, note_effect, write_truth
 from nameserver.timeutil import DAY_MS
@@ -67,16 +75,56 @@ class FaultInjector:
         self.sim = sim
         self.records: list[Record] = []
         self.counts = {kind: 0 for kind in kinds}
-        self._per_ms = {kind: DEFAULT_FAULTS_PER_DAY[kind] * fault_rate / DAY_MS for kind in self.counts}
-        self._rngs = {kind: random.Random(f"{seed}/fault/{kind}") for kind in self.counts}
+        runtime = [kind for kind in self.counts if kind in RUNTIME_FAULTS]
+        self._per_ms = {kind: DEFAULT_FAULTS_PER_DAY[kind] * fault_rate / DAY_MS for kind in runtime}
+        self._rngs = {kind: random.Random(f"{seed}/fault/{kind}") for kind in runtime}
         self._topic_width = max(4, len(str(max(sim.options.topics - 1, 0))))
         self._next_topic = sim.options.topics  # created topics continue the layout's numbering
+        self._boot_records: dict[str, list[Record]] = {}  # broker name -> layout records
+        self._read_lt_write: dict[str, Record] = {}  # topic -> its open read_lt_write record
+        self._layout_records(sim.options.start_ms)
+
+    def _layout_records(self, start_ms: int) -> None:
+        """One record per layout fault present in the fleet, noted by its groups' first registration."""
+        group_names = {g.cluster: [] for g in self.sim.groups}
+        for g in self.sim.groups:
+            group_names[g.cluster].append(g.broker_name)
+        for anomaly in layout_anomalies(self.sim.layout):
+            if anomaly.kind not in self.counts:
+                continue
+            record = new_record(anomaly.kind, anomaly.subject, start_ms, **anomaly.detail)
+            if anomaly.kind == "read_lt_write":
+                self._read_lt_write[anomaly.subject] = record
+                groups = list(anomaly.detail["queue_nums"])
+            else:
+                groups = group_names[anomaly.subject]
+            for name in groups:
+                self._boot_records.setdefault(name, []).append(record)
+            self.records.append(record)
+            self.counts[anomaly.kind] += 1
+
+    def boot_records(self, broker: SimBroker) -> tuple[Record, ...]:
+        """The layout records a broker's registration must note: its group's, on the master's
+        first start only (empty for every other registration)."""
+        if broker.broker_id != MASTER_ID or broker.life != 1:
+            return ()
+        return tuple(self._boot_records.pop(broker.group.broker_name, ()))
 
     def begin(self, start_ms: int) -> None:
-        """Schedule each enabled kind's first arrival."""
-        for kind in self.counts:
+        """Schedule each enabled runtime kind's first arrival."""
+        for kind in self._per_ms:
             if self._per_ms[kind] > 0:
                 self._schedule_next(start_ms + WARMUP_MS, kind)
+
+    def _end_read_lt_write(self, now: int, topic: str) -> None:
+        """End the topic's ``read_lt_write`` record once no group has fewer read than write queues."""
+        record = self._read_lt_write.get(topic)
+        if record is None:
+            return
+        if not any(topic in g.topics and g.topics[topic].read_queue_nums < g.topics[topic].write_queue_nums
+                   for g in self.sim.groups):
+            record["end_ms"] = now
+            del self._read_lt_write[topic]
 
     def write(self, events_dir: Path, ns_order: tuple[str, ...]) -> Path:
         """Write the truth file (see :mod:`nameserver.sim.truth`)."""
@@ -213,6 +261,7 @@ class FaultInjector:
             master = group.master()
             assert master is not None
             self.sim.send(now, master, master.incremental_payload((config,)), record)
+        self._end_read_lt_write(now, topic)
         return record
 
     def _delete_topic(self, now: int, rng: random.Random) -> Record | None:
@@ -239,6 +288,7 @@ class FaultInjector:
             group.busy_until = now + SETTLE_MS
         for server in self.sim.servers:
             self.sim.schedule(now + 1 + server.index, self._admin, server, "delete_topic", topic, cluster, record)
+        self._end_read_lt_write(now, topic)
         return record
 
     def _wipe(self, now: int, rng: random.Random) -> Record | None:

@@ -5,11 +5,14 @@ Every record has::
     kind       one of options.FAULTS
     ns         ids of the name servers whose log shows an effect of the fault (server order)
     subject    broker_addr (expire, shutdown, lost_unregister, partition), broker_name
-               (promotion, wipe), topic (topic_change, delete_topic) or ns id (ns_restart)
-    start_ms   when the fault began (broker died, link cut, request sent, server stopped)
+               (promotion, wipe), topic (read_lt_write, topic_change, delete_topic), cluster
+               (queue_skew) or ns id (ns_restart)
+    start_ms   when the fault began (broker died, link cut, request sent, server stopped; the
+               simulation's start for the layout faults read_lt_write and queue_skew)
     end_ms     when it ended (broker restarted, link healed, slave promoted, write perm added
-               back, server started again; the instant itself for one-shot changes), or null
-               while still open at the end of the simulation
+               back, server started again, read_lt_write topic changed or deleted everywhere;
+               the instant itself for one-shot changes), or null while still open at the end
+               of the simulation (queue_skew always: it describes the cluster as laid out)
 
 then kind-specific details, and last ``expected``: for each affected server, the list of effects
 its log must show, each ``{"event": <event type>, ...}``:
@@ -23,6 +26,11 @@ its log must show, each ``{"event": <event type>, ...}``:
   ``add_write_perm`` / ``delete_topic`` / ``ns_stop`` / ``ns_start``: the ``ts`` at which the
   server applied it, plus the keys that identify it (``broker_addr``, ``broker_id``,
   ``data_version``, ``topic_count``, ``cluster``).
+* layout faults: the first ``register`` of the master of every group concerned (the topic's
+  groups; every group of the cluster). Their details are :func:`nameserver.layout.layout_anomalies`':
+  ``queue_nums`` (``[read, write]`` per group) for ``read_lt_write``; ``write_queues`` per group,
+  ``cv``, ``max_over_mean``, the audit's default thresholds and the ``scaled_up`` group for
+  ``queue_skew``.
 
 Nothing under ``<events>/_truth`` is an event log: log readers skip names starting with ``_``.
 

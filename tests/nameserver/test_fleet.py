@@ -163,3 +163,37 @@ def test_fleet_speaks_the_cli_fault_vocabulary():
     from jobs.cli import FAULTS as CLI_FAULTS
 
     assert FAULTS == CLI_FAULTS
+
+
+def test_layout_faults_shape_the_fleet_and_are_announced_with_their_subjects():
+    from nameserver.layout import build_layout, layout_anomalies
+
+    lines: list[str] = []
+
+    class Out:
+        def write(self, text: str) -> None:
+            lines.extend(t for t in text.splitlines() if t)
+
+        def flush(self) -> None:
+            pass
+
+    servers = (("127.0.0.1", 1),)  # never contacted: layout faults need no server
+    fleet = Fleet(FleetOptions(servers=servers, brokers=12, topics=60, faults=parse_faults("all"), seed=3), out=Out())
+    layout = build_layout(12, 1, 60, 3)  # every layout fault, as the simulator builds it
+    assert [(g.broker_name, g.topics) for g in fleet.groups] == [
+        (g.broker_name, {t.topic: t for t in g.topics}) for g in layout.groups]
+    for kind in ("read_lt_write", "queue_skew"):
+        arun(fleet._inject(kind), timeout=5)
+    subjects = {kind: [a.subject for a in layout_anomalies(layout) if a.kind == kind]
+                for kind in ("read_lt_write", "queue_skew")}
+    assert subjects["read_lt_write"] and subjects["queue_skew"] == ["cluster-0", "cluster-1"]
+    rlw, skew = lines
+    assert rlw.startswith("fault read_lt_write: in the layout: ")
+    assert skew.startswith("fault queue_skew: in the layout: ")
+    assert all(topic in rlw for topic in subjects["read_lt_write"])
+    assert all(f"{cluster} (" in skew for cluster in subjects["queue_skew"])
+
+    balanced = Fleet(FleetOptions(servers=servers, brokers=12, topics=60, faults=parse_faults("expire,wipe"), seed=3),
+                     out=Out())
+    assert balanced.anomalies == ()
+    assert all(t.read_queue_nums == t.write_queue_nums for g in balanced.groups for t in g.topics.values())

@@ -17,7 +17,7 @@ import pytest
 
 from jobs.cli import build_parser, main
 from nameserver.eventlog import list_segments, read_events
-from nameserver.layout import build_layout
+from nameserver.layout import LAYOUT_FAULTS, build_layout, layout_anomalies
 from nameserver.replay import RouteReplayer
 from nameserver.sim.options import FAULTS, SimOptions, ns_id
 from nameserver.sim.truth import read_truth
@@ -275,6 +275,50 @@ def test_ns_restart_stops_starts_and_continues_seq(faulty):
         assert following and all(e["type"] == "register" for e in following)
 
 
+def test_layout_faults_are_in_the_truth_with_their_subjects(faulty):
+    _, result, logs, truth = faulty
+    records = [r for r in truth if r["kind"] in LAYOUT_FAULTS]
+    assert records == truth[:len(records)]  # there from the start: listed first
+    expected = [(a.kind, a.subject) for a in layout_anomalies(result.layout)]
+    assert [(r["kind"], r["subject"]) for r in records] == expected
+    assert {kind for kind, _ in expected} == set(LAYOUT_FAULTS)
+    assert {r["subject"] for r in records if r["kind"] == "queue_skew"} == set(result.layout.clusters)
+    masters = {g.broker_name: g.master.addr for g in result.layout.groups}
+    for record in records:
+        assert record["start_ms"] == START and record["ns"] == ["ns-a", "ns-b", "ns-c"], record
+        by_group = record["queue_nums"] if record["kind"] == "read_lt_write" else record["write_queues"]
+        for ns, effects in record["expected"].items():
+            # the first registration of every group concerned shows the misconfiguration
+            assert sorted(e["broker_addr"] for e in effects) == sorted(masters[name] for name in by_group)
+            for effect in effects:
+                (event,) = _of(logs[ns], "register", ts=effect["ts"], broker_addr=effect["broker_addr"])
+                topics = {t["topic"]: t for t in event["topics"]}
+                if record["kind"] == "read_lt_write":
+                    topic = topics[record["subject"]]
+                    assert topic["read_queue_nums"] < topic["write_queue_nums"]
+                    assert [topic["read_queue_nums"], topic["write_queue_nums"]] == by_group[event["broker_name"]]
+                else:
+                    assert sum(t["write_queue_nums"] for t in topics.values()) == by_group[event["broker_name"]]
+        if record["kind"] == "queue_skew":
+            assert record["end_ms"] is None
+            assert record["cv"] > record["cv_threshold"] or record["max_over_mean"] > record["max_over_mean_threshold"]
+
+
+def test_a_read_lt_write_topic_deleted_everywhere_ends_its_fault(tmp_path):
+    events_dir = tmp_path / "events"
+    result = simulate(_options(events_dir, ns=2, brokers=8, topics=20, hours=2.0, seed=3,
+                               faults=("read_lt_write", "delete_topic"), fault_rate=100.0))
+    truth = read_truth(events_dir)
+    (record,) = [r for r in truth if r["kind"] == "read_lt_write"]
+    deletes = [r for r in truth if r["kind"] == "delete_topic" and r["subject"] == record["subject"]]
+    assert deletes, "the run deleted no read_lt_write topic: pick another seed"
+    # ended by the deletion that took it off the last of its groups, not by an earlier partial one
+    last = max(deletes, key=lambda r: r["start_ms"])
+    assert record["end_ms"] == last["start_ms"]
+    assert set(record["queue_nums"]) <= {name for r in deletes for name in r["broker_names"]}
+    assert result.faults_by_kind["read_lt_write"] == 1
+
+
 # ---------------------------------------------------------------------------- other runs
 
 
@@ -283,6 +327,7 @@ def test_no_faults_means_no_removals(tmp_path):
     result = simulate(_options(events_dir, faults=(), hours=3.0))
     assert read_truth(events_dir) == []
     assert result.faults_by_kind == {}
+    assert result.layout.faults == () and layout_anomalies(result.layout) == ()
     for ns, events in _logs(events_dir, result.events_by_ns).items():
         kinds = collections.Counter(e["type"] for e in events)
         assert set(kinds) == {"ns_start", "register", "heartbeat"}, kinds
