@@ -14,9 +14,10 @@ every snapshot instant and the instants where it holds are merged, per (kind, su
 into runs of consecutive instants: ``start_ts`` / ``end_ts`` are the first and last instant of a
 run, ``detail`` is the state at its last instant plus ``snapshots`` (instants in the run).
 
-Kinds and severities. Severities are chosen so that a fault-free fleet raises nothing above info
-except what its layout really has: ``read_write_mismatch`` and ``queue_skew`` are configuration
-findings a user must see even though no fault caused them.
+Kinds and severities. Severities are chosen so that a fault-free, balanced fleet raises nothing
+above info (``single_broker_topic`` is a choice, not a fault); ``read_write_mismatch`` and
+``queue_skew`` are configuration findings a user must see even though nothing happened during the
+day (the simulator's layout faults ``read_lt_write`` and ``queue_skew`` make them).
 
 ============================== ============ ======== ==============================================
 kind                           subject      severity holds at an instant when

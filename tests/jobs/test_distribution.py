@@ -3,7 +3,7 @@
 Hand-built ``route_snapshots`` rows on the default 5-minute grid of ``DAY`` (instant ``k`` is
 ``k * 5`` minutes after 00:00; ``END`` is 23:59:59.999); history rows where a check needs what a
 snapshot cannot show (topic-less groups, cluster sets, one address in two groups). The last tests
-run the whole stage on a lake, and on a simulated day once simulate + ingest + rebuild exist.
+run the whole stage on a lake and on simulated days; one runs the whole nightly audit of a fault-free day.
 """
 
 from __future__ import annotations
@@ -482,7 +482,7 @@ def test_run_distribution_writes_the_day_and_replaces_it(spark, tmp_path):
 # ---------------------------------------------------------------------------- a simulated day
 
 
-def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3):
+def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3, hours=24):
     """Simulate one day, ingest it, rebuild it, snapshot it and run the distribution stage."""
     from jobs.ingest import run_ingest
     from jobs.rebuild import run_rebuild
@@ -490,7 +490,7 @@ def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3):
     from nameserver.simulator import SimOptions, parse_faults, simulate
 
     events = tmp_path / "events"
-    options = SimOptions(events_dir=events, ns=2, brokers=brokers, slaves=1, topics=topics, start_ms=T0, hours=24,
+    options = SimOptions(events_dir=events, ns=2, brokers=brokers, slaves=1, topics=topics, start_ms=T0, hours=hours,
                          seed=seed, faults=parse_faults(faults), fault_rate=2.0, quiet=True)
     simulate(options)
     lake_dir = str(tmp_path / "lake")
@@ -503,6 +503,10 @@ def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3):
     found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA,
                        where={"date": DAY, "category": D.CATEGORY}).collect()
     return options, result, found
+
+
+def _ms(ts: dt.datetime) -> int:
+    return round(ts.timestamp() * 1000)
 
 
 @pytest.mark.slow
@@ -532,16 +536,49 @@ def test_a_wiped_broker_is_found_within_one_snapshot(spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_fault_free_day_warns_only_about_its_layout(spark, tmp_path):
-    from nameserver.layout import build_layout
+def test_a_fault_free_day_has_no_warning_or_critical_finding(spark, tmp_path):
+    """The whole nightly audit (every stage) of a simulated day with ``--faults none``."""
+    from jobs import nightly_audit
+    from nameserver.simulator import SimOptions, simulate
+    from schemas.findings import FINDINGS_SCHEMA
 
-    options, result, found = _simulated_day(spark, tmp_path, "none")
-    serious = {(r["kind"], r["severity"]) for r in found if r["severity"] != "info"}
-    # the layout's own findings: read<write topics and Zipf-skewed clusters (nameserver.layout)
-    assert serious <= {("read_write_mismatch", "warning"), ("queue_skew", "warning")}
-    layout = build_layout(options.brokers, options.slaves, options.topics, options.seed)
-    expected = {t.topic for t in layout.topics if t.kind == "read_lt_write"}
-    assert {r["subject"] for r in found if r["kind"] == "read_write_mismatch"} == expected
-    singles = {t.topic for t in layout.topics if len(t.broker_names) == 1}
-    assert {r["subject"] for r in found if r["kind"] == "single_broker_topic"} == singles
-    assert result.findings_by_kind.get("write_perm_wiped") is None
+    events, lake_dir = tmp_path / "events", str(tmp_path / "lake")
+    result = simulate(SimOptions(events_dir=events, ns=3, brokers=12, slaves=1, topics=30, start_ms=T0, hours=2,
+                                 seed=5, faults=(), quiet=True))
+    assert result.faults_by_kind == {} and len(result.layout.clusters) == 2
+    outcome = nightly_audit.run(spark, Config(), str(events), lake_dir, DAY, progress=lambda line: None)
+    assert [stage["stage"] for stage in outcome.stages] == list(nightly_audit.STAGES)
+    found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY}).collect()
+    serious = [(r["category"], r["kind"], r["severity"], r["subject"], r["ns"], str(r["start_ts"]), str(r["end_ts"]),
+                r["detail"]) for r in found if r["severity"] in ("warning", "critical")]
+    assert not serious, "a fault-free day has findings above info:\n" + "\n".join(map(str, serious))
+    assert outcome.worst_severity() == "info", outcome.findings_by_severity
+    # the audit did see the fleet: its first day names every broker group (security, info)
+    assert {r["subject"] for r in found if r["kind"] == "new_broker_name"} == {
+        g.broker_name for g in result.layout.groups}
+
+
+@pytest.mark.slow
+def test_each_layout_fault_gives_its_finding_with_its_subject(spark, tmp_path):
+    from nameserver.sim.truth import read_truth
+
+    options, _, found = _simulated_day(spark, tmp_path, "all", hours=3)
+    truth = read_truth(options.events_dir)
+    finding_kind = {"read_lt_write": "read_write_mismatch", "queue_skew": "queue_skew"}
+    records = [r for r in truth if r["kind"] in finding_kind]
+    assert {r["kind"] for r in records} == set(finding_kind), records
+    for record in records:
+        kind = finding_kind[record["kind"]]
+        assert {r["severity"] for r in found if r["kind"] == kind} == {"warning"}
+        for ns in record["ns"]:
+            runs = sorted((_ms(r["start_ts"]), _ms(r["end_ts"])) for r in found
+                          if (r["kind"], r["subject"], r["ns"]) == (kind, record["subject"], ns))
+            assert runs, (record["kind"], record["subject"], ns)
+            # from the first snapshot after the groups' first registrations on that server
+            registered = max(effect["ts"] for effect in record["expected"][ns])
+            assert runs[0][0] == T0 + -(-(registered - T0) // STEP) * STEP, (record["subject"], ns, runs, registered)
+    # and no read_write_mismatch the faults do not explain (a topic_change may scale writers out)
+    scaled_out = {r["subject"] for r in truth
+                  if r["kind"] == "topic_change" and r["read_queue_nums"] < r["write_queue_nums"]}
+    assert {r["subject"] for r in found if r["kind"] == "read_write_mismatch"} <= (
+        {r["subject"] for r in records if r["kind"] == "read_lt_write"} | scaled_out)
