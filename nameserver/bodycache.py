@@ -11,6 +11,9 @@ from nameserver.codec import RegisterBrokerBody, Version, check_body_crc32, deco
 from nameserver.model import topics_digest
 
 
+_V3_0_11 = int(Version.V3_0_11)  # a plain int: an enum member is a class attribute lookup
+
+
 class RegisterBodyCache:
     """Decoded REGISTER_BROKER bodies by content, so a periodic re-registration is not re-parsed.
 
@@ -58,7 +61,7 @@ class RegisterBodyCache:
                                            body_crc32=body_crc32)
             return decoded, topics_digest(decoded.topics)
         check_body_crc32(body, body_crc32)  # every request, cached or not (§8.2)
-        old_format = version < Version.V3_0_11
+        old_format = version < _V3_0_11
         raw = body if type(body) is bytes else bytes(body)
         key = (old_format, compressed and not old_format, raw)
         entry = self._entries.get(key)

@@ -257,6 +257,8 @@ _SUCCESS_HEADS = {
     0: b'{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":',
 }
 _SUCCESS_TAIL = b',"serializeTypeCurrentRPC":"JSON","version":%d}' % SERVER_VERSION
+# plain ints: an enum member costs a class attribute lookup on every use
+_JSON, _JAVA, _SERVER_VERSION = int(SerializeType.JSON), int(LanguageCode.JAVA), int(SERVER_VERSION)
 
 
 def encode_response(cmd: RemotingCommand) -> bytes:
@@ -264,9 +266,9 @@ def encode_response(cmd: RemotingCommand) -> bytes:
     remark and with no or empty extFields (route lookups, registrations), whose header differs
     only in ``opaque``."""
     ext = cmd.ext_fields
-    if (cmd.serialize_type == SerializeType.JSON and cmd.code == 0 and cmd.remark is None
-            and (ext is None or not ext) and cmd.flag == 1 and cmd.version == SERVER_VERSION
-            and cmd.language == LanguageCode.JAVA and -(2**31) <= cmd.opaque < 2**31):
+    if (cmd.serialize_type == _JSON and cmd.code == 0 and cmd.remark is None
+            and (ext is None or not ext) and cmd.flag == 1 and cmd.version == _SERVER_VERSION
+            and cmd.language == _JAVA and -(2**31) <= cmd.opaque < 2**31):
         header = b"%s%d%s" % (_SUCCESS_HEADS[None if ext is None else 0], cmd.opaque, _SUCCESS_TAIL)
         body = cmd.body or b""
         if 4 + len(header) + len(body) > MAX_FRAME_LENGTH:

@@ -28,8 +28,10 @@ _I32 = struct.Struct(">i")
 _RMQ_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remarkLength (§5)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _LANGUAGES = {int(lang): lang for lang in LanguageCode}
-# By value, so the decoder does not call the enum for every frame (both values are valid).
+# By value, so the decoder does not call the enum for every frame (both values are valid); the
+# plain ints because an enum member costs a class attribute lookup (~0.1 us) on every use.
 _SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
+_JSON, _ROCKETMQ = int(SerializeType.JSON), int(SerializeType.ROCKETMQ)
 _STR_ONLY = frozenset((str,))
 
 
@@ -250,7 +252,7 @@ class FrameDecoder:
         }
         if header_length > length - 4:
             raise self._fail(REASON_HEADER_LENGTH_OVERRUN, decoded, f"header length {header_length}")
-        if serialize_type > SerializeType.ROCKETMQ:
+        if serialize_type > _ROCKETMQ:
             raise self._fail(REASON_UNKNOWN_SERIALIZE_TYPE, decoded, f"serialize type {serialize_type}")
         if available < 4 + length:
             self._wait()
@@ -259,7 +261,7 @@ class FrameDecoder:
         header_end = header_start + header_length
         frame_end = pos + 4 + length
         try:
-            if serialize_type == SerializeType.JSON:
+            if serialize_type == _JSON:
                 fields = _decode_json_header(buf[header_start:header_end], decoded)  # orjson reads a bytearray
             else:
                 fields = _decode_rocketmq_header(buf, header_start, header_end, decoded)
