@@ -31,6 +31,10 @@ and go through window functions. Blocks are few, so everything else works on sma
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -50,6 +54,8 @@ from schemas.routes import (
     PARTITION_BY,
     TOPIC_ROUTE_HISTORY_SCHEMA,
 )
+
+log = logging.getLogger(__name__)
 
 REGISTER_BROKER, BROKER_HEARTBEAT, QUERY_DATA_VERSION = 103, 904, 322
 
@@ -518,11 +524,14 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
         # Materialize the small intermediate results one after the other: each is read by several
         # branches of the next plan, which would otherwise re-derive it from the day's events in
         # every branch (a plan of ~100 scans of the events, and a task binary of tens of MiB).
-        blocks_df.count()
+        with _timed("blocks"):
+            blocks_df.count()
         keys_df = select_interesting_keys(events_df, blocks_df).persist()
-        keys_df.count()
+        with _timed("interesting keys"):
+            keys_df.count()
         walk_df = agg_walk(events_df, blocks_df, prev_state_df, day, keys_df).persist()
-        walk_df.count()  # walk once; the writes read the walk's cache
+        with _timed("walk"):
+            walk_df.count()  # walk once; the writes read the walk's cache
         blocks_df.unpersist()
         keys_df.unpersist()
         tables = (
@@ -533,8 +542,9 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
             (lake.NS_RUNS, select_ns_runs, NS_RUNS_SCHEMA),
             (lake.NS_STATE, select_ns_state, NS_STATE_SCHEMA),
         )
-        for name, select, schema in tables:
-            _replace_day(select(walk_df, day), lake.table_path(lake_dir, name), schema, day)
+        with _timed("write tables"):
+            for name, select, schema in tables:
+                _replace_day(select(walk_df, day), lake.table_path(lake_dir, name), schema, day)
         states = select_ns_state(walk_df, day).select(
             "ns", "events", "interesting_events", "started_without_state", "unresolved_topics"
         ).collect()  # one small row per server: the job's report, not data
@@ -550,6 +560,13 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
         started_without_state=tuple(sorted(r["ns"] for r in states if r["started_without_state"])),
         unresolved_topics=sum(r["unresolved_topics"] for r in states),
     )
+
+
+@contextmanager
+def _timed(step: str) -> Iterator[None]:
+    start = time.perf_counter()
+    yield
+    log.info("rebuild: %s took %.1f s", step, time.perf_counter() - start)
 
 
 def _replace_day(df: DataFrame, path: str, schema: T.StructType, day: dt.date) -> None:
