@@ -140,27 +140,43 @@ def filter_registrations(events_df: DataFrame) -> DataFrame:
 def agg_addr_host_mismatch(registrations_df: DataFrame) -> DataFrame:
     """``addr_host_mismatch`` findings: one per (ns, broker address, peer host) over the day.
 
-    Rows without a peer or an address host are skipped: there is nothing to compare.
+    Rows without a peer or an address host are skipped: there is nothing to compare. The hosts
+    are a function of the two address texts, so a day's registrations are first reduced to their
+    distinct (ns, broker address, peer address) with fixed-width aggregates, and the host parsing
+    runs on those few rows rather than on every heartbeat.
     """
-    return (
-        registrations_df.where(
-            F.col("remote_host").isNotNull() & F.col("addr_host").isNotNull()
-            & (F.col("remote_host") != F.col("addr_host"))
-        )
+    pairs_df = registrations_df.groupBy("ns", "broker_addr", "remote").agg(
+        F.min("ts_ms").alias("start_ms"),
+        F.max("ts_ms").alias("end_ms"),
+        F.count(F.lit(1)).alias("registrations"),
+        F.min("seq").alias("first_seq"),
+    )
+    mismatches_df = (
+        with_hosts(pairs_df)
+        .where(F.col("remote_host").isNotNull() & F.col("addr_host").isNotNull()
+               & (F.col("remote_host") != F.col("addr_host")))
         .groupBy("ns", "broker_addr", "remote_host")
         .agg(
-            F.min("ts_ms").alias("start_ms"),
-            F.max("ts_ms").alias("end_ms"),
-            F.count(F.lit(1)).alias("registrations"),
-            F.min_by(F.struct("cluster", "broker_name", "broker_id", "addr_host"), "seq").alias("first"),
+            F.min("start_ms").alias("start_ms"),
+            F.max("end_ms").alias("end_ms"),
+            F.sum("registrations").alias("registrations"),
+            F.min("first_seq").alias("first_seq"),
+            F.first("addr_host").alias("addr_host"),  # one broker_addr: one host
         )
+    )
+    # the identity the first mismatching registration carried (a broadcast of the few mismatches)
+    firsts_df = registrations_df.select(
+        "ns", F.col("seq").alias("first_seq"), "cluster", "broker_name", "broker_id"
+    ).join(F.broadcast(mismatches_df.select("ns", "first_seq")), ["ns", "first_seq"])
+    return (
+        mismatches_df.join(firsts_df, ["ns", "first_seq"], "left")
         .select(*finding_columns(
             kind="addr_host_mismatch", severity="warning", subject=F.col("broker_addr"), ns=F.col("ns"),
             start_ts=_ts(F.col("start_ms")), end_ts=_ts(F.col("end_ms")),
             detail={
-                "broker_addr": F.col("broker_addr"), "addr_host": F.col("first.addr_host"),
-                "remote_host": F.col("remote_host"), "cluster": F.col("first.cluster"),
-                "broker_name": F.col("first.broker_name"), "broker_id": F.col("first.broker_id"),
+                "broker_addr": F.col("broker_addr"), "addr_host": F.col("addr_host"),
+                "remote_host": F.col("remote_host"), "cluster": F.col("cluster"),
+                "broker_name": F.col("broker_name"), "broker_id": F.col("broker_id"),
                 "registrations": F.col("registrations"),
             },
         ))
@@ -182,8 +198,20 @@ def select_slot_changes(registrations_df: DataFrame) -> DataFrame:
     address = Window.partitionBy("ns", "broker_addr").orderBy("seq")
     role_switch = (F.lag("broker_name").over(address) == F.col("broker_name")) & (
         F.lag("broker_id").over(address) != F.col("broker_id"))
+    in_slot_df = registrations_df.where(F.col("broker_name").isNotNull() & F.col("broker_id").isNotNull())
+    # Only a slot that more than one address registered into can change holder, and a change is
+    # judged by its address's own previous registration: the two windows need only the rows of
+    # the addresses that share a slot (a handful), not the day's heartbeats. Exact, by the above.
+    slot_addrs_df = in_slot_df.select("ns", "broker_name", "broker_id", "broker_addr").distinct()
+    shared_df = (
+        slot_addrs_df.groupBy("ns", "broker_name", "broker_id").agg(F.count(F.lit(1)).alias("_addrs"))
+        .where(F.col("_addrs") > 1)
+        .join(slot_addrs_df, ["ns", "broker_name", "broker_id"])
+        .select("ns", "broker_addr")
+        .distinct()
+    )
     return (
-        registrations_df.where(F.col("broker_name").isNotNull() & F.col("broker_id").isNotNull())
+        in_slot_df.join(F.broadcast(shared_df), ["ns", "broker_addr"], "left_semi")
         .withColumn("old_addr", F.lag("broker_addr").over(slot))
         .withColumn("old_seq", F.lag("seq").over(slot))
         .withColumn("role_switch", F.coalesce(role_switch, F.lit(False)))

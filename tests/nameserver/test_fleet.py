@@ -159,12 +159,6 @@ def test_fleet_cli_bad_arguments(tmp_path):
     assert result.returncode == 2 and "not HOST:PORT" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_fleet_speaks_the_cli_fault_vocabulary():
-    from jobs.cli import FAULTS as CLI_FAULTS
-
-    assert FAULTS == CLI_FAULTS
-
-
 def test_layout_faults_shape_the_fleet_and_are_announced_with_their_subjects():
     from nameserver.layout import build_layout, layout_anomalies
 
