@@ -119,7 +119,7 @@ class RouteInfoManager(RouteAnswers):
         register_first = False
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is None:
-            broker_data = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
+            broker_data = self._add_group(cluster, broker_name)
             register_first = True
         # 3. role switch: one address holds one id per group (nothing to look for when the
         # group holds just this id with this address, as on every periodic re-registration)
@@ -200,7 +200,7 @@ class RouteInfoManager(RouteAnswers):
             for i in [i for i, a in broker_data.broker_addrs.items() if a == broker_addr]:
                 self._set_addr(broker_data, i, None)
             if not broker_data.broker_addrs:
-                del self.broker_addr_table[broker_name]
+                self._del_group(broker_name)
                 self._cluster_remove(cluster, broker_name)  # the request's cluster only
                 self._drop_queue_datas({broker_name})
         return [event]
@@ -218,7 +218,7 @@ class RouteInfoManager(RouteAnswers):
             for i in hits:
                 self._set_addr(broker_data, i, None)
             if not broker_data.broker_addrs:
-                del self.broker_addr_table[name]
+                self._del_group(name)
                 emptied.add(name)
         if emptied:
             for cluster in sorted(self.cluster_addr_table):

@@ -52,6 +52,13 @@ class RouteTables:
             ``("addr", broker_name, broker_id, addr | None, cluster)``,
             ``("cluster", cluster, broker_name, present: bool)``,
             ``("filter", addr, tuple | None)``.
+
+    Attributes:
+        revision: moves on every change of a cell of ``topic_queue_table``, ``broker_addr_table``,
+            ``cluster_addr_table`` or ``filter_server_table`` (not ``broker_live_table``, which no
+            lookup answer shows), and only then: an answer computed from these four tables stays
+            true while the revision is the same (the processor's encoded-answer caches rely on
+            it). A steady re-registration changes no cell, so it leaves the revision alone.
     """
 
     def __init__(self, journal: list | None = None) -> None:
@@ -71,6 +78,7 @@ class RouteTables:
         self._queue_data_pool: dict[tuple, QueueData] = {}
         self._live_max_update = -(2**63)
         self._live_sorted = True
+        self.revision = 0
 
     # ------------------------------------------------------------------ low-level cell writes
 
@@ -81,6 +89,7 @@ class RouteTables:
         old = queues.get(queue_data.broker_name)
         if old is not queue_data and old != queue_data:  # pooled values: usually the same object
             queues[queue_data.broker_name] = queue_data
+            self.revision += 1
             if self.journal is not None:
                 self.journal.append(("queue", topic, queue_data.broker_name, queue_data))
 
@@ -89,6 +98,7 @@ class RouteTables:
         del queues[broker_name]
         if not queues:  # I1: no topic maps to an empty map
             del self.topic_queue_table[topic]
+        self.revision += 1
         if self.journal is not None:
             self.journal.append(("queue", topic, broker_name, None))
 
@@ -105,8 +115,18 @@ class RouteTables:
                 names.discard(broker_data.broker_name)
                 if not names:
                     del self._addr_groups[old]
+        self.revision += 1
         if self.journal is not None:
             self.journal.append(("addr", broker_data.broker_name, broker_id, addr, broker_data.cluster))
+
+    def _add_group(self, cluster: str, broker_name: str) -> BrokerData:
+        broker_data = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
+        self.revision += 1
+        return broker_data
+
+    def _del_group(self, broker_name: str) -> None:
+        del self.broker_addr_table[broker_name]
+        self.revision += 1
 
     def _cluster_add(self, cluster: str, broker_name: str) -> None:
         names = self.cluster_addr_table.get(cluster)
@@ -114,6 +134,7 @@ class RouteTables:
             names = self.cluster_addr_table[cluster] = set()
         if broker_name not in names:
             names.add(broker_name)
+            self.revision += 1
             if self.journal is not None:
                 self.journal.append(("cluster", cluster, broker_name, True))
 
@@ -124,6 +145,7 @@ class RouteTables:
         names.discard(broker_name)
         if not names:  # I3: no cluster set is empty
             del self.cluster_addr_table[cluster]
+        self.revision += 1
         if self.journal is not None:
             self.journal.append(("cluster", cluster, broker_name, False))
 
@@ -134,6 +156,7 @@ class RouteTables:
             self.filter_server_table[addr] = list(servers)
         elif self.filter_server_table.pop(addr, None) is None:
             return
+        self.revision += 1
         if self.journal is not None:
             self.journal.append(("filter", addr, tuple(servers) if servers else None))
 
@@ -195,7 +218,7 @@ class RouteTables:
             for name, cluster, broker_id, addr in addrs:
                 broker_data = self.broker_addr_table.get(name)
                 if broker_data is None:
-                    broker_data = self.broker_addr_table[name] = BrokerData(cluster, name)
+                    broker_data = self._add_group(cluster, name)
                 self._set_addr(broker_data, broker_id, addr)
             for cluster, name in clusters:
                 self._cluster_add(cluster, name)
@@ -224,6 +247,7 @@ class RouteTables:
         self.cluster_addr_table.clear()
         self.broker_live_table.clear()
         self.filter_server_table.clear()
+        self.revision += 1
         self._channel_addrs.clear()
         self._addr_groups.clear()
         self._queue_data_pool.clear()

@@ -4,9 +4,11 @@ A hypothesis state machine drives ``RouteInfoManager`` over a small universe (2 
 addresses, 3 broker names, ids 0-2, 4 data versions, 3 topics, 4 connections) so names, ids and
 addresses collide. After every step it checks the invariants I1-I4 (§1.2), that a route is null
 exactly when the topic has no QueueData (§2.10), that an independent model written from §2 has
-the same tables, and that replaying the emitted events (JSON round-tripped, ``topics`` dropped as
-the log writer does) gives the same tables again. The NOT-invariants of §1.2 are never asserted
-against; ``hypothesis.event`` counts how often they occur (``pytest --hypothesis-show-statistics``).
+the same tables, that replaying the emitted events (JSON round-tripped, ``topics`` dropped as
+the log writer does) gives the same tables again, and that no answer changes while the tables'
+``revision`` stays (the processor's caches rely on it). The NOT-invariants of §1.2 are never
+asserted against; ``hypothesis.event`` counts how often they occur
+(``pytest --hypothesis-show-statistics``).
 """
 
 from __future__ import annotations
@@ -230,6 +232,7 @@ class RouteTableMachine(RuleBasedStateMachine):
         self.last_scan = 0
         self.seq = 0
         self.digests: dict[str, str] = {}
+        self.answers_at: tuple[int, str] | None = None  # (revision, the answers then)
         self._log([ns_start_event(0, EXPIRY, 10_000, "test")])
 
     def _ctx(self, channel: str, code: int) -> RequestContext:
@@ -421,6 +424,18 @@ class RouteTableMachine(RuleBasedStateMachine):
                 # A3: ids numerically, addresses lexicographically
                 assert all(list(b.broker_addrs) == sorted(b.broker_addrs) for b in route.broker_datas)
                 assert list(route.filter_server_table) == sorted(route.filter_server_table)
+
+    @invariant()
+    def revision_moves_whenever_an_answer_changes(self):
+        # the processor serves encoded answers while the revision stays: a changed answer under
+        # the same revision would be served stale
+        core = self.core
+        answers = repr(([core.pickup_topic_route_data(t) for t in TOPICS + ["TopicZ"]], core.get_all_cluster_info()))
+        if self.answers_at is not None and self.answers_at[0] == core.revision:
+            assert answers == self.answers_at[1]
+        elif self.answers_at is not None and answers == self.answers_at[1]:
+            event("revision moved, answers the same")
+        self.answers_at = (core.revision, answers)
 
     @invariant()
     def model_agrees(self):
