@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from nameserver.codec_command import (
     RemotingCommand,
+    ResponseFrame,
     encode_frame,
     encode_header,
     make_request,
@@ -99,7 +100,7 @@ from nameserver.codec_register import (
 
 __all__ = [
     # command and frames
-    "RemotingCommand", "encode_frame", "encode_header", "make_request", "make_response",
+    "RemotingCommand", "ResponseFrame", "encode_frame", "encode_header", "make_request", "make_response",
     "mark_protocol_type", "FrameDecoder", "MalformedFrame", "decode_frame",
     "REASON_FRAME_TOO_LARGE", "REASON_HEADER_LENGTH_OVERRUN", "REASON_JSON_HEADER_FIELD",
     "REASON_JSON_HEADER_INVALID", "REASON_JSON_HEADER_NOT_OBJECT", "REASON_LENGTH_TOO_SMALL",

@@ -119,6 +119,12 @@ def _check_int32(name: str, value: int) -> int:
 
 def _json_header(cmd: RemotingCommand) -> bytes:
     """§4: alphabetical keys; extFields (keys sorted) and remark only when not None."""
+    head, opaque, tail = _json_header_parts(cmd)
+    return f"{head}{opaque}{tail}".encode("utf-8", "replace")
+
+
+def _json_header_parts(cmd: RemotingCommand) -> tuple[str, str, str]:
+    """The JSON header's text before the digits of ``opaque``, those digits, and the rest."""
     parts = ['{"code":', str(_check_int32("code", cmd.code))]
     if cmd.ext_fields is not None:
         entries = ",".join(
@@ -128,12 +134,12 @@ def _json_header(cmd: RemotingCommand) -> bytes:
     parts += [
         ',"flag":', str(_check_int32("flag", cmd.flag)),
         ',"language":"', _LANGUAGE_NAMES.get(cmd.language, "OTHER"),
-        '","opaque":', str(_check_int32("opaque", cmd.opaque)),
+        '","opaque":',
     ]
-    if cmd.remark is not None:
-        parts += [',"remark":', quote(cmd.remark)]
-    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(_check_int32("version", cmd.version)), "}"]
-    return "".join(parts).encode("utf-8", "replace")
+    opaque = str(_check_int32("opaque", cmd.opaque))
+    tail = [',"remark":', quote(cmd.remark)] if cmd.remark is not None else []
+    tail += [',"serializeTypeCurrentRPC":"JSON","version":', str(_check_int32("version", cmd.version)), "}"]
+    return "".join(parts), opaque, "".join(tail)
 
 
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -184,3 +190,66 @@ def encode_frame(cmd: RemotingCommand) -> bytes:
     if len(header) > MAX_HEADER_LENGTH or length > MAX_FRAME_LENGTH:
         raise ValueError(f"frame length {length} over the 16 MiB limit (§2)")
     return b"".join((_PREFIX.pack(length, (int(cmd.serialize_type) << 24) | len(header)), header, body))
+
+
+class ResponseFrame:
+    """One response encoded once, for any ``opaque``: ``frame(opaque)`` equals
+    ``encode_frame`` of the command with that opaque, byte for byte, at the cost of filling in
+    the opaque (a route lookup's answer differs between clients only there).
+
+    Args:
+        cmd: the response; its own ``opaque`` is ignored.
+
+    Raises:
+        ValueError: ``encode_frame`` would refuse the command for some opaque (a field that does
+            not fit its header, or a frame over 16 MiB with the longest opaque).
+
+    Example:
+        >>> answer = make_response(make_request(105, {"topic": "T"}), 0, body=b"{}")
+        >>> ResponseFrame(answer).frame(7) == encode_frame(make_response(make_request(105, opaque=7), 0, body=b"{}"))
+        True
+    """
+
+    __slots__ = ("_head", "_tail", "_json", "_heads", "_lengths")
+
+    def __init__(self, cmd: RemotingCommand) -> None:
+        body = cmd.body or b""
+        if cmd.serialize_type == SerializeType.JSON:
+            head, _, tail = (text.encode("utf-8", "replace") for text in _json_header_parts(cmd))
+            header_length = len(head) + len(tail)  # without the opaque's digits (1 to 11)
+            length = 4 + header_length + len(body)
+            if header_length + 11 > MAX_HEADER_LENGTH or length + 11 > MAX_FRAME_LENGTH:
+                raise ValueError(f"frame length {length + 11} over the 16 MiB limit (§2)")
+            self._json = True
+            self._head, self._tail = head, tail + body
+            # The 8 prefix bytes then only depend on the number of digits: prefix + head for each
+            # count, made when first needed (an opaque counter keeps its count for a long time).
+            self._heads: list[bytes | None] = [None] * 12
+            self._lengths = (length, header_length)
+        else:
+            frame = encode_frame(RemotingCommand(
+                cmd.code, cmd.language, cmd.version, 0, cmd.flag, cmd.remark, cmd.ext_fields, cmd.body,
+                cmd.serialize_type))
+            # §5: the opaque is bytes 5-8 of the fixed header, after the 8 bytes of the prefix
+            self._json = False
+            self._head, self._tail = frame[:13], frame[17:]
+            self._heads = []
+            self._lengths = (0, 0)
+
+    def frame(self, opaque: int) -> bytes:
+        """The whole frame answering the request ``opaque``.
+
+        Raises:
+            ValueError: ``opaque`` does not fit an int32.
+        """
+        if not _INT32_MIN <= opaque <= _INT32_MAX:
+            raise ValueError(f"opaque {opaque} does not fit an int32")
+        if self._json:
+            digits = b"%d" % opaque
+            head = self._heads[len(digits)]
+            if head is None:
+                length, header_length = self._lengths
+                n = len(digits)
+                head = self._heads[n] = _PREFIX.pack(length + n, header_length + n) + self._head
+            return b"".join((head, digits, self._tail))
+        return b"".join((self._head, _I32.pack(opaque), self._tail))

@@ -28,7 +28,14 @@ from typing import Callable
 from nameserver.acl import AccessController, exposure_notice, load_secret_store
 from nameserver.answers import DurableAnswers
 from nameserver.channel import RemotingChannel, encode_response
-from nameserver.codec import MalformedFrame, RemotingCommand, ResponseCode, encode_frame, make_response
+from nameserver.codec import (
+    MalformedFrame,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    encode_frame,
+    make_response,
+)
 from nameserver.config import EventLogConfig, NameServerConfig, load_config
 from nameserver.errors import UserError
 from nameserver.eventlog import AsyncGroupCommit, EventLogError, EventLogWriter
@@ -46,6 +53,7 @@ log = logging.getLogger(__name__)
 
 # How long a clean shutdown waits for in-flight answers and their bytes to leave.
 SHUTDOWN_DRAIN_S = 5.0
+_GET_ROUTEINFO_BY_TOPIC = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)  # a plain int: read on every request
 
 
 def wall_clock_ms() -> int:
@@ -298,8 +306,16 @@ class NameServerController:
             return
         processor = self.processor
         assert processor is not None
-        now = self._clock()
+        now = None
         try:
+            if cmd.code == _GET_ROUTEINFO_BY_TOPIC:
+                # The commonest request by far: its answer comes encoded from the processor's
+                # cache (no clock, no events); None when it needs the ordinary path.
+                frame = processor.route_answer_frame(cmd)
+                if frame is not None:
+                    self._answers.send(channel, frame)
+                    return
+            now = self._clock()
             outcome = processor.process(cmd, channel.ctx, now)
             for event in outcome.events:
                 self._append(event)
@@ -309,7 +325,7 @@ class NameServerController:
             return  # _fatal already stopped the server
         except Exception as exc:  # noqa: BLE001 - never die of client input (§9.2)
             log.exception("internal error on %s", channel.ctx.channel)
-            self._internal_error(channel, cmd, now, exc)
+            self._internal_error(channel, cmd, self._clock() if now is None else now, exc)
 
     def _internal_error(self, channel: RemotingChannel, cmd: RemotingCommand, now: int, exc: Exception) -> None:
         detail = f"{type(exc).__name__}: {exc}"

@@ -21,11 +21,21 @@ from pathlib import Path
 import pytest
 
 from nameserver import channel as channel_module
+from nameserver import fastjson
 from nameserver.client import RemotingClient
-from nameserver.codec import FrameDecoder, RequestCode, ResponseCode, encode_frame, make_request
+from nameserver.codec import (
+    FrameDecoder,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+    encode_frame,
+    make_request,
+    make_response,
+)
 from nameserver.config import EventLogConfig, NameServerConfig
 from nameserver.eventlog import list_segments, read_events
 from nameserver.model import DataVersion, TopicConfig
+from nameserver.processor import TOPIC_NOT_EXIST_REMARK
 from nameserver.server import NameServerController
 from tests.nameserver.test_processor import (
     D2B_CRC_RESPONSE,
@@ -42,6 +52,7 @@ from tests.nameserver.test_processor import (
 
 M = "10.0.0.1:10911"
 A = TopicConfig("TopicA", 8, 8)
+JSON, ROCKETMQ = SerializeType.JSON, SerializeType.ROCKETMQ
 dv1 = DataVersion(100, 1)
 
 
@@ -236,6 +247,47 @@ def test_pipelined_and_split_frames(tmp_path):
                 await conn.send(one[i:i + 1])
                 await asyncio.sleep(0)
             assert b'"opaque":99' in await conn.frame()
+            conn.close()
+            await client.close()
+
+    arun(body())
+
+
+def test_lookup_answers_follow_every_table_change(tmp_path):
+    """Lookups are answered from bytes encoded once per table change: each answer is exactly
+    what the pure table gives at that moment, whatever the opaque and the header type."""
+    async def body():
+        async with running(tmp_path) as ctl:
+            client = await RemotingClient.connect(ctl.host, ctl.port)
+            conn = await RawConn.open(ctl)
+            opaques = iter(range(1, 1000))
+
+            async def lookups() -> list[tuple[int, bytes | None]]:
+                seen = []
+                for version, serialize_type in ((400, JSON), (407, JSON), (407, ROCKETMQ)):
+                    cmd = make_request(105, {"topic": "TopicA"}, opaque=next(opaques), version=version,
+                                       serialize_type=serialize_type)
+                    await conn.send(encode_frame(cmd))
+                    answer = await conn.frame()
+                    route = ctl.routes.pickup_topic_route_data("TopicA")
+                    if route is None:
+                        expected = make_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
+                                                 remark=TOPIC_NOT_EXIST_REMARK.format(topic="TopicA"))
+                    else:
+                        expected = make_response(cmd, ResponseCode.SUCCESS,
+                                                 body=fastjson.encode_route(route, version >= 401))
+                    assert answer == encode_frame(expected)
+                    seen.append((expected.code, expected.body))
+                return seen
+
+            before = await lookups()
+            for change in (lambda: register(client), lambda: client.wipe_write_perm("broker-a"),
+                           lambda: client.add_write_perm("broker-a"), lambda: client.delete_topic("TopicA")):
+                assert await lookups() == before
+                await change()
+                after = await lookups()
+                assert all(a != b for a, b in zip(before, after))
+                before = after
             conn.close()
             await client.close()
 
