@@ -29,6 +29,7 @@ from nameserver.codec import (
     MAX_FRAME_LENGTH,
     SERVER_VERSION,
     FrameDecoder,
+    HeaderMemo,
     LanguageCode,
     MalformedFrame,
     RemotingCommand,
@@ -66,6 +67,11 @@ def _recv_buffer() -> memoryview:
 class RemotingChannel(asyncio.BufferedProtocol):
     """A connection (RocketMQ/Netty: a channel) to one peer.
 
+    Args:
+        controller: the server this connection belongs to.
+        max_frame_bytes: the largest frame accepted.
+        header_memo: JSON headers decoded before, shared by the server's connections.
+
     Attributes:
         ctx: channel id and peer address, as logged in events.
         admitted: False for a connection refused by the connection cap (it logs no close).
@@ -74,9 +80,10 @@ class RemotingChannel(asyncio.BufferedProtocol):
         paused_since: monotonic time since which the peer has not drained our answers, or None.
     """
 
-    def __init__(self, controller: "NameServerController", max_frame_bytes: int) -> None:
+    def __init__(self, controller: "NameServerController", max_frame_bytes: int,
+                 header_memo: HeaderMemo | None = None) -> None:
         self._controller = controller
-        self._decoder = FrameDecoder(max_frame_bytes)
+        self._decoder = FrameDecoder(max_frame_bytes, header_memo)
         self.transport: asyncio.Transport | None = None
         self.ctx = ConnectionContext("", "")
         self.admitted = False
@@ -106,8 +113,20 @@ class RemotingChannel(asyncio.BufferedProtocol):
         return self._recv
 
     def buffer_updated(self, nbytes: int) -> None:
-        """asyncio read ``nbytes`` into the receive buffer: the decoder copies them at once."""
-        self.data_received(self._recv[:nbytes])
+        """asyncio read ``nbytes`` into the receive buffer: the decoder copies them at once.
+
+        ``data_received`` of these bytes, inlined: this runs on every read.
+        """
+        if self.closing:
+            return
+        self.last_activity = time.monotonic()
+        try:
+            self._decoder.feed(self._recv[:nbytes])
+        except MalformedFrame as exc:  # only after an earlier failure; the connection is going
+            self._controller.malformed_frame(self, exc)
+            return
+        if not self._backlog:
+            self._turn()
 
     def data_received(self, data: bytes | memoryview) -> None:
         """Buffer the bytes and handle the complete frames (see the module docstring)."""
@@ -183,7 +202,8 @@ class RemotingChannel(asyncio.BufferedProtocol):
                 self.partial_since = started
         else:
             self.partial_since = None
-        self._update_reading()
+        if self._reading == (more or self.paused_since is not None or controller.stopping):
+            self._update_reading()  # reading must start or stop
 
     def _flush(self) -> None:
         batch, self._batch, self._batch_bytes = self._batch, [], 0

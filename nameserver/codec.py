@@ -5,6 +5,7 @@ codec, which lives in small modules by subject:
 
 * command and frame encoding (§2-§5): :mod:`nameserver.codec_command`
 * incremental frame decoding, malformed frames (§9.1): :mod:`nameserver.codec_decoder`
+* JSON headers decoded before, recalled by the decoder: :mod:`nameserver.codec_memo`
 * codes, languages, versions, flags, limits: :mod:`nameserver.codec_constants`
 * custom headers <-> extFields (§6): :mod:`nameserver.codec_headers`
 * REGISTER_BROKER / DataVersion bodies (§8): :mod:`nameserver.codec_register`
@@ -63,6 +64,7 @@ from nameserver.codec_decoder import (
     MalformedFrame,
     decode_frame,
 )
+from nameserver.codec_memo import HeaderMemo
 from nameserver.codec_headers import (
     BOOL,
     DOUBLE,
@@ -101,7 +103,7 @@ from nameserver.codec_register import (
 __all__ = [
     # command and frames
     "RemotingCommand", "ResponseFrame", "encode_frame", "encode_header", "make_request", "make_response",
-    "mark_protocol_type", "FrameDecoder", "MalformedFrame", "decode_frame",
+    "mark_protocol_type", "FrameDecoder", "HeaderMemo", "MalformedFrame", "decode_frame",
     "REASON_FRAME_TOO_LARGE", "REASON_HEADER_LENGTH_OVERRUN", "REASON_JSON_HEADER_FIELD",
     "REASON_JSON_HEADER_INVALID", "REASON_JSON_HEADER_NOT_OBJECT", "REASON_LENGTH_TOO_SMALL",
     "REASON_ROCKETMQ_HEADER_LEFTOVER", "REASON_ROCKETMQ_HEADER_LENGTH",

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import orjson
 
 from nameserver.codec_command import RemotingCommand
+from nameserver.codec_memo import HeaderMemo
 from nameserver.codec_constants import (
     LANGUAGE_BY_NAME,
     MAX_FRAME_BYTES,
@@ -23,6 +24,7 @@ from nameserver.codec_constants import (
 )
 
 _U32 = struct.Struct(">I")
+_PREFIX = struct.Struct(">II")  # length, (serializeType << 24) | headerLength
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _RMQ_FIXED = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remarkLength (§5)
@@ -79,11 +81,24 @@ def _json_int(obj: dict, name: str, decoded: dict[str, Any]) -> int:
     return value
 
 
+def _ints_read(obj: dict) -> dict[str, Any]:
+    """The header ints of ``obj`` that were decoded (all valid by now; an absent one reads as 0
+    and is not reported)."""
+    return {name: obj[name] for name in ("code", "flag", "opaque", "version") if obj.get(name) is not None}
+
+
 def _scalar_text(value: Any) -> str:
     return value if type(value) is str else orjson.dumps(value).decode()
 
 
-def _decode_json_header(raw: bytes | bytearray, decoded: dict[str, Any]) -> tuple:
+def _decode_json_header(raw: bytes | bytearray) -> tuple:
+    """The seven header fields of a JSON header (§4), in ``RemotingCommand`` order.
+
+    Raises:
+        MalformedFrame: its ``decoded_so_far`` holds only the header fields read before the fault
+            (the caller adds the frame's shape).
+    """
+    decoded: dict[str, Any] = {}
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -98,11 +113,9 @@ def _decode_json_header(raw: bytes | bytearray, decoded: dict[str, Any]) -> tupl
     code, flag, opaque, version = get("code"), get("flag"), get("opaque"), get("version")
     # Every header of ours and of Java clients carries the four as int32s: check them in one go;
     # anything else (absent, not an int, out of range) takes the field-by-field path of §4.
-    if (type(code) is int and type(flag) is int and type(opaque) is int and type(version) is int
+    if not (type(code) is int and type(flag) is int and type(opaque) is int and type(version) is int
             and _INT32_MIN <= code <= _INT32_MAX and _INT32_MIN <= flag <= _INT32_MAX
             and _INT32_MIN <= opaque <= _INT32_MAX and _INT32_MIN <= version <= _INT32_MAX):
-        decoded.update(code=code, flag=flag, opaque=opaque, version=version)
-    else:
         code = _json_int(obj, "code", decoded)
         flag = _json_int(obj, "flag", decoded)
         opaque = _json_int(obj, "opaque", decoded)
@@ -115,16 +128,22 @@ def _decode_json_header(raw: bytes | bytearray, decoded: dict[str, Any]) -> tupl
     ext = get("extFields")
     if ext is not None:
         if type(ext) is not dict:
-            raise MalformedFrame(REASON_JSON_HEADER_FIELD, decoded, "extFields is not an object")
+            raise MalformedFrame(REASON_JSON_HEADER_FIELD, _ints_read(obj), "extFields is not an object")
         if not _STR_ONLY.issuperset(map(type, ext.values())):  # one C pass over the values
             if any(isinstance(v, (dict, list)) for v in ext.values()):
-                raise MalformedFrame(REASON_JSON_HEADER_FIELD, decoded, "nested value in extFields")
+                raise MalformedFrame(REASON_JSON_HEADER_FIELD, _ints_read(obj), "nested value in extFields")
             # §4: scalars become their JSON text; a null value is an absent field.
             ext = {k: _scalar_text(v) for k, v in ext.items() if v is not None}
     return code, language, version, opaque, flag, remark, ext
 
 
-def _decode_rocketmq_header(buf: bytearray, start: int, end: int, decoded: dict[str, Any]) -> tuple:
+def _decode_rocketmq_header(buf: bytearray, start: int, end: int) -> tuple:
+    """The seven header fields of a ROCKETMQ header (§5), in ``RemotingCommand`` order.
+
+    Raises:
+        MalformedFrame: as :func:`_decode_json_header`.
+    """
+    decoded: dict[str, Any] = {}
     if end - start < ROCKETMQ_FIXED_HEADER_BYTES:
         raise MalformedFrame(REASON_ROCKETMQ_HEADER_SHORT, decoded, f"{end - start} bytes")
     code, language, version, opaque, flag, remark_length = _RMQ_FIXED.unpack_from(buf, start)
@@ -181,19 +200,22 @@ class FrameDecoder:
         True
     """
 
-    __slots__ = ("_buf", "_pos", "_max_length", "_error")
+    __slots__ = ("_buf", "_pos", "_max_length", "_error", "_memo")
 
-    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES, memo: HeaderMemo | None = None) -> None:
         """Create an empty decoder.
 
         Args:
             max_frame_bytes: largest whole frame, length field included (RocketMQ: 16 MiB;
                 ``NameServerConfig.max_frame_bytes``).
+            memo: JSON headers decoded before (may be shared by decoders on one thread); the
+                commands are the same with or without.
         """
         self._buf = bytearray()
         self._pos = 0
         self._max_length = max_frame_bytes - 4
         self._error: MalformedFrame | None = None
+        self._memo = memo
 
     @property
     def buffered(self) -> int:
@@ -231,49 +253,60 @@ class FrameDecoder:
         if self._error is not None:
             raise self._error
         buf, pos = self._buf, self._pos
-        available = len(buf) - pos
-        if available < 4:
-            self._wait()
-            return None
-        (length,) = _U32.unpack_from(buf, pos)
-        if length < 4:
-            raise self._fail(REASON_LENGTH_TOO_SMALL, {"frame_length": length}, f"length {length} < 4")
-        if length > self._max_length:
-            raise self._fail(
-                REASON_FRAME_TOO_LARGE, {"frame_length": length}, f"length {length} > {self._max_length}"
-            )
+        end = len(buf)
+        available = end - pos
         if available < 8:
+            if available >= 4:
+                (length,) = _U32.unpack_from(buf, pos)
+                if length < 4 or length > self._max_length:
+                    raise self._bad_length(length)
             self._wait()
             return None
-        (word,) = _U32.unpack_from(buf, pos + 4)
+        length, word = _PREFIX.unpack_from(buf, pos)
         serialize_type, header_length = word >> 24, word & MAX_HEADER_LENGTH
-        decoded: dict[str, Any] = {
-            "frame_length": length, "serialize_type": serialize_type, "header_length": header_length,
-        }
-        if header_length > length - 4:
-            raise self._fail(REASON_HEADER_LENGTH_OVERRUN, decoded, f"header length {header_length}")
-        if serialize_type > _ROCKETMQ:
-            raise self._fail(REASON_UNKNOWN_SERIALIZE_TYPE, decoded, f"serialize type {serialize_type}")
-        if available < 4 + length:
+        # one test for every well-formed prefix; each fault is told apart only when there is one
+        if length < 4 or length > self._max_length or header_length > length - 4 or serialize_type > _ROCKETMQ:
+            raise self._bad_prefix(length, serialize_type, header_length)
+        frame_end = pos + 4 + length
+        if end < frame_end:
             self._wait()
             return None
         header_start = pos + 8
         header_end = header_start + header_length
-        frame_end = pos + 4 + length
         try:
             if serialize_type == _JSON:
-                fields = _decode_json_header(buf[header_start:header_end], decoded)  # orjson reads a bytearray
+                memo = self._memo
+                fields = memo.recall(buf, header_start, header_end) if memo is not None else None
+                if fields is None:
+                    fields = _decode_json_header(buf[header_start:header_end])  # orjson reads a bytearray
+                    if memo is not None:
+                        memo.keep(buf, header_start, header_end, fields)
             else:
-                fields = _decode_rocketmq_header(buf, header_start, header_end, decoded)
+                fields = _decode_rocketmq_header(buf, header_start, header_end)
         except MalformedFrame as exc:
-            raise self._fail(exc.reason, exc.decoded_so_far, exc.detail) from None
+            decoded = {"frame_length": length, "serialize_type": serialize_type, "header_length": header_length}
+            decoded.update(exc.decoded_so_far)
+            raise self._fail(exc.reason, decoded, exc.detail) from None
         body = bytes(buf[header_end:frame_end]) if frame_end > header_end else None
-        if frame_end == len(buf):  # everything consumed: reset without copying
+        if frame_end == end:  # everything consumed: reset without copying
             buf.clear()
             self._pos = 0
         else:
             self._pos = frame_end
-        return RemotingCommand(*fields, body=body, serialize_type=_SERIALIZE_TYPES[serialize_type])
+        return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
+
+    def _bad_length(self, length: int) -> MalformedFrame:
+        if length < 4:
+            return self._fail(REASON_LENGTH_TOO_SMALL, {"frame_length": length}, f"length {length} < 4")
+        return self._fail(REASON_FRAME_TOO_LARGE, {"frame_length": length}, f"length {length} > {self._max_length}")
+
+    def _bad_prefix(self, length: int, serialize_type: int, header_length: int) -> MalformedFrame:
+        if length < 4 or length > self._max_length:
+            return self._bad_length(length)
+        decoded = {"frame_length": length, "serialize_type": serialize_type, "header_length": header_length}
+        if header_length > length - 4:
+            return self._fail(REASON_HEADER_LENGTH_OVERRUN, decoded, f"header length {header_length}")
+        return self._fail(REASON_UNKNOWN_SERIALIZE_TYPE, decoded, f"serialize type {serialize_type}")
 
 
 def decode_frame(frame: bytes) -> RemotingCommand:

@@ -29,6 +29,7 @@ from nameserver.acl import AccessController, exposure_notice, load_secret_store
 from nameserver.answers import DurableAnswers
 from nameserver.channel import RemotingChannel, encode_response
 from nameserver.codec import (
+    HeaderMemo,
     MalformedFrame,
     RemotingCommand,
     RequestCode,
@@ -116,6 +117,8 @@ class NameServerController:
         self._server: asyncio.base_events.Server | None = None
         self._channels: dict[str, RemotingChannel] = {}
         self._next_channel = 0
+        # one for every connection: clients repeat the same headers (route polls), whoever they are
+        self._header_memo = HeaderMemo()
         self._tasks: list[asyncio.Task] = []
         self._stopped = asyncio.Event()
         self._stop_reason: str | None = None
@@ -151,7 +154,7 @@ class NameServerController:
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
-                lambda: RemotingChannel(self, self.config.max_frame_bytes), host, port,
+                lambda: RemotingChannel(self, self.config.max_frame_bytes, self._header_memo), host, port,
                 reuse_address=True, backlog=1024,
             )
         except OSError:

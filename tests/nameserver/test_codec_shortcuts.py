@@ -1,7 +1,8 @@
 """The codec's shortcuts give exactly what the full path gives.
 
 ``ResponseFrame`` (an answer encoded once, the opaque filled in per request) against
-``encode_frame``.
+``encode_frame``; ``HeaderMemo`` (JSON headers decoded once, recalled when only the opaque's
+digits differ) against a decoder without one, including headers built to fool it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nameserver.codec import (
+    FrameDecoder,
+    HeaderMemo,
     LanguageCode,
+    MalformedFrame,
     RemotingCommand,
     ResponseFrame,
     SerializeType,
@@ -31,6 +35,23 @@ _responses = st.builds(
     flag=_int32, remark=st.none() | _text, ext_fields=_ext, body=_body,
     serialize_type=st.sampled_from([JSON, ROCKETMQ]),
 )
+
+
+def frame(header: bytes, body: bytes = b"") -> bytes:
+    """A JSON-header frame from raw header bytes (§2)."""
+    return (4 + len(header) + len(body)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + body
+
+
+def decode_all(data: bytes, memo: HeaderMemo | None) -> list:
+    """Commands, then the error if any, of a stream."""
+    decoder = FrameDecoder(memo=memo)
+    out: list = []
+    try:
+        decoder.feed(data)
+        out.extend(decoder)
+    except MalformedFrame as exc:
+        out.append((exc.reason, exc.decoded_so_far, exc.detail))
+    return out
 
 
 # ---------------------------------------------------------------------- ResponseFrame
@@ -60,3 +81,74 @@ def test_response_frame_refuses_what_encode_frame_refuses():
     for opaque in (2**31, -(2**31) - 1):
         with pytest.raises(ValueError):
             encoded.frame(opaque)
+
+
+# ---------------------------------------------------------------------- HeaderMemo
+
+LOOKUP = (b'{"code":105,"extFields":{"topic":"TopicA"},"flag":0,"language":"JAVA","opaque":%s,'
+          b'"serializeTypeCurrentRPC":"JSON","version":407}')
+
+
+def test_memo_recalls_a_header_that_differs_only_in_the_opaque():
+    memo = HeaderMemo()
+    stream = b"".join(frame(LOOKUP % digits) for digits in (b"1", b"22", b"-7", b"2147483647", b"0"))
+    decoded = decode_all(stream, memo)
+    assert decoded == decode_all(stream, None)
+    assert [cmd.opaque for cmd in decoded] == [1, 22, -7, 2**31 - 1, 0]
+    assert len(memo) == 1
+    decoded[0].ext_fields["topic"] = "changed"  # each command has its own extFields
+    assert decode_all(frame(LOOKUP % b"3"), memo)[0].ext_fields == {"topic": "TopicA"}
+
+
+# Headers that look alike but for the opaque's digits where the memo must not be fooled: the
+# digits that change are not the opaque (duplicates, nested, escaped keys), the new digits are
+# not a valid int32, or the JSON is not what the pattern expects. Each "%s" is filled with two
+# different digit strings, the first decoded (and maybe kept), the second possibly recalled.
+TRICKS = [
+    b'{"code":105,"opaque":%s,"opaque":5}',
+    b'{"code":105,"opaque":5,"opaque":%s}',
+    b'{"code":105,"extFields":{"opaque":%s},"opaque":5}',
+    b'{"code":105,"extFields":{"opaque":%s}}',
+    b'{"code":105,"more":{"opaque":%s}}',
+    b'{"code":105,"extFields":{"opaque":"x"},"opaque":%s}',
+    b'{"op\\u0061que":5,"extFields":{"opaque":%s}}',
+    b'{"code":105,"opaque":%s,"remark":"\\"opaque\\":1"}',
+    b'{"code":105,"remark":"\\"opaque\\":%s,","opaque":5}',
+    b'{"code":105,"opaque":%s}',
+    b'{"code":105,"opaque":%s }',
+    b'{"code":105,"opaque": %s}',
+    b'{"code":"105","flag":1.5,"opaque":%s}',
+    b'{"code":105,"extFields":{"a":1,"b":null},"opaque":%s}',
+    b'{"code":105,"extFields":[],"opaque":%s}',
+    b'{"code":105,"language":"GO","remark":7,"opaque":%s,"version":2147483648}',
+    b'[{"opaque":%s}]',
+]
+DIGITS = [b"5", b"6", b"0", b"-0", b"007", b"12", b"2147483647", b"2147483648", b"-2147483649", b"99999999999",
+          b"1.0", b"1e2", b""]
+
+
+@pytest.mark.parametrize("header", TRICKS)
+def test_memo_is_never_fooled(header):
+    for first in DIGITS:
+        for second in DIGITS:
+            memo = HeaderMemo()
+            stream = frame(header % first) + frame(header % second)
+            assert decode_all(stream, memo) == decode_all(stream, None), (first, second)
+
+
+@given(st.lists(st.tuples(st.sampled_from([105, 103, 34]), st.sampled_from(["TopicA", "Topic\u00e9", 'T"q']),
+                          st.sampled_from(list(LanguageCode)), _int32, st.none() | _text), min_size=1, max_size=8),
+       st.integers(1, 3))
+def test_memo_decodes_like_no_memo(requests, bound):
+    stream = b"".join(encode_frame(RemotingCommand(code, language, 407, opaque, 0, remark, {"topic": topic}))
+                      for code, topic, language, opaque, remark in requests)
+    assert decode_all(stream, HeaderMemo(max_entries=bound)) == decode_all(stream, None)
+
+
+def test_memo_is_bounded():
+    memo = HeaderMemo(max_entries=2, max_header_bytes=200)
+    for topic in ("T1", "T2", "T3"):
+        decode_all(frame(LOOKUP.replace(b"TopicA", topic.encode()) % b"1"), memo)
+    assert len(memo) == 1  # emptied when full, then the third kept
+    decode_all(frame(LOOKUP.replace(b"TopicA", b"T" * 200) % b"1"), memo)
+    assert len(memo) == 1  # too long to keep
