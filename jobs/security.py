@@ -151,10 +151,13 @@ def agg_addr_host_mismatch(registrations_df: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("registrations"),
         F.min("seq").alias("first_seq"),
     )
+    differ = F.col("remote_host").isNotNull() & F.col("addr_host").isNotNull() & (
+        F.col("remote_host") != F.col("addr_host"))
     mismatches_df = (
         with_hosts(pairs_df)
-        .where(F.col("remote_host").isNotNull() & F.col("addr_host").isNotNull()
-               & (F.col("remote_host") != F.col("addr_host")))
+        # One condition that also names an aggregate (always true): Spark would otherwise push a
+        # condition on the grouping keys below the aggregate and parse every registration's hosts.
+        .where(F.when(F.col("registrations") > 0, differ).otherwise(F.lit(False)))
         .groupBy("ns", "broker_addr", "remote_host")
         .agg(
             F.min("start_ms").alias("start_ms"),
@@ -308,15 +311,28 @@ def agg_new_names(registrations_df: DataFrame, known_df: DataFrame, has_history_
         has_history_df: one row, ``has_history`` (the lake has events of earlier days).
         takeover_rows_df: today's :func:`agg_takeovers` rows.
     """
-    today_df = (
-        with_names(registrations_df, "ts_ms", "ns", "broker_addr", "remote_host")
-        .groupBy("kind", "name")
+    # First per (name, server, address, peer) with fixed-width aggregates, a hash aggregate over
+    # the day; the peer's host and the earliest registration (a min over strings, which Spark
+    # sorts for) then come from those few rows. The earliest of each group's earliest is the
+    # earliest overall, so this is exact.
+    per_peer_df = (
+        with_names(registrations_df, "ts_ms", "ns", "broker_addr", "remote")
+        .groupBy("kind", "name", "ns", "broker_addr", "remote")
         .agg(
             F.min("ts_ms").alias("start_ms"),
             F.max("ts_ms").alias("end_ms"),
             F.count(F.lit(1)).alias("registrations"),
+        )
+        .withColumn("remote_host", host_of(F.col("remote")))
+    )
+    today_df = (
+        per_peer_df.groupBy("kind", "name")
+        .agg(
+            F.min("start_ms").alias("start_ms"),
+            F.max("end_ms").alias("end_ms"),
+            F.sum("registrations").alias("registrations"),
             # the earliest registration; ties between servers broken by ns, so reruns agree
-            F.min(F.struct("ts_ms", "ns", "broker_addr", "remote_host")).alias("first"),
+            F.min(F.struct(F.col("start_ms").alias("ts_ms"), "ns", "broker_addr", "remote_host")).alias("first"),
         )
         .join(known_df.select(*SEEN_NAME_COLUMNS), ["kind", "name"], "left_anti")
     )
