@@ -119,27 +119,27 @@ class RemotingChannel(asyncio.BufferedProtocol):
         """
         if self.closing:
             return
-        self.last_activity = time.monotonic()
+        self.last_activity = now = time.monotonic()
         try:
             self._decoder.feed(self._recv[:nbytes])
         except MalformedFrame as exc:  # only after an earlier failure; the connection is going
             self._controller.malformed_frame(self, exc)
             return
         if not self._backlog:
-            self._turn()
+            self._turn(now)
 
     def data_received(self, data: bytes | memoryview) -> None:
         """Buffer the bytes and handle the complete frames (see the module docstring)."""
         if self.closing:
             return
-        self.last_activity = time.monotonic()
+        self.last_activity = now = time.monotonic()
         try:
             self._decoder.feed(data)
         except MalformedFrame as exc:  # only after an earlier failure; the connection is going
             self._controller.malformed_frame(self, exc)
             return
         if not self._backlog:
-            self._turn()
+            self._turn(now)
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Hand the close to the controller (semantics §2.4)."""
@@ -160,13 +160,15 @@ class RemotingChannel(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ processing
 
-    def _turn(self) -> None:
+    def _turn(self, started: float | None = None) -> None:
         """Handle complete frames until none is left, the turn's budget is spent or the peer
-        stops reading; write the turn's answers together (one syscall, not one per answer)."""
+        stops reading; write the turn's answers together (one syscall, not one per answer).
+        ``started``: ``time.monotonic()`` if the caller just read it."""
         if self.closing:
             return
         decoder, controller = self._decoder, self._controller
-        started = time.monotonic()
+        if started is None:
+            started = time.monotonic()
         handled = 0
         more = False
         self._batch, self._batch_bytes = [], 0

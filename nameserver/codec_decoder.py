@@ -260,7 +260,9 @@ class FrameDecoder:
                 (length,) = _U32.unpack_from(buf, pos)
                 if length < 4 or length > self._max_length:
                     raise self._bad_length(length)
-            self._wait()
+            if pos:  # _wait(), inlined: this is the end of every read
+                del buf[:pos]
+                self._pos = 0
             return None
         length, word = _PREFIX.unpack_from(buf, pos)
         serialize_type, header_length = word >> 24, word & MAX_HEADER_LENGTH
