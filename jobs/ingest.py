@@ -13,7 +13,7 @@ Shape of the job (:func:`run_ingest`):
    ones straight to a data file of ``events`` (committed at the end, with the rest, as one Delta
    transaction). Only the lines it does not accept are parsed again in the JVM
    (``jobs.ingest_read.with_reason``), which accepts them or names their first problem.
-2. :func:`with_seq_status` orders each server's accepted lines by ``(seq, file, line)``: the
+2. ``jobs.ingest_sequence`` orders each server's accepted lines by ``(seq, file, line)``: the
    first line of a seq is kept, a later equal event is a duplicate, a later different one a
    conflict (quarantined); the same pass notes each kept event's predecessor.
 3. Findings: ``seq_gap`` and ``clock_step_back`` between consecutive kept events, and from the
@@ -25,7 +25,6 @@ Every table is replaced for the day (``replace_where``), so re-running a day giv
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import logging
 import os
@@ -35,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -47,16 +46,29 @@ from jobs.findings import finding_columns, write_findings
 from jobs.ingest_fast import (
     build_plan,
     delete_data_files,
-    rewrite_without_lines,
     scan_lines,
 )
 from jobs.ingest_read import (
-    SegmentFile,
     list_day_segments,
     read_lines,
     select_checked,
     with_event,
     with_reason,
+)
+from jobs.ingest_sequence import (
+    STATUS_CONFLICT,
+    STATUS_DUPLICATE,
+    STATUS_KEEP,
+    STATUS_SCHEMA,
+    agg_dropped_line_ranges,
+    agg_last_events,
+    in_seq_order,
+    pair_rows,
+    select_kept_pairs,
+    select_keys,
+    sequence_generally,
+    summaries_frame,
+    with_seq_status,
 )
 from jobs.spark import is_native_delta_available
 from nameserver.config import Config
@@ -71,17 +83,37 @@ from schemas.ingest import (
 
 log = logging.getLogger(__name__)
 
-CATEGORY = "telemetry"
+# The sequencing lives in jobs.ingest_sequence; these names stay importable from here.
+__all__ = [
+    "STATUS_CONFLICT",
+    "STATUS_DUPLICATE",
+    "STATUS_KEEP",
+    "IngestResult",
+    "agg_dropped_line_ranges",
+    "agg_duplicate_events_findings",
+    "agg_ingest_files",
+    "agg_last_events",
+    "agg_quarantined_lines_findings",
+    "agg_seq_counts",
+    "join_ingest_files",
+    "run_ingest",
+    "select_clock_step_back_findings",
+    "select_conflicts",
+    "select_events",
+    "select_kept_pairs",
+    "select_keys",
+    "select_quarantine",
+    "select_seq_gap_findings",
+    "with_seq_status",
+]
 
-STATUS_KEEP, STATUS_DUPLICATE, STATUS_CONFLICT = "keep", "duplicate", "conflict"
+CATEGORY = "telemetry"
 
 # The listing's columns of ingest_files, as the job turns the driver's file list into rows.
 _LISTING_SCHEMA = T.StructType(
     [INGEST_FILES_SCHEMA[c] for c in ("date", "ns", "file", "bytes", "compressed", "open_segment")]
 )
 # What a pair of consecutive kept events of one server looks like to the findings.
-_PAIR_COLUMNS = ("ns", "seq", "ts_ms", "file", "line", "prev_seq", "prev_ts_ms", "prev_file")
-
 
 @dataclass(frozen=True)
 class IngestResult:
@@ -106,106 +138,6 @@ class IngestResult:
     quarantined: int
     events_written: int
     findings: dict[str, int] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------------------- sequence
-
-
-def select_keys(checked_df: DataFrame) -> DataFrame:
-    """The accepted lines' keys for sequencing: ``ns``, ``seq``, ``ts_ms``, ``file``, ``line``,
-    ``event_hash``."""
-    return checked_df.where(F.col("reason").isNull()).select(
-        "ns", F.col("event.seq").alias("seq"), F.col("event.ts").alias("ts_ms"), "file", "line", "event_hash"
-    )
-
-
-def with_seq_status(keys_df: DataFrame) -> DataFrame:
-    """Add each accepted line's ``status`` and, for kept lines, the previous kept event.
-
-    Per server, lines are ordered by ``(seq, file, line)``. The first line of a seq is ``keep``;
-    a later one is ``duplicate`` when its event equals the kept one (``event_hash``), else
-    ``conflict``. ``kept_file``/``kept_line`` name the kept line on the others (null on kept
-    rows). ``prev_seq``, ``prev_ts_ms``, ``prev_file`` describe the kept event before a kept one
-    (null on the server's first of the day, and on the others).
-
-    Example:
-        seq 7 at line 7 of ``a.jsonl`` and of ``a.jsonl.gz``: the ``.gz`` row is a duplicate
-        with ``kept_file = a.jsonl``; the ``a.jsonl`` row has ``prev_seq = 6``.
-    """
-    # One ordering per server serves dedup and the gap/clock checks: a single shuffle and sort.
-    by_seq = Window.partitionBy("ns").orderBy("seq", "file", "line")
-    so_far = by_seq.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    before = by_seq.rowsBetween(Window.unboundedPreceding, -1)
-    first = F.coalesce(F.lag("seq").over(by_seq) != F.col("seq"), F.lit(True))
-    kept_row = F.when(F.col("_first"), F.struct("seq", "ts_ms", "file", "line", "event_hash"))
-    is_first = F.col("_first")
-    return (
-        keys_df.withColumn("_first", first)
-        .withColumn("_kept", F.last(kept_row, ignorenulls=True).over(so_far))
-        .withColumn("_prev", F.last(kept_row, ignorenulls=True).over(before))
-        .select(
-            "ns",
-            "seq",
-            "ts_ms",
-            "file",
-            "line",
-            F.when(is_first, F.lit(STATUS_KEEP))
-            .when(F.col("event_hash") == F.col("_kept.event_hash"), F.lit(STATUS_DUPLICATE))
-            .otherwise(F.lit(STATUS_CONFLICT))
-            .alias("status"),
-            F.when(~is_first, F.col("_kept.file")).alias("kept_file"),
-            F.when(~is_first, F.col("_kept.line")).alias("kept_line"),
-            F.when(is_first, F.col("_prev.seq")).alias("prev_seq"),
-            F.when(is_first, F.col("_prev.ts_ms")).alias("prev_ts_ms"),
-            F.when(is_first, F.col("_prev.file")).alias("prev_file"),
-        )
-    )
-
-
-def select_kept_pairs(status_df: DataFrame, previous_day_df: DataFrame) -> DataFrame:
-    """Consecutive kept events of each server (``_PAIR_COLUMNS``), across midnight too.
-
-    Args:
-        status_df: :func:`with_seq_status` rows.
-        previous_day_df: the previous day's last event per server (:func:`agg_last_events`);
-            it becomes the predecessor of the server's first kept event of the day.
-    """
-    kept_df = status_df.where(F.col("status") == STATUS_KEEP)
-    within_day_df = kept_df.where(F.col("prev_seq").isNotNull()).select(*_PAIR_COLUMNS)
-    last_df = previous_day_df.select(
-        "ns", F.col("seq").alias("prev_seq"), F.col("ts_ms").alias("prev_ts_ms"), F.col("file").alias("prev_file")
-    )
-    # one row per server on each side: broadcasting keeps the day's rows where they are
-    across_df = (
-        kept_df.where(F.col("prev_seq").isNull())
-        .select("ns", "seq", "ts_ms", "file", "line")
-        .join(F.broadcast(last_df), "ns")
-        .select(*_PAIR_COLUMNS)
-    )
-    return within_day_df.unionByName(across_df)
-
-
-def agg_last_events(events_df: DataFrame) -> DataFrame:
-    """The last event (highest seq) of each server in ``events_df``: ``ns``, ``seq``, ``ts_ms``,
-    ``file``."""
-    last = F.max_by(F.struct("seq", "ts_ms", "file"), "seq")
-    return events_df.groupBy("ns").agg(last.alias("_last")).select("ns", "_last.seq", "_last.ts_ms", "_last.file")
-
-
-def agg_dropped_line_ranges(status_df: DataFrame) -> DataFrame:
-    """``file``, ``first_line``, ``last_line``: runs of accepted lines that are not kept.
-
-    A duplicated file is one run, so the anti-join that drops these lines from ``events`` stays
-    small enough to broadcast even when a whole segment was copied.
-    """
-    by_line = Window.partitionBy("file").orderBy("line")
-    return (
-        status_df.where(F.col("status") != STATUS_KEEP)
-        .withColumn("_run", F.col("line") - F.row_number().over(by_line))
-        .groupBy("file", "_run")
-        .agg(F.min("line").alias("first_line"), F.max("line").alias("last_line"))
-        .select("file", "first_line", "last_line")
-    )
 
 
 # ------------------------------------------------------------------------------------ tables
@@ -476,21 +408,21 @@ def run_ingest(
             .transform(with_reason)
             .transform(select_checked)
         )
-        read_df = _summaries_df(spark, summaries).select("file", "lines_read").join(
+        read_df = summaries_frame(spark, summaries).select("file", "lines_read").join(
             slow_df.groupBy("file").agg(F.count("reason").alias("failed")), "file", "left"
         )
         with _timed("sequence"):
-            in_order = slow_df.where(F.col("reason").isNull()).isEmpty() and _in_seq_order(summaries)
+            in_order = slow_df.where(F.col("reason").isNull()).isEmpty() and in_seq_order(summaries)
             status_df = dropped_df = None
             if in_order:
                 # Every event was accepted by the fast path and each server's files hold disjoint,
                 # rising seq ranges: nothing repeats, and the consecutive pairs are known already.
-                pairs_status_df = spark.createDataFrame(_pair_rows(summaries), _STATUS_SCHEMA)
-                seq_df = _summaries_df(spark, summaries).select(
+                pairs_status_df = spark.createDataFrame(pair_rows(summaries), STATUS_SCHEMA)
+                seq_df = summaries_frame(spark, summaries).select(
                     "file", "accepted", "duplicates", "conflicts", "first_seq", "last_seq"
                 )
             else:
-                status_df, dropped_df, staged = _sequence(spark, files, plan, staged, slow_df, cache)
+                status_df, dropped_df, staged = sequence_generally(spark, files, plan, staged, slow_df, cache)
                 pairs_status_df = status_df
                 seq_df = agg_seq_counts(status_df)
         quarantine_df = select_quarantine(slow_df)
@@ -548,145 +480,6 @@ def run_ingest(
         result.events_written, result.findings or "none",
     )
     return result
-
-
-_STATUS_SCHEMA = T.StructType(
-    [
-        T.StructField("ns", T.StringType()),
-        T.StructField("seq", T.LongType()),
-        T.StructField("ts_ms", T.LongType()),
-        T.StructField("file", T.StringType()),
-        T.StructField("line", T.LongType()),
-        T.StructField("status", T.StringType()),
-        T.StructField("kept_file", T.StringType()),
-        T.StructField("kept_line", T.LongType()),
-        T.StructField("prev_seq", T.LongType()),
-        T.StructField("prev_ts_ms", T.LongType()),
-        T.StructField("prev_file", T.StringType()),
-    ]
-)
-
-
-def _summaries_df(spark: SparkSession, summaries: list[tuple[str, str, dict]]) -> DataFrame:
-    """Per scanned file: ``lines_read`` and, for its fast lines, the sequencing counts."""
-    rows = [
-        (file, s["lines"], s["fast"], 0, 0, s["first"][0] if s["first"] else None, s["last"][0] if s["last"] else None)
-        for _, file, s in summaries
-    ]
-    return spark.createDataFrame(
-        rows, "file string, lines_read long, accepted long, duplicates long, conflicts long, first_seq long, last_seq long"
-    )
-
-
-def _in_seq_order(summaries: list[tuple[str, str, dict]]) -> bool:
-    """Whether every file's fast lines rise in seq and a server's files hold disjoint seq ranges."""
-    by_ns: dict[str, list[dict]] = {}
-    for ns, _, s in summaries:
-        if s["first"] is None:
-            continue
-        if not s["increasing"]:
-            return False
-        by_ns.setdefault(ns, []).append(s)
-    for ranges in by_ns.values():
-        ranges.sort(key=lambda s: s["first"][0])
-        if any(b["first"][0] <= a["last"][0] for a, b in itertools.pairwise(ranges)):
-            return False
-    return True
-
-
-def _pair_rows(summaries: list[tuple[str, str, dict]]) -> list[tuple]:
-    """:func:`with_seq_status`-shaped rows for files in seq order: each server's first event (no
-    predecessor) and every consecutive pair that can be a finding (within a file, its steps;
-    across files, each boundary)."""
-    by_ns: dict[str, list[tuple[str, dict]]] = {}
-    for ns, file, s in summaries:
-        if s["first"] is not None:
-            by_ns.setdefault(ns, []).append((file, s))
-    rows = []
-    for ns, files in by_ns.items():
-        files.sort(key=lambda fs: fs[1]["first"][0])
-        first_file, first = files[0]
-        rows.append((ns, *first["first"][:2], first_file, first["first"][2], STATUS_KEEP, None, None, None, None, None))
-        previous = None
-        for file, s in files:
-            if previous is not None:
-                prev_file, prev = previous
-                seq, ts, line = s["first"]
-                rows.append((ns, seq, ts, file, line, STATUS_KEEP, None, None, prev["last"][0], prev["last"][1], prev_file))
-            for prev_seq, prev_ts, seq, ts, line in s["steps"]:
-                rows.append((ns, seq, ts, file, line, STATUS_KEEP, None, None, prev_seq, prev_ts, file))
-            previous = (file, s)
-    return rows
-
-
-def _sequence(spark, files, plan, staged, slow_df, cache):
-    """The general sequencing (:func:`with_seq_status` over every accepted line).
-
-    Returns ``(status_df, dropped_df, staged)``: the statuses, the dropped line ranges and the
-    data files, rewritten without the dropped lines.
-    """
-    keys_df = _fast_keys(spark, plan, staged).unionByName(select_keys(slow_df))
-    status_df = cache(keys_df.transform(with_seq_status))
-    if status_df.where(F.col("status") != STATUS_KEEP).isEmpty():
-        return status_df, None, staged
-    # A seq seen twice: the fast lines among its copies need the JVM's event hash to tell a
-    # duplicate from a conflict. Rare (a copied segment), so those files are read again.
-    keys_df = _with_fast_event_hashes(spark, files, keys_df, status_df)
-    status_df = cache(keys_df.transform(with_seq_status))
-    dropped_df = cache(agg_dropped_line_ranges(status_df))
-    return status_df, dropped_df, _rewrite_staged(spark, plan, staged, dropped_df)
-
-
-def _fast_keys(spark: SparkSession, plan, staged: list[dict]) -> DataFrame:
-    """The sequencing keys of the fast path's events, read back from its data files."""
-    columns = ("ns", "seq", "ts_ms", "file", "line")
-    schema = T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns])
-    if not staged:
-        df = spark.createDataFrame([], schema)
-    else:
-        root = f"file://{plan.table_path}"
-        paths = [f"{root}/{info['path']}" for info in staged]
-        df = spark.read.schema(EVENTS_TABLE_SCHEMA).option("basePath", root).parquet(*paths).select(*columns)
-    return df.withColumn("event_hash", F.lit(None).cast(T.LongType()))
-
-
-def _with_fast_event_hashes(
-    spark: SparkSession, files: list[SegmentFile], keys_df: DataFrame, status_df: DataFrame
-) -> DataFrame:
-    """``keys_df`` with the event hash of every fast line whose seq repeats (read again and hashed
-    in the JVM, as ``select_checked`` hashes the others)."""
-    repeated_df = status_df.where(F.col("status") != STATUS_KEEP).select("ns", "seq").distinct()
-    involved_df = (
-        keys_df.where(F.col("event_hash").isNull()).join(F.broadcast(repeated_df), ["ns", "seq"]).select("file", "line")
-    )
-    involved_files = {r["file"] for r in involved_df.select("file").distinct().collect()}
-    if not involved_files:
-        return keys_df
-    hashes_df = (
-        read_lines(spark, [f for f in files if f.file in involved_files])
-        .join(involved_df, ["file", "line"])
-        .transform(with_event)
-        .select("file", "line", F.xxhash64("event").alias("_hash"))
-    )
-    return keys_df.join(F.broadcast(hashes_df), ["file", "line"], "left").select(
-        "ns", "seq", "ts_ms", "file", "line", F.coalesce("event_hash", "_hash").alias("event_hash")
-    )
-
-
-def _rewrite_staged(spark: SparkSession, plan, staged: list[dict], dropped_df: DataFrame) -> list[dict]:
-    """The written data files, those of files with dropped lines rewritten without them."""
-    if not staged:
-        return staged
-    ranges_df = dropped_df.groupBy("file").agg(
-        F.to_json(F.collect_list(F.struct("first_line", "last_line"))).alias("ranges")
-    )
-    staged_df = spark.createDataFrame(
-        [(info["source_file"], json.dumps(info)) for info in staged], "source_file string, data_file string"
-    )
-    to_rewrite_df = staged_df.join(ranges_df.withColumnRenamed("file", "source_file"), "source_file")
-    rewritten = {r["source_file"]: r["data_file"] for r in rewrite_without_lines(spark, to_rewrite_df, plan).collect()}
-    kept = [info for info in staged if info["source_file"] not in rewritten]
-    return kept + [json.loads(text) for text in rewritten.values() if text is not None]
 
 
 @contextmanager

@@ -288,7 +288,7 @@ def test_files_in_seq_order_give_the_same_tables_as_the_general_sequencing(spark
     in_order_lake = tmp_path / "in_order"
     result = run_ingest(spark, events, in_order_lake, DAY)
     assert result.findings.get("seq_gap") == 1 and result.findings.get("clock_step_back") == 1
-    monkeypatch.setattr(ingest_module, "_in_seq_order", lambda summaries: False)
+    monkeypatch.setattr(ingest_module, "in_seq_order", lambda summaries: False)
     general_lake = tmp_path / "general"
     assert run_ingest(spark, events, general_lake, DAY) == result
     in_order, general = _tables(spark, in_order_lake), _tables(spark, general_lake)
