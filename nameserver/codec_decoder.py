@@ -91,8 +91,9 @@ def _scalar_text(value: Any) -> str:
     return value if type(value) is str else orjson.dumps(value).decode()
 
 
-def _decode_json_header(raw: bytes | bytearray) -> tuple:
-    """The seven header fields of a JSON header (§4), in ``RemotingCommand`` order.
+def _decode_json_header(raw: bytes | bytearray) -> tuple[tuple, bool]:
+    """The seven header fields of a JSON header (§4), in ``RemotingCommand`` order, and whether
+    the header has a top-level ``opaque`` member (an absent one reads as 0 too).
 
     Raises:
         MalformedFrame: its ``decoded_so_far`` holds only the header fields read before the fault
@@ -134,7 +135,7 @@ def _decode_json_header(raw: bytes | bytearray) -> tuple:
                 raise MalformedFrame(REASON_JSON_HEADER_FIELD, _ints_read(obj), "nested value in extFields")
             # §4: scalars become their JSON text; a null value is an absent field.
             ext = {k: _scalar_text(v) for k, v in ext.items() if v is not None}
-    return code, language, version, opaque, flag, remark, ext
+    return (code, language, version, opaque, flag, remark, ext), get("opaque") is not None
 
 
 def _decode_rocketmq_header(buf: bytearray, start: int, end: int) -> tuple:
@@ -277,12 +278,16 @@ class FrameDecoder:
         header_end = header_start + header_length
         try:
             if serialize_type == _JSON:
-                memo = self._memo
-                fields = memo.recall(buf, header_start, header_end) if memo is not None else None
+                # The memo serves requests without a body: they are the ones sent again and again
+                # (route polls, heartbeats); a registration's header names its body's CRC.
+                memo = self._memo if frame_end == header_end else None
+                fields = key = None
+                if memo is not None:
+                    fields, key = memo.recall(buf, header_start, header_end)
                 if fields is None:
-                    fields = _decode_json_header(buf[header_start:header_end])  # orjson reads a bytearray
-                    if memo is not None:
-                        memo.keep(buf, header_start, header_end, fields)
+                    fields, has_opaque = _decode_json_header(buf[header_start:header_end])  # orjson reads a bytearray
+                    if key is not None and has_opaque:
+                        memo.keep(key, buf, header_start, header_end, fields)
             else:
                 fields = _decode_rocketmq_header(buf, header_start, header_end)
         except MalformedFrame as exc:

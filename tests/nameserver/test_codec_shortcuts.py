@@ -96,8 +96,17 @@ def test_memo_recalls_a_header_that_differs_only_in_the_opaque():
     assert decoded == decode_all(stream, None)
     assert [cmd.opaque for cmd in decoded] == [1, 22, -7, 2**31 - 1, 0]
     assert len(memo) == 1
-    decoded[0].ext_fields["topic"] = "changed"  # each command has its own extFields
+    decoded[1].ext_fields["topic"] = "changed"  # each command has its own extFields, recalled or not
+    decoded[0].ext_fields["topic"] = "changed"
     assert decode_all(frame(LOOKUP % b"3"), memo)[0].ext_fields == {"topic": "TopicA"}
+
+
+def test_memo_keeps_no_header_of_a_request_with_a_body():
+    # a registration's header names its body's CRC: it changes with the body, so it is not kept
+    memo = HeaderMemo()
+    stream = b"".join(frame(LOOKUP % digits, b"{}") for digits in (b"1", b"2"))
+    assert decode_all(stream, memo) == decode_all(stream, None)
+    assert len(memo) == 0
 
 
 # Headers that look alike but for the opaque's digits where the memo must not be fooled: the
@@ -147,8 +156,23 @@ def test_memo_decodes_like_no_memo(requests, bound):
 
 def test_memo_is_bounded():
     memo = HeaderMemo(max_entries=2, max_header_bytes=200)
-    for topic in ("T1", "T2", "T3"):
-        decode_all(frame(LOOKUP.replace(b"TopicA", topic.encode()) % b"1"), memo)
+    lookups = [frame(LOOKUP.replace(b"TopicA", b"T%d" % i) % b"1") for i in range(3)]
+    decode_all(lookups[0] + lookups[0] + lookups[1], memo)
+    assert len(memo) == 2
+    decode_all(lookups[2], memo)
     assert len(memo) == 1  # emptied when full, then the third kept
+    memo = HeaderMemo(max_header_bytes=200)
     decode_all(frame(LOOKUP.replace(b"TopicA", b"T" * 200) % b"1"), memo)
-    assert len(memo) == 1  # too long to keep
+    assert len(memo) == 0  # too long to keep
+
+
+def test_memo_stands_aside_when_it_keeps_more_than_it_recalls():
+    memo = HeaderMemo(max_entries=2)
+    lookups = [frame(LOOKUP.replace(b"TopicA", b"T%d" % i) % b"1") for i in range(3)]
+    decode_all(b"".join(lookups), memo)  # full at the third, nothing recalled: emptied, aside for 8
+    assert len(memo) == 1
+    for _ in range(8):
+        assert decode_all(lookups[0], memo) == decode_all(lookups[0], None)
+        assert len(memo) == 1  # not kept while aside
+    decode_all(lookups[0], memo)
+    assert len(memo) == 2
