@@ -1,8 +1,7 @@
 """Reads and writes every lake table: Delta tables, readable by delta-spark and by ``deltalake``.
 
-Writes ("Delta without Maven"): Spark tasks write the Parquet data files in parallel through the
-``nsaudit_delta`` Python data source and ``deltalake`` commits them as ONE Delta transaction per
-write (:mod:`jobs.delta.source`). Where delta-spark's classes are on the JVM classpath (a cluster
+Writes ("Delta without Maven"): Spark tasks write the Parquet data files in parallel and the
+driver commits them with ``deltalake`` as ONE Delta transaction per write (:mod:`jobs.delta.write`). Where delta-spark's classes are on the JVM classpath (a cluster
 started with ``--packages io.delta:delta-spark_2.13:4.0.0``) Spark's native ``format("delta")``
 is used instead. Either way the result is a plain Delta table.
 
@@ -38,7 +37,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DateType, StringType, StructType
 
-from jobs.delta import register_data_source
+from jobs.delta import ship_by_value
 from jobs.delta.arrow import load_table, local_table_path, read_table_arrow
 from jobs.delta.files import encode_partition_value
 from jobs.delta.schema import (
@@ -48,7 +47,7 @@ from jobs.delta.schema import (
     column,
     conform_to_schema,
 )
-from jobs.delta.source import FORMAT_NAME, WritePlan
+from jobs.delta.write import WritePlan, commit_files, delete_files, write_files
 from jobs.spark import is_native_delta_available
 
 __all__ = [
@@ -156,9 +155,14 @@ def write_table(
             raise ValueError("extra_files cannot be committed through delta-spark's writer")
         _write_native(conformed_df, root, mode, partition_by, replace_where)
     else:
-        register_data_source(spark)  # idempotent; covers sessions not made by build_session
+        ship_by_value()
         plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files))
-        conformed_df.write.format(FORMAT_NAME).mode("append").option("plan", plan.to_option()).save()
+        try:
+            written = write_files(conformed_df, plan)
+        except BaseException:
+            delete_files(plan, list(extra_files))
+            raise
+        commit_files(plan, written)
     return table_version(root)
 
 

@@ -47,9 +47,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import ingest_read
 from jobs.delta import files as delta_files
-from jobs.delta import source as delta_source
+from jobs.delta import write as delta_write
 from jobs.delta.files import DataFile
-from jobs.delta.source import conform_batch
+from jobs.delta.write import conform_batch
 from jobs.ingest_read import (
     MAX_TIMESTAMP_MILLIS,
     SEGMENT_FILES_SCHEMA,
@@ -206,7 +206,7 @@ def rewrite_without_lines(spark: SparkSession, to_rewrite_df: DataFrame, plan: F
 
 def _ship_by_value() -> None:
     # Executors may not have this project installed (a standalone cluster); ship the modules.
-    for module in (sys.modules[__name__], ingest_read, delta_files, delta_source):
+    for module in (sys.modules[__name__], ingest_read, delta_files, delta_write):
         cloudpickle.register_pickle_by_value(module)
 
 

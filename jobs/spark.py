@@ -1,8 +1,8 @@
 """Builds the SparkSession every job and test uses.
 
 One place decides how Spark is configured for the lake: UTC everywhere, microsecond Parquet
-timestamps (what Delta's ``timestamp`` type is), Arrow on, UI off, a quiet log, and the Python
-data source that writes Delta tables without delta-spark's JVM jars (``jobs.delta``).
+timestamps (what Delta's ``timestamp`` type is), Arrow on (the Delta writes without
+delta-spark's JVM jars, ``jobs.delta``, hand Arrow batches to their tasks), UI off, a quiet log.
 
 Example:
     >>> spark = build_session(master="local[2]", shuffle_partitions=4)
@@ -80,7 +80,7 @@ def build_session(
             Arrow settings the lake depends on.
 
     Returns:
-        The session, with the Delta writer data source registered.
+        The session.
 
     Raises:
         ValueError: ``extra_conf`` tries to change a conf the lake depends on.
@@ -93,7 +93,7 @@ def build_session(
     submitted = _launched_by_spark_submit()
     if not submitted:
         # SparkContext reads PYSPARK_PYTHON when it starts and runs every Python worker with it:
-        # the executors' and the data source's planner and commit workers on the driver's host.
+        # the executors' on the driver's host.
         # Only a single-host master (local, or a standalone master on the loopback interface)
         # may be pinned to this interpreter's absolute path; a remote host has no such file.
         # PYSPARK_DRIVER_PYTHON is for pyspark shells started from here.
@@ -129,9 +129,6 @@ def build_session(
     for key, value in _REQUIRED_CONF.items():
         spark.conf.set(key, value)
 
-    from jobs.delta import register_data_source
-
-    register_data_source(spark)
     return spark
 
 

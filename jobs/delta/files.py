@@ -1,7 +1,7 @@
-"""Task-side file writing for the Delta data source: partition layout, NOT NULL checks, Parquet
+"""Task-side file writing for the lake's Delta writes: partition layout, NOT NULL checks, Parquet
 files with Delta statistics.
 
-Shipped to executors by value together with :mod:`jobs.delta.source` (see that module), so it
+Shipped to executors by value together with :mod:`jobs.delta.write` (see that module), so it
 imports nothing from ``jobs``.
 """
 
@@ -58,6 +58,18 @@ def encode_partition_value(value: object) -> str | None:
 
 def _escape_path_name(value: str) -> str:
     return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPES else c for c in value)
+
+
+def partition_folder(partition_by: tuple[str, ...], key: tuple) -> str:
+    """The hive-style folder of partition ``key`` (encoded values), relative to the table root.
+
+    Example:
+        >>> partition_folder(("date", "ns"), ("2026-11-21", None))
+        'date=2026-11-21/ns=__HIVE_DEFAULT_PARTITION__'
+    """
+    return "/".join(
+        f"{c}={NULL_PARTITION_DIR if v is None else _escape_path_name(v)}" for c, v in zip(partition_by, key)
+    )
 
 
 def split_by_partition(batch: pa.RecordBatch, partition_by: tuple[str, ...]) -> Iterator[tuple[tuple, pa.RecordBatch]]:
@@ -126,17 +138,16 @@ class DataFile:
 
     @classmethod
     def create(
-        cls, fs: pafs.FileSystem, root: str, partition_by: tuple[str, ...], key: tuple, schema: pa.Schema
+        cls, fs: pafs.FileSystem, root: str, partition_by: tuple[str, ...], key: tuple, schema: pa.Schema,
+        prefix: str | None = None,
     ) -> DataFile:
-        """Open a new file under ``root`` in the hive-style folder of partition ``key``."""
-        parts = [
-            f"{c}={NULL_PARTITION_DIR if v is None else _escape_path_name(v)}" for c, v in zip(partition_by, key)
-        ]
-        folder = "/".join(parts)
+        """Open a new file under ``root`` in the hive-style folder of partition ``key``, named
+        ``part-[<prefix>-]<uuid>.c000.snappy.parquet`` (a write's id as prefix finds its files)."""
+        folder = partition_folder(partition_by, key)
         # The table root too: the first write of an unpartitioned table creates it.
         fs.create_dir(f"{root}/{folder}" if folder else root, recursive=True)
         # uuid: attempts of the same task, and concurrent writers, never collide.
-        name = f"part-{uuid.uuid4()}.c000.snappy.parquet"
+        name = f"part-{prefix + '-' if prefix else ''}{uuid.uuid4()}.c000.snappy.parquet"
         rel = f"{folder}/{name}" if folder else name
         return cls(fs, root, rel, dict(zip(partition_by, key)), schema)
 

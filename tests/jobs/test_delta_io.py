@@ -401,7 +401,7 @@ def test_process_keeps_its_own_nonzero_exit_code(tmp_path):
 
 def test_a_null_struct_with_not_null_children_is_written():
     """An event without data_version: Spark's null struct carries null children under it."""
-    from jobs.delta.source import conform_batch
+    from jobs.delta.write import conform_batch
 
     dv = pa.struct([pa.field("timestamp", pa.int64(), False), pa.field("counter", pa.int64(), False)])
     src = pa.StructArray.from_arrays(
