@@ -21,6 +21,7 @@ This is a benchmark, not a test: it prints figures and asserts nothing.
 
 Usage:
     .venv/bin/python bench/bench_server.py [--runs 3] [--seconds 3] [--procs 2] [--conns 32] [--depth 8]
+        [--lookups-only]
 """
 
 from __future__ import annotations
@@ -364,6 +365,9 @@ def one_run(args) -> dict[str, tuple[float, float]]:
         pid = server.proc.pid
         for key, depth in (("lookup1", 1), ("lookupN", args.depth)):
             out[key] = drive(server.port, lookup_frames(args.conns), args.procs, depth, args.seconds, pid)
+        if args.lookups_only:
+            brokers.close()
+            return out
         out["reg10"] = drive(server.port, register_frames(args.brokers, 10, 10_000), args.procs, 1, args.seconds, pid)
         out["reg10new"] = drive(server.port, register_frames(args.brokers, 10, 20_000, distinct=80), args.procs, 1,
                                 args.seconds, pid)
@@ -387,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=256,
                         help="registering brokers (connections) for the 10-topic figures (default 256)")
     parser.add_argument("--skip-rss", action="store_true", help="skip the 1000 x 2000 memory figure")
+    parser.add_argument("--lookups-only", action="store_true",
+                        help="only the echo and lookup figures (implies --skip-rss)")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f}, Python {sys.version.split()[0]}; "
@@ -397,10 +403,12 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(one_run(args))
         print(f"run {run + 1}: " + ", ".join(f"{k} {v[0]:,.0f}/s" for k, v in runs[-1].items()), flush=True)
     med = {key: (statistics.median(r[key][0] for r in runs), statistics.median(r[key][1] for r in runs))
-           for key, _, _, _ in FIGURES}
+           for key, _, _, _ in FIGURES if key in runs[0]}
     print()
     print(f"{'figure (medians)':<60}{'per s':>10}{'x echo':>8}{'server CPU':>13}{'CPU x echo':>12}")
     for key, label, base, note in FIGURES:
+        if key not in med:
+            continue
         rate, cpu = med[key]
         base_rate, base_cpu = med[base]
         print(f"{label.replace('DEPTH', str(args.depth)):<60}{rate:>10,.0f}{rate / base_rate:>8.2f}"
@@ -408,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     print("('x echo' = throughput / the echo figure with the same requests in flight; 'server CPU' = the server"
           " process's CPU time per answer; 'CPU x echo' = echo's CPU per answer / ours, the ratio the"
           " throughputs would have if the server had a CPU to itself)")
-    if not args.skip_rss:
+    if not (args.skip_rss or args.lookups_only):
         before, after = measure_rss()
         mib = 1024 * 1024
         print(f"RSS for 1,000 brokers x 2,000 topics: {after / mib:,.0f} MiB total, "
