@@ -41,6 +41,12 @@ class DurableAnswers:
         """Answers not yet sent."""
         return len(self._pending)
 
+    @property
+    def immediate(self) -> bool:
+        """An answer computed now would be sent at once: nothing waits, everything appended is durable."""
+        writer = self._writer
+        return self._commit is None or (not self._pending and writer.last_seq <= writer.durable_seq)
+
     def send(self, channel: "RemotingChannel", data: bytes) -> None:
         """Send ``data`` on ``channel`` now if everything appended so far is durable, else later."""
         writer = self._writer

@@ -172,16 +172,33 @@ class RemotingChannel(asyncio.BufferedProtocol):
         handled = 0
         more = False
         self._batch, self._batch_bytes = [], 0
+        # Lookups seen before are answered from their bytes, many per call (a pipelining client's
+        # read holds many); the rest go through the controller one command at a time, after each
+        # of which the known answers are asked for again (a command may change the tables or
+        # queue its answer behind an fsync, which later answers must not overtake).
+        known = controller.known_lookups()
         try:
             while not self.closing and self.paused_since is None:
                 if handled >= MAX_FRAMES_PER_TURN or (handled and time.monotonic() - started > MAX_TURN_S):
                     more = True  # yield to the other connections
                     break
+                if known is not None:
+                    count, added = decoder.answer_known(known, self._batch, MAX_FRAMES_PER_TURN - handled,
+                                                        BATCH_FLUSH_BYTES - self._batch_bytes)
+                    if count:
+                        handled += count
+                        self._batch_bytes += added
+                        if self._batch_bytes >= BATCH_FLUSH_BYTES:
+                            self._flush()  # may pause writing, which ends the turn
+                        if not decoder.buffered:
+                            break  # the read is answered (the usual end of a pipelining client's read)
+                        continue
                 cmd = decoder.next_command()
                 if cmd is None:
                     break
                 handled += 1
-                controller.handle_command(self, cmd)
+                controller.handle_command(self, cmd, decoder.last_key)
+                known = controller.known_lookups()
             else:
                 more = not self.closing  # paused: resume_writing restarts the turns
         except MalformedFrame as exc:
@@ -215,7 +232,8 @@ class RemotingChannel(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ controller's side
 
     def write(self, data: bytes) -> None:
-        """Send one encoded frame (batched while a turn is running)."""
+        """Send one encoded frame (batched while a turn is running; a batch holds frames or
+        pieces of frames, and is written joined)."""
         if self._batch is None:
             self.write_many([data])
             return

@@ -253,3 +253,17 @@ class ResponseFrame:
                 head = self._heads[n] = _PREFIX.pack(length + n, header_length + n) + self._head
             return b"".join((head, digits, self._tail))
         return b"".join((self._head, _I32.pack(opaque), self._tail))
+
+    def splice_parts(self) -> tuple[tuple[bytes | None, ...], bytes, int]:
+        """``(heads, tail, size)`` such that ``heads[len(raw)] + raw + tail`` is :meth:`frame` of
+        the opaque that ``raw`` writes as the request's header does: its decimal digits (JSON,
+        canonical: no ``-0``, no leading zero) or its 4 big-endian bytes (ROCKETMQ); that frame
+        has ``size + len(raw)`` bytes. For a caller that has the request's bytes and no decoded
+        opaque (``FrameDecoder.answer_known``)."""
+        size = 8 + len(self._head) + len(self._tail) if self._json else len(self._head) + len(self._tail)
+        if self._json:
+            length, header_length = self._lengths
+            heads = tuple(_PREFIX.pack(length + n, header_length + n) + self._head if n else None
+                          for n in range(12))
+            return heads, self._tail, size
+        return (None, None, None, None, self._head), self._tail, size

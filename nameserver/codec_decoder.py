@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import orjson
 
 from nameserver.codec_command import RemotingCommand
-from nameserver.codec_memo import HeaderMemo
+from nameserver.codec_memo import OPAQUE_MEMBER, HeaderMemo
 from nameserver.codec_constants import (
     LANGUAGE_BY_NAME,
     MAX_FRAME_BYTES,
@@ -201,7 +201,7 @@ class FrameDecoder:
         True
     """
 
-    __slots__ = ("_buf", "_pos", "_max_length", "_error", "_memo")
+    __slots__ = ("_buf", "_pos", "_max_length", "_error", "_memo", "last_key")
 
     def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES, memo: HeaderMemo | None = None) -> None:
         """Create an empty decoder.
@@ -217,6 +217,11 @@ class FrameDecoder:
         self._max_length = max_frame_bytes - 4
         self._error: MalformedFrame | None = None
         self._memo = memo
+        # The key of the command next_command returned last, for answer_known's mapping: the
+        # header's bytes without the opaque (JSON: its digits, when the memo proves that exact;
+        # ROCKETMQ: its 4 bytes, after the serialize type and header length), or None (a body,
+        # or no exact key).
+        self.last_key: bytes | None = None
 
     @property
     def buffered(self) -> int:
@@ -286,21 +291,97 @@ class FrameDecoder:
                     fields, key = memo.recall(buf, header_start, header_end)
                 if fields is None:
                     fields, has_opaque = _decode_json_header(buf[header_start:header_end])  # orjson reads a bytearray
-                    if key is not None and has_opaque:
-                        memo.keep(key, buf, header_start, header_end, fields)
+                    if key is not None and not (has_opaque and memo.keep(key, buf, header_start, header_end, fields)):
+                        key = None
             else:
                 fields = _decode_rocketmq_header(buf, header_start, header_end)
+                # every byte but the opaque's decides the fields: the key is exact (§5)
+                key = (bytes(buf[pos + 4:header_start + 5]) + bytes(buf[header_start + 9:header_end])
+                       if frame_end == header_end else None)
         except MalformedFrame as exc:
             decoded = {"frame_length": length, "serialize_type": serialize_type, "header_length": header_length}
             decoded.update(exc.decoded_so_far)
             raise self._fail(exc.reason, decoded, exc.detail) from None
         body = bytes(buf[header_end:frame_end]) if frame_end > header_end else None
+        self.last_key = key
         if frame_end == end:  # everything consumed: reset without copying
             buf.clear()
             self._pos = 0
         else:
             self._pos = frame_end
         return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
+
+    def answer_known(self, answers: dict[bytes, tuple], out: list[bytes], max_frames: int,
+                     max_bytes: int) -> tuple[int, int]:
+        """Answer the complete frames at the head of the buffer whose key (:attr:`last_key`) is
+        in ``answers``, without decoding them; stop at the first other one (incomplete, with a
+        body, malformed, unknown), which :meth:`next_command` then reads as usual.
+
+        The requests a client sends again and again (route lookups) come here: one read holds
+        many, and each costs a key and a dict lookup instead of a command and its handling.
+
+        Args:
+            answers: key -> ``ResponseFrame.splice_parts()`` of the answer to every request
+                with that key, as it is now (the caller drops them when it changes). Only keys
+                :attr:`last_key` gave: exact, so a frame with such a key is well-formed and
+                differs from the request that key came from only in its opaque.
+            out: the answers are appended here, in order, each as three pieces (their
+                concatenation is the frame: the caller joins the whole batch once).
+            max_frames: answer at most this many frames.
+            max_bytes: stop once the answers appended reach this many bytes.
+
+        Returns:
+            ``(frames consumed, bytes appended)``.
+        """
+        if self._error is not None:
+            return 0, 0
+        buf, pos = self._buf, self._pos
+        end = len(buf)
+        max_length = self._max_length
+        search = OPAQUE_MEMBER.search
+        get = answers.get
+        unpack = _PREFIX.unpack_from
+        append = out.append
+        n = added = 0
+        while n < max_frames and added < max_bytes and end - pos >= 8:
+            length, word = unpack(buf, pos)
+            frame_end = pos + 4 + length
+            # complete, not too long, no body (the header is the rest of the frame)
+            if frame_end > end or length > max_length or word & MAX_HEADER_LENGTH != length - 4:
+                break
+            header_start = pos + 8
+            if word >> 24 == _JSON:
+                match = search(buf, header_start, frame_end)
+                if match is None:
+                    break
+                digits_start, digits_end = match.span(1)
+                parts = get(bytes(buf[header_start:digits_start] + buf[digits_end:frame_end]))
+                if parts is None:
+                    break
+                raw = buf[digits_start:digits_end]
+                if raw == b"-0" or (digits_end - digits_start >= 10 and not _INT32_MIN <= int(raw) <= _INT32_MAX):
+                    break  # "-0" is read as 0 (written "0"); 10 digits may not fit an int32 (refused)
+            elif word >> 24 == _ROCKETMQ:  # the key holds the header length: same as the known one
+                parts = get(bytes(buf[pos + 4:header_start + 5]) + bytes(buf[header_start + 9:frame_end]))
+                if parts is None:
+                    break
+                raw = buf[header_start + 5:header_start + 9]
+            else:
+                break
+            heads, tail, size = parts
+            digits = len(raw)
+            append(heads[digits])
+            append(raw)
+            append(tail)
+            added += size + digits
+            n += 1
+            pos = frame_end
+        if n:
+            if pos == end:
+                buf.clear()
+                pos = 0
+            self._pos = pos
+        return n, added
 
     def _bad_length(self, length: int) -> MalformedFrame:
         if length < 4:

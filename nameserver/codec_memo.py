@@ -10,7 +10,7 @@ import re
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 # ``"opaque":``, an int as JSON writes it (no leading zero, at most 10 digits), the member's end
-_OPAQUE_MEMBER = re.compile(rb'"opaque":(-?(?:0|[1-9][0-9]{0,9}))[,}]')
+OPAQUE_MEMBER = re.compile(rb'"opaque":(-?(?:0|[1-9][0-9]{0,9}))[,}]')
 
 
 class HeaderMemo:
@@ -50,13 +50,14 @@ class HeaderMemo:
         """Look the JSON header ``buf[start:end]`` up.
 
         Returns:
-            ``(fields, None)`` when a header like it was kept; else ``(None, key)``, the key to
-            :meth:`keep` it under once decoded, or ``(None, None)`` when it cannot be kept.
+            ``(fields, key)`` when a header like it was kept (its key: the header, exactly, but
+            for the opaque's digits); else ``(None, key)``, the key to :meth:`keep` it under
+            once decoded, or ``(None, None)`` when it cannot be kept.
         """
         if self._standing_aside:
             self._standing_aside -= 1
             return None, None
-        match = _OPAQUE_MEMBER.search(buf, start, end)
+        match = OPAQUE_MEMBER.search(buf, start, end)
         if match is None:
             return None, None
         digits_start, digits_end = match.span(1)
@@ -69,14 +70,19 @@ class HeaderMemo:
             return None, None  # the full decoder refuses it
         self._recalled += 1
         code, language, version, flag, remark, ext = fields
-        return (code, language, version, opaque, flag, remark, dict(ext) if ext is not None else None), None
+        return (code, language, version, opaque, flag, remark, dict(ext) if ext is not None else None), key
 
-    def keep(self, key: bytes, buf: bytearray, start: int, end: int, fields: tuple) -> None:
+    def keep(self, key: bytes, buf: bytearray, start: int, end: int, fields: tuple) -> bool:
         """Remember ``fields``, just decoded from the JSON header ``buf[start:end]`` that has a
-        top-level ``opaque`` member, under the ``key`` :meth:`recall` gave, if exact (above)."""
+        top-level ``opaque`` member, under the ``key`` :meth:`recall` gave, if exact (above).
+
+        Returns:
+            True when kept: every header with this key differs from this one only in the
+            opaque's digits.
+        """
         if (end - start > self._max_header_bytes or buf.find(b"\\", start, end) >= 0
                 or buf.count(b'"opaque"', start, end) != 1):
-            return
+            return False
         # The top-level member is written "opaque" (no escapes), and that is the only one: the
         # key was cut around its digits, the decoded opaque.
         if len(self._fields) >= self._max_entries:
@@ -86,3 +92,4 @@ class HeaderMemo:
             self._recalled = 0
         code, language, version, _, flag, remark, ext = fields
         self._fields[key] = (code, language, version, flag, remark, dict(ext) if ext is not None else None)
+        return True

@@ -116,6 +116,9 @@ class RequestProcessor:
         self._route_cache: dict[tuple[str, bool], bytes] = {}  # (topic, standard) -> body
         # (topic, standard, serialize type) -> the whole SUCCESS frame but for the opaque
         self._route_frames: dict[tuple[str, bool, int], ResponseFrame] = {}
+        # request key (FrameDecoder.last_key) -> ResponseFrame.splice_parts() of its answer: the
+        # lookups a decoder answers from their bytes alone (FrameDecoder.answer_known)
+        self._known_lookups: dict[bytes, tuple] = {}
         self._cluster_cache: bytes | None = None
         self._revision = routes.revision
         self.register_bodies = RegisterBodyCache()
@@ -166,10 +169,21 @@ class RequestProcessor:
         """Forget every cached answer (they are also dropped whenever ``routes.revision`` moves)."""
         self._route_cache.clear()
         self._route_frames.clear()
+        self._known_lookups.clear()  # in place: the server's channels hold it
         self._cluster_cache = None
         self._revision = self.routes.revision
 
-    def route_answer_frame(self, cmd: RemotingCommand) -> bytes | None:
+    def known_lookups(self) -> dict[bytes, tuple] | None:
+        """The answers to lookups seen before, by request key, valid until the tables' revision
+        next moves (for ``FrameDecoder.answer_known``); None with access control on (every
+        request is checked). Filled by :meth:`route_answer_frame` given the request's key."""
+        if self.access is not None:
+            return None
+        if self.routes.revision != self._revision:
+            self.invalidate()
+        return self._known_lookups
+
+    def route_answer_frame(self, cmd: RemotingCommand, request_key: bytes | None = None) -> bytes | None:
         """The encoded SUCCESS answer to an ordinary GET_ROUTEINFO_BY_TOPIC, from the cache.
 
         The same bytes :meth:`process` and the encoder would give, without the Outcome, the
@@ -177,6 +191,12 @@ class RequestProcessor:
         :meth:`process` must answer: a oneway or flagged request, access control on, no
         ``topic``, an unknown topic (never cached), or an answer the encoder would refuse.
         A lookup changes nothing and logs nothing, so there are no events to return.
+
+        Args:
+            cmd: the decoded request.
+            request_key: its ``FrameDecoder.last_key``: when given and answered here, every request
+                with this key has this answer but for the opaque, so it joins
+                :meth:`known_lookups`.
 
         Raises:
             ValueError: an opaque outside int32 (never decoded from a frame), as the encoder.
@@ -209,7 +229,13 @@ class RequestProcessor:
             if len(self._route_frames) >= ROUTE_CACHE_ENTRIES:
                 self._route_frames.clear()  # bounded: answers are cheap to rebuild
             self._route_frames[key] = frame
-        return frame.frame(cmd.opaque)
+        answer = frame.frame(cmd.opaque)
+        if request_key is not None:
+            known = self._known_lookups
+            if len(known) >= ROUTE_CACHE_ENTRIES:
+                known.clear()  # bounded: a miss costs one full lookup
+            known[request_key] = frame.splice_parts()
+        return answer
 
     def _route_body(self, topic: str, standard: bool) -> bytes | None:
         """The encoded route of ``topic`` (cached), or None without a route; the caller has

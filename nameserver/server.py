@@ -303,8 +303,26 @@ class NameServerController:
         except EventLogError:
             return
 
-    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand) -> None:
-        """Process one request: the table change and its events in one critical section (A7)."""
+    def known_lookups(self) -> dict[bytes, tuple] | None:
+        """What a channel may answer straight from a request's bytes now
+        (``FrameDecoder.answer_known``), or None when every request must come to
+        :meth:`handle_command`.
+
+        Only while an answer would leave at once (nothing waits for an fsync, everything
+        appended is durable: a lookup shows state, A7) and while requests are handled at all.
+        Valid until the channel hands a command to :meth:`handle_command` (it may change the
+        tables or queue an answer behind an fsync); the known lookups themselves change nothing.
+        """
+        if self._log_closed or self._failure is not None or self.processor is None or not self._answers.immediate:
+            return None
+        return self.processor.known_lookups()
+
+    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand, key: bytes | None = None) -> None:
+        """Process one request: the table change and its events in one critical section (A7).
+
+        ``key``: the decoder's ``last_key`` for ``cmd``; a lookup answered from the cache with a
+        key becomes one of :meth:`known_lookups`.
+        """
         if self._log_closed or self._failure is not None:
             return
         processor = self.processor
@@ -314,7 +332,7 @@ class NameServerController:
             if cmd.code == _GET_ROUTEINFO_BY_TOPIC:
                 # The commonest request by far: its answer comes encoded from the processor's
                 # cache (no clock, no events); None when it needs the ordinary path.
-                frame = processor.route_answer_frame(cmd)
+                frame = processor.route_answer_frame(cmd, key)
                 if frame is not None:
                     self._answers.send(channel, frame)
                     return

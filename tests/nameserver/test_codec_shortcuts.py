@@ -2,11 +2,14 @@
 
 ``ResponseFrame`` (an answer encoded once, the opaque filled in per request) against
 ``encode_frame``; ``HeaderMemo`` (JSON headers decoded once, recalled when only the opaque's
-digits differ) against a decoder without one, including headers built to fool it.
+digits differ) against a decoder without one, including headers built to fool it;
+``FrameDecoder.answer_known`` (requests seen before answered from their bytes) against decoding
+them and encoding their answers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
@@ -22,6 +25,7 @@ from nameserver.codec import (
     ResponseFrame,
     SerializeType,
     encode_frame,
+    make_response,
 )
 
 JSON, ROCKETMQ = SerializeType.JSON, SerializeType.ROCKETMQ
@@ -176,3 +180,119 @@ def test_memo_stands_aside_when_it_keeps_more_than_it_recalls():
         assert len(memo) == 1  # not kept while aside
     decode_all(lookups[0], memo)
     assert len(memo) == 2
+
+
+# ---------------------------------------------------------------------- FrameDecoder.answer_known
+
+
+def answer_to(cmd: RemotingCommand) -> RemotingCommand:
+    """An answer that depends on every field of the request but its opaque (as a lookup's does on
+    the ones it reads), so an answer given for the wrong request shows."""
+    fields = dataclasses.replace(cmd, opaque=0, body=None)
+    return make_response(cmd, 0, body=repr(fields).encode())
+
+
+def known_from(data: bytes) -> dict[bytes, tuple]:
+    """What a server would keep after answering the frames of ``data`` the full way."""
+    decoder = FrameDecoder(memo=HeaderMemo())
+    decoder.feed(data)
+    known: dict[bytes, tuple] = {}
+    with contextlib.suppress(MalformedFrame):  # a malformed frame is not answered: nothing kept
+        while (cmd := decoder.next_command()) is not None:
+            if decoder.last_key is not None:
+                known[decoder.last_key] = ResponseFrame(answer_to(cmd)).splice_parts()
+    return known
+
+
+def answered_known(data: bytes, known: dict[bytes, tuple], max_frames: int = 1000,
+                   max_bytes: int = 1 << 30) -> tuple[int, bytes, FrameDecoder]:
+    decoder = FrameDecoder(memo=HeaderMemo())
+    decoder.feed(data)
+    out: list[bytes] = []
+    count, added = decoder.answer_known(known, out, max_frames, max_bytes)
+    assert added == len(b"".join(out))
+    return count, b"".join(out), decoder
+
+
+def check_known_answers(seen: bytes, stream: bytes) -> int:
+    """The frames of ``stream`` answer_known answers (after ``seen`` was answered the full way)
+    get exactly the full path's answers, and the full decoder reads the rest as it would have."""
+    count, answers, decoder = answered_known(stream, known_from(seen))
+    full = decode_all(stream, None)
+    expected = b"".join(encode_frame(answer_to(cmd)) for cmd in full[:count])
+    assert all(isinstance(cmd, RemotingCommand) for cmd in full[:count])  # none of them malformed
+    assert answers == expected
+    rest: list = []
+    try:
+        rest.extend(decoder)
+    except MalformedFrame as exc:
+        rest.append((exc.reason, exc.decoded_so_far, exc.detail))
+    assert rest == full[count:]
+    return count
+
+
+def test_answer_known_answers_requests_seen_before_as_the_full_path():
+    lookups = [RemotingCommand(105, LanguageCode.JAVA, version, 1, 0, None, ext, None, serialize_type)
+               for version in (317, 400, 407) for serialize_type in (JSON, ROCKETMQ)
+               for ext in ({"topic": "TopicA"}, {"topic": "TopicA", "acceptStandardJsonOnly": "true"},
+                           {"topic": "Topic\u00e9"})]
+    seen = b"".join(encode_frame(cmd) for cmd in lookups)
+    opaques = [0, 7, -1, 10, 2**31 - 1, -(2**31), 123456]
+    stream = b"".join(encode_frame(dataclasses.replace(cmd, opaque=opaque)) for opaque in opaques for cmd in lookups)
+    assert check_known_answers(seen, stream) == len(opaques) * len(lookups)
+    # after a request never seen (another topic), the decoder reads on the full way
+    other = encode_frame(dataclasses.replace(lookups[0], ext_fields={"topic": "TopicB"}))
+    assert check_known_answers(seen, other + stream) == 0
+    assert check_known_answers(seen, stream[:-1]) == len(opaques) * len(lookups) - 1  # the last incomplete
+
+
+def test_answer_known_stops_at_a_body_an_incomplete_frame_and_its_limits():
+    seen = encode_frame(RemotingCommand(105, ext_fields={"topic": "TopicA"}))
+    again = encode_frame(RemotingCommand(105, opaque=5, ext_fields={"topic": "TopicA"}))
+    with_body = encode_frame(RemotingCommand(105, opaque=6, ext_fields={"topic": "TopicA"}, body=b"x"))
+    assert check_known_answers(seen, again + with_body + again) == 1
+    assert check_known_answers(seen, again[:-1]) == 0
+    known = known_from(seen)
+    count, _, decoder = answered_known(again * 5, known, max_frames=3)
+    assert count == 3 and decoder.buffered == 2 * len(again)
+    count, _, decoder = answered_known(again * 5, known, max_bytes=1)
+    assert count == 1 and decoder.buffered == 4 * len(again)
+
+
+@pytest.mark.parametrize("header", TRICKS + [LOOKUP])
+def test_answer_known_is_never_fooled(header):
+    """Headers built to fool the JSON key (see TRICKS): a frame is answered only when the full
+    decoder reads it as the request seen before, but for the opaque; never a malformed one."""
+    for first in DIGITS:
+        for second in DIGITS:
+            check_known_answers(frame(header % first), frame(header % second) + frame(header % first))
+    assert check_known_answers(frame(LOOKUP % b"1"), frame(LOOKUP % b"22")) == 1
+
+
+_lookups = st.builds(
+    RemotingCommand, code=st.sampled_from([105, 34]), language=st.sampled_from(list(LanguageCode)),
+    version=_int16, opaque=_int32, flag=st.sampled_from([0, 1, 2]), remark=st.none() | _text,
+    ext_fields=st.none() | st.dictionaries(st.sampled_from(["topic", "acceptStandardJsonOnly", "x"]), _text,
+                                           max_size=3),
+    serialize_type=st.sampled_from([JSON, ROCKETMQ]),
+)
+
+
+@given(st.lists(_lookups, min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 3), _int32), max_size=8),
+       st.binary(max_size=12))
+def test_answer_known_answers_like_the_full_path(requests, picks, junk):
+    seen = b"".join(encode_frame(cmd) for cmd in requests)
+    stream = b"".join(encode_frame(dataclasses.replace(requests[i % len(requests)], opaque=opaque))
+                      for i, opaque in picks) + junk
+    check_known_answers(seen, stream)
+
+
+def test_last_key_is_kept_only_when_exact():
+    decoder = FrameDecoder(memo=HeaderMemo())
+    decoder.feed(frame(LOOKUP % b"1") + frame(TRICKS[0] % b"1") + frame(LOOKUP % b"2", b"x")
+                 + encode_frame(RemotingCommand(105, opaque=3, serialize_type=ROCKETMQ)))
+    keys = [(cmd.opaque, decoder.last_key) for cmd in decoder]
+    assert keys[0][1] == frame(LOOKUP % b"")[8:]  # the header without the opaque's digits
+    assert keys[1][1] is None and keys[2][1] is None  # "opaque" twice; a body
+    assert keys[3][1] is not None and keys[3][1][:1] == b"\x01"  # ROCKETMQ: the serialize type leads
+    assert FrameDecoder().last_key is None
