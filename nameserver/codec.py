@@ -62,6 +62,7 @@ from nameserver.codec_decoder import (
     REASON_UNKNOWN_SERIALIZE_TYPE,
     FrameDecoder,
     MalformedFrame,
+    RequestKey,
     decode_frame,
 )
 from nameserver.codec_memo import HeaderMemo
@@ -103,7 +104,7 @@ from nameserver.codec_register import (
 __all__ = [
     # command and frames
     "RemotingCommand", "ResponseFrame", "encode_frame", "encode_header", "make_request", "make_response",
-    "mark_protocol_type", "FrameDecoder", "HeaderMemo", "MalformedFrame", "decode_frame",
+    "mark_protocol_type", "FrameDecoder", "HeaderMemo", "MalformedFrame", "RequestKey", "decode_frame",
     "REASON_FRAME_TOO_LARGE", "REASON_HEADER_LENGTH_OVERRUN", "REASON_JSON_HEADER_FIELD",
     "REASON_JSON_HEADER_INVALID", "REASON_JSON_HEADER_NOT_OBJECT", "REASON_LENGTH_TOO_SMALL",
     "REASON_ROCKETMQ_HEADER_LEFTOVER", "REASON_ROCKETMQ_HEADER_LENGTH",

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import orjson
 
 from nameserver.codec_command import RemotingCommand
-from nameserver.codec_memo import OPAQUE_MEMBER, HeaderMemo
+from nameserver.codec_memo import OPAQUE_SPLIT, HeaderMemo
 from nameserver.codec_constants import (
     LANGUAGE_BY_NAME,
     MAX_FRAME_BYTES,
@@ -35,6 +35,8 @@ _LANGUAGES = {int(lang): lang for lang in LanguageCode}
 _SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
 _JSON, _ROCKETMQ = int(SerializeType.JSON), int(SerializeType.ROCKETMQ)
 _STR_ONLY = frozenset((str,))
+# What FrameDecoder.last_key gives and answer_known looks up: a header without its opaque
+RequestKey = tuple[bytes, bytes] | bytes
 
 
 class MalformedFrame(Exception):
@@ -218,10 +220,11 @@ class FrameDecoder:
         self._error: MalformedFrame | None = None
         self._memo = memo
         # The key of the command next_command returned last, for answer_known's mapping: the
-        # header's bytes without the opaque (JSON: its digits, when the memo proves that exact;
-        # ROCKETMQ: its 4 bytes, after the serialize type and header length), or None (a body,
-        # or no exact key).
-        self.last_key: bytes | None = None
+        # header without the opaque, or None (a body, or no exact key). JSON: the bytes before
+        # ``"opaque":`` and from the end of its digits, a pair, when the memo proves that the
+        # only opaque (no escape, one "opaque", top-level); ROCKETMQ: the serialize type and
+        # header length, then the header without its 4 opaque bytes.
+        self.last_key: RequestKey | None = None
 
     @property
     def buffered(self) -> int:
@@ -293,6 +296,9 @@ class FrameDecoder:
                     fields, has_opaque = _decode_json_header(buf[header_start:header_end])  # orjson reads a bytearray
                     if key is not None and not (has_opaque and memo.keep(key, buf, header_start, header_end, fields)):
                         key = None
+                if key is not None:
+                    before, _, after = OPAQUE_SPLIT.split(bytes(buf[header_start:header_end]), 1)
+                    key = (before, after)
             else:
                 fields = _decode_rocketmq_header(buf, header_start, header_end)
                 # every byte but the opaque's decides the fields: the key is exact (§5)
@@ -311,7 +317,7 @@ class FrameDecoder:
             self._pos = frame_end
         return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
 
-    def answer_known(self, answers: dict[bytes, tuple], out: list[bytes], max_frames: int,
+    def answer_known(self, answers: dict[RequestKey, tuple], out: list[bytes], max_frames: int,
                      max_bytes: int) -> tuple[int, int]:
         """Answer the complete frames at the head of the buffer whose key (:attr:`last_key`) is
         in ``answers``, without decoding them; stop at the first other one (incomplete, with a
@@ -338,7 +344,7 @@ class FrameDecoder:
         buf, pos = self._buf, self._pos
         end = len(buf)
         max_length = self._max_length
-        search = OPAQUE_MEMBER.search
+        split = OPAQUE_SPLIT.split
         get = answers.get
         unpack = _PREFIX.unpack_from
         append = out.append
@@ -351,15 +357,14 @@ class FrameDecoder:
                 break
             header_start = pos + 8
             if word >> 24 == _JSON:
-                match = search(buf, header_start, frame_end)
-                if match is None:
+                pieces = split(bytes(buf[header_start:frame_end]), 1)
+                if len(pieces) != 3:
                     break
-                digits_start, digits_end = match.span(1)
-                parts = get(bytes(buf[header_start:digits_start] + buf[digits_end:frame_end]))
+                before, raw, after = pieces
+                parts = get((before, after))
                 if parts is None:
                     break
-                raw = buf[digits_start:digits_end]
-                if raw == b"-0" or (digits_end - digits_start >= 10 and not _INT32_MIN <= int(raw) <= _INT32_MAX):
+                if raw == b"-0" or (len(raw) >= 10 and not _INT32_MIN <= int(raw) <= _INT32_MAX):
                     break  # "-0" is read as 0 (written "0"); 10 digits may not fit an int32 (refused)
             elif word >> 24 == _ROCKETMQ:  # the key holds the header length: same as the known one
                 parts = get(bytes(buf[pos + 4:header_start + 5]) + bytes(buf[header_start + 9:frame_end]))

@@ -11,6 +11,8 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 # ``"opaque":``, an int as JSON writes it (no leading zero, at most 10 digits), the member's end
 OPAQUE_MEMBER = re.compile(rb'"opaque":(-?(?:0|[1-9][0-9]{0,9}))[,}]')
+# The same first match, for ``split(header, 1)``: [before ``"opaque":``, the digits, from the member's end]
+OPAQUE_SPLIT = re.compile(rb'"opaque":(-?(?:0|[1-9][0-9]{0,9}))(?=[,}])')
 
 
 class HeaderMemo:

@@ -32,6 +32,7 @@ from nameserver.codec import (
     RemotingCommand,
     RequestCode,
     RequestError,
+    RequestKey,
     ResponseCode,
     ResponseFrame,
     Version,
@@ -118,7 +119,7 @@ class RequestProcessor:
         self._route_frames: dict[tuple[str, bool, int], ResponseFrame] = {}
         # request key (FrameDecoder.last_key) -> ResponseFrame.splice_parts() of its answer: the
         # lookups a decoder answers from their bytes alone (FrameDecoder.answer_known)
-        self._known_lookups: dict[bytes, tuple] = {}
+        self._known_lookups: dict[RequestKey, tuple] = {}
         self._cluster_cache: bytes | None = None
         self._revision = routes.revision
         self.register_bodies = RegisterBodyCache()
@@ -173,7 +174,7 @@ class RequestProcessor:
         self._cluster_cache = None
         self._revision = self.routes.revision
 
-    def known_lookups(self) -> dict[bytes, tuple] | None:
+    def known_lookups(self) -> dict[RequestKey, tuple] | None:
         """The answers to lookups seen before, by request key, valid until the tables' revision
         next moves (for ``FrameDecoder.answer_known``); None with access control on (every
         request is checked). Filled by :meth:`route_answer_frame` given the request's key."""
@@ -183,7 +184,7 @@ class RequestProcessor:
             self.invalidate()
         return self._known_lookups
 
-    def route_answer_frame(self, cmd: RemotingCommand, request_key: bytes | None = None) -> bytes | None:
+    def route_answer_frame(self, cmd: RemotingCommand, request_key: RequestKey | None = None) -> bytes | None:
         """The encoded SUCCESS answer to an ordinary GET_ROUTEINFO_BY_TOPIC, from the cache.
 
         The same bytes :meth:`process` and the encoder would give, without the Outcome, the

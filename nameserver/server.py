@@ -33,6 +33,7 @@ from nameserver.codec import (
     MalformedFrame,
     RemotingCommand,
     RequestCode,
+    RequestKey,
     ResponseCode,
     encode_frame,
     make_response,
@@ -303,7 +304,7 @@ class NameServerController:
         except EventLogError:
             return
 
-    def known_lookups(self) -> dict[bytes, tuple] | None:
+    def known_lookups(self) -> dict[RequestKey, tuple] | None:
         """What a channel may answer straight from a request's bytes now
         (``FrameDecoder.answer_known``), or None when every request must come to
         :meth:`handle_command`.
@@ -317,7 +318,8 @@ class NameServerController:
             return None
         return self.processor.known_lookups()
 
-    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand, key: bytes | None = None) -> None:
+    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand,
+                       key: RequestKey | None = None) -> None:
         """Process one request: the table change and its events in one critical section (A7).
 
         ``key``: the decoder's ``last_key`` for ``cmd``; a lookup answered from the cache with a

@@ -192,11 +192,11 @@ def answer_to(cmd: RemotingCommand) -> RemotingCommand:
     return make_response(cmd, 0, body=repr(fields).encode())
 
 
-def known_from(data: bytes) -> dict[bytes, tuple]:
+def known_from(data: bytes) -> dict:
     """What a server would keep after answering the frames of ``data`` the full way."""
     decoder = FrameDecoder(memo=HeaderMemo())
     decoder.feed(data)
-    known: dict[bytes, tuple] = {}
+    known: dict = {}
     with contextlib.suppress(MalformedFrame):  # a malformed frame is not answered: nothing kept
         while (cmd := decoder.next_command()) is not None:
             if decoder.last_key is not None:
@@ -204,7 +204,7 @@ def known_from(data: bytes) -> dict[bytes, tuple]:
     return known
 
 
-def answered_known(data: bytes, known: dict[bytes, tuple], max_frames: int = 1000,
+def answered_known(data: bytes, known: dict, max_frames: int = 1000,
                    max_bytes: int = 1 << 30) -> tuple[int, bytes, FrameDecoder]:
     decoder = FrameDecoder(memo=HeaderMemo())
     decoder.feed(data)
@@ -292,7 +292,7 @@ def test_last_key_is_kept_only_when_exact():
     decoder.feed(frame(LOOKUP % b"1") + frame(TRICKS[0] % b"1") + frame(LOOKUP % b"2", b"x")
                  + encode_frame(RemotingCommand(105, opaque=3, serialize_type=ROCKETMQ)))
     keys = [(cmd.opaque, decoder.last_key) for cmd in decoder]
-    assert keys[0][1] == frame(LOOKUP % b"")[8:]  # the header without the opaque's digits
+    assert keys[0][1] == tuple(LOOKUP.split(b'"opaque":%s'))  # the header around the opaque
     assert keys[1][1] is None and keys[2][1] is None  # "opaque" twice; a body
     assert keys[3][1] is not None and keys[3][1][:1] == b"\x01"  # ROCKETMQ: the serialize type leads
     assert FrameDecoder().last_key is None
