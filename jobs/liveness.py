@@ -6,7 +6,8 @@ the first later ``unregister``, ``expire`` or ``channel_close`` of the address, 
 tables vanish (``ns_stop``; ``ns_start`` = a crash restart, end reason ``ns_restart``). Everything
 is columnar: each server's ``ns_start``/``ns_stop`` events travel to the address events as a small
 broadcast array that numbers the server's *runs*, and one window over (ns, address, run) ordered
-by ``seq`` assigns every event to its liveness window.
+by ``seq`` assigns every event to its liveness window (:mod:`jobs.liveness_windows`: that sort is the
+stage's cost, so it carries numbers only).
 
 Two kinds of rows stand for the time before the day's first event of an address:
 
@@ -40,6 +41,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake
+from jobs import liveness_windows as LW
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import write_findings
 from nameserver.config import Config
@@ -49,10 +51,7 @@ from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.liveness_extra import BROKER_AVAILABILITY_SCHEMA
 from schemas.routes import NS_RUNS_SCHEMA
 
-REGISTER_BROKER, QUERY_DATA_VERSION, BROKER_HEARTBEAT = 103, 322, 904
-REMOVALS = ("unregister", "expire", "channel_close")
 RESETS = ("ns_start", "ns_stop")
-CARRY = "_carry"  # synthetic stream row: a window open at the end of the previous day
 CATEGORY = "liveness"
 
 DATA_VERSION_TYPE = T.StructType([T.StructField("timestamp", T.LongType()), T.StructField("counter", T.LongType())])
@@ -61,10 +60,6 @@ DATA_VERSION_TYPE = T.StructType([T.StructField("timestamp", T.LongType()), T.St
 EVENT_COLUMNS = (
     "ns", "seq", "ts_ms", "type", "request_code", "cluster", "broker_name", "broker_id", "broker_addr",
     "data_version", "last_update_ms", "broker_expiry_ms", "scan_interval_ms",
-)
-STREAM_COLUMNS = (
-    "ns", "seq", "ts_ms", "type", "request_code", "cluster", "broker_name", "broker_id", "broker_addr",
-    "data_version", "last_update_ms",
 )
 WINDOW_COLUMNS = tuple(LIVENESS_WINDOWS_SCHEMA.names) + ("run",)
 RUN_COLUMNS = ("ns", "run", "start_ms", "broker_expiry_ms", "scan_interval_ms", "schedule", "last_event_ms")
@@ -75,27 +70,9 @@ EXPIRY_CHECK_COLUMNS = (
 FINDING_COLUMNS = ("kind", "severity", "subject", "ns", "start_ts", "end_ts", "detail")
 
 
-
 # Column builders are functions, not constants: a Column needs a running SparkContext.
 def _type() -> Column:
     return F.col("type")
-
-
-def _is_103() -> Column:
-    return F.col("type").isin("register", "heartbeat") & (F.col("request_code") == REGISTER_BROKER)
-
-
-def _is_removal() -> Column:
-    return F.col("type").isin(*REMOVALS)
-
-
-def _is_carry() -> Column:
-    return F.col("type") == CARRY
-
-
-def _proves_live() -> Column:
-    # events the server writes only for a live address: they prove a window the log began inside
-    return _is_103() | F.col("type").isin("expire", "channel_close")
 
 
 @dataclass(frozen=True)
@@ -221,30 +198,11 @@ def with_run(df: DataFrame, run_intervals_df: DataFrame) -> DataFrame:
     )
 
 
-def select_address_events(events_df: DataFrame) -> DataFrame:
-    """The events that touch a live entry, with an address: register, heartbeat and removals."""
-    return events_df.where(
-        _type().isin("register", "heartbeat", *REMOVALS) & F.col("broker_addr").isNotNull()
-    ).select(*STREAM_COLUMNS)
-
-
-def select_carry_rows(prev_windows_df: DataFrame, day: dt.date) -> DataFrame:
-    """One synthetic ``_carry`` stream row at 00:00 per window open at the end of the day before.
-
-    ``seq`` 0 puts it before every event (seqs start at 1); ``last_update_ms`` is the window's last
-    refresh, so the first gap of the day and the expiry check see across midnight.
-    """
+def select_carry_rows(prev_windows_df: DataFrame) -> DataFrame:
+    """One ``_carry`` row per window open at the end of the day before: ``ns``, ``broker_addr``,
+    its identity and ``last_update_ms`` (the window's last refresh)."""
     return prev_windows_df.where(F.col("end_reason") == "open").select(
-        "ns",
-        F.lit(0).cast(T.LongType()).alias("seq"),
-        F.lit(day_start_ms(day)).cast(T.LongType()).alias("ts_ms"),
-        F.lit(CARRY).alias("type"),
-        F.lit(None).cast(T.IntegerType()).alias("request_code"),
-        "cluster",
-        "broker_name",
-        "broker_id",
-        "broker_addr",
-        F.lit(None).cast(DATA_VERSION_TYPE).alias("data_version"),
+        "ns", "broker_addr", "cluster", "broker_name", "broker_id",
         F.unix_millis("last_update_ts").alias("last_update_ms"),
     )
 
@@ -323,150 +281,6 @@ def agg_previous_day_up(ns_runs_df: DataFrame, day: dt.date) -> DataFrame:
             F.max(F.when(F.col("stop_reason") == "ns_stop", F.unix_millis("stop_ts"))).alias("last_stop_ms"),
         )
         .select("ns", "up_at_end", "last_stop_ms")
-    )
-
-
-# ---------------------------------------------------------------------------- windows
-
-
-def with_window_keys(stream_df: DataFrame) -> DataFrame:
-    """Assign every stream row (address events and ``_carry`` rows, with ``run``) to its window.
-
-    Adds, over (ns, broker_addr, run) ordered by seq:
-
-    * ``wkey``: seq of the ``register`` that opened the row's window; 0 for the leading segment
-      (events before the run's first register, which may continue a window from before 00:00);
-    * ``in_window``: the row lies inside the window: no removal since its start (the removal
-      that ends the window is inside);
-    * ``is_refresh``: it sets ``last_update`` (module docstring); ``point_ms``: the refresh time
-      (for a ``_carry`` row, the previous day's last refresh); ``gap_ms``: time since the
-      previous refresh point of the same window, null on the row that opens it.
-
-    Because every window starts with a refresh (its ``register``, or the ``_carry`` row), the
-    latest refresh or 103 before a row inside a window always lies in that window, so plain
-    running values suffice. All frames run from the partition's start (one pass each); a frame
-    reaching the partition's end would be recomputed per row, quadratic in a day's heartbeats.
-
-    Example:
-        register@1 (wkey 1, no gap), heartbeat@2 (wkey 1, gap), expire@3 (in_window, ends it),
-        a 904@4 after it is in no window (``in_window`` false), register@5 opens wkey 5.
-    """
-    by_addr = Window.partitionBy("ns", "broker_addr", "run").orderBy("seq")
-    upto = by_addr.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    before = by_addr.rowsBetween(Window.unboundedPreceding, -1)
-    code, dv = F.col("request_code"), F.col("data_version")
-    is_103 = _is_103()
-
-    def running_last(value: Column, frame) -> Column:
-        # longs, not structs: the window buffers stay primitive
-        return F.last(value, ignorenulls=True).over(frame)
-
-    # one select per pass: Spark then evaluates its window columns in one Window operator, which
-    # buffers each partition once (one withColumn per window column would buffer it per column)
-    keyed_df = (
-        stream_df.select(
-            "*",
-            running_last(F.when(_type() == "register", F.col("seq")), upto).alias("_start_seq"),
-            running_last(F.when(_is_removal(), F.col("seq")), before).alias("_removal_before"),
-            running_last(F.when(is_103, dv["timestamp"]), before).alias("_stored_ts"),
-            running_last(F.when(is_103, dv["counter"]), before).alias("_stored_counter"),
-        )
-        .withColumn("wkey", F.coalesce(F.col("_start_seq"), F.lit(0).cast(T.LongType())))
-        .withColumn("in_window", F.col("_removal_before").isNull() | (F.col("_removal_before") < F.col("_start_seq")))
-    )
-    heartbeat = _type() == "heartbeat"
-    same_version = (dv["timestamp"] == F.col("_stored_ts")) & (dv["counter"] == F.col("_stored_counter"))
-    refresh = F.col("in_window") & (
-        is_103
-        | (heartbeat & (code == BROKER_HEARTBEAT))
-        | (heartbeat & (code == QUERY_DATA_VERSION) & F.coalesce(same_version, F.lit(False)))
-    )
-    point = F.col("is_refresh") | (_is_carry() & F.col("last_update_ms").isNotNull())
-    return (
-        keyed_df.withColumn("is_refresh", F.coalesce(refresh, F.lit(False)))
-        .withColumn("point_ms", F.when(_is_carry(), F.col("last_update_ms")).otherwise(F.col("ts_ms")))
-        .withColumn("refresh_point", point)
-        .withColumn("_prev_ms", running_last(F.when(F.col("refresh_point"), F.col("point_ms")), before))
-        .withColumn("gap_ms", F.when(F.col("is_refresh") & (_type() != "register"), F.col("ts_ms") - F.col("_prev_ms")))
-        .drop("_start_seq", "_removal_before", "_stored_ts", "_stored_counter", "_prev_ms")
-    )
-
-
-def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, params: LivenessParams) -> DataFrame:
-    """One row per liveness window (``LIVENESS_WINDOWS_SCHEMA`` columns plus ``run``).
-
-    A leading segment (``wkey`` 0) is a window only when it continues one from the day before
-    (``_carry`` row) or its events prove a live entry; it then starts at 00:00.
-
-    Args:
-        keyed_df: :func:`with_window_keys` output.
-        run_intervals_df: :func:`agg_run_intervals` (the reset that ends a run ends its windows).
-        day: the UTC day (``date`` and the 00:00 start of carried windows).
-        params: ``heartbeat_period_ms + late_heartbeat_slack_ms`` bounds an on-time gap.
-    """
-    late_gap = params.heartbeat_period_ms + params.late_heartbeat_slack_ms
-    windows_df = (
-        keyed_df.where("in_window")
-        .groupBy("ns", "broker_addr", "run", "wkey")
-        .agg(
-            F.max(_is_carry()).alias("_carried"),
-            F.max(_proves_live()).alias("_proof"),
-            F.min(F.when(_type() == "register", F.col("ts_ms"))).alias("_start_ms"),
-            F.min(F.when(_is_removal(), F.struct("seq", "ts_ms", "type"))).alias("_removal"),
-            F.max(F.when(_proves_live() | _is_carry(), F.struct("seq", "cluster", "broker_name", "broker_id"))).alias("_id"),
-            F.count(F.when(F.col("is_refresh"), 1)).alias("heartbeats"),
-            F.max("gap_ms").alias("max_gap_ms"),
-            F.percentile_approx("gap_ms", [0.5, 0.99]).alias("_pct"),
-            F.count(F.when(F.col("gap_ms") > late_gap, 1)).alias("late_heartbeats"),
-            F.max(F.when(F.col("refresh_point"), F.col("point_ms"))).alias("_last_update_ms"),
-        )
-        # the next window's register ends a window that saw no removal (lost lines, see module doc)
-        .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("ns", "broker_addr", "run")
-                                                                .orderBy("wkey")))
-        .where((F.col("wkey") > 0) | F.col("_carried") | F.col("_proof"))
-        .join(F.broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
-              ["ns", "run"], "left")
-    )
-    removal, next_register, reset = F.col("_removal"), F.col("_next_register"), F.col("_next_reset")
-    end_ms = (
-        F.when(removal.isNotNull(), removal["ts_ms"])
-        .when(next_register.isNotNull(), next_register)
-        .otherwise(reset["ts_ms"])
-    )
-    end_reason = (
-        F.when(removal.isNotNull(), removal["type"])
-        .when(next_register.isNotNull(), F.lit("unknown"))
-        .when(reset["type"] == "ns_stop", F.lit("ns_stop"))
-        .when(reset["type"] == "ns_start", F.lit("ns_restart"))
-        .otherwise(F.lit("open"))
-    )
-    leading = F.col("wkey") == 0
-    start_ms = F.when(leading, F.lit(day_start_ms(day))).otherwise(F.col("_start_ms"))
-    return (
-        windows_df.withColumn("_end_ms", end_ms)
-        .withColumn("_begin_ms", start_ms)
-        .select(
-            F.lit(day).alias("date"),
-            "ns",
-            F.col("_id.cluster").alias("cluster"),
-            F.col("_id.broker_name").alias("broker_name"),
-            F.col("_id.broker_id").alias("broker_id"),
-            "broker_addr",
-            F.timestamp_millis("_begin_ms").alias("start_ts"),
-            F.timestamp_millis("_end_ms").alias("end_ts"),
-            end_reason.alias("end_reason"),
-            F.when(leading, F.when(F.col("_carried"), F.lit("previous_day")).otherwise(F.lit("unknown")))
-            .alias("carried_in"),
-            "heartbeats",
-            "max_gap_ms",
-            F.col("_pct")[0].alias("p50_gap_ms"),
-            F.col("_pct")[1].alias("p99_gap_ms"),
-            "late_heartbeats",
-            F.timestamp_millis("_last_update_ms").alias("last_update_ts"),
-            (F.col("_end_ms") - F.col("_begin_ms")).alias("duration_ms"),
-            "run",
-        )
-        .select(*WINDOW_COLUMNS)
     )
 
 
@@ -814,17 +628,24 @@ def build_liveness(
         params: thresholds and timer defaults.
     """
     day_events_df = with_event_ms(events_df).select(*EVENT_COLUMNS)
+    late_gap_ms = params.heartbeat_period_ms + params.late_heartbeat_slack_ms
     resets_df = agg_resets(day_events_df).persist()
     intervals_df = agg_run_intervals(resets_df).persist()
     runs_df = agg_runs(with_run(day_events_df.select("ns", "seq", "ts_ms"), intervals_df), intervals_df,
                        carried_runs_df, params).persist()
-    carry_df = select_carry_rows(prev_windows_df, day)
-    windows_df = (
-        select_address_events(day_events_df)
-        .unionByName(carry_df)
+    carry_df = select_carry_rows(prev_windows_df)
+    # persisted before the identity lookup, which reads it twice (its keys, then the join)
+    unnamed_df = (
+        LW.select_address_stream(day_events_df)
+        .unionByName(LW.select_carry_stream(carry_df))
         .transform(lambda df: with_run(df, intervals_df))
-        .transform(with_window_keys)
-        .transform(lambda df: agg_windows(df, intervals_df, day, params))
+        .transform(LW.with_window_keys)
+        .transform(lambda df: LW.agg_windows(df, intervals_df, day, late_gap_ms))
+        .persist()
+    )
+    windows_df = (
+        LW.with_window_identity(unnamed_df, LW.select_named_rows(day_events_df, carry_df))
+        .select(*WINDOW_COLUMNS)
         .persist()
     )
     # expiries need their run, not their window: no sort of the whole stream again
@@ -848,7 +669,7 @@ def build_liveness(
     availability_df = agg_broker_availability(windows_df, servers_df, day)
     return LivenessFrames(
         windows_df.select(*LIVENESS_WINDOWS_SCHEMA.names), findings_df, availability_df,
-        cached=(resets_df, intervals_df, runs_df, windows_df, checks_df),
+        cached=(resets_df, intervals_df, runs_df, unnamed_df, windows_df, checks_df),
     )
 
 
