@@ -34,6 +34,7 @@ _LANGUAGES = {int(lang): lang for lang in LanguageCode}
 # plain ints because an enum member costs a class attribute lookup (~0.1 us) on every use.
 _SERIALIZE_TYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
 _JSON, _ROCKETMQ = int(SerializeType.JSON), int(SerializeType.ROCKETMQ)
+_ROCKETMQ_WORD = _ROCKETMQ << 24  # a header word below it is JSON's
 _STR_ONLY = frozenset((str,))
 # What FrameDecoder.last_key gives and answer_known looks up: a header without its opaque
 RequestKey = tuple[bytes, bytes] | bytes
@@ -347,16 +348,17 @@ class FrameDecoder:
         split = OPAQUE_SPLIT.split
         get = answers.get
         unpack = _PREFIX.unpack_from
-        append = out.append
+        last_prefix = end - 8  # the last position a whole prefix fits after
         n = added = 0
-        while n < max_frames and added < max_bytes and end - pos >= 8:
+        # per frame, as few Python operations as will do: this loop is what a lookup costs
+        while pos <= last_prefix and n < max_frames and added < max_bytes:
             length, word = unpack(buf, pos)
             frame_end = pos + 4 + length
             # complete, not too long, no body (the header is the rest of the frame)
             if frame_end > end or length > max_length or word & MAX_HEADER_LENGTH != length - 4:
                 break
             header_start = pos + 8
-            if word >> 24 == _JSON:
+            if word < _ROCKETMQ_WORD:  # JSON
                 pieces = split(bytes(buf[header_start:frame_end]), 1)
                 if len(pieces) != 3:
                     break
@@ -375,9 +377,7 @@ class FrameDecoder:
                 break
             heads, tail, size = parts
             digits = len(raw)
-            append(heads[digits])
-            append(raw)
-            append(tail)
+            out += (heads[digits], raw, tail)
             added += size + digits
             n += 1
             pos = frame_end
