@@ -279,15 +279,20 @@ def with_cluster_stats(groups_df: DataFrame) -> DataFrame:
     w = Window.partitionBy("snapshot_ts", "ns", "cluster")
     known = F.col("cluster").isNotNull()
     queues = F.col("write_queues").cast("double")
-    mean = F.avg(queues).over(w)
+    # From whole-number sums, so the figures do not depend on the order Spark meets the rows in
+    # (a floating-point stddev_pop does, in its last bits): cv = sqrt(n * sum(x^2) - sum(x)^2) / sum(x).
+    n = F.count(F.lit(1)).over(w)
     total = F.sum("write_queues").over(w)
+    squares = F.sum(F.col("write_queues").cast("long") * F.col("write_queues")).over(w)
+    mean = total.cast("double") / n
+    spread = F.sqrt((n * squares - total * total).cast("double"))
     return (
-        groups_df.withColumn("cluster_groups", F.when(known, F.count(F.lit(1)).over(w).cast("int")))
+        groups_df.withColumn("cluster_groups", F.when(known, n.cast("int")))
         .withColumn("cluster_write_queues", F.when(known, total))
         .withColumn("cluster_write_queues_mean", F.when(known, mean))
         # mean 0 (no write queue in the cluster): no ratio; try_divide keeps ANSI mode quiet
         .withColumn("cluster_write_queues_cv",
-                    F.when(known & (mean > 0), F.try_divide(F.stddev_pop(queues).over(w), mean)))
+                    F.when(known & (mean > 0), F.try_divide(spread, total.cast("double"))))
         .withColumn("cluster_write_queues_max_over_mean",
                     F.when(known & (mean > 0), F.try_divide(F.max("write_queues").over(w).cast("double"), mean)))
         .withColumn("write_queue_share",
