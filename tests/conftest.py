@@ -13,6 +13,37 @@ settings.register_profile(
 )
 settings.load_profile("ci")
 
+# ---------------------------------------------------------------------------- two workers (pytest-xdist)
+#
+# pyproject's addopts run the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``), each
+# with its own SparkSession. A module's tests stay on one worker (module fixtures such as the
+# equality lake are built once), and the modules that share one of the session's simulated and
+# audited days (``tests.jobs.audited``, ``tests.jobs.fault_free``) stay together so it is built
+# once. The slowest groups are handed out first, so neither worker is left alone with a long one
+# at the end (figures: ``--durations``). ``-n 0`` runs everything in this process, in file order.
+
+SHARED_DAYS = {"audited_lake": "audited-day", "fault_free_day": "fault-free-day"}  # fixture -> group
+SLOWEST_FIRST = (
+    "audited-day",  # standalone cluster, notebook, report in a browser
+    "fault-free-day",  # distribution and divergence end to end
+    "tests/jobs/test_rebuild_equality.py",
+    "tests/jobs/test_ingest.py",
+    "tests/jobs/test_security.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its xdist group and put the slowest groups first (file order otherwise)."""
+    module = {id(item): item.nodeid.split("::")[0] for item in items}
+    shared = {module[id(item)]: SHARED_DAYS[name] for item in items
+              for name in getattr(item, "fixturenames", ()) if name in SHARED_DAYS}
+    groups = {key: shared.get(path, path) for key, path in module.items()}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    rank = {group: i for i, group in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(groups[id(item)], len(rank)))  # stable: file order within a rank
+
 
 @pytest.fixture(scope="session")
 def spark():

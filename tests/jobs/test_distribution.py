@@ -30,6 +30,7 @@ from schemas.routes import (
     ROUTE_SNAPSHOTS_SCHEMA,
     TOPIC_ROUTE_HISTORY_SCHEMA,
 )
+from tests.jobs.fault_free import fault_free_day  # noqa: F401  (the shared fault-free day, a fixture)
 
 pytestmark = pytest.mark.spark
 
@@ -536,26 +537,24 @@ def test_a_wiped_broker_is_found_within_one_snapshot(spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_fault_free_day_has_no_warning_or_critical_finding(spark, tmp_path):
-    """The whole nightly audit (every stage) of a simulated day with ``--faults none``."""
+def test_a_fault_free_day_has_no_warning_or_critical_finding(spark, fault_free_day):  # noqa: F811  (fixture)
+    """The whole nightly audit (every stage) of a simulated day with ``--faults none``
+    (``tests.jobs.fault_free``, shared with the divergence tests)."""
     from jobs import nightly_audit
-    from nameserver.simulator import SimOptions, simulate
     from schemas.findings import FINDINGS_SCHEMA
 
-    events, lake_dir = tmp_path / "events", str(tmp_path / "lake")
-    result = simulate(SimOptions(events_dir=events, ns=3, brokers=12, slaves=1, topics=30, start_ms=T0, hours=2,
-                                 seed=5, faults=(), quiet=True))
-    assert result.faults_by_kind == {} and len(result.layout.clusters) == 2
-    outcome = nightly_audit.run(spark, Config(), str(events), lake_dir, DAY, progress=lambda line: None)
+    simulation, outcome = fault_free_day.simulation, fault_free_day.outcome
+    assert simulation.faults_by_kind == {} and len(simulation.layout.clusters) == 2
     assert [stage["stage"] for stage in outcome.stages] == list(nightly_audit.STAGES)
-    found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY}).collect()
+    found = read_table(spark, lake.table_path(str(fault_free_day.lake), lake.FINDINGS), FINDINGS_SCHEMA,
+                       where={"date": fault_free_day.day}).collect()
     serious = [(r["category"], r["kind"], r["severity"], r["subject"], r["ns"], str(r["start_ts"]), str(r["end_ts"]),
                 r["detail"]) for r in found if r["severity"] in ("warning", "critical")]
     assert not serious, "a fault-free day has findings above info:\n" + "\n".join(map(str, serious))
     assert outcome.worst_severity() == "info", outcome.findings_by_severity
     # the audit did see the fleet: its first day names every broker group (security, info)
     assert {r["subject"] for r in found if r["kind"] == "new_broker_name"} == {
-        g.broker_name for g in result.layout.groups}
+        g.broker_name for g in simulation.layout.groups}
 
 
 @pytest.mark.slow

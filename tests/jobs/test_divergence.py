@@ -23,6 +23,7 @@ from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
+from tests.jobs.fault_free import fault_free_day  # noqa: F401  (the shared fault-free day, a fixture)
 
 pytestmark = pytest.mark.spark
 
@@ -443,11 +444,18 @@ def test_partition_is_a_broker_missing_episode_on_the_cut_server(faulty_day):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _pipeline_ready(), reason="needs simulate, ingest and liveness")
-def test_a_fault_free_day_has_no_episode(spark, tmp_path):
-    _, result, rows, found = _audited_day(spark, tmp_path, "none", 1.0)
-    assert result.grace.source == "derived"
+def test_a_fault_free_day_has_no_episode(spark, fault_free_day):  # noqa: F811  (the imported fixture)
+    """The shared fault-free day (``tests.jobs.fault_free``), audited by the nightly audit."""
+    lake_dir, day = str(fault_free_day.lake), fault_free_day.day
+    grace = D.resolve_grace(spark, lake_dir, day, Config())
+    assert grace.source == "derived"
     # the brokers' own period (30 s) plus the servers' scan interval and the skew allowance
-    assert abs(result.grace.heartbeat_period_ms - REGISTRATION_PERIOD_MS) <= 1_000
-    assert result.grace.scan_interval_ms == SCAN_MS
-    assert (result.episodes, rows, found) == (0, [], [])
+    assert abs(grace.heartbeat_period_ms - REGISTRATION_PERIOD_MS) <= 1_000
+    assert grace.scan_interval_ms == SCAN_MS
+    [stage] = [s for s in fault_free_day.outcome.stages if s["stage"] == "divergence"]
+    assert (stage["episodes"], stage["grace_ms"]) == (0, grace.grace_ms)
+    rows = read_table(spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA,
+                      where={"date": day}).collect()
+    found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA,
+                       where={"date": day, "category": D.CATEGORY}).collect()
+    assert (rows, found) == ([], [])
