@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import pyarrow as pa
@@ -121,7 +121,8 @@ def write_files(df: DataFrame, plan: WritePlan) -> list[dict]:
     write's id in their names) and the exception is raised.
     """
     write_id = uuid.uuid4().hex
-    task = partial(write_task, plan=plan, write_id=write_id)
+    # the tasks need not carry the extra files' descriptions (ingest's: one per segment file)
+    task = partial(write_task, plan=replace(plan, extra_files=()), write_id=write_id)
     try:
         rows = df.mapInArrow(task, WRITTEN_FILES_SCHEMA).collect()
     except BaseException:
