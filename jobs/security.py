@@ -62,6 +62,8 @@ EVENT_COLUMNS = (
 )
 FINDING_COLUMNS = tuple(n for n in FINDINGS_SCHEMA.names if n not in ("date", "category"))
 SEEN_NAME_COLUMNS = ("kind", "name")
+# a registration's grain in agg_registration_pairs: server, advertised and peer address, identity
+PAIR_KEYS = ("ns", "broker_addr", "remote", "cluster", "broker_name", "broker_id")
 
 
 @dataclass(frozen=True)
@@ -134,26 +136,49 @@ def filter_registrations(events_df: DataFrame) -> DataFrame:
     )
 
 
+def filter_rare_events(events_df: DataFrame) -> DataFrame:
+    """The events that are neither a ``register`` nor a ``heartbeat``: the removals, resets, admin
+    changes and refusals the findings read (a few hundred a day, beside millions of heartbeats)."""
+    return events_df.where(~F.col("type").isin("register", "heartbeat"))
+
+
 # ------------------------------------------------------------------------- addr_host_mismatch
 
 
-def agg_addr_host_mismatch(registrations_df: DataFrame) -> DataFrame:
-    """``addr_host_mismatch`` findings: one per (ns, broker address, peer host) over the day.
+def agg_registration_pairs(registrations_df: DataFrame) -> DataFrame:
+    """Registrations reduced to one row per (ns, broker address, peer address, identity, carried):
+    ``PAIR_KEYS``, ``carried``, ``start_ms`` / ``end_ms`` (first and last), ``registrations`` and
+    ``first_seq`` (the earliest seq).
 
-    Rows without a peer or an address host are skipped: there is nothing to compare. The hosts
-    are a function of the two address texts, so a day's registrations are first reduced to their
-    distinct (ns, broker address, peer address) with fixed-width aggregates, and the host parsing
-    runs on those few rows rather than on every heartbeat.
+    A hash aggregate with fixed-width aggregates over every heartbeat, a few rows per address: the
+    mismatch, new-name and slot findings derive from these rows instead of each re-reading the
+    registrations. Null keys form their own groups.
+
+    Args:
+        registrations_df: :func:`filter_registrations` rows with ``carried``.
     """
-    pairs_df = registrations_df.groupBy("ns", "broker_addr", "remote").agg(
+    return registrations_df.groupBy(*PAIR_KEYS, "carried").agg(
         F.min("ts_ms").alias("start_ms"),
         F.max("ts_ms").alias("end_ms"),
         F.count(F.lit(1)).alias("registrations"),
         F.min("seq").alias("first_seq"),
     )
+
+
+def agg_addr_host_mismatch(pairs_df: DataFrame) -> DataFrame:
+    """``addr_host_mismatch`` findings: one per (ns, broker address, peer host) over the day.
+
+    Rows without a peer or an address host are skipped: there is nothing to compare. The hosts
+    are a function of the two address texts, so they are parsed on the pair rows, not on every
+    heartbeat. The identity reported is that of the first mismatching registration: the pair row
+    with the least ``first_seq`` (``seq`` is unique per server).
+
+    Args:
+        pairs_df: :func:`agg_registration_pairs` rows of the day (``carried`` false).
+    """
     differ = F.col("remote_host").isNotNull() & F.col("addr_host").isNotNull() & (
         F.col("remote_host") != F.col("addr_host"))
-    mismatches_df = (
+    return (
         with_hosts(pairs_df)
         # One condition that also names an aggregate (always true): Spark would otherwise push a
         # condition on the grouping keys below the aggregate and parse every registration's hosts.
@@ -163,23 +188,16 @@ def agg_addr_host_mismatch(registrations_df: DataFrame) -> DataFrame:
             F.min("start_ms").alias("start_ms"),
             F.max("end_ms").alias("end_ms"),
             F.sum("registrations").alias("registrations"),
-            F.min("first_seq").alias("first_seq"),
             F.first("addr_host").alias("addr_host"),  # one broker_addr: one host
+            F.min(F.struct("first_seq", "cluster", "broker_name", "broker_id")).alias("first"),
         )
-    )
-    # the identity the first mismatching registration carried (a broadcast of the few mismatches)
-    firsts_df = registrations_df.select(
-        "ns", F.col("seq").alias("first_seq"), "cluster", "broker_name", "broker_id"
-    ).join(F.broadcast(mismatches_df.select("ns", "first_seq")), ["ns", "first_seq"])
-    return (
-        mismatches_df.join(firsts_df, ["ns", "first_seq"], "left")
         .select(*finding_columns(
             kind="addr_host_mismatch", severity="warning", subject=F.col("broker_addr"), ns=F.col("ns"),
             start_ts=_ts(F.col("start_ms")), end_ts=_ts(F.col("end_ms")),
             detail={
                 "broker_addr": F.col("broker_addr"), "addr_host": F.col("addr_host"),
-                "remote_host": F.col("remote_host"), "cluster": F.col("cluster"),
-                "broker_name": F.col("broker_name"), "broker_id": F.col("broker_id"),
+                "remote_host": F.col("remote_host"), "cluster": F.col("first.cluster"),
+                "broker_name": F.col("first.broker_name"), "broker_id": F.col("first.broker_id"),
                 "registrations": F.col("registrations"),
             },
         ))
@@ -189,6 +207,36 @@ def agg_addr_host_mismatch(registrations_df: DataFrame) -> DataFrame:
 # ----------------------------------------------------------------------- broker_name_takeover
 
 
+def select_shared_addresses(pairs_df: DataFrame) -> DataFrame:
+    """``ns``, ``broker_addr`` of the addresses that registered into a (ns, broker_name, broker_id)
+    slot that another address registered into too, the day before's tail included.
+
+    Only such a slot can change holder, and only such an address can be a slot's old holder.
+
+    Args:
+        pairs_df: :func:`agg_registration_pairs` rows, carried ones included.
+    """
+    slot_addrs_df = (
+        pairs_df.where(F.col("broker_name").isNotNull() & F.col("broker_id").isNotNull())
+        .select("ns", "broker_name", "broker_id", "broker_addr")
+        .distinct()
+    )
+    return (
+        slot_addrs_df.groupBy("ns", "broker_name", "broker_id").agg(F.count(F.lit(1)).alias("_addrs"))
+        .where(F.col("_addrs") > 1)
+        .join(slot_addrs_df, ["ns", "broker_name", "broker_id"])
+        .select("ns", "broker_addr")
+        .distinct()
+    )
+
+
+def filter_shared_addresses(registrations_df: DataFrame, shared_df: DataFrame) -> DataFrame:
+    """The registrations of the addresses in ``shared_df`` (:func:`select_shared_addresses`, a
+    broadcast of a handful of rows): every row :func:`select_slot_changes` and
+    :func:`filter_old_holder_live` can use, without the day's other heartbeats."""
+    return registrations_df.join(F.broadcast(shared_df), ["ns", "broker_addr"], "left_semi")
+
+
 def select_slot_changes(registrations_df: DataFrame) -> DataFrame:
     """103 events of the day (``carried`` false) whose (ns, broker_name, broker_id) slot was last
     held by another address, perhaps before midnight, except role switches.
@@ -196,25 +244,19 @@ def select_slot_changes(registrations_df: DataFrame) -> DataFrame:
     A role switch is a group member changing id: its previous 103 was in the same broker name
     with another id (a slave promoted to master, DLedger style, while the old master is still up).
     Adds ``old_addr`` and ``old_seq`` (the previous holder's latest 103 in the slot).
+
+    Args:
+        registrations_df: 103 events with ``carried``. Only the rows of addresses that share a
+            slot (:func:`filter_shared_addresses`) matter: a slot that one address registered into
+            has no change, and a change is judged by its address's own previous registration. So
+            that filter leaves the result as it is, and the two windows sort a handful of rows.
     """
     slot = Window.partitionBy("ns", "broker_name", "broker_id").orderBy("seq")
     address = Window.partitionBy("ns", "broker_addr").orderBy("seq")
     role_switch = (F.lag("broker_name").over(address) == F.col("broker_name")) & (
         F.lag("broker_id").over(address) != F.col("broker_id"))
-    in_slot_df = registrations_df.where(F.col("broker_name").isNotNull() & F.col("broker_id").isNotNull())
-    # Only a slot that more than one address registered into can change holder, and a change is
-    # judged by its address's own previous registration: the two windows need only the rows of
-    # the addresses that share a slot (a handful), not the day's heartbeats. Exact, by the above.
-    slot_addrs_df = in_slot_df.select("ns", "broker_name", "broker_id", "broker_addr").distinct()
-    shared_df = (
-        slot_addrs_df.groupBy("ns", "broker_name", "broker_id").agg(F.count(F.lit(1)).alias("_addrs"))
-        .where(F.col("_addrs") > 1)
-        .join(slot_addrs_df, ["ns", "broker_name", "broker_id"])
-        .select("ns", "broker_addr")
-        .distinct()
-    )
     return (
-        in_slot_df.join(F.broadcast(shared_df), ["ns", "broker_addr"], "left_semi")
+        registrations_df.where(F.col("broker_name").isNotNull() & F.col("broker_id").isNotNull())
         .withColumn("old_addr", F.lag("broker_addr").over(slot))
         .withColumn("old_seq", F.lag("seq").over(slot))
         .withColumn("role_switch", F.coalesce(role_switch, F.lit(False)))
@@ -229,6 +271,13 @@ def filter_old_holder_live(changes_df: DataFrame, events_df: DataFrame, registra
     slot between its last 103 in the slot and the change.
 
     Slot changes are rare, so the three range joins stay small.
+
+    Args:
+        changes_df: :func:`select_slot_changes` rows.
+        events_df: events, at least the removals and resets (:func:`filter_rare_events` rows will do).
+        registrations_df: 103 events, at least all of the changes' old addresses (their rows
+            without a slot too: a null ``broker_name`` with another ``broker_id`` is a move). An
+            old holder shares its slot, so :func:`filter_shared_addresses` rows will do.
     """
     c_df = changes_df.alias("c")
     between = (F.col("o.seq") > F.col("c.old_seq")) & (F.col("o.seq") < F.col("c.seq"))
@@ -301,32 +350,22 @@ def select_seen_names(registrations_df: DataFrame) -> DataFrame:
     return with_names(registrations_df).distinct()
 
 
-def agg_new_names(registrations_df: DataFrame, known_df: DataFrame, has_history_df: DataFrame,
+def agg_new_names(pairs_df: DataFrame, known_df: DataFrame, has_history_df: DataFrame,
                   takeover_rows_df: DataFrame) -> DataFrame:
     """``new_cluster`` / ``new_broker_name`` findings: today's names absent from ``known_df``.
 
     Args:
-        registrations_df: today's 103 events with hosts.
+        pairs_df: :func:`agg_registration_pairs` rows of the day (``carried`` false).
         known_df: ``kind``, ``name`` seen on earlier days.
         has_history_df: one row, ``has_history`` (the lake has events of earlier days).
         takeover_rows_df: today's :func:`agg_takeovers` rows.
     """
-    # First per (name, server, address, peer) with fixed-width aggregates, a hash aggregate over
-    # the day; the peer's host and the earliest registration (a min over strings, which Spark
-    # sorts for) then come from those few rows. The earliest of each group's earliest is the
-    # earliest overall, so this is exact.
-    per_peer_df = (
-        with_names(registrations_df, "ts_ms", "ns", "broker_addr", "remote")
-        .groupBy("kind", "name", "ns", "broker_addr", "remote")
-        .agg(
-            F.min("ts_ms").alias("start_ms"),
-            F.max("ts_ms").alias("end_ms"),
-            F.count(F.lit(1)).alias("registrations"),
-        )
-        .withColumn("remote_host", host_of(F.col("remote")))
-    )
+    # From the pair rows (a few per address): the earliest of each pair's earliest is the
+    # earliest registration, and the peer's host is parsed on those rows, not per heartbeat.
     today_df = (
-        per_peer_df.groupBy("kind", "name")
+        with_names(pairs_df, "start_ms", "end_ms", "registrations", "ns", "broker_addr", "remote")
+        .withColumn("remote_host", host_of(F.col("remote")))
+        .groupBy("kind", "name")
         .agg(
             F.min("start_ms").alias("start_ms"),
             F.max("end_ms").alias("end_ms"),
@@ -447,8 +486,30 @@ def agg_refused_requests(events_df: DataFrame, params: SecurityParams) -> DataFr
 # ------------------------------------------------------------------------------------ the job
 
 
+@dataclass(frozen=True)
+class SecurityFrames:
+    """A day's security findings, as a lazy DataFrame, and the small intermediates it shares.
+
+    The registration pairs, the registrations of slot-sharing addresses and the rare events are
+    read by several findings, so they are persisted on first use and computed once;
+    :meth:`release` frees them.
+
+    Attributes:
+        findings_df: ``FINDING_COLUMNS`` rows (category ``security``).
+        cached: the persisted intermediates.
+    """
+
+    findings_df: DataFrame
+    cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Unpersist the shared intermediates."""
+        for df in self.cached:
+            df.unpersist()
+
+
 def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: DataFrame,
-                   params: SecurityParams, carried_df: DataFrame | None = None) -> DataFrame:
+                   params: SecurityParams, carried_df: DataFrame | None = None) -> SecurityFrames:
     """Every security finding of a day (without ``date`` / ``category``).
 
     Args:
@@ -459,24 +520,31 @@ def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: Da
         carried_df: the day before's last ``carry_ms`` of events (same columns), for the slot
             holders live at 00:00; None for none.
     """
-    day_df = with_hosts(events_df.select(*EVENT_COLUMNS))
-    registrations_df = filter_registrations(day_df)
-    stream_df = day_df.withColumn("carried", F.lit(False))
+    # Every finding reads one of three small persisted sets, so the day is scanned three times:
+    # the registrations' pairs (one aggregate), the registrations of the addresses that share a
+    # slot (a broadcast semi-join), and the rare events. Hosts are parsed on those rows only.
+    stream_df = events_df.select(*EVENT_COLUMNS).withColumn("carried", F.lit(False))
     if carried_df is not None:
-        stream_df = with_hosts(carried_df.select(*EVENT_COLUMNS)).withColumn("carried", F.lit(True)).unionByName(
-            stream_df)
-    stream_registrations_df = filter_registrations(stream_df)
+        stream_df = carried_df.select(*EVENT_COLUMNS).withColumn("carried", F.lit(True)).unionByName(stream_df)
+    registrations_df = filter_registrations(stream_df)
+    pairs_df = agg_registration_pairs(registrations_df).persist()
+    shared_registrations_df = with_hosts(
+        filter_shared_addresses(registrations_df, select_shared_addresses(pairs_df))
+    ).persist()
+    rare_df = with_hosts(filter_rare_events(stream_df)).persist()
+    day_pairs_df, day_rare_df = pairs_df.where(~F.col("carried")), rare_df.where(~F.col("carried"))
     takeovers_df = agg_takeovers(
-        filter_old_holder_live(select_slot_changes(stream_registrations_df), stream_df, stream_registrations_df)
+        filter_old_holder_live(select_slot_changes(shared_registrations_df), rare_df, shared_registrations_df)
     )
     parts = [
-        agg_addr_host_mismatch(registrations_df),
+        agg_addr_host_mismatch(day_pairs_df),
         select_takeover_findings(takeovers_df),
-        agg_new_names(registrations_df, known_df, has_history_df, takeovers_df),
-        agg_admin_bursts(day_df, params),
-        agg_refused_requests(day_df, params),
+        agg_new_names(day_pairs_df, known_df, has_history_df, takeovers_df),
+        agg_admin_bursts(day_rare_df, params),
+        agg_refused_requests(day_rare_df, params),
     ]
-    return reduce(DataFrame.unionByName, parts).select(*FINDING_COLUMNS)
+    findings_df = reduce(DataFrame.unionByName, parts).select(*FINDING_COLUMNS)
+    return SecurityFrames(findings_df, cached=(pairs_df, shared_registrations_df, rare_df))
 
 
 def read_history(spark: SparkSession, lake_dir: str, day: dt.date,
@@ -510,7 +578,8 @@ def run_security(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
     params = SecurityParams.from_config(config)
     events_df = read_table(spark, path, EVENTS_TABLE_SCHEMA, where={"date": day})
     known_df, has_history_df, carried_df = read_history(spark, lake_dir, day, params.carry_ms)
-    findings_df = build_security(events_df, known_df, has_history_df, params, carried_df).cache()
+    frames = build_security(events_df, known_df, has_history_df, params, carried_df)
+    findings_df = frames.findings_df.cache()
     try:
         write_findings(findings_df, lake_dir, day, CATEGORY)
         # one row per kind: the job's log line, not data
@@ -518,4 +587,5 @@ def run_security(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
         events = events_df.count()
     finally:
         findings_df.unpersist()
+        frames.release()
     return SecurityResult(day, events, sum(by_kind.values()), by_kind)

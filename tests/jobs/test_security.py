@@ -109,8 +109,10 @@ def history(spark, has: bool):
 def findings(spark, *logs: Log, known_names=(), has_history=False, params=PARAMS, carried=None) -> list[dict]:
     """build_security's rows as dicts (detail parsed), sorted by kind, subject, ns, start."""
     carried_df = events_df(spark, carried) if carried is not None else None
-    rows = S.build_security(events_df(spark, *logs), known(spark, *known_names), history(spark, has_history),
-                            params, carried_df).collect()
+    frames = S.build_security(events_df(spark, *logs), known(spark, *known_names), history(spark, has_history),
+                              params, carried_df)
+    rows = frames.findings_df.collect()
+    frames.release()
     out = [as_finding(r) for r in rows]
     return sorted(out, key=lambda f: (f["kind"], f["subject"], f["ns"] or "", f["start_ts"]))
 
@@ -305,9 +307,10 @@ def test_refused_requests_threshold(spark):
 
 def test_a_quiet_day_has_no_findings_and_the_schema(spark):
     log = Log().start(0).reg(1000, A).reg(1500, B, bid=1).hb(31000, A).hb(31500, B, bid=1)
-    out = S.build_security(events_df(spark, log), known(spark, *ALL_KNOWN), history(spark, True), PARAMS)
-    assert out.columns == list(S.FINDING_COLUMNS)
-    assert out.count() == 0
+    frames = S.build_security(events_df(spark, log), known(spark, *ALL_KNOWN), history(spark, True), PARAMS)
+    assert frames.findings_df.columns == list(S.FINDING_COLUMNS)
+    assert frames.findings_df.count() == 0
+    frames.release()
 
 
 # --------------------------------------------------------------------------- run_security
