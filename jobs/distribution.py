@@ -1,11 +1,16 @@
 """Queue distribution audit: where each server's routes put the queues, and what is wrong with it.
 
-Input is ``route_snapshots`` (every server's routes at ``00:00 + k * snapshot_interval_ms`` and at
-``23:59:59.999``) plus the day's ``broker_addr_history`` and ``cluster_history`` exploded to the same
-instants, for what a snapshot row cannot show (broker groups without topics, cluster sets). Queue
-counts are what a client derives from a route (semantics spec §3): a producer takes
-``write_queue_nums`` queues of every QueueData with ``perm & 2`` whose group has a master (id 0); a
-consumer takes ``read_queue_nums`` queues of every QueueData with ``perm & 4``.
+Input is every server's routes at the ``route_snapshots`` instants (``00:00 + k *
+snapshot_interval_ms`` and ``23:59:59.999``), taken as *pieces*: a ``route_snapshots`` row that
+holds over a run of consecutive instants (:func:`jobs.snapshots.agg_route_pieces`, made from the
+day's ``topic_route_history`` and ``broker_addr_history`` exactly as ``route_snapshots`` is). The
+per-topic and per-group figures are aggregated over the segments on which a key's pieces do not
+change and only then exploded to instants, so the day's ~10^7 instant rows are never read back. The
+day's ``broker_addr_history`` and ``cluster_history`` give what a snapshot row cannot show (broker
+groups without topics, cluster sets). Queue counts are what a client derives from a route
+(semantics spec §3): a producer takes ``write_queue_nums`` queues of every QueueData with
+``perm & 2`` whose group has a master (id 0); a consumer takes ``read_queue_nums`` queues of every
+QueueData with ``perm & 4``.
 
 Outputs, each replaced per day: ``queue_distribution`` (per snapshot, server and broker group, with
 its cluster's imbalance) and ``topic_distribution`` (per snapshot, server and topic), see
@@ -62,11 +67,29 @@ from pyspark.sql import types as T
 from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
-from jobs.snapshots import snapshot_instants_ms, with_snapshot_ts
+from jobs.snapshots import (
+    agg_broker_data_runs,
+    agg_route_pieces,
+    explode_pieces,
+    explode_segments,
+    snapshot_position,
+    snapshot_ts_at,
+    with_segments,
+    with_snapshot_ts,
+)
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
-from schemas.distribution import PARTITION_BY, QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
-from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, CLUSTER_HISTORY_SCHEMA, ROUTE_SNAPSHOTS_SCHEMA
+from schemas.distribution import (
+    PARTITION_BY,
+    QUEUE_DISTRIBUTION_SCHEMA,
+    TOPIC_DISTRIBUTION_SCHEMA,
+)
+from schemas.routes import (
+    BROKER_ADDR_HISTORY_SCHEMA,
+    CLUSTER_HISTORY_SCHEMA,
+    ROUTE_SNAPSHOTS_SCHEMA,
+    TOPIC_ROUTE_HISTORY_SCHEMA,
+)
 
 CATEGORY = "distribution"
 QUEUE_DISTRIBUTION = "queue_distribution"
@@ -84,6 +107,9 @@ SEVERITY = {
     "addr_in_two_groups": "warning",
 }
 
+# a piece (jobs.snapshots.agg_route_pieces): a route_snapshots row over positions first_pos .. last_pos
+PIECE_COLUMNS = ("ns", "topic", "cluster", "broker_name", "broker_addrs", "read_queue_nums", "write_queue_nums", "perm",
+                 "topic_sys_flag")
 PERM_WRITE, PERM_READ = 2, 4  # PermName bits (semantics spec §1.3)
 MASTER_ID = 0
 WIPED_TOPICS_LISTED = 20  # a write_perm_wiped detail names at most this many topics
@@ -121,7 +147,7 @@ class DistributionParams:
     queue_skew_max_over_mean: float = 2.0
 
     @classmethod
-    def from_config(cls, config: Config) -> "DistributionParams":
+    def from_config(cls, config: Config) -> DistributionParams:
         """Take the audit settings of a loaded configuration."""
         audit = config.audit
         return cls(audit.snapshot_interval_ms, audit.queue_skew_cv, audit.queue_skew_max_over_mean)
@@ -209,14 +235,27 @@ def _count_if(condition: Column) -> Column:
 # ---------------------------------------------------------------------------- per topic
 
 
-def agg_topic_stats(flagged_df: DataFrame) -> DataFrame:
+def pieces_from_snapshots(snapshots_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """``route_snapshots`` rows as pieces of one instant each (see :func:`jobs.snapshots.agg_route_pieces`)."""
+    pos = snapshot_position(F.col("snapshot_ts"), day, snapshot_interval_ms)
+    return snapshots_df.select(*PIECE_COLUMNS, pos.alias("first_pos"), pos.alias("last_pos"))
+
+
+def agg_topic_stats(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Per (snapshot_ts, ns, topic): ``TOPIC_DISTRIBUTION_SCHEMA`` columns but ``date``.
 
-    Only counts and sums, so Spark aggregates in a hash table; a string or collection aggregate
-    here would sort every snapshot row (which broker names a finding is about is looked up
-    afterwards, for the findings only: :func:`agg_last_queue_datas`).
+    Aggregated per segment of the topic's pieces (:func:`with_segments`), then exploded to the
+    segment's instants. Only counts and sums, so Spark aggregates in a hash table; which broker
+    names a finding is about is looked up afterwards, for the findings only
+    (:func:`agg_last_queue_datas`).
+
+    Args:
+        flagged_df: :func:`with_queue_flags` pieces.
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
     """
-    return flagged_df.groupBy("snapshot_ts", "ns", "topic").agg(
+    keys = ["ns", "topic"]
+    segments_df = with_segments(flagged_df, keys).groupBy(*keys, "seg_first", "seg_last").agg(
         F.count(F.lit(1)).cast("int").alias("brokers"),
         _count_if(F.col("has_master")).alias("brokers_with_master"),
         _count_if(F.col("writable")).alias("writable_brokers"),
@@ -228,6 +267,7 @@ def agg_topic_stats(flagged_df: DataFrame) -> DataFrame:
         _sum_long("subscribe_queues").alias("subscribe_queues"),
         _sum_long("unread_write_queues").alias("unread_write_queues"),
     )
+    return explode_segments(segments_df, day, snapshot_interval_ms)
 
 
 def agg_topic_distribution(topic_stats_df: DataFrame, day: dt.date) -> DataFrame:
@@ -238,13 +278,18 @@ def agg_topic_distribution(topic_stats_df: DataFrame, day: dt.date) -> DataFrame
 # ---------------------------------------------------------------------------- per broker group
 
 
-def agg_group_totals(flagged_df: DataFrame) -> DataFrame:
+def agg_group_totals(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Per (snapshot_ts, ns, broker_name) with QueueData: the group's topic and queue totals, its
     ``cluster`` and, from the snapshot's BrokerData, ``queue_broker_addrs`` (number of entries,
-    0 without BrokerData) and ``queue_has_master``."""
+    0 without BrokerData) and ``queue_has_master``.
+
+    Aggregated per segment of the group's pieces (:func:`with_segments`), then exploded to the
+    segment's instants.
+    """
     # cluster is the BrokerData's, one per group at an instant: as a key it splits nothing, and
     # it keeps every aggregate numeric (hash aggregation, no sort)
-    return flagged_df.groupBy("snapshot_ts", "ns", "broker_name", "cluster").agg(
+    keys = ["ns", "broker_name", "cluster"]
+    segments_df = with_segments(flagged_df, keys).groupBy(*keys, "seg_first", "seg_last").agg(
         F.max(F.coalesce(F.size("broker_addrs"), F.lit(0))).alias("queue_broker_addrs"),
         F.max("has_master").alias("queue_has_master"),
         F.count(F.lit(1)).cast("int").alias("topics"),
@@ -256,21 +301,27 @@ def agg_group_totals(flagged_df: DataFrame) -> DataFrame:
         _sum_long("subscribe_queues").alias("subscribe_queues"),
         _sum_long("unread_write_queues").alias("unread_write_queues"),
     )
+    return explode_segments(segments_df, day, snapshot_interval_ms)
 
 
-def agg_broker_groups(addr_at_snapshots_df: DataFrame) -> DataFrame:
+def agg_broker_groups(broker_data_runs_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Per (snapshot_ts, ns, broker_name) with a BrokerData: ``broker_cluster``, ``broker_addrs``
     (entries of ``brokerAddrs``) and ``has_master`` (one of them is id 0).
 
     Args:
-        addr_at_snapshots_df: ``broker_addr_history`` rows with ``snapshot_ts``
-            (:func:`jobs.snapshots.with_snapshot_ts`).
+        broker_data_runs_df: :func:`jobs.snapshots.agg_broker_data_runs` (only the runs with a
+            BrokerData are exploded to their instants).
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
     """
-    # a BrokerData has one cluster: as a key it splits nothing and keeps the aggregation hashed
-    keys = ["snapshot_ts", "ns", "broker_name", F.col("cluster").alias("broker_cluster")]
-    return addr_at_snapshots_df.groupBy(*keys).agg(
-        F.count(F.lit(1)).cast("int").alias("broker_addrs"),
-        F.max(F.col("broker_id") == MASTER_ID).alias("has_master"),
+    return explode_segments(
+        broker_data_runs_df.where(F.col("broker_addrs").isNotNull()).select(
+            "ns", "broker_name", F.col("cluster").alias("broker_cluster"),
+            F.size("broker_addrs").alias("broker_addrs"),
+            F.map_contains_key("broker_addrs", F.lit(MASTER_ID).cast("long")).alias("has_master"),
+            F.col("first_pos").alias("seg_first"), F.col("last_pos").alias("seg_last"),
+        ),
+        day, snapshot_interval_ms,
     )
 
 
@@ -335,22 +386,6 @@ def agg_queue_distribution(group_rows_df: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------------------- runs of instants
 
 
-def snapshot_index(day: dt.date, snapshot_interval_ms: int) -> Column:
-    """The position of ``snapshot_ts`` among the day's snapshot instants (0 = 00:00), as a long.
-
-    Consecutive instants have consecutive positions; the end of the day (``23:59:59.999``) follows
-    the last grid instant.
-    """
-    start = day_start_ms(day)
-    last_pos = len(snapshot_instants_ms(day, snapshot_interval_ms)) - 1
-    ms = F.unix_millis("snapshot_ts")
-    return (
-        F.when(ms == start + DAY_MS - 1, F.lit(last_pos))
-        .otherwise(F.floor((ms - F.lit(start)) / F.lit(snapshot_interval_ms)))
-        .cast("long")
-    )
-
-
 def agg_runs(condition_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Merge per-instant rows of one kind into runs of consecutive instants.
 
@@ -369,7 +404,7 @@ def agg_runs(condition_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -
     """
     w = Window.partitionBy("ns", "subject").orderBy("_pos")
     return (
-        condition_df.withColumn("_pos", snapshot_index(day, snapshot_interval_ms))
+        condition_df.withColumn("_pos", snapshot_position(F.col("snapshot_ts"), day, snapshot_interval_ms))
         # gaps-and-islands: within a run, position minus rank is constant
         .withColumn("_run", F.col("_pos") - F.row_number().over(w))
         .groupBy("ns", "subject", "_run")
@@ -414,26 +449,33 @@ def filter_single_broker_topic(topic_stats_df: DataFrame) -> DataFrame:
     )
 
 
-def agg_last_queue_datas(topic_runs_df: DataFrame, flagged_df: DataFrame) -> DataFrame:
+def agg_last_queue_datas(topic_runs_df: DataFrame, flagged_df: DataFrame, day: dt.date,
+                         snapshot_interval_ms: int) -> DataFrame:
     """The QueueData of each topic run's last instant: ``ns``, ``subject``, ``end_ts``,
     ``queue_datas`` (``broker_name``, ``cluster``, ``perm``, queue numbers, ``has_master``;
     sorted by broker name).
 
     Args:
         topic_runs_df: :func:`agg_runs` rows whose subject is a topic (any number of kinds).
-        flagged_df: :func:`with_queue_flags` rows of the day.
+        flagged_df: :func:`with_queue_flags` pieces of the day.
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
     """
-    # one row per finding: few enough to broadcast, so the day's rows are filtered as they are read
+    # one row per finding: few enough to broadcast, and matched to the pieces that cover its instant
     keys_df = F.broadcast(
-        topic_runs_df.select("ns", F.col("subject").alias("topic"), F.col("end_ts").alias("snapshot_ts")).distinct()
+        topic_runs_df.select("ns", F.col("subject").alias("_topic"), "end_ts").distinct()
+        .withColumn("_pos", snapshot_position(F.col("end_ts"), day, snapshot_interval_ms))
+        .withColumnRenamed("ns", "_ns")
     )
+    covers = (F.col("ns") == F.col("_ns")) & (F.col("topic") == F.col("_topic")) & (
+        F.col("_pos").between(F.col("first_pos"), F.col("last_pos")))
     return (
-        flagged_df.join(keys_df, ["ns", "topic", "snapshot_ts"], "left_semi")
-        .groupBy("ns", "topic", "snapshot_ts")
+        flagged_df.join(keys_df, covers)
+        .groupBy("ns", "topic", "end_ts")
         .agg(F.array_sort(F.collect_list(F.struct(
             "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master",
         ))).alias("queue_datas"))
-        .select("ns", F.col("topic").alias("subject"), F.col("snapshot_ts").alias("end_ts"), "queue_datas")
+        .select("ns", F.col("topic").alias("subject"), "end_ts", "queue_datas")
     )
 
 
@@ -446,11 +488,17 @@ def with_queue_datas(runs_df: DataFrame, queue_datas_df: DataFrame) -> DataFrame
     )
 
 
-def filter_read_write_mismatch(flagged_df: DataFrame) -> DataFrame:
+def filter_read_write_mismatch(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """``read_write_mismatch`` instants: per topic, the readable and writable QueueData with fewer
-    read than write queues (queues ``read .. write - 1`` are written and never consumed)."""
+    read than write queues (queues ``read .. write - 1`` are written and never consumed).
+
+    Args:
+        flagged_df: :func:`with_queue_flags` pieces of the day (only the mismatched are exploded).
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
     return (
-        flagged_df.where(F.col("unread_write_queues") > 0)
+        explode_pieces(flagged_df.where(F.col("unread_write_queues") > 0), day, snapshot_interval_ms)
         .groupBy("ns", "topic", "snapshot_ts")
         .agg(
             F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums")))
@@ -462,7 +510,8 @@ def filter_read_write_mismatch(flagged_df: DataFrame) -> DataFrame:
     )
 
 
-def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame) -> DataFrame:
+def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame, day: dt.date,
+                            snapshot_interval_ms: int) -> DataFrame:
     """``write_perm_wiped`` instants, per (ns, broker name).
 
     A QueueData without ``perm & 2`` counts when the same (topic, broker name) is writable on
@@ -471,23 +520,28 @@ def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame) -
     a topic that is read-only everywhere and always is a choice, not a wipe).
 
     Args:
-        flagged_df: :func:`with_queue_flags` rows of the day.
-        previous_end_df: the same for the previous day's last instant (may be empty).
+        flagged_df: :func:`with_queue_flags` pieces of the day.
+        previous_end_df: the same for the previous day's last instant (may be empty), at
+            position -1 (before every instant of the day).
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
     """
     keys = ["ns", "topic", "broker_name"]
-    instant_keys = ["snapshot_ts", "topic", "broker_name"]
-    candidates_df = flagged_df.where(~F.col("writable")).select(*keys, "snapshot_ts", "cluster")
+    instant_keys = ["_pos", "topic", "broker_name"]
+
+    def instants(pieces_df: DataFrame) -> DataFrame:
+        return pieces_df.select(*keys, "cluster", F.explode(F.sequence("first_pos", "last_pos")).alias("_pos"))
+
+    candidates_pieces_df = flagged_df.where(~F.col("writable"))
+    candidates_df = instants(candidates_pieces_df)
     # Only (topic, group) cells that lack the write bit somewhere need their writable rows looked
     # at. There are at most as many as QueueData in the fleet, so the set is broadcast and the
-    # day's rows are filtered where they are read instead of shuffled.
-    suspects_df = F.broadcast(candidates_df.select("topic", "broker_name").distinct())
-    writable_df = (
-        flagged_df.unionByName(previous_end_df)
-        .where("writable")
-        .select(*keys, "snapshot_ts")
-        .join(suspects_df, ["topic", "broker_name"], "left_semi")
+    # writable pieces are filtered before they are exploded.
+    suspects_df = F.broadcast(candidates_pieces_df.select("topic", "broker_name").distinct())
+    writable_df = instants(
+        flagged_df.unionByName(previous_end_df).where("writable").join(suspects_df, ["topic", "broker_name"], "left_semi")
     )
-    first_writable_df = writable_df.groupBy(*keys).agg(F.min("snapshot_ts").alias("first_writable_ts"))
+    first_writable_df = writable_df.groupBy(*keys).agg(F.min("_pos").alias("first_writable_pos"))
     writable_elsewhere_df = writable_df.groupBy(*instant_keys).agg(
         F.array_sort(F.collect_set("ns")).alias("writable_on")
     )
@@ -495,10 +549,10 @@ def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame) -
     return (
         candidates_df.join(first_writable_df, keys, "left")
         .join(writable_elsewhere_df, instant_keys, "left")
-        .withColumn("earlier", F.coalesce(F.col("first_writable_ts") < F.col("snapshot_ts"), F.lit(False)))
+        .withColumn("earlier", F.coalesce(F.col("first_writable_pos") < F.col("_pos"), F.lit(False)))
         .withColumn("elsewhere", F.coalesce(F.size("writable_on") > 0, F.lit(False)))
         .where(wiped)
-        .groupBy("ns", "broker_name", "snapshot_ts")
+        .groupBy("ns", "broker_name", "_pos")
         .agg(
             F.min("cluster").alias("cluster"),
             F.count(F.lit(1)).alias("topics"),
@@ -508,7 +562,8 @@ def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame) -
             F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce("writable_on", F.array())))))
             .alias("writable_on"),
         )
-        .select("ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+        .select("ns", F.col("broker_name").alias("subject"),
+                snapshot_ts_at(F.col("_pos"), day, snapshot_interval_ms).alias("snapshot_ts"),
                 F.struct("cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on",
                          "topics_listed").alias("detail"))
     )
@@ -717,28 +772,37 @@ class DistributionFrames:
 
 
 def build_distribution(
-    snapshots_df: DataFrame,
+    pieces_df: DataFrame,
     previous_end_df: DataFrame,
     broker_addr_df: DataFrame,
     cluster_df: DataFrame,
     day: dt.date,
     params: DistributionParams,
+    broker_data_runs_df: DataFrame | None = None,
 ) -> DistributionFrames:
     """Compose the transforms for one day.
 
     Args:
-        snapshots_df: the day's ``route_snapshots``.
-        previous_end_df: ``route_snapshots`` of the day before's last instant (may be empty).
+        pieces_df: the day's routes as pieces (:func:`jobs.snapshots.agg_route_pieces`, or
+            :func:`pieces_from_snapshots` of ``route_snapshots`` rows).
+        previous_end_df: ``route_snapshots`` rows of the day before's last instant (may be empty).
         broker_addr_df: the day's ``broker_addr_history``.
         cluster_df: the day's ``cluster_history``.
         day: the UTC day.
         params: snapshot spacing and skew thresholds.
+        broker_data_runs_df: :func:`jobs.snapshots.agg_broker_data_runs` of ``broker_addr_df``
+            when the caller has it.
     """
     interval = params.snapshot_interval_ms
-    flagged_df = snapshots_df.transform(with_queue_flags)
-    broker_groups_df = agg_broker_groups(with_snapshot_ts(broker_addr_df, day, interval))
-    topic_stats_df = agg_topic_stats(flagged_df)
-    group_rows_df = agg_group_rows(agg_group_totals(flagged_df), broker_groups_df, day)
+    if broker_data_runs_df is None:
+        broker_data_runs_df = agg_broker_data_runs(broker_addr_df, day, interval)
+    flagged_df = pieces_df.transform(with_queue_flags)
+    previous_flagged_df = previous_end_df.select(
+        *PIECE_COLUMNS, F.lit(-1).cast("long").alias("first_pos"), F.lit(-1).cast("long").alias("last_pos")
+    ).transform(with_queue_flags)
+    broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
+    topic_stats_df = agg_topic_stats(flagged_df, day, interval)
+    group_rows_df = agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
 
     def runs(condition_df: DataFrame) -> DataFrame:
         return agg_runs(condition_df, day, interval)
@@ -747,12 +811,12 @@ def build_distribution(
     single_broker_df = runs(filter_single_broker_topic(topic_stats_df))
     ends = ["ns", "subject", "end_ts"]
     queue_datas_df = agg_last_queue_datas(no_writable_df.select(*ends).unionByName(single_broker_df.select(*ends)),
-                                          flagged_df)
+                                          flagged_df, day, interval)
     findings = [
         select_findings(with_queue_datas(no_writable_df, queue_datas_df), "no_writable_queue"),
-        select_findings(runs(filter_read_write_mismatch(flagged_df)), "read_write_mismatch"),
+        select_findings(runs(filter_read_write_mismatch(flagged_df, day, interval)), "read_write_mismatch"),
         select_findings(with_queue_datas(single_broker_df, queue_datas_df), "single_broker_topic"),
-        select_findings(runs(filter_write_perm_wiped(flagged_df, with_queue_flags(previous_end_df))),
+        select_findings(runs(filter_write_perm_wiped(flagged_df, previous_flagged_df, day, interval)),
                         "write_perm_wiped"),
         select_findings(with_skew_plan(runs(filter_queue_skew(group_rows_df, params)), params), "queue_skew"),
         select_findings(with_last_addrs(runs(filter_no_master(group_rows_df)), broker_addr_df), "no_master"),
@@ -801,27 +865,36 @@ def _read_day(spark: SparkSession, lake_dir: str, name: str, schema: T.StructTyp
 def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> DistributionResult:
     """Compute and write one day's distribution tables and findings (replacing that day's).
 
-    Reads ``route_snapshots`` (the day and the day before's end), ``broker_addr_history`` and
-    ``cluster_history``; writes ``queue_distribution``, ``topic_distribution`` and the day's
-    ``distribution`` findings.
+    Reads the day's ``topic_route_history``, ``broker_addr_history`` and ``cluster_history``
+    (the routes at the snapshot instants are made from them exactly as ``route_snapshots`` is,
+    but aggregated before they are exploded) and the day before's last ``route_snapshots``
+    instant when the lake has it; writes ``queue_distribution``, ``topic_distribution`` and the
+    day's ``distribution`` findings.
 
     Raises:
-        FileNotFoundError: the lake has no ``route_snapshots`` table (run the rebuild first).
+        FileNotFoundError: the lake has no ``topic_route_history`` table (run the rebuild first).
     """
     params = DistributionParams.from_config(config)
+    routes_path = lake.table_path(lake_dir, lake.TOPIC_ROUTE_HISTORY)
+    if not table_exists(routes_path):
+        raise FileNotFoundError(f"{routes_path}: no topic_route_history table; run the rebuild first")
+    broker_addr_df = _read_day(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, day)
+    # small (a row per change of a group's BrokerData), read by the pieces and the group rows
+    runs_df = agg_broker_data_runs(broker_addr_df, day, params.snapshot_interval_ms).persist()
+    # interval-sized, read by every per-topic and per-group aggregate
+    pieces_df = agg_route_pieces(_read_day(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, day),
+                                 runs_df, day, params.snapshot_interval_ms).persist()
     snapshots_path = lake.table_path(lake_dir, lake.ROUTE_SNAPSHOTS)
-    if not table_exists(snapshots_path):
-        raise FileNotFoundError(f"{snapshots_path}: no route_snapshots table; run the rebuild first")
-    snapshots_df = read_table(spark, snapshots_path, ROUTE_SNAPSHOTS_SCHEMA, where={"date": day})
-    previous = day - dt.timedelta(days=1)
-    previous_end_df = read_table(spark, snapshots_path, ROUTE_SNAPSHOTS_SCHEMA, where={"date": previous}).where(
-        F.col("snapshot_ts") == F.timestamp_millis(F.lit(day_start_ms(day) - 1))
-    )
+    if table_exists(snapshots_path):
+        previous_end_df = read_table(spark, snapshots_path, ROUTE_SNAPSHOTS_SCHEMA,
+                                     where={"date": day - dt.timedelta(days=1)}).where(
+            F.col("snapshot_ts") == F.timestamp_millis(F.lit(day_start_ms(day) - 1)))
+    else:
+        previous_end_df = spark.createDataFrame([], ROUTE_SNAPSHOTS_SCHEMA)
     frames = build_distribution(
-        snapshots_df, previous_end_df,
-        _read_day(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, day),
+        pieces_df, previous_end_df, broker_addr_df,
         _read_day(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, day),
-        day, params,
+        day, params, runs_df,
     )
     # each is read by its table and by several findings: compute once
     topic_stats_df = frames.topic_stats_df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -845,9 +918,10 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         ).first()
         topic_rows = topic_stats_df.count()
     finally:
-        topic_stats_df.unpersist()
-        group_rows_df.unpersist()
-    notes = [] if counts["rows"] else [f"distribution: route_snapshots has no row for {day.isoformat()}"]
+        for df in (topic_stats_df, group_rows_df, pieces_df, runs_df):
+            df.unpersist()
+    notes = [] if counts["rows"] else [
+        f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]
     return DistributionResult(
         day=day, snapshots=counts["snapshots"], servers=counts["servers"], queue_distribution_rows=counts["rows"],
         topic_distribution_rows=topic_rows, findings_by_kind=dict(sorted(by_kind.items())), notes=notes,

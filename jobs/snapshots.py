@@ -5,11 +5,12 @@ Instants: ``00:00 + k * snapshot_interval_ms`` within the day, and the end of th
 ``ts`` at or before it). One row per (instant, ns, topic, broker name), as ``queueDatas`` lists
 them; ``cluster`` and ``broker_addrs`` are the group's BrokerData at that instant.
 
-Columnar, and the instant-sized rows are made last: the group's BrokerData is computed per instant
-(a fleet's broker rows, small) and merged into runs of consecutive instants with the same value;
-each queue row (one history interval) is joined to the runs of its group that overlap it (both
-interval-sized, the runs broadcast) and only then exploded into the instants it covers. The
-instant rows go to the writer without a shuffle.
+Columnar, and the instant-sized rows are made last: the group's BrokerData is computed per
+segment of its history rows (a run of instants over which none of them starts or ends) and merged
+into runs of consecutive instants with the same value; each queue row (one history interval) is
+joined to the runs of its group that overlap it (both interval-sized, the runs broadcast), which
+gives the *pieces* (:func:`agg_route_pieces`), and only then exploded into the instants they cover.
+The instant rows go to the writer without a shuffle.
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ import datetime as dt
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from jobs import lake
 from jobs.delta_io import read_table, write_table
 from nameserver.timeutil import DAY_MS, day_start_ms
-from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, PARTITION_BY, ROUTE_SNAPSHOTS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
+from schemas.routes import (
+    BROKER_ADDR_HISTORY_SCHEMA,
+    PARTITION_BY,
+    ROUTE_SNAPSHOTS_SCHEMA,
+    TOPIC_ROUTE_HISTORY_SCHEMA,
+)
 
 
 def snapshot_instants_ms(day: dt.date, snapshot_interval_ms: int) -> list[int]:
@@ -104,6 +109,43 @@ def with_snapshot_ts(history_df: DataFrame, day: dt.date, snapshot_interval_ms: 
     )
 
 
+def with_segments(pieces_df: DataFrame, keys: list[str]) -> DataFrame:
+    """Cut every piece at the ends of the other pieces with the same ``keys``: one row per (piece,
+    segment it covers), adding ``seg_first`` and ``seg_last``.
+
+    A segment is a maximal run of positions over which no piece of the key starts or ends, so the
+    set of pieces covering a position is the same at every position of a segment: an aggregate
+    over a segment's rows is the aggregate over the instant rows at each of its positions. Keys
+    may be null (they match null-safely).
+
+    Example:
+        pieces 0-9 and 5-20 of one key: segments 0-4 (first piece), 5-9 (both), 10-20 (second).
+    """
+    bounds_df = pieces_df.select(
+        *keys, F.explode(F.array(F.col("first_pos"), F.col("last_pos") + 1)).alias("seg_first")
+    ).distinct()
+    segments_df = (
+        bounds_df.withColumn("seg_last", F.lead("seg_first").over(Window.partitionBy(*keys).orderBy("seg_first")) - 1)
+        .where(F.col("seg_last").isNotNull())
+        .select(*[F.col(k).alias(f"_s_{k}") for k in keys], "seg_first", "seg_last")
+    )
+    same_key = [F.col(k).eqNullSafe(F.col(f"_s_{k}")) for k in keys]
+    inside = (F.col("seg_first") >= F.col("first_pos")) & (F.col("seg_first") <= F.col("last_pos"))
+    condition = same_key[0]
+    for more in same_key[1:]:
+        condition = condition & more
+    return pieces_df.join(segments_df, condition & inside).drop(*[f"_s_{k}" for k in keys])
+
+
+def explode_segments(segments_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """One row per (segment row, instant position in it): ``snapshot_ts`` first, without the
+    segment's positions."""
+    columns = [c for c in segments_df.columns if c not in ("seg_first", "seg_last")]
+    return segments_df.select(F.explode(F.sequence("seg_first", "seg_last")).alias("_pos"), *columns).select(
+        snapshot_ts_at(F.col("_pos"), day, snapshot_interval_ms).alias("snapshot_ts"), *columns
+    )
+
+
 def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Each group's BrokerData over the day's instants, as runs of consecutive instant positions.
 
@@ -117,20 +159,31 @@ def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_inter
         run before 00:00, ``{0: a}`` 00:00-00:10, null at 00:15, ``{0: a}`` from 00:20, null after.
     """
     first, last = snapshot_positions(day, snapshot_interval_ms)
-    value = ["ns", "broker_name", "cluster", "broker_entries"]
-    per_instant_df = (
-        broker_addr_df.withColumn("_pos", _explode_positions(first, last))
-        .groupBy("ns", "broker_name", "_pos")
+    rows_df = broker_addr_df.select(
+        "ns", "broker_name", "cluster", "broker_id", "broker_addr", first.alias("first_pos"), last.alias("last_pos")
+    ).where(F.col("first_pos") <= F.col("last_pos"))
+    # the BrokerData over each segment of the name's history rows (the same at all its positions)
+    segments_df = (
+        with_segments(rows_df, ["ns", "broker_name"])
+        .groupBy("ns", "broker_name", "seg_first", "seg_last")
         .agg(
             F.min("cluster").alias("cluster"),  # one BrokerData, one cluster at any instant
             F.array_sort(F.collect_list(F.struct("broker_id", "broker_addr"))).alias("broker_entries"),
         )
     )
-    # gaps-and-islands: within a run of one value, position minus rank is constant
+    # adjacent segments with one value make one run
+    value = ["cluster", "broker_entries"]
+    by_pos = Window.partitionBy("ns", "broker_name").orderBy("seg_first")
+    same = F.lit(True)
+    for c in value:
+        same = same & F.lag(c).over(by_pos).eqNullSafe(F.col(c))
+    continues = same & (F.lag("seg_last").over(by_pos) + 1 == F.col("seg_first"))
     runs_df = (
-        per_instant_df.withColumn("_run", F.col("_pos") - F.row_number().over(Window.partitionBy(*value).orderBy("_pos")))
-        .groupBy(*value, "_run")
-        .agg(F.min("_pos").alias("first_pos"), F.max("_pos").alias("last_pos"))
+        segments_df.withColumn("_new", F.when(continues, 0).otherwise(1))
+        .withColumn("_run", F.sum("_new").over(by_pos.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+        .groupBy("ns", "broker_name", "_run")
+        .agg(F.min("seg_first").alias("first_pos"), F.max("seg_last").alias("last_pos"),
+             F.first("cluster").alias("cluster"), F.first("broker_entries").alias("broker_entries"))
     )
     # each run, the positions without BrokerData after it, and those before the group's first run
     w = Window.partitionBy("ns", "broker_name").orderBy("first_pos")
@@ -158,16 +211,30 @@ def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_inter
     )
 
 
-def agg_route_snapshots(
-    topic_route_df: DataFrame, broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int
+def agg_route_pieces(
+    topic_route_df: DataFrame, broker_data_runs_df: DataFrame, day: dt.date, snapshot_interval_ms: int
 ) -> DataFrame:
-    """``route_snapshots`` rows of one day from that day's ``topic_route_history`` and
-    ``broker_addr_history`` rows."""
+    """The day's routes as pieces: ``route_snapshots`` rows that hold over a run of instants.
+
+    One row per (queue history row, BrokerData run of its group that overlaps it), with the
+    ``route_snapshots`` columns but ``snapshot_ts`` and ``date``, plus ``first_pos`` and
+    ``last_pos``: the row is the snapshot row of every instant position from ``first_pos`` to
+    ``last_pos`` (see :func:`snapshot_position`). Pieces of one (ns, topic, broker name) do not
+    overlap; a history row that covers no instant gives no piece. Exploding the pieces gives
+    ``route_snapshots`` (:func:`agg_route_snapshots`); the distribution stage aggregates them
+    before they are exploded.
+
+    Args:
+        topic_route_df: the day's ``topic_route_history``.
+        broker_data_runs_df: :func:`agg_broker_data_runs` of the day's ``broker_addr_history``.
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
     first, last = snapshot_positions(day, snapshot_interval_ms)
-    # The explode below makes a row per covered instant in the partition of its history row, and
-    # they go to the writer as they are: spread the (interval-sized) history rows first, so the
-    # instant rows are written by as many tasks as a shuffle would use. An explicit number, so
-    # adaptive execution does not merge the small shuffle into one task.
+    # The pieces are exploded into instant rows where they are, and those go to the writer as
+    # they are: spread the (interval-sized) history rows first, so the instant rows are written
+    # by as many tasks as a shuffle would use. An explicit number, so adaptive execution does not
+    # merge the small shuffle into one task.
     partitions = int(topic_route_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     queues_df = (
         topic_route_df.repartition(partitions, "ns", "topic")
@@ -176,7 +243,7 @@ def agg_route_snapshots(
         .alias("q")
     )
     # one row per change of a group's BrokerData: few enough to broadcast
-    runs_df = F.broadcast(agg_broker_data_runs(broker_addr_df, day, snapshot_interval_ms).alias("b"))
+    runs_df = F.broadcast(broker_data_runs_df.alias("b"))
     overlaps = (
         (F.col("q.ns") == F.col("b.ns")) & (F.col("q.broker_name") == F.col("b.broker_name"))
         & (F.col("b.first_pos") <= F.col("q._last_pos")) & (F.col("q._first_pos") <= F.col("b.last_pos"))
@@ -187,12 +254,32 @@ def agg_route_snapshots(
     last_pos = F.when(matched, F.least("q._last_pos", "b.last_pos")).otherwise(F.col("q._last_pos"))
     return (
         queues_df.join(runs_df, overlaps, "left")
-        .select(_explode_positions(first_pos, last_pos).alias("_pos"), "q.*", "b.cluster", "b.broker_addrs")
         .select(
-            snapshot_ts_at(F.col("_pos"), day, snapshot_interval_ms).alias("snapshot_ts"), "ns", "topic", "cluster",
-            "broker_name", "broker_addrs", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag",
-            F.lit(day).alias("date"),
+            "q.ns", "q.topic", "b.cluster", "q.broker_name", "b.broker_addrs", "q.read_queue_nums",
+            "q.write_queue_nums", "q.perm", "q.topic_sys_flag", first_pos.alias("first_pos"), last_pos.alias("last_pos"),
         )
+        .where(F.col("first_pos") <= F.col("last_pos"))
+    )
+
+
+def explode_pieces(pieces_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """One row per (piece, instant position it covers): the piece's columns but the positions,
+    with ``snapshot_ts`` first."""
+    columns = [c for c in pieces_df.columns if c not in ("first_pos", "last_pos")]
+    return pieces_df.select(_explode_positions(F.col("first_pos"), F.col("last_pos")).alias("_pos"), *columns).select(
+        snapshot_ts_at(F.col("_pos"), day, snapshot_interval_ms).alias("snapshot_ts"), *columns
+    )
+
+
+def agg_route_snapshots(
+    topic_route_df: DataFrame, broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int
+) -> DataFrame:
+    """``route_snapshots`` rows of one day from that day's ``topic_route_history`` and
+    ``broker_addr_history`` rows."""
+    runs_df = agg_broker_data_runs(broker_addr_df, day, snapshot_interval_ms)
+    pieces_df = agg_route_pieces(topic_route_df, runs_df, day, snapshot_interval_ms)
+    return explode_pieces(pieces_df, day, snapshot_interval_ms).withColumn("date", F.lit(day)).select(
+        *ROUTE_SNAPSHOTS_SCHEMA.names
     )
 
 
