@@ -33,6 +33,7 @@ UNREGISTER, EXPIRE, CHANNEL_CLOSE = 7, 8, 9
 # what the sort carries; ts_ms of a CARRY row is the previous day's last refresh
 STREAM_COLUMNS = ("ns", "broker_addr", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")
 IDENTITY_COLUMNS = ("cluster", "broker_name", "broker_id")
+WINDOW_KEYS = ("ns", "broker_addr", "run", "wkey")  # one liveness window
 
 
 def _kind() -> Column:
@@ -166,6 +167,39 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
     )
 
 
+def agg_gap_counts(keyed_df: DataFrame) -> DataFrame:
+    """The rows inside windows per (window, ``gap_ms``): fixed-width aggregates and ``_gaps``, the
+    number of non-null gaps of that length.
+
+    The first step of :func:`agg_windows`, which composes these rows per window (mins of mins,
+    sums of counts) and reads its exact gap percentiles off the counts. Being fixed-width, the
+    aggregate is hashed; a quantile summary or a list of gaps per window would make Spark sort
+    every row for it. Heartbeat gaps repeat (a period plus some jitter), so a window of thousands
+    of heartbeats has a few hundred rows here.
+
+    Returns:
+        ``WINDOW_KEYS``, ``gap_ms`` (null for the rows without a gap), ``_carried``, ``_proof``,
+        ``_start_ms``, ``_removal_ms``, ``_removal_kind``, ``id_seq``, ``heartbeats``, ``_gaps``,
+        ``_last_update_ms``.
+    """
+    removal = _is_removal()
+    return (
+        keyed_df.where("in_window")
+        .groupBy(*WINDOW_KEYS, "gap_ms")
+        .agg(
+            F.max(_is_carry()).alias("_carried"),
+            F.max(_proves_live()).alias("_proof"),
+            F.min(F.when(_is_register(), F.col("ts_ms"))).alias("_start_ms"),
+            F.min(F.when(removal, F.col("ts_ms"))).alias("_removal_ms"),
+            F.max(F.when(removal, _kind())).alias("_removal_kind"),
+            F.max(F.when(_proves_live() | _is_carry(), F.col("seq"))).alias("id_seq"),
+            F.count(F.when(F.col("is_refresh"), 1)).alias("heartbeats"),
+            F.count("gap_ms").alias("_gaps"),
+            F.max(F.when(F.col("refresh_point"), F.col("ts_ms"))).alias("_last_update_ms"),
+        )
+    )
+
+
 def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, late_gap_ms: int) -> DataFrame:
     """One row per liveness window: ``LIVENESS_WINDOWS_SCHEMA`` columns but the identity, plus
     ``run`` and ``id_seq`` (the seq of the event that names the window, see
@@ -175,28 +209,44 @@ def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, 
     (``_carry`` row) or its events prove a live entry; it then starts at 00:00. A window holds at
     most one removal (the first ends it), so its time and kind come from separate aggregates.
 
+    ``p50_gap_ms`` and ``p99_gap_ms`` are exact: of a window's ``n`` gaps, the one at rank
+    ``max(1, ceil(p * n))`` in ascending order (null without gaps). That is what
+    ``percentile_approx`` returns while its summary keeps every value, as it does for the few
+    thousand gaps of a window of 30 s heartbeats.
+
     Args:
         keyed_df: :func:`with_window_keys` output.
         run_intervals_df: ``agg_run_intervals`` (the reset that ends a run ends its windows).
         day: the UTC day (``date`` and the 00:00 start of carried windows).
         late_gap_ms: a longer gap between refreshes is a late heartbeat.
     """
-    removal = _is_removal()
+    ordered = Window.partitionBy(*WINDOW_KEYS).orderBy(F.col("gap_ms").asc_nulls_last())
+    gaps_df = agg_gap_counts(keyed_df).select(
+        "*",
+        F.sum("_gaps").over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("_at_or_below"),
+        F.sum("_gaps").over(ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias("_n"),
+    )
+
+    def percentile(p: float) -> Column:
+        # exact: the least gap with at least max(1, ceil(p * n)) of the window's n gaps at or below it
+        rank = F.greatest(F.lit(1), F.ceil(F.lit(float(p)) * F.col("_n")))
+        return F.min(F.when(F.col("gap_ms").isNotNull() & (F.col("_at_or_below") >= rank), F.col("gap_ms")))
+
     windows_df = (
-        keyed_df.where("in_window")
-        .groupBy("ns", "broker_addr", "run", "wkey")
+        gaps_df.groupBy(*WINDOW_KEYS)
         .agg(
-            F.max(_is_carry()).alias("_carried"),
-            F.max(_proves_live()).alias("_proof"),
-            F.min(F.when(_is_register(), F.col("ts_ms"))).alias("_start_ms"),
-            F.min(F.when(removal, F.col("ts_ms"))).alias("_removal_ms"),
-            F.max(F.when(removal, _kind())).alias("_removal_kind"),
-            F.max(F.when(_proves_live() | _is_carry(), F.col("seq"))).alias("id_seq"),
-            F.count(F.when(F.col("is_refresh"), 1)).alias("heartbeats"),
+            F.max("_carried").alias("_carried"),
+            F.max("_proof").alias("_proof"),
+            F.min("_start_ms").alias("_start_ms"),
+            F.min("_removal_ms").alias("_removal_ms"),
+            F.max("_removal_kind").alias("_removal_kind"),
+            F.max("id_seq").alias("id_seq"),
+            F.sum("heartbeats").alias("heartbeats"),
             F.max("gap_ms").alias("max_gap_ms"),
-            F.percentile_approx("gap_ms", [0.5, 0.99]).alias("_pct"),
-            F.count(F.when(F.col("gap_ms") > late_gap_ms, 1)).alias("late_heartbeats"),
-            F.max(F.when(F.col("refresh_point"), F.col("ts_ms"))).alias("_last_update_ms"),
+            percentile(0.5).alias("_p50_ms"),
+            percentile(0.99).alias("_p99_ms"),
+            F.sum(F.when(F.col("gap_ms") > late_gap_ms, F.col("_gaps")).otherwise(0)).alias("late_heartbeats"),
+            F.max("_last_update_ms").alias("_last_update_ms"),
         )
         # the next window's register ends a window that saw no removal (lost lines, see module doc)
         .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("ns", "broker_addr", "run")
@@ -234,8 +284,8 @@ def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, 
             .alias("carried_in"),
             "heartbeats",
             "max_gap_ms",
-            F.col("_pct")[0].alias("p50_gap_ms"),
-            F.col("_pct")[1].alias("p99_gap_ms"),
+            F.col("_p50_ms").alias("p50_gap_ms"),
+            F.col("_p99_ms").alias("p99_gap_ms"),
             "late_heartbeats",
             F.timestamp_millis("_last_update_ms").alias("last_update_ts"),
             (F.col("_end_ms") - F.col("_begin_ms")).alias("duration_ms"),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import random
 
 import pytest
 from chispa import assert_df_equality
@@ -292,7 +294,40 @@ def test_refreshes_gap_stats_and_late_heartbeats(spark):
                                                F.unix_millis("last_update_ts").alias("u"))
     assert got.collect() == [(7, 60000, 1, T0 + 146000)]
     pct = frames(spark, log).windows_df.select("p50_gap_ms", "p99_gap_ms").first()
-    assert pct.p50_gap_ms in (5000, 30000) and pct.p99_gap_ms == 60000
+    # gaps 1000, 4000, 5000, 30000, 45000, 60000: ranks ceil(0.5 * 6) = 3 and ceil(0.99 * 6) = 6
+    assert (pct.p50_gap_ms, pct.p99_gap_ms) == (5000, 60000)
+
+
+def exact_percentile(gaps: list[int], p: float) -> int:
+    """The gap at rank ``max(1, ceil(p * n))`` of the ``n`` sorted gaps."""
+    return sorted(gaps)[max(1, math.ceil(p * len(gaps))) - 1]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_gap_percentiles_are_exact_ranks_and_match_percentile_approx(spark, seed):
+    # two brokers' windows on one server, interleaved, gaps drawn from a few values so that ties,
+    # one-gap and two-gap windows occur; each window's p50/p99 is the exact rank, which is also
+    # what Spark's percentile_approx gives for so few values
+    rng = random.Random(seed)
+    counts = {M: rng.choice([1, 2, 3, 40]), N: rng.randint(1, 60)}
+    gaps = {addr: [rng.choice([30000, 30000, 29000, 31000, 45000, 60000]) for _ in range(n)]
+            for addr, n in counts.items()}
+    times = sorted((1000 + sum(g[:i]), addr) for addr, g in gaps.items() for i in range(len(g) + 1))
+    log = Log().start(0)
+    seen = set()
+    for t, addr in times:
+        log = log.hb(t, addr, bid=0 if addr == M else 1) if addr in seen else log.reg(t, addr, bid=0 if addr == M else 1)
+        seen.add(addr)
+    got = {r.broker_addr: (r.p50_gap_ms, r.p99_gap_ms, r.max_gap_ms)
+           for r in frames(spark, log).windows_df.select("broker_addr", "p50_gap_ms", "p99_gap_ms",
+                                                          "max_gap_ms").collect()}
+    expected = {addr: (exact_percentile(g, 0.5), exact_percentile(g, 0.99), max(g)) for addr, g in gaps.items()}
+    assert got == expected
+    approx = (
+        spark.createDataFrame([(a, x) for a, g in gaps.items() for x in g], "addr string, gap long")
+        .groupBy("addr").agg(F.percentile_approx("gap", [0.5, 0.99]).alias("p")).collect()
+    )
+    assert {r.addr: tuple(r.p) for r in approx} == {a: e[:2] for a, e in expected.items()}
 
 
 def test_single_refresh_window_has_null_gaps(spark):
