@@ -345,22 +345,33 @@ def with_interesting(events_df: DataFrame) -> DataFrame:
     )
 
 
-def with_topics(interesting_df: DataFrame, events_df: DataFrame) -> DataFrame:
+def with_topics(interesting_df: DataFrame, events_df: DataFrame, first_only: bool = False) -> DataFrame:
     """Add ``topics`` to 103 events: the list logged with their ``topics_digest`` by any event of the
     day (content-addressed, so any server's copy is the event's own), null when never logged.
 
     Only the few events carrying a list are read for it; the walk input never carries the day's
     heaviest column through a join.
+
+    Args:
+        first_only: give the list to the first 103 (by ``seq``) of each server and digest only.
+            The walk keeps every list it has seen by digest (``DayWalk``, ``RouteReplayer``), so
+            the later 103s of a server resolve theirs from it; on the reference day this ships
+            about 540 lists per server instead of 8,100.
     """
     lists_df = (
         events_df.where(F.col("topics").isNotNull() & F.col("topics_digest").isNotNull())
         .groupBy("topics_digest")
         .agg(F.min_by("topics", "seq").alias("_topics"))
     )
+    wanted = _is_103()
+    if first_only:
+        first = Window.partitionBy("ns", "topics_digest", _is_103()).orderBy("seq")
+        wanted = wanted & (F.row_number().over(first) == 1)
     return (
-        interesting_df.join(lists_df, "topics_digest", "left")
-        .withColumn("topics", F.when(_is_103(), F.col("_topics")))
-        .drop("_topics")
+        interesting_df.withColumn("_wanted", wanted)
+        .join(lists_df, "topics_digest", "left")
+        .withColumn("topics", F.when(F.col("_wanted"), F.col("_topics")))
+        .drop("_topics", "_wanted")
     )
 
 
@@ -403,7 +414,7 @@ def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFram
     interesting_df = (
         events_df.drop("topics")
         .join(F.broadcast(keys_df), ["ns", "seq"])
-        .transform(lambda df: with_topics(df, events_df))
+        .transform(lambda df: with_topics(df, events_df, first_only=True))
         .select(*WALK_EVENT_COLUMNS)
         .withColumn("is_meta", F.lit(False))
     )

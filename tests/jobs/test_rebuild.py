@@ -204,6 +204,35 @@ def test_topics_are_resolved_by_digest_from_any_event_of_the_day(spark):
     assert_df_equality(got, want, ignore_nullable=True)
 
 
+def test_with_topics_first_only_gives_each_servers_first_103_of_a_digest_the_list(spark):
+    topic = T.StructType([T.StructField("topic", T.StringType()), T.StructField("perm", T.IntegerType())])
+    schema = T.StructType([T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()),
+                           T.StructField("type", T.StringType()), T.StructField("request_code", T.IntegerType()),
+                           T.StructField("topics_digest", T.StringType()),
+                           T.StructField("topics", T.ArrayType(topic))])
+    events = spark.createDataFrame(
+        [
+            ("ns-a", 3, "heartbeat", 904, "d1", None),  # not a registration: not the first 103
+            ("ns-a", 5, "register", 103, "d1", [("TopicA", 6)]),
+            ("ns-a", 9, "heartbeat", 103, "d1", None),  # the walk knows d1 by now
+            ("ns-a", 10, "heartbeat", 103, "d2", None),
+            ("ns-a", 11, "heartbeat", 103, "d2", None),
+            ("ns-b", 4, "heartbeat", 103, "d1", None),  # another server: its own first
+            ("ns-b", 6, "heartbeat", 103, "d1", None),
+        ],
+        schema,
+    ).unionByName(spark.createDataFrame([("ns-c", 1, "register", 103, "d2", [("TopicB", 2)])], schema))
+    interesting = events.where("ns != 'ns-c'").drop("topics")
+    got = with_topics(interesting, events, first_only=True).select("ns", "seq", "topics").orderBy("ns", "seq")
+    a, b = [("TopicA", 6)], [("TopicB", 2)]
+    want = spark.createDataFrame(
+        [("ns-a", 3, None), ("ns-a", 5, a), ("ns-a", 9, None), ("ns-a", 10, b), ("ns-a", 11, None),
+         ("ns-b", 4, a), ("ns-b", 6, None)],
+        T.StructType([schema["ns"], schema["seq"], schema["topics"]]),
+    )
+    assert_df_equality(got, want, ignore_nullable=True)
+
+
 # ---------------------------------------------------------------------------- the walk
 
 A = TopicConfig("TopicA", 8, 8)
