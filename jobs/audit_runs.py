@@ -43,4 +43,4 @@ def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: li
     )
     df = spark.createDataFrame([row], AUDIT_RUNS_SCHEMA)
     write_table(df, lake_tables.table_path(lake, AUDIT_RUNS), mode="overwrite", partition_by=("date",),
-                replace_where={"date": day}, schema=AUDIT_RUNS_SCHEMA)
+                replace_where={"date": day}, schema=AUDIT_RUNS_SCHEMA, few_rows=True)

@@ -97,6 +97,7 @@ def write_table(
     replace_where: Mapping[str, Any] | None = None,
     schema: StructType | None = None,
     extra_files: Sequence[dict] = (),
+    few_rows: bool = False,
 ) -> int:
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
@@ -116,6 +117,10 @@ def write_table(
         extra_files: Parquet files already written into the table's partition folders with
             :func:`data_file_schema`'s columns (``DataFile.close()`` dicts), added in the same
             commit; deleted if the write fails. Not available where delta-spark writes.
+        few_rows: the rows are few (a day's findings, a table of intervals): write them in one
+            task, after a shuffle, so whatever computes them keeps its parallelism. Otherwise
+            every partition of ``df`` is a write task, and a Python task costs about 0.1 s
+            however few rows it has (a union of small queries has dozens of partitions).
 
     Returns:
         The table version after the write (the write's own, unless another writer committed in
@@ -148,6 +153,8 @@ def write_table(
         file_schema = schema
     encoded_where = _encode_replace_where(replace_where, schema, partition_by)
     conformed_df = conform_to_schema(df, schema, what=root)
+    if few_rows:
+        conformed_df = conformed_df.repartition(1)
 
     spark = df.sparkSession
     if is_native_delta_available(spark):

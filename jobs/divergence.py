@@ -668,7 +668,7 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     try:
         write_table(
             select_divergences(episodes_df, day), lake.table_path(lake_dir, lake.NS_DIVERGENCES), mode="overwrite",
-            partition_by=["date"], replace_where={"date": day}, schema=NS_DIVERGENCES_SCHEMA,
+            partition_by=["date"], replace_where={"date": day}, schema=NS_DIVERGENCES_SCHEMA, few_rows=True,
         )
         findings_df = agg_divergence_findings(episodes_df, span, grace)
         write_findings(findings_df, lake_dir, day, CATEGORY)

@@ -144,6 +144,7 @@ def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike, date: dt
         partition_by=list(FINDINGS_PARTITION_BY),
         replace_where={"date": date, "category": category},
         schema=FINDINGS_SCHEMA,
+        few_rows=True,  # a day's findings of one category: hundreds to thousands of rows
     )
 
 

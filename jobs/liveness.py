@@ -745,5 +745,6 @@ def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFram
 
 
 def _replace_day(df: DataFrame, lake_dir: str, name: str, schema: T.StructType, day: dt.date) -> None:
+    # windows and availability: a row per live entry or broker of the day
     write_table(df, lake.table_path(lake_dir, name), mode="overwrite", partition_by=["date"],
-                replace_where={"date": day}, schema=schema)
+                replace_where={"date": day}, schema=schema, few_rows=True)

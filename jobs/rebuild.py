@@ -581,4 +581,6 @@ def _timed(step: str) -> Iterator[None]:
 
 
 def _replace_day(df: DataFrame, path: str, schema: T.StructType, day: dt.date) -> None:
-    write_table(df, path, mode="overwrite", partition_by=PARTITION_BY, replace_where={"date": day}, schema=schema)
+    # validity intervals: a row per change of the day (~100,000 on the 1,000-broker reference day)
+    write_table(df, path, mode="overwrite", partition_by=PARTITION_BY, replace_where={"date": day}, schema=schema,
+                few_rows=True)

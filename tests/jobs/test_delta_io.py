@@ -147,6 +147,19 @@ def test_replace_where_rerun_gives_same_rows_and_new_version(spark, tmp_path):
 
 
 @pytest.mark.spark
+def test_few_rows_writes_one_file_per_partition_value_from_many_input_partitions(spark, tmp_path):
+    rows = [(D1, "ns-a", i, f"v{i}") for i in range(30)] + [(D1, "ns-b", 99, None)]
+    # a union of small queries, as the findings are: one input partition per row here
+    df = narrow_df(spark, rows).repartition(12)
+    for few_rows, path in ((False, str(tmp_path / "many")), (True, str(tmp_path / "few"))):
+        write_table(df, path, mode="overwrite", partition_by=["date", "ns"], replace_where={"date": D1},
+                    schema=NARROW, few_rows=few_rows)
+        assert sorted_rows(read_table(spark, path, NARROW), "ns", "seq") == sorted_rows(narrow_df(spark, rows), "ns", "seq")
+    assert len(DeltaTable(str(tmp_path / "many")).file_uris()) > 2
+    assert len(DeltaTable(str(tmp_path / "few")).file_uris()) == 2  # one task: a file per (date, ns)
+
+
+@pytest.mark.spark
 def test_empty_rerun_of_a_partition_removes_its_rows_only(spark, tmp_path):
     path = str(tmp_path / "t")
     rows = [(D1, "ns-a", 1, "x"), (D1, "ns-b", 2, "y"), (D2, "ns-a", 3, "z")]
