@@ -181,12 +181,18 @@ def test_with_run_counts_starts_and_stops(spark):
     assert_df_equality(got, want, ignore_nullable=True)
 
 
+# the event keys with_topics reads, and a topic list of two fields
+TOPIC_EVENTS_SCHEMA = T.StructType([
+    T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()),
+    T.StructField("type", T.StringType()), T.StructField("request_code", T.IntegerType()),
+    T.StructField("topics_digest", T.StringType()),
+    T.StructField("topics", T.ArrayType(T.StructType([T.StructField("topic", T.StringType()),
+                                                      T.StructField("perm", T.IntegerType())]))),
+])
+
+
 def test_topics_are_resolved_by_digest_from_any_event_of_the_day(spark):
-    topic = T.StructType([T.StructField("topic", T.StringType()), T.StructField("perm", T.IntegerType())])
-    schema = T.StructType([T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()),
-                           T.StructField("type", T.StringType()), T.StructField("request_code", T.IntegerType()),
-                           T.StructField("topics_digest", T.StringType()),
-                           T.StructField("topics", T.ArrayType(topic))])
+    schema = TOPIC_EVENTS_SCHEMA
     events = spark.createDataFrame(
         [
             ("ns-b", 7, "register", 103, "d1", [("TopicA", 6)]),  # another server logged the list
@@ -205,11 +211,7 @@ def test_topics_are_resolved_by_digest_from_any_event_of_the_day(spark):
 
 
 def test_with_topics_first_only_gives_each_servers_first_103_of_a_digest_the_list(spark):
-    topic = T.StructType([T.StructField("topic", T.StringType()), T.StructField("perm", T.IntegerType())])
-    schema = T.StructType([T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()),
-                           T.StructField("type", T.StringType()), T.StructField("request_code", T.IntegerType()),
-                           T.StructField("topics_digest", T.StringType()),
-                           T.StructField("topics", T.ArrayType(topic))])
+    schema = TOPIC_EVENTS_SCHEMA
     events = spark.createDataFrame(
         [
             ("ns-a", 3, "heartbeat", 904, "d1", None),  # not a registration: not the first 103
