@@ -45,7 +45,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs import ingest_read
+from jobs import ingest_read, pyworker
 from jobs.delta import files as delta_files
 from jobs.delta import write as delta_write
 from jobs.delta.files import DataFile
@@ -57,6 +57,7 @@ from jobs.ingest_read import (
     gunzip,
     line_batches,
 )
+from jobs.pyworker import keep_archive_listings
 
 # One row per line the fast path did not accept (``line`` >= 1, ``text`` as read with its "\n",
 # for Spark to judge), and one ``line`` 0 row per file whose ``summary`` is the JSON of its
@@ -206,11 +207,12 @@ def rewrite_without_lines(spark: SparkSession, to_rewrite_df: DataFrame, plan: F
 
 def _ship_by_value() -> None:
     # Executors may not have this project installed (a standalone cluster); ship the modules.
-    for module in (sys.modules[__name__], ingest_read, delta_files, delta_write):
+    for module in (sys.modules[__name__], ingest_read, delta_files, delta_write, pyworker):
         cloudpickle.register_pickle_by_value(module)
 
 
 def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Iterator[pa.RecordBatch]:
+    keep_archive_listings()
     fs = pafs.LocalFileSystem()
     for batch in batches:
         for row in batch.to_pylist():
@@ -256,6 +258,7 @@ def delete_data_files(plan: FastPlan, infos: Sequence[dict]) -> None:
 def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: segment-file rows in (``jobs.ingest_read.SEGMENT_FILES_SCHEMA``),
     ``SCANNED_SCHEMA`` batches out; accepted events are written to one data file per segment."""
+    keep_archive_listings()
     fs = pafs.LocalFileSystem()
     for batch in batches:
         for seg in batch.to_pylist():

@@ -33,6 +33,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs import pyworker
+from jobs.pyworker import keep_archive_listings
 from nameserver.errors import UserError
 from schemas.events import EVENT_SCHEMA, EVENT_TYPES, FORMAT_VERSION, TYPE_RULES
 from schemas.ingest import (
@@ -196,6 +198,7 @@ def read_lines(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
     """
     # Executors may not have this project installed (a standalone cluster); ship the reader.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(pyworker)
     # Largest first, one per partition: the long tasks start first and no task waits for two.
     ordered = sorted(files, key=lambda s: -s.bytes)
     rows = [(s.date, s.ns, s.file, s.path, s.compressed) for s in ordered]
@@ -206,6 +209,7 @@ def read_lines(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
 
 def read_segment_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: segment-file rows in, ``LINES_SCHEMA`` batches out."""
+    keep_archive_listings()
     for batch in batches:
         for seg in batch.to_pylist():
             with open(seg["path"], "rb") as f:

@@ -43,6 +43,7 @@ from pyspark.sql import types as T
 
 from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
+from jobs.pyworker import keep_archive_listings
 from jobs.rebuild_walk import walk_rows
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
@@ -427,6 +428,7 @@ def _arrow_walker(day: dt.date):
     schema = WALK_OUTPUT_SCHEMA
 
     def walk(table):
+        keep_archive_listings()
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pyspark import cloudpickle
 
+from jobs import pyworker
 from jobs.delta import files, write
 
 
@@ -19,3 +20,4 @@ def ship_by_value() -> None:
     need only pyspark and pyarrow."""
     cloudpickle.register_pickle_by_value(write)
     cloudpickle.register_pickle_by_value(files)
+    cloudpickle.register_pickle_by_value(pyworker)

@@ -45,6 +45,7 @@ from jobs.delta.files import (
     partition_folder,
     split_by_partition,
 )
+from jobs.pyworker import keep_archive_listings
 
 WRITER = "nsaudit_delta"  # named in every commit's userMetadata
 
@@ -134,6 +135,7 @@ def write_files(df: DataFrame, plan: WritePlan) -> list[dict]:
 def write_task(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: write this task's rows as Parquet files of the table (one per
     partition value met); yield one row per file, describing it for the commit."""
+    keep_archive_listings()
     declared = StructType.fromJson(json.loads(plan.schema_json))
     data_fields = [f for f in declared.fields if f.name not in plan.partition_by]
     file_schema = to_arrow_schema(StructType(data_fields))
