@@ -16,17 +16,22 @@ write, and a nightly audit makes dozens of writes.)
 
 The task side of this module and :mod:`jobs.delta.files` are shipped to executors by value
 (cloudpickle, see :func:`jobs.delta.ship_by_value`), so a cluster's executors need only pyspark
-and pyarrow, not this project. They must therefore import nothing else from ``jobs``;
-``deltalake`` is imported in the commit only, which runs on the driver.
+and pyarrow, not this project. They must therefore import nothing else from ``jobs`` but
+:mod:`jobs.pyworker`, shipped the same way; ``deltalake`` is imported in the commit only, which
+runs on the driver.
 
-A task that fails deletes its own files; a task attempt that Spark retries, speculates or kills
-may leave a file that no commit references. Such orphans are invisible to readers (Delta reads
+A task that fails deletes its own files. When the job fails, the driver waits for the job's other
+tasks to end (Spark only asks them to stop, and one that has all its rows writes its files), then
+deletes every file named with the write's id. A task attempt that Spark retries or speculates, or
+one still running after two minutes, may leave a file that no commit references. Such orphans are invisible to readers (Delta reads
 only files in the log), as with delta-spark, and ``DeltaTable.vacuum`` removes them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -34,7 +39,7 @@ from functools import partial
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -48,6 +53,10 @@ from jobs.delta.files import (
 from jobs.pyworker import keep_archive_listings
 
 WRITER = "nsaudit_delta"  # named in every commit's userMetadata
+# How long a failed write waits for its job's other tasks to end before deleting its files.
+RUNNING_TASKS_TIMEOUT_S = 120.0
+
+log = logging.getLogger(__name__)
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -124,9 +133,12 @@ def write_files(df: DataFrame, plan: WritePlan) -> list[dict]:
     write_id = uuid.uuid4().hex
     # the tasks need not carry the extra files' descriptions (ingest's: one per segment file)
     task = partial(write_task, plan=replace(plan, extra_files=()), write_id=write_id)
+    jobs_before = job_ids(df.sparkSession)
     try:
         rows = df.mapInArrow(task, WRITTEN_FILES_SCHEMA).collect()
     except BaseException:
+        # a failed job's other tasks may still be writing: clean up once they have ended
+        wait_for_tasks(df.sparkSession, job_ids(df.sparkSession) - jobs_before)
         delete_write_files(plan, write_id)
         raise
     return [json.loads(r["file"]) for r in rows]
@@ -160,6 +172,31 @@ def write_task(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str
         raise
     if files:
         yield pa.RecordBatch.from_pylist([{"file": json.dumps(f)} for f in files], schema=_ARROW_WRITTEN_FILES)
+
+
+def job_ids(spark: SparkSession) -> set[int]:
+    """The ids of the jobs Spark still knows in this thread's job group (or of those in none)."""
+    sc = spark.sparkContext
+    return set(sc.statusTracker().getJobIdsForGroup(sc.getLocalProperty("spark.jobGroup.id")))
+
+
+def wait_for_tasks(spark: SparkSession, jobs: set[int], timeout_s: float = RUNNING_TASKS_TIMEOUT_S) -> bool:
+    """Wait until no task of ``jobs`` runs; False if ``timeout_s`` passed first.
+
+    When a job fails, Spark only asks its other tasks to stop: a task whose rows had all arrived
+    goes on, and a write task then writes its files after the job has failed.
+    """
+    tracker = spark.sparkContext.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stages = [s for j in jobs if (job := tracker.getJobInfo(j)) for s in job.stageIds]
+        if not any((stage := tracker.getStageInfo(s)) and stage.numActiveTasks for s in stages):
+            return True
+        if time.monotonic() > deadline:
+            log.warning("jobs %s still have tasks running %.0f s after failing; files they write may be left",
+                        sorted(jobs), timeout_s)
+            return False
+        time.sleep(0.05)
 
 
 def delete_write_files(plan: WritePlan, write_id: str) -> None:

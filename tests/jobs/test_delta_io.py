@@ -29,7 +29,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from jobs.delta.files import ColumnStats, check_not_null, encode_partition_value, split_by_partition
+from jobs.delta.files import (
+    ColumnStats,
+    check_not_null,
+    encode_partition_value,
+    split_by_partition,
+)
+from jobs.delta.write import job_ids, wait_for_tasks
 from jobs.delta_io import (
     SchemaMismatchError,
     read_table,
@@ -255,6 +261,44 @@ def test_failing_task_leaves_previous_version_and_no_files(spark, tmp_path):
     assert table_version(path) == 0
     assert [r["value"] for r in read_table(spark, path, NARROW).collect()] == ["old"]
     assert sorted(Path(path).rglob("*.parquet")) == files_before
+
+
+def _fail_with_a_task_left(spark, done_file):
+    """Run a job whose first task fails while its second is busy; the second leaves ``done_file``
+    when it ends, after the job has failed. Returns the job's ids."""
+    def task(index, _rows):
+        time.sleep(0.3)
+        if index == 0:
+            raise RuntimeError("boom in task 0")
+        time.sleep(2)
+        Path(done_file).write_text("done")
+        return [index]
+
+    before = job_ids(spark)
+    with pytest.raises(Exception, match="boom in task 0"):
+        spark.sparkContext.parallelize([0, 1], 2).mapPartitionsWithIndex(task).collect()
+    return job_ids(spark) - before
+
+
+@pytest.mark.spark
+def test_a_failed_write_cleans_up_after_the_tasks_still_running(spark, tmp_path):
+    """A failed job's task that had all its rows runs on and writes its files: the write's
+    clean-up waits for every task of its job to end."""
+    done = tmp_path / "done"
+    jobs = _fail_with_a_task_left(spark, done)
+    assert len(jobs) == 1
+    assert not done.exists()  # the job failed while its second task was busy
+    assert wait_for_tasks(spark, jobs) is True
+    assert done.exists()
+
+
+@pytest.mark.spark
+def test_waiting_for_tasks_gives_up_after_its_timeout(spark, tmp_path):
+    jobs = _fail_with_a_task_left(spark, tmp_path / "done")
+    started = time.monotonic()
+    assert wait_for_tasks(spark, jobs, timeout_s=0.2) is False
+    assert time.monotonic() - started < 1.5
+    assert wait_for_tasks(spark, jobs) is True  # leave no task behind for the next test
 
 
 @pytest.mark.spark
