@@ -23,8 +23,9 @@ runs on the driver.
 A task that fails deletes its own files. When the job fails, the driver waits for the job's other
 tasks to end (Spark only asks them to stop, and one that has all its rows writes its files), then
 deletes every file named with the write's id. A task attempt that Spark retries or speculates, or
-one still running after two minutes, may leave a file that no commit references. Such orphans are invisible to readers (Delta reads
-only files in the log), as with delta-spark, and ``DeltaTable.vacuum`` removes them.
+one still running after two minutes, may leave a file that no commit references. Such orphans are
+invisible to readers (Delta reads only files in the log), as with delta-spark, and
+``DeltaTable.vacuum`` removes them.
 """
 
 from __future__ import annotations
