@@ -45,9 +45,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs import ingest_read, pyworker
-from jobs.delta import files as delta_files
-from jobs.delta import write as delta_write
+from jobs import delta, ingest_read
 from jobs.delta.files import DataFile
 from jobs.delta.write import conform_batch
 from jobs.ingest_read import (
@@ -207,7 +205,8 @@ def rewrite_without_lines(spark: SparkSession, to_rewrite_df: DataFrame, plan: F
 
 def _ship_by_value() -> None:
     # Executors may not have this project installed (a standalone cluster); ship the modules.
-    for module in (sys.modules[__name__], ingest_read, delta_files, delta_write, pyworker):
+    delta.ship_by_value()  # the data files' writer, and jobs.pyworker
+    for module in (sys.modules[__name__], ingest_read):
         cloudpickle.register_pickle_by_value(module)
 
 
