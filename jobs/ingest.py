@@ -41,11 +41,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import lake
 from jobs.delta.arrow import local_table_path
+from jobs.delta.write import job_ids
 from jobs.delta_io import data_file_schema, read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
 from jobs.ingest_fast import (
     build_plan,
-    delete_data_files,
+    delete_data_files_of_run,
     scan_lines,
 )
 from jobs.ingest_read import (
@@ -386,6 +387,8 @@ def run_ingest(
     cached: list[DataFrame] = []
     staged: list[dict] = []  # data files written by the scan, not committed yet
     committed = False
+    jobs_before = job_ids(spark)
+    where = {"date": day}
 
     def cache(df: DataFrame) -> DataFrame:
         cached.append(df.persist(StorageLevel.MEMORY_AND_DISK))
@@ -446,7 +449,6 @@ def run_ingest(
         findings_df = cache(findings_df.coalesce(1))
         ingest_files_df = cache(join_ingest_files(listing_df, read_df, seq_df).coalesce(1))
 
-        where = {"date": day}
         with _timed("events"):
             # the JVM-judged events, committed with the fast path's files as one transaction
             no_drops_df = spark.createDataFrame([], "file string, first_line long, last_line long")
@@ -469,7 +471,8 @@ def run_ingest(
         result = _result(day, ingest_files_df, findings_df)
     except BaseException:
         if not committed:
-            delete_data_files(plan, staged)
+            # by the run's id, not from ``staged``: a failed scan's finished tasks wrote files too
+            delete_data_files_of_run(spark, plan, where, jobs_before)
         raise
     finally:
         for df in cached:

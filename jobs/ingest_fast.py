@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -47,7 +48,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import delta, ingest_read
 from jobs.delta.files import DataFile
-from jobs.delta.write import conform_batch
+from jobs.delta.write import conform_batch, delete_files_by_id, job_ids, wait_for_tasks
 from jobs.ingest_read import (
     MAX_TIMESTAMP_MILLIS,
     SEGMENT_FILES_SCHEMA,
@@ -94,6 +95,8 @@ class FastPlan:
             :func:`_nested_rules`).
         millis_to_ts: table column -> the event key (epoch ms) it is the timestamp of.
         write_events: false sends every line to the JVM (where delta-spark writes the table).
+        write_id: the prefix of every data file the scan and the rewrite write (their names
+            find them when the run fails before its commit: :func:`delete_data_files_of_run`).
     """
 
     table_path: str
@@ -107,12 +110,14 @@ class FastPlan:
     nested: tuple
     millis_to_ts: dict[str, str]
     write_events: bool = True
+    write_id: str = ""
 
 
 def build_plan(
     table_path: str, partition_by: tuple[str, ...], file_schema: pa.Schema, write_events: bool = True
 ) -> FastPlan:
-    """The plan for writing ``events`` data files under ``table_path`` (driver side)."""
+    """The plan for writing ``events`` data files under ``table_path`` (driver side), with a
+    new ``write_id``."""
     from schemas.events import (
         EVENT_SCHEMA,
         EVENT_TYPES,
@@ -133,6 +138,7 @@ def build_plan(
         nested=_nested_rules(EVENT_SCHEMA),
         millis_to_ts={"ts": "ts", "last_update_ts": "last_update_ts"},
         write_events=write_events,
+        write_id=uuid.uuid4().hex,
     )
 
 
@@ -225,7 +231,8 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
             new_info = None
             if not drop.all():
                 key = tuple(info["partition_values"][c] for c in plan.partition_by)
-                data_file = DataFile.create(fs, plan.table_path, plan.partition_by, key, plan.file_schema)
+                data_file = DataFile.create(fs, plan.table_path, plan.partition_by, key, plan.file_schema,
+                                            prefix=plan.write_id)
                 try:
                     for part in table.filter(pa.array(~drop)).to_batches():
                         data_file.write(part)
@@ -241,14 +248,18 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
             )
 
 
-def delete_data_files(plan: FastPlan, infos: Sequence[dict]) -> None:
-    """Delete uncommitted data files (a failed ingest); missing ones are fine."""
-    fs = pafs.LocalFileSystem()
-    for info in infos:
-        try:
-            fs.delete_file(f"{plan.table_path}/{info['path']}")
-        except (FileNotFoundError, OSError):
-            pass
+def delete_data_files_of_run(spark: SparkSession, plan: FastPlan, where: dict, jobs_before: set[int]) -> None:
+    """Delete every data file the scan and the rewrite wrote for ``plan`` (a run that failed
+    before its commit), once the tasks of the jobs started since ``jobs_before`` (this thread's,
+    :func:`jobs.delta.write.job_ids`) have ended. ``where``: the partition values (``{"date":
+    day}``) every such file has.
+
+    A failed job's other tasks are only asked to stop: one that has read its whole segment goes
+    on and writes its data file after the job failed, so the driver's list of staged files (it
+    has none at all if the scan itself failed) cannot say which files exist; their names can.
+    """
+    wait_for_tasks(spark, job_ids(spark) - jobs_before)
+    delete_files_by_id(plan.table_path, plan.partition_by, where, plan.write_id)
 
 
 # ------------------------------------------------------------------------------------ task
@@ -283,7 +294,8 @@ def _scan_segment(fs, plan: FastPlan, data: bytes, date, ns: str, file: str, tai
             if parsed is not None and parsed.num_rows:
                 if data_file is None:
                     key = (date.isoformat(), ns)
-                    data_file = DataFile.create(fs, plan.table_path, plan.partition_by, key, plan.file_schema)
+                    data_file = DataFile.create(fs, plan.table_path, plan.partition_by, key, plan.file_schema,
+                                                prefix=plan.write_id)
                 fast_numbers = numbers.filter(pa.array(fast))
                 data_file.write(event_batch(parsed, fast_numbers, file, plan))
                 summary.add(parsed.column("seq").to_numpy(), parsed.column("ts").to_numpy(), fast_numbers.to_numpy())

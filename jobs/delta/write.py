@@ -34,7 +34,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -48,6 +48,7 @@ from jobs.delta.files import (
     TASK_BUFFER_BYTES,
     DataFile,
     check_not_null,
+    encode_partition_value,
     partition_folder,
     split_by_partition,
 )
@@ -202,14 +203,27 @@ def wait_for_tasks(spark: SparkSession, jobs: set[int], timeout_s: float = RUNNI
 
 def delete_write_files(plan: WritePlan, write_id: str) -> None:
     """Delete the data files of a failed write: those whose name carries its id (every task's)."""
+    delete_files_by_id(plan.path, plan.partition_by, plan.replace_where, write_id)
+
+
+def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[str, object] | None,
+                       write_id: str) -> None:
+    """Delete every data file under ``root`` whose name carries ``write_id`` (a failed write's).
+
+    Args:
+        root: the table folder.
+        partition_by: the table's partition columns.
+        where: partition column -> value (plain or encoded) that every such file has, or None:
+            only the folders of the leading partition columns it fixes are searched.
+        write_id: the prefix :meth:`jobs.delta.files.DataFile.create` was given.
+    """
     fs = pafs.LocalFileSystem()
-    root = plan.path
-    if plan.replace_where and set(plan.replace_where) == set(plan.partition_by):
-        # every file of this write lies in the one partition folder replace_where names
-        key = tuple(plan.replace_where[c] for c in plan.partition_by)
-        base = f"{root}/{partition_folder(plan.partition_by, key)}"
-    else:
-        base = root
+    leading = []
+    for column in partition_by:  # the folders the files must be under: the leading columns fixed
+        if not where or column not in where:
+            break
+        leading.append(encode_partition_value(where[column]))
+    base = f"{root}/{partition_folder(tuple(partition_by[:len(leading)]), tuple(leading))}" if leading else root
     try:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except FileNotFoundError:

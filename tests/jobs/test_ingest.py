@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+from dataclasses import replace
 
 import pytest
 from chispa import assert_df_equality
@@ -644,3 +645,37 @@ def test_rerunning_the_day_gives_the_same_tables(ingested):
 def test_the_previous_day_is_left_alone(spark, ingested):
     rows = _day_rows(spark, ingested["lake"], lake.EVENTS, EVENTS_TABLE_SCHEMA, PREVIOUS_DAY)
     assert [(r[1], r[2]) for r in rows] == [("ns-a", 1), ("ns-a", 2), ("ns-a", 3)]
+
+
+def _data_files(table_dir) -> set[str]:
+    return {str(p.relative_to(table_dir)) for p in table_dir.rglob("*.parquet")}
+
+
+@pytest.mark.spark
+def test_a_failed_scan_leaves_the_previous_version_and_no_data_file(spark, tmp_path, monkeypatch):
+    """A segment that vanishes between the listing and the scan (a retention job, an operator)
+    fails the run. The other files' tasks wrote their events' data files, some after the job had
+    failed: none may stay behind, and the table keeps its previous version."""
+    from deltalake import DeltaTable
+
+    import jobs.ingest as ingest
+
+    events, lake_dir = tmp_path / "events", tmp_path / "lake"
+    for ns in ("ns-a", "ns-b", "ns-c"):
+        write_log(events, ns, [ns_start(T0)] + [register(T0 + 30_000 * i, BROKER_A, "heartbeat")
+                                                for i in range(1, 2_000)])
+    run_ingest(spark, events, lake_dir, DAY)
+    table_dir = lake_dir / lake.EVENTS
+    version, files_before = DeltaTable(str(table_dir)).version(), _data_files(table_dir)
+
+    listed = ingest.list_day_segments(events, DAY)
+    gone = replace(listed[0], file="ns-a/2026-11-21/events-gone.jsonl", path=str(events / "gone.jsonl"),
+                   bytes=1 << 40)  # listed, then removed: the largest, so its task starts first
+    monkeypatch.setattr(ingest, "list_day_segments", lambda *_: [gone, *listed])
+    with pytest.raises(Exception, match="gone.jsonl"):
+        run_ingest(spark, events, lake_dir, DAY)
+
+    assert DeltaTable(str(table_dir)).version() == version
+    assert _data_files(table_dir) == files_before
+    monkeypatch.undo()
+    assert run_ingest(spark, events, lake_dir, DAY).events_written == 3 * 2_000
