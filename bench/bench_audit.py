@@ -171,8 +171,12 @@ def main() -> int:
     ensure_day(events_dir, args)
 
     from jobs.spark import build_session
+    from nameserver.config import load_config
 
-    spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8)
+    # the JVM `nsaudit audit` starts with the default configuration: its heap and JVM options
+    spark_config = load_config(None).spark
+    spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8,
+                          driver_memory=spark_config.driver_memory, java_options=spark_config.java_options)
     runs = []
     try:
         for i in range(args.runs):

@@ -150,7 +150,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
     # under spark-submit, build_session leaves the submitted master alone
     spark = build_session(master=args.master or config.spark.master, app_name=f"nsaudit-audit-{day}",
                           shuffle_partitions=config.spark.shuffle_partitions,
-                          driver_memory=config.spark.driver_memory)
+                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options)
     started = time.perf_counter()
     outcome = AuditOutcome(day)
     outcome_stages = outcome.stages

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from jobs.spark import build_session, is_native_delta_available
+from jobs.spark import DEFAULT_JAVA_OPTIONS, build_session, is_native_delta_available, session_conf
+from nameserver.config import load_config
 
 
 @pytest.mark.spark
@@ -28,3 +29,25 @@ def test_native_delta_is_detected_absent_here(spark):
 def test_extra_conf_cannot_change_what_the_lake_depends_on():
     with pytest.raises(ValueError, match="spark.sql.session.timeZone must stay 'UTC'"):
         build_session(extra_conf={"spark.sql.session.timeZone": "Europe/Paris"})
+
+
+@pytest.mark.spark
+def test_the_session_jvm_runs_the_parallel_collector(spark):
+    # build_session's default JVM options reached the JVM it started (the test session's)
+    jvm = spark.sparkContext._jvm
+    names = {bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()}
+    assert names == {"PS Scavenge", "PS MarkSweep"}, names
+
+
+def test_java_options_go_to_driver_and_executors_unless_set_otherwise():
+    both = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+    conf = session_conf(4, "2g", "-XX:+UseSerialGC", {})
+    assert [conf[k] for k in both] == ["-XX:+UseSerialGC"] * 2
+    assert conf["spark.driver.memory"] == "2g"
+    assert not set(both) & set(session_conf(4, None, "", {}))  # "": the JVM's own defaults
+    mine = session_conf(4, None, DEFAULT_JAVA_OPTIONS, {"spark.executor.extraJavaOptions": "-Xss4m"})
+    assert [mine[k] for k in both] == [DEFAULT_JAVA_OPTIONS, "-Xss4m"]
+
+
+def test_the_configured_java_options_are_the_default():
+    assert load_config(None).spark.java_options == DEFAULT_JAVA_OPTIONS  # conf/nsaudit.toml
