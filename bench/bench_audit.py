@@ -127,7 +127,7 @@ def python_replay(lake_dir: str) -> tuple[int, float]:
     return total, time.perf_counter() - started
 
 
-def one_run(spark, events_dir: Path, lake_dir: Path, replay: bool) -> dict:
+def one_run(spark, events_dir: Path, lake_dir: Path, replay: bool, config_path: str | None = None) -> dict:
     from jobs import nightly_audit
     from nameserver.config import load_config
 
@@ -136,7 +136,7 @@ def one_run(spark, events_dir: Path, lake_dir: Path, replay: bool) -> dict:
     sampler = MemorySampler()
     sampler.start()
     started = time.perf_counter()
-    outcome = nightly_audit.run(spark, load_config(None), str(events_dir), str(lake_dir), DAY,
+    outcome = nightly_audit.run(spark, load_config(config_path), str(events_dir), str(lake_dir), DAY,
                                 lambda line: print(f"  {line}", flush=True))
     total = time.perf_counter() - started
     sampler.stop()
@@ -161,6 +161,8 @@ def main() -> int:
                         help="hours of the simulated day (default %(default)s: the reference day)")
     parser.add_argument("--brokers", type=int, default=1000, help="simulated brokers (default %(default)s)")
     parser.add_argument("--topics", type=int, default=2000, help="simulated topics (default %(default)s)")
+    parser.add_argument("--config", default=None,
+                        help="nsaudit config file for the audit and its JVM (default: conf/nsaudit.toml)")
     parser.add_argument("--no-replay", action="store_true",
                         help="skip the Python replay baseline (about 8 minutes on the reference day)")
     args = parser.parse_args()
@@ -174,14 +176,15 @@ def main() -> int:
     from nameserver.config import load_config
 
     # the JVM `nsaudit audit` starts with the default configuration: its heap and JVM options
-    spark_config = load_config(None).spark
+    spark_config = load_config(args.config).spark
     spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8,
                           driver_memory=spark_config.driver_memory, java_options=spark_config.java_options)
     runs = []
     try:
         for i in range(args.runs):
             print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.1f})", flush=True)
-            runs.append(one_run(spark, events_dir, lake_dir, replay=not args.no_replay and i == 0))
+            runs.append(one_run(spark, events_dir, lake_dir, replay=not args.no_replay and i == 0,
+                                config_path=args.config))
     finally:
         spark.stop()
 
