@@ -45,8 +45,8 @@ def _is_single_host_master(master: str | None) -> bool:
 
 # The jobs are batch work on every core, with no latency to keep: the throughput collector spends
 # less CPU than G1 (Java's default), whose concurrent work and write barriers compete with the
-# tasks for the cores. On the reference day the five stages after ingest took 10-17 % less wall
-# and CPU time with it (bench/README.md, session 8).
+# tasks for the cores. On the reference day the six stages after ingest took 14 % less wall time
+# and 12 % less CPU with it (medians of alternating runs; bench/README.md, session 8).
 DEFAULT_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
