@@ -127,16 +127,15 @@ def python_replay(lake_dir: str) -> tuple[int, float]:
     return total, time.perf_counter() - started
 
 
-def one_run(spark, events_dir: Path, lake_dir: Path, replay: bool, config_path: str | None = None) -> dict:
+def one_run(spark, config, events_dir: Path, lake_dir: Path, replay: bool) -> dict:
     from jobs import nightly_audit
-    from nameserver.config import load_config
 
     shutil.rmtree(lake_dir, ignore_errors=True)
     lake_dir.mkdir(parents=True)
     sampler = MemorySampler()
     sampler.start()
     started = time.perf_counter()
-    outcome = nightly_audit.run(spark, load_config(config_path), str(events_dir), str(lake_dir), DAY,
+    outcome = nightly_audit.run(spark, config, str(events_dir), str(lake_dir), DAY,
                                 lambda line: print(f"  {line}", flush=True))
     total = time.perf_counter() - started
     sampler.stop()
@@ -176,15 +175,14 @@ def main() -> int:
     from nameserver.config import load_config
 
     # the JVM `nsaudit audit` starts with the default configuration: its heap and JVM options
-    spark_config = load_config(args.config).spark
+    config = load_config(args.config)
     spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8,
-                          driver_memory=spark_config.driver_memory, java_options=spark_config.java_options)
+                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options)
     runs = []
     try:
         for i in range(args.runs):
             print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.1f})", flush=True)
-            runs.append(one_run(spark, events_dir, lake_dir, replay=not args.no_replay and i == 0,
-                                config_path=args.config))
+            runs.append(one_run(spark, config, events_dir, lake_dir, replay=not args.no_replay and i == 0))
     finally:
         spark.stop()
 

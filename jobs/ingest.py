@@ -41,12 +41,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import lake
 from jobs.delta.arrow import local_table_path
-from jobs.delta.write import job_ids
+from jobs.delta.write import delete_failed_write, job_ids
 from jobs.delta_io import data_file_schema, read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
 from jobs.ingest_fast import (
     build_plan,
-    delete_data_files_of_run,
     scan_lines,
 )
 from jobs.ingest_read import (
@@ -472,7 +471,7 @@ def run_ingest(
     except BaseException:
         if not committed:
             # by the run's id, not from ``staged``: a failed scan's finished tasks wrote files too
-            delete_data_files_of_run(spark, plan, where, jobs_before)
+            delete_failed_write(spark, jobs_before, plan.table_path, plan.partition_by, where, plan.write_id)
         raise
     finally:
         for df in cached:

@@ -48,7 +48,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs import delta, ingest_read
 from jobs.delta.files import DataFile
-from jobs.delta.write import conform_batch, delete_files_by_id, job_ids, wait_for_tasks
+from jobs.delta.write import conform_batch
 from jobs.ingest_read import (
     MAX_TIMESTAMP_MILLIS,
     SEGMENT_FILES_SCHEMA,
@@ -96,7 +96,8 @@ class FastPlan:
         millis_to_ts: table column -> the event key (epoch ms) it is the timestamp of.
         write_events: false sends every line to the JVM (where delta-spark writes the table).
         write_id: the prefix of every data file the scan and the rewrite write (their names
-            find them when the run fails before its commit: :func:`delete_data_files_of_run`).
+            find them when the run fails before its commit:
+            :func:`jobs.delta.write.delete_failed_write`).
     """
 
     table_path: str
@@ -246,20 +247,6 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
                 [{"source_file": row["source_file"], "data_file": json.dumps(new_info) if new_info else None}],
                 schema=to_arrow_schema(REWRITE_SCHEMA),
             )
-
-
-def delete_data_files_of_run(spark: SparkSession, plan: FastPlan, where: dict, jobs_before: set[int]) -> None:
-    """Delete every data file the scan and the rewrite wrote for ``plan`` (a run that failed
-    before its commit), once the tasks of the jobs started since ``jobs_before`` (this thread's,
-    :func:`jobs.delta.write.job_ids`) have ended. ``where``: the partition values (``{"date":
-    day}``) every such file has.
-
-    A failed job's other tasks are only asked to stop: one that has read its whole segment goes
-    on and writes its data file after the job failed, so the driver's list of staged files (it
-    has none at all if the scan itself failed) cannot say which files exist; their names can.
-    """
-    wait_for_tasks(spark, job_ids(spark) - jobs_before)
-    delete_files_by_id(plan.table_path, plan.partition_by, where, plan.write_id)
 
 
 # ------------------------------------------------------------------------------------ task

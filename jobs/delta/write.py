@@ -139,9 +139,7 @@ def write_files(df: DataFrame, plan: WritePlan) -> list[dict]:
     try:
         rows = df.mapInArrow(task, WRITTEN_FILES_SCHEMA).collect()
     except BaseException:
-        # a failed job's other tasks may still be writing: clean up once they have ended
-        wait_for_tasks(df.sparkSession, job_ids(df.sparkSession) - jobs_before)
-        delete_write_files(plan, write_id)
+        delete_failed_write(df.sparkSession, jobs_before, plan.path, plan.partition_by, plan.replace_where, write_id)
         raise
     return [json.loads(r["file"]) for r in rows]
 
@@ -201,9 +199,16 @@ def wait_for_tasks(spark: SparkSession, jobs: set[int], timeout_s: float = RUNNI
         time.sleep(0.05)
 
 
-def delete_write_files(plan: WritePlan, write_id: str) -> None:
-    """Delete the data files of a failed write: those whose name carries its id (every task's)."""
-    delete_files_by_id(plan.path, plan.partition_by, plan.replace_where, write_id)
+def delete_failed_write(spark: SparkSession, jobs_before: set[int], root: str, partition_by: Sequence[str],
+                        where: Mapping[str, object] | None, write_id: str) -> None:
+    """Clean up after a write that failed before its commit: once no task of the jobs started
+    since ``jobs_before`` (:func:`job_ids`) runs, delete every data file named with ``write_id``.
+
+    A failed job's other tasks may still be writing, and the driver's list of the files written
+    (none, when the job itself failed) cannot say which exist; their names can.
+    """
+    wait_for_tasks(spark, job_ids(spark) - jobs_before)
+    delete_files_by_id(root, partition_by, where, write_id)
 
 
 def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[str, object] | None,
