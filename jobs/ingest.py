@@ -70,7 +70,7 @@ from jobs.ingest_sequence import (
     summaries_frame,
     with_seq_status,
 )
-from jobs.spark import is_native_delta_available
+from jobs.spark import is_native_delta_available, local_frame
 from nameserver.config import Config
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.ingest import (
@@ -373,8 +373,8 @@ def run_ingest(
         IngestInputError: no events directory, or no segment for the day (nothing is written).
     """
     files = list_day_segments(events_dir, day)
-    listing_df = spark.createDataFrame(
-        [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files], _LISTING_SCHEMA
+    listing_df = local_frame(
+        spark, [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files], _LISTING_SCHEMA
     )
     events_path = lake.table_path(lake_dir, lake.EVENTS)
     file_struct = data_file_schema(events_path, EVENTS_TABLE_SCHEMA, EVENTS_PARTITION_BY)
@@ -403,13 +403,12 @@ def run_ingest(
                 for r in scanned_df.where("line = 0").select("ns", "file", "summary").collect()
             ]
         staged = [summary["data_file"] for _, _, summary in summaries if summary["data_file"]]
-        slow_df = cache(
-            scanned_df.where("line > 0")
-            .select("date", "ns", "file", "line", "text", "read_problem")
-            .transform(with_event)
-            .transform(with_reason)
-            .transform(select_checked)
-        )
+        slow_lines_df = scanned_df.where("line > 0").select("date", "ns", "file", "line", "text", "read_problem")
+        if all_lines_fast(summaries):
+            # The JVM has no line to judge. Over an empty local relation Spark folds every query
+            # below away, rather than plan and compile the checks for each (seconds apiece).
+            slow_lines_df = local_frame(spark, [], slow_lines_df.schema)
+        slow_df = cache(slow_lines_df.transform(with_event).transform(with_reason).transform(select_checked))
         read_df = summaries_frame(spark, summaries).select("file", "lines_read").join(
             slow_df.groupBy("file").agg(F.count("reason").alias("failed")), "file", "left"
         )
@@ -419,7 +418,7 @@ def run_ingest(
             if in_order:
                 # Every event was accepted by the fast path and each server's files hold disjoint,
                 # rising seq ranges: nothing repeats, and the consecutive pairs are known already.
-                pairs_status_df = spark.createDataFrame(pair_rows(summaries), STATUS_SCHEMA)
+                pairs_status_df = local_frame(spark, pair_rows(summaries), STATUS_SCHEMA)
                 seq_df = summaries_frame(spark, summaries).select(
                     "file", "accepted", "duplicates", "conflicts", "first_seq", "last_seq"
                 )
@@ -482,6 +481,12 @@ def run_ingest(
         result.events_written, result.findings or "none",
     )
     return result
+
+
+def all_lines_fast(summaries: list[tuple[str, str, dict]]) -> bool:
+    """Whether the fast path accepted every line of every file (``(ns, file, summary)`` of the
+    scan), so that no line is left for the JVM."""
+    return all(summary["fast"] == summary["lines"] for _, _, summary in summaries)
 
 
 @contextmanager

@@ -51,7 +51,6 @@ from jobs.delta.files import DataFile
 from jobs.delta.write import conform_batch
 from jobs.ingest_read import (
     MAX_TIMESTAMP_MILLIS,
-    SEGMENT_FILES_SCHEMA,
     SegmentFile,
     gunzip,
     line_batches,
@@ -178,11 +177,7 @@ def scan_lines(spark: SparkSession, files: Sequence[SegmentFile], plan: FastPlan
     The caller commits the data files (``write_table(extra_files=...)``) or deletes them.
     """
     _ship_by_value()
-    # Largest first, one per partition: the long tasks start first and no task waits for two.
-    ordered = sorted(files, key=lambda s: -s.bytes)
-    rows = [(s.date, s.ns, s.file, s.path, s.compressed) for s in ordered]
-    files_rdd = spark.sparkContext.parallelize(rows, max(1, len(rows)))
-    files_df = spark.createDataFrame(files_rdd, SEGMENT_FILES_SCHEMA)
+    files_df = ingest_read.files_frame(spark, files)
     return files_df.mapInArrow(partial(scan_segment_batches, plan=plan), SCANNED_SCHEMA)
 
 

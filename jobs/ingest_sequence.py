@@ -23,6 +23,7 @@ from pyspark.sql import types as T
 
 from jobs.ingest_fast import rewrite_without_lines
 from jobs.ingest_read import SegmentFile, read_lines, with_event
+from jobs.spark import local_frame
 from schemas.events import EVENTS_TABLE_SCHEMA
 
 STATUS_KEEP, STATUS_DUPLICATE, STATUS_CONFLICT = "keep", "duplicate", "conflict"
@@ -143,15 +144,20 @@ STATUS_SCHEMA = T.StructType(
 )
 
 
+SUMMARIES_SCHEMA = T.StructType(
+    [T.StructField("file", T.StringType())]
+    + [T.StructField(c, T.LongType()) for c in
+       ("lines_read", "accepted", "duplicates", "conflicts", "first_seq", "last_seq")]
+)
+
+
 def summaries_frame(spark: SparkSession, summaries: list[tuple[str, str, dict]]) -> DataFrame:
     """Per scanned file: ``lines_read`` and, for its fast lines, the sequencing counts."""
     rows = [
         (file, s["lines"], s["fast"], 0, 0, s["first"][0] if s["first"] else None, s["last"][0] if s["last"] else None)
         for _, file, s in summaries
     ]
-    return spark.createDataFrame(
-        rows, "file string, lines_read long, accepted long, duplicates long, conflicts long, first_seq long, last_seq long"
-    )
+    return local_frame(spark, rows, SUMMARIES_SCHEMA)
 
 
 def in_seq_order(summaries: list[tuple[str, str, dict]]) -> bool:
@@ -256,8 +262,9 @@ def rewrite_staged(spark: SparkSession, plan, staged: list[dict], dropped_df: Da
     ranges_df = dropped_df.groupBy("file").agg(
         F.to_json(F.collect_list(F.struct("first_line", "last_line"))).alias("ranges")
     )
-    staged_df = spark.createDataFrame(
-        [(info["source_file"], json.dumps(info)) for info in staged], "source_file string, data_file string"
+    staged_df = local_frame(
+        spark, [(info["source_file"], json.dumps(info)) for info in staged],
+        T.StructType([T.StructField("source_file", T.StringType()), T.StructField("data_file", T.StringType())]),
     )
     to_rewrite_df = staged_df.join(ranges_df.withColumnRenamed("file", "source_file"), "source_file")
     rewritten = {r["source_file"]: r["data_file"] for r in rewrite_without_lines(spark, to_rewrite_df, plan).collect()}

@@ -15,9 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 log = logging.getLogger("nsaudit.spark")
 
@@ -167,3 +170,27 @@ def is_native_delta_available(spark: SparkSession) -> bool:
     except Exception:  # py4j wraps ClassNotFoundException; any failure means "not usable"
         return False
     return True
+
+
+def local_frame(spark: SparkSession, rows: Sequence[Sequence | Mapping], schema: T.StructType) -> DataFrame:
+    """A small DataFrame of driver-side ``rows`` (tuples in ``schema``'s order, or dicts), kept in
+    the JVM.
+
+    It is handed over as an Arrow table and planned as a local relation. ``createDataFrame`` of
+    Python rows would run a Python function to convert them, in Python workers, each time the
+    frame is computed; and the optimizer folds a query over an *empty* local relation away,
+    where one over an empty Python-made frame is still planned, compiled and run.
+
+    Example:
+        >>> local_frame(spark, [("ns-a", 3)], T.StructType([T.StructField("ns", T.StringType()),
+        ...                                                 T.StructField("n", T.LongType())])).first()
+        Row(ns='ns-a', n=3)
+    """
+    arrow_schema = to_arrow_schema(schema)
+    if rows and not isinstance(rows[0], Mapping):
+        table = pa.Table.from_arrays(
+            [pa.array(list(column), type=f.type) for column, f in zip(zip(*rows), arrow_schema)], schema=arrow_schema
+        )
+    else:
+        table = pa.Table.from_pylist(list(rows), schema=arrow_schema)
+    return spark.createDataFrame(table, schema)

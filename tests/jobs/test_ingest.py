@@ -37,7 +37,9 @@ from jobs.ingest import (
 )
 from jobs.ingest_read import (
     LINES_SCHEMA,
+    SEGMENT_FILES_SCHEMA,
     IngestInputError,
+    files_frame,
     gunzip,
     line_batches,
     list_day_segments,
@@ -162,6 +164,25 @@ def test_read_lines_reads_plain_and_gzip_files_in_parallel(spark, tmp_path):
         ("events-00000000000000000001.jsonl", 3, '{"a"', "truncated_line"),
         ("events-00000000000000000001.jsonl.gz", 1, '{"a":1}\n', None),
     ]
+
+
+@pytest.mark.spark
+def test_files_frame_gives_each_file_its_own_task_largest_first_without_python(spark, tmp_path):
+    day_dir = tmp_path / "ns-a" / "2026-11-21"
+    for i, size in enumerate([10, 300, 20, 200, 5]):
+        _touch(day_dir / f"events-{i + 1:020d}.jsonl", b"x" * size)
+    files = list_day_segments(tmp_path, DAY)
+
+    files_df = files_frame(spark, files)
+    rows = files_df.select(F.spark_partition_id().alias("task"), "file").orderBy("task").collect()
+
+    by_size = sorted(files, key=lambda f: -f.bytes)
+    assert [(r.task, r.file) for r in rows] == [(i, f.file) for i, f in enumerate(by_size)]
+    assert files_df.schema == SEGMENT_FILES_SCHEMA
+    # no Python RDD under it: converting its rows would take a second Python worker per task
+    query = files_df._jdf.queryExecution()
+    assert "PythonRDD" not in query.toRdd().toDebugString()
+    assert "ExistingRDD" not in query.executedPlan().toString()  # the broadcast listing neither
 
 
 # ---------------------------------------------------------------------------------- checking

@@ -297,6 +297,30 @@ def test_files_in_seq_order_give_the_same_tables_as_the_general_sequencing(spark
 
 
 @pytest.mark.spark
+def test_a_day_the_fast_path_takes_whole_gives_the_same_tables_as_with_the_jvm_checks(spark, tmp_path, monkeypatch):
+    events = tmp_path / "events"
+    # every line well formed (the shortcut applies), with a lost line and a clock step back
+    stream = [ns_start(T0)] + [register(T0 + 30_000 * i, BROKER_A, "heartbeat") for i in range(1, 30)]
+    stream[12]["ts"] -= 100_000
+    paths = write_log(events, "ns-a", stream, segment_max_bytes=3000)
+    drop_lines(paths[1], 2)
+    write_log(events, "ns-b", [ns_start(T0 + 5), register(T0 + 6, BROKER_B), ns_stop(T0 + 7)])
+    seen, real = [], ingest_module.all_lines_fast
+    monkeypatch.setattr(ingest_module, "all_lines_fast", lambda summaries: seen.append(real(summaries)) or seen[-1])
+
+    shortcut_lake = tmp_path / "shortcut"
+    result = run_ingest(spark, events, shortcut_lake, DAY)
+    assert seen == [True]
+    assert result.findings == {"clock_step_back": 1, "seq_gap": 1} and result.quarantined == 0
+    monkeypatch.setattr(ingest_module, "all_lines_fast", lambda summaries: False)
+    checked_lake = tmp_path / "checked"
+    assert run_ingest(spark, events, checked_lake, DAY) == result
+    shortcut, checked = _tables(spark, shortcut_lake), _tables(spark, checked_lake)
+    for name in shortcut:
+        assert shortcut[name] == checked[name], name
+
+
+@pytest.mark.spark
 def test_a_line_only_the_jvm_accepts_is_committed_with_the_fast_ones(spark, tmp_path):
     from jobs.delta_io import table_version
 

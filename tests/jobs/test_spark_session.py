@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 
 import pytest
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from jobs.spark import DEFAULT_JAVA_OPTIONS, build_session, is_native_delta_available, session_conf
+from jobs.spark import DEFAULT_JAVA_OPTIONS, build_session, is_native_delta_available, local_frame, session_conf
 from nameserver.config import load_config
 
 
@@ -51,3 +54,35 @@ def test_java_options_go_to_driver_and_executors_unless_set_otherwise():
 
 def test_the_configured_java_options_are_the_default():
     assert load_config(None).spark.java_options == DEFAULT_JAVA_OPTIONS  # conf/nsaudit.toml
+
+
+_LOCAL_SCHEMA = T.StructType([
+    T.StructField("ns", T.StringType(), False),
+    T.StructField("day", T.DateType(), True),
+    T.StructField("n", T.LongType(), True),
+])
+
+
+@pytest.mark.spark
+def test_local_frame_takes_tuples_or_dicts_and_stays_in_the_jvm(spark):
+    day = dt.date(2026, 11, 21)
+    from_tuples = local_frame(spark, [("ns-a", day, 3), ("ns-b", None, None)], _LOCAL_SCHEMA)
+    from_dicts = local_frame(spark, [{"ns": "ns-a", "day": day, "n": 3}, {"ns": "ns-b"}], _LOCAL_SCHEMA)
+
+    for df in (from_tuples, from_dicts):
+        assert df.schema == _LOCAL_SCHEMA
+        assert [tuple(r) for r in df.orderBy("ns").collect()] == [("ns-a", day, 3), ("ns-b", None, None)]
+        query = df._jdf.queryExecution()
+        assert "PythonRDD" not in query.toRdd().toDebugString()  # no Python worker converts its rows
+        assert "LocalTableScan" in query.executedPlan().toString()
+
+
+@pytest.mark.spark
+def test_a_query_over_an_empty_local_frame_is_folded_away(spark):
+    empty = local_frame(spark, [], _LOCAL_SCHEMA)
+    query = (empty.where(F.col("n") > 1).groupBy("ns").agg(F.count("n").alias("c"))
+             .join(spark.range(5).withColumnRenamed("id", "c"), "c"))
+
+    assert query.collect() == []
+    plan = query._jdf.queryExecution().optimizedPlan().toString()
+    assert "LocalRelation <empty>" in plan and "Aggregate" not in plan and "Join" not in plan
