@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 
 from jobs import lake as lake_tables
 from jobs.delta_io import write_table
+from jobs.spark import local_frame
 
 AUDIT_RUNS_SCHEMA = T.StructType(
     [
@@ -41,6 +42,6 @@ def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: li
         json.dumps(stages, sort_keys=True, default=str),
         json.dumps(findings_by_severity, sort_keys=True),
     )
-    df = spark.createDataFrame([row], AUDIT_RUNS_SCHEMA)
+    df = local_frame(spark, [row], AUDIT_RUNS_SCHEMA)
     write_table(df, lake_tables.table_path(lake, AUDIT_RUNS), mode="overwrite", partition_by=("date",),
                 replace_where={"date": day}, schema=AUDIT_RUNS_SCHEMA, few_rows=True)

@@ -48,7 +48,7 @@ from jobs.delta.schema import (
     conform_to_schema,
 )
 from jobs.delta.write import WritePlan, commit_files, delete_files, write_files
-from jobs.spark import is_native_delta_available
+from jobs.spark import is_native_delta_available, local_frame
 
 __all__ = [
     "SchemaMismatchError",
@@ -301,7 +301,7 @@ def read_table(
         pruning = [_partition_filter(c, v) for c, v in where.items() if c in partitions]
         files = table.file_uris(file_pruning_predicate=" AND ".join(pruning) if pruning else None)
         if not files:
-            return spark.createDataFrame([], schema)
+            return local_frame(spark, [], schema)
         # basePath makes Spark take the partition columns from the hive-style folder names, typed
         # by the declared schema (Delta's partition values and our folder names are the same).
         df = spark.read.schema(schema).option("basePath", f"file://{root}").parquet(*(f"file://{f}" for f in files))

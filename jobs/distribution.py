@@ -77,6 +77,7 @@ from jobs.snapshots import (
     with_segments,
     with_snapshot_ts,
 )
+from jobs.spark import local_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import (
@@ -858,7 +859,7 @@ def end_of_day_distribution(spark: SparkSession, lake_dir: str, day: dt.date) ->
 def _read_day(spark: SparkSession, lake_dir: str, name: str, schema: T.StructType, day: dt.date) -> DataFrame:
     path = lake.table_path(lake_dir, name)
     if not table_exists(path):
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, [], schema)
     return read_table(spark, path, schema, where={"date": day})
 
 
@@ -890,7 +891,7 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
                                      where={"date": day - dt.timedelta(days=1)}).where(
             F.col("snapshot_ts") == F.timestamp_millis(F.lit(day_start_ms(day) - 1)))
     else:
-        previous_end_df = spark.createDataFrame([], ROUTE_SNAPSHOTS_SCHEMA)
+        previous_end_df = local_frame(spark, [], ROUTE_SNAPSHOTS_SCHEMA)
     frames = build_distribution(
         pieces_df, previous_end_df, broker_addr_df,
         _read_day(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, day),

@@ -64,6 +64,7 @@ from pyspark.sql import types as T
 from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
+from jobs.spark import local_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
@@ -630,7 +631,7 @@ def select_report_rows(episodes_df: DataFrame, limit: int = REPORT_ROWS) -> Data
 def _read_days(spark: SparkSession, lake_dir: str, name: str, schema: T.StructType, days: list[dt.date]) -> DataFrame:
     path = lake.table_path(lake_dir, name)
     if not table_exists(path):
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, [], schema)
     return read_table(spark, path, schema, where={"date": days})
 
 

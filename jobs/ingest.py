@@ -449,7 +449,9 @@ def run_ingest(
 
         with _timed("events"):
             # the JVM-judged events, committed with the fast path's files as one transaction
-            no_drops_df = spark.createDataFrame([], "file string, first_line long, last_line long")
+            no_drops_df = local_frame(spark, [], T.StructType(
+                [T.StructField("file", T.StringType())]
+                + [T.StructField(c, T.LongType()) for c in ("first_line", "last_line")]))
             slow_events_df = select_events(slow_df, dropped_df if dropped_df is not None else no_drops_df)
             if plan.write_events:
                 slow_events_df = slow_events_df.coalesce(1)  # the few lines the fast path left
@@ -501,7 +503,7 @@ def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike, 
     path = lake.table_path(lake_dir, lake.EVENTS)
     columns = ("ns", "seq", "ts_ms", "file")
     if not table_exists(path):
-        return spark.createDataFrame([], T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns]))
+        return local_frame(spark, [], T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns]))
     previous_df = read_table(spark, path, EVENTS_TABLE_SCHEMA, where={"date": day - dt.timedelta(days=1)})
     return agg_last_events(previous_df.select(*columns))
 

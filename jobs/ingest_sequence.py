@@ -224,7 +224,7 @@ def fast_keys(spark: SparkSession, plan, staged: list[dict]) -> DataFrame:
     columns = ("ns", "seq", "ts_ms", "file", "line")
     schema = T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns])
     if not staged:
-        df = spark.createDataFrame([], schema)
+        df = local_frame(spark, [], schema)
     else:
         root = f"file://{plan.table_path}"
         paths = [f"{root}/{info['path']}" for info in staged]

@@ -44,6 +44,7 @@ from jobs import lake
 from jobs import liveness_windows as LW
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import write_findings
+from jobs.spark import local_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
@@ -720,7 +721,7 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
 def _read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: T.StructType, where: dict | None) -> DataFrame:
     path = lake.table_path(lake_dir, name)
     if not table_exists(path):
-        return spark.createDataFrame([], schema)
+        return local_frame(spark, [], schema)
     return read_table(spark, path, schema, where=where)
 
 
@@ -732,7 +733,8 @@ def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFram
     """
     keys = carried_df.select("ns", "start_date").distinct().collect()  # one row per server at most
     if not keys:
-        return spark.createDataFrame([], "ns string, start_ms long, broker_expiry_ms long, scan_interval_ms long")
+        return local_frame(spark, [], T.StructType([T.StructField("ns", T.StringType())] + [
+            T.StructField(c, T.LongType()) for c in ("start_ms", "broker_expiry_ms", "scan_interval_ms")]))
     starts_df = (
         read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA,
                    where={"date": sorted({k["start_date"] for k in keys}), "ns": sorted({k["ns"] for k in keys})})

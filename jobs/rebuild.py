@@ -45,6 +45,7 @@ from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.pyworker import keep_archive_listings
 from jobs.rebuild_walk import walk_rows
+from jobs.spark import local_frame
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -523,7 +524,7 @@ def read_previous_state(spark: SparkSession, lake_dir: str, day: dt.date) -> Dat
     """``ns_state`` rows of the day before ``day`` (none when the lake has no such table yet)."""
     path = lake.table_path(lake_dir, lake.NS_STATE)
     if not table_exists(path):
-        return spark.createDataFrame([], NS_STATE_SCHEMA)
+        return local_frame(spark, [], NS_STATE_SCHEMA)
     return read_table(spark, path, NS_STATE_SCHEMA, where={"date": day - dt.timedelta(days=1)})
 
 
