@@ -3,6 +3,8 @@
 One place decides how Spark is configured for the lake: UTC everywhere, microsecond Parquet
 timestamps (what Delta's ``timestamp`` type is), Arrow on (the Delta writes without
 delta-spark's JVM jars, ``jobs.delta``, hand Arrow batches to their tasks), UI off, a quiet log.
+:func:`local_frame` makes the small frames of driver-side rows the jobs need, without Python
+workers.
 
 Example:
     >>> spark = build_session(master="local[2]", shuffle_partitions=4)
