@@ -268,43 +268,51 @@ def _tables(spark, lake_dir):
     return out
 
 
+def _write_day_with_gap_and_step(events, heartbeats: int, step_at: int, segment_max_bytes: int) -> list:
+    """ns-a: an ``ns_start`` and ``heartbeats`` heartbeats 30 s apart, the one at ``step_at`` 100 s
+    back in time, in segments of ``segment_max_bytes``, the second segment's first 2 lines lost;
+    ns-b: one short segment. Returns ns-a's segment paths."""
+    stream = [ns_start(T0)] + [register(T0 + 30_000 * i, BROKER_A, "heartbeat") for i in range(1, heartbeats + 1)]
+    stream[step_at]["ts"] -= 100_000
+    paths = write_log(events, "ns-a", stream, segment_max_bytes=segment_max_bytes)
+    drop_lines(paths[1], 2)
+    write_log(events, "ns-b", [ns_start(T0 + 5), register(T0 + 6, BROKER_B), ns_stop(T0 + 7)])
+    return paths
+
+
+def _assert_ingests_alike(spark, events, result, first_lake, second_lake) -> None:
+    """Ingesting ``events`` into ``second_lake`` gives ``result`` and the tables of ``first_lake``."""
+    assert run_ingest(spark, events, second_lake, DAY) == result
+    first, second = _tables(spark, first_lake), _tables(spark, second_lake)
+    for name in first:
+        assert first[name] == second[name], name
+
+
 @pytest.mark.spark
 def test_files_in_seq_order_give_the_same_tables_as_the_general_sequencing(spark, tmp_path, monkeypatch):
     events = tmp_path / "events"
     # ns-a: three segments in seq order with a lost line, a clock step back inside a file and
     # one across files, garbage and a line cut short; ns-b: one short segment
-    stream = [ns_start(T0)] + [register(T0 + 30_000 * i, BROKER_A, "heartbeat") for i in range(1, 40)]
-    stream[25]["ts"] -= 100_000
-    paths = write_log(events, "ns-a", stream, segment_max_bytes=4000)
+    paths = _write_day_with_gap_and_step(events, heartbeats=39, step_at=25, segment_max_bytes=4000)
     assert len(paths) >= 3
-    drop_lines(paths[1], 2)
     second_first = json.loads(paths[1].read_bytes().splitlines()[0])
     first_last = json.loads(paths[0].read_bytes().splitlines()[-1])
     assert second_first["seq"] > first_last["seq"]
     append_lines(paths[-1], b"garbage")
     append_lines(paths[-1], b'{"v":1,"ns":"ns-a"', newline=False)
-    write_log(events, "ns-b", [ns_start(T0 + 5), register(T0 + 6, BROKER_B), ns_stop(T0 + 7)])
 
     in_order_lake = tmp_path / "in_order"
     result = run_ingest(spark, events, in_order_lake, DAY)
     assert result.findings.get("seq_gap") == 1 and result.findings.get("clock_step_back") == 1
     monkeypatch.setattr(ingest_module, "in_seq_order", lambda summaries: False)
-    general_lake = tmp_path / "general"
-    assert run_ingest(spark, events, general_lake, DAY) == result
-    in_order, general = _tables(spark, in_order_lake), _tables(spark, general_lake)
-    for name in in_order:
-        assert in_order[name] == general[name], name
+    _assert_ingests_alike(spark, events, result, in_order_lake, tmp_path / "general")
 
 
 @pytest.mark.spark
 def test_a_day_the_fast_path_takes_whole_gives_the_same_tables_as_with_the_jvm_checks(spark, tmp_path, monkeypatch):
     events = tmp_path / "events"
     # every line well formed (the shortcut applies), with a lost line and a clock step back
-    stream = [ns_start(T0)] + [register(T0 + 30_000 * i, BROKER_A, "heartbeat") for i in range(1, 30)]
-    stream[12]["ts"] -= 100_000
-    paths = write_log(events, "ns-a", stream, segment_max_bytes=3000)
-    drop_lines(paths[1], 2)
-    write_log(events, "ns-b", [ns_start(T0 + 5), register(T0 + 6, BROKER_B), ns_stop(T0 + 7)])
+    _write_day_with_gap_and_step(events, heartbeats=29, step_at=12, segment_max_bytes=3000)
     seen, real = [], ingest_module.all_lines_fast
     monkeypatch.setattr(ingest_module, "all_lines_fast", lambda summaries: seen.append(real(summaries)) or seen[-1])
 
@@ -313,11 +321,7 @@ def test_a_day_the_fast_path_takes_whole_gives_the_same_tables_as_with_the_jvm_c
     assert seen == [True]
     assert result.findings == {"clock_step_back": 1, "seq_gap": 1} and result.quarantined == 0
     monkeypatch.setattr(ingest_module, "all_lines_fast", lambda summaries: False)
-    checked_lake = tmp_path / "checked"
-    assert run_ingest(spark, events, checked_lake, DAY) == result
-    shortcut, checked = _tables(spark, shortcut_lake), _tables(spark, checked_lake)
-    for name in shortcut:
-        assert shortcut[name] == checked[name], name
+    _assert_ingests_alike(spark, events, result, shortcut_lake, tmp_path / "checked")
 
 
 @pytest.mark.spark
