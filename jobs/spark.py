@@ -36,6 +36,10 @@ _REQUIRED_CONF = {
 }
 
 
+# PySpark reads this once per process, at the first DataFrame call (pyspark.errors.utils).
+DATAFRAME_DEBUGGING_CONF = "spark.python.sql.dataFrameDebugging.enabled"
+
+
 # Standalone masters bound to the loopback interface: their workers run on this host.
 _LOOPBACK_MASTER_PREFIXES = ("spark://127.0.0.1:", "spark://localhost:", "spark://[::1]:")
 
@@ -149,6 +153,11 @@ def session_conf(shuffle_partitions: int, driver_memory: str | None, java_option
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        # PySpark 4 records the Python call site of every DataFrame and Column call for its error
+        # messages: about eight more py4j round trips and a stack walk per call. The jobs build
+        # plans of thousands of calls (one distribution day: 15,400 round trips with it, 7,000
+        # without), so it is off; extra_conf may turn it back on for debugging.
+        DATAFRAME_DEBUGGING_CONF: "false",
     }
     if driver_memory is not None:
         conf["spark.driver.memory"] = driver_memory

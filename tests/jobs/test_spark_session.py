@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.spark import DEFAULT_JAVA_OPTIONS, build_session, is_native_delta_available, local_frame, session_conf
+from jobs.spark import DATAFRAME_DEBUGGING_CONF, DEFAULT_JAVA_OPTIONS, build_session, is_native_delta_available, local_frame, session_conf
 from nameserver.config import load_config
 
 
@@ -50,6 +50,31 @@ def test_java_options_go_to_driver_and_executors_unless_set_otherwise():
     assert not set(both) & set(session_conf(4, None, "", {}))  # "": the JVM's own defaults
     mine = session_conf(4, None, DEFAULT_JAVA_OPTIONS, {"spark.executor.extraJavaOptions": "-Xss4m"})
     assert [mine[k] for k in both] == [DEFAULT_JAVA_OPTIONS, "-Xss4m"]
+
+
+@pytest.mark.spark
+def test_dataframe_calls_do_not_record_their_python_call_site(spark):
+    """PySpark's call-site recording costs py4j round trips on every DataFrame and Column call; the
+    session turns it off (with it on, the expression below takes 32 round trips, without it 12)."""
+    from pyspark.errors.utils import is_debugging_enabled
+
+    assert spark.conf.get(DATAFRAME_DEBUGGING_CONF) == "false"
+    assert is_debugging_enabled() is False
+    client = spark.sparkContext._gateway._gateway_client
+    commands = []
+    send = client.send_command
+
+    def counting(command, *args, **kwargs):
+        commands.append(command)
+        return send(command, *args, **kwargs)
+
+    client.send_command = counting  # the instance attribute shadows the method until deleted
+    try:
+        F.col("x") + F.lit(1)
+    finally:
+        del client.send_command
+    assert 0 < len(commands) < 20, len(commands)
+    assert session_conf(2, None, "", {DATAFRAME_DEBUGGING_CONF: "true"})[DATAFRAME_DEBUGGING_CONF] == "true"
 
 
 def test_the_configured_java_options_are_the_default():
