@@ -129,7 +129,10 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
         register@1 (wkey 1, no gap), heartbeat@2 (wkey 1, gap), expire@3 (in_window, ends it),
         a 904@4 after it is in no window (``in_window`` false), register@5 opens wkey 5.
     """
-    by_addr = Window.partitionBy("ns", "broker_addr", "run").orderBy("seq")
+    # _stream leads the partition keys so the sort compares rows of different streams by one long
+    # (its prefix); the keys after it still separate the partitions, so a hash collision only
+    # puts two streams next to each other in the sort.
+    by_addr = Window.partitionBy("_stream", "ns", "broker_addr", "run").orderBy("seq")
     upto = by_addr.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     before = by_addr.rowsBetween(Window.unboundedPreceding, -1)
     is_103 = _is_103()
@@ -140,7 +143,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
 
     # one select per pass: Spark then evaluates its window columns in one Window operator, which
     # buffers each partition once (one withColumn per window column would buffer it per column)
-    keyed_df = stream_df.select(
+    keyed_df = stream_df.withColumn("_stream", F.xxhash64("ns", "broker_addr", "run")).select(
         "*",
         running_last(F.when(_is_register(), F.col("seq")), upto).alias("_start_seq"),
         running_last(F.when(_is_removal(), F.col("seq")), before).alias("_removal_before"),
@@ -154,7 +157,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
     )
     point = F.col("is_refresh") | (_is_carry() & F.col("ts_ms").isNotNull())
     refreshed_df = keyed_df.select(
-        *STREAM_COLUMNS, "run",
+        *STREAM_COLUMNS, "run", "_stream",
         F.coalesce(F.col("_start_seq"), F.lit(0).cast(T.LongType())).alias("wkey"),
         in_window.alias("in_window"),
         F.coalesce(refresh, F.lit(False)).alias("is_refresh"),
@@ -163,7 +166,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
         refreshed_df.withColumn("refresh_point", point)
         .withColumn("_prev_ms", running_last(F.when(F.col("refresh_point"), F.col("ts_ms")), before))
         .withColumn("gap_ms", F.when(F.col("is_refresh") & ~_is_register(), F.col("ts_ms") - F.col("_prev_ms")))
-        .drop("_prev_ms")
+        .drop("_prev_ms", "_stream")
     )
 
 
