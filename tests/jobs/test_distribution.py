@@ -31,6 +31,7 @@ from schemas.routes import (
     TOPIC_ROUTE_HISTORY_SCHEMA,
 )
 from tests.jobs.fault_free import fault_free_day  # noqa: F401  (the shared fault-free day, a fixture)
+from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
 
@@ -60,7 +61,7 @@ def snap(k, topic, broker="broker-a", *, ns="ns-a", perm=6, read=8, write=8, add
 
 
 def snapshots(spark, rows):
-    return spark.createDataFrame(rows, ROUTE_SNAPSHOTS_SCHEMA)
+    return frame(spark, rows, ROUTE_SNAPSHOTS_SCHEMA)
 
 
 def addr_row(broker, broker_id, addr, start=0, end=None, *, ns="ns-a", cluster="C1"):
@@ -77,8 +78,8 @@ def frames(spark, snapshot_rows, *, previous=(), addr_rows=(), cluster_rows=(), 
     return D.build_distribution(
         D.pieces_from_snapshots(snapshots(spark, snapshot_rows), DAY, params.snapshot_interval_ms),
         snapshots(spark, list(previous)),
-        spark.createDataFrame(list(addr_rows), BROKER_ADDR_HISTORY_SCHEMA),
-        spark.createDataFrame(list(cluster_rows), CLUSTER_HISTORY_SCHEMA), DAY, params,
+        frame(spark, list(addr_rows), BROKER_ADDR_HISTORY_SCHEMA),
+        frame(spark, list(cluster_rows), CLUSTER_HISTORY_SCHEMA), DAY, params,
     )
 
 
@@ -95,7 +96,7 @@ def findings_of(fr, kind):
 def assert_findings(spark, fr, kind, expected):
     """The kind's findings are exactly ``expected``: (subject, ns, first instant, last instant)."""
     actual_df = findings_of(fr, kind).select(*FINDING_SCHEMA.names)
-    expected_df = spark.createDataFrame(
+    expected_df = frame(spark, 
         [(kind, D.SEVERITY[kind], subject, ns, at(a), at(b)) for subject, ns, a, b in expected], FINDING_SCHEMA
     )
     assert_df_equality(actual_df, expected_df, ignore_row_order=True, ignore_nullable=True)
@@ -129,7 +130,7 @@ def test_queue_flags_follow_the_client_rules(spark):
         + [T.StructField(c, T.BooleanType()) for c in ("writable", "readable", "has_master")]
         + [T.StructField(c, T.LongType()) for c in ("publish_queues", "subscribe_queues", "unread_write_queues")]
     )
-    expected_df = spark.createDataFrame(
+    expected_df = frame(spark, 
         [
             ("plain", True, True, True, 8, 8, 0),
             ("rw-mismatch", True, True, True, 8, 4, 4),
@@ -154,7 +155,7 @@ def test_topic_distribution_counts_per_topic(spark):
     ]
     fr = frames(spark, rows)
     actual_df = D.agg_topic_distribution(fr.topic_stats_df, DAY)
-    expected_df = spark.createDataFrame(
+    expected_df = frame(spark, 
         [
             (DAY, at(0), "ns-a", "t1", 2, 2, 1, 2, 1, 12, 16, 8, 12, 4),
             (DAY, at(0), "ns-a", "t2", 1, 0, 1, 1, 0, 8, 8, 0, 8, 0),
@@ -186,7 +187,7 @@ def test_queue_distribution_has_every_group_and_its_cluster_imbalance(spark):
     mean = 32 / 3
     cv = math.sqrt(((24 - mean) ** 2 + (8 - mean) ** 2 + mean ** 2) / 3) / mean
     c1 = (3, 32, mean, cv, 24 / mean)
-    expected_df = spark.createDataFrame(
+    expected_df = frame(spark, 
         [
             (DAY, at(0), "ns-a", "C1", "broker-a", 2, True, 2, 2, 2, 16, 24, 24, 16, 8, *c1, 0.75),
             (DAY, at(0), "ns-a", "C1", "broker-b", 2, True, 1, 1, 1, 8, 8, 8, 8, 0, *c1, 0.25),
@@ -204,12 +205,12 @@ def test_queue_distribution_has_every_group_and_its_cluster_imbalance(spark):
 def test_runs_merge_consecutive_instants_only(spark):
     last_grid = DAY_MS // STEP - 1
     rows = [(ns, "s", at(k)) for ns, ks in (("ns-a", (1, 2, 3, 5, last_grid, END)), ("ns-b", (2,))) for k in ks]
-    condition_df = spark.createDataFrame(rows, "ns string, subject string, snapshot_ts timestamp").withColumn(
+    condition_df = frame(spark, rows, "ns string, subject string, snapshot_ts timestamp").withColumn(
         "detail", F.struct(F.col("snapshot_ts").alias("seen"))
     )
     actual_df = D.agg_runs(condition_df, DAY, STEP).select("ns", "subject", "start_ts", "end_ts", "snapshots",
                                                            F.col("detail.seen").alias("last_seen"))
-    expected_df = spark.createDataFrame(
+    expected_df = frame(spark, 
         [
             ("ns-a", "s", at(1), at(3), 3, at(3)),
             ("ns-a", "s", at(5), at(5), 1, at(5)),
@@ -437,7 +438,7 @@ def _write_day(lake_dir, spark, queue_rows, addr_rows=(), cluster_rows=()):
         (lake.BROKER_ADDR_HISTORY, addr_rows, BROKER_ADDR_HISTORY_SCHEMA),
         (lake.CLUSTER_HISTORY, cluster_rows, CLUSTER_HISTORY_SCHEMA),
     ):
-        write_table(spark.createDataFrame(list(rows), schema), lake.table_path(lake_dir, name), mode="overwrite",
+        write_table(frame(spark, list(rows), schema), lake.table_path(lake_dir, name), mode="overwrite",
                     partition_by=["date"], replace_where=where, schema=schema)
 
 
@@ -451,8 +452,8 @@ def test_run_distribution_writes_the_day_and_replaces_it(spark, tmp_path):
     cluster_rows = [cluster_row("C1", "broker-a"), cluster_row("C1", "broker-b")]
     _write_day(tmp_path, spark, queue_rows, addr_rows, cluster_rows)
     # the report's end-of-day frame reads route_snapshots
-    snapshot_df = agg_route_snapshots(spark.createDataFrame(queue_rows, TOPIC_ROUTE_HISTORY_SCHEMA),
-                                      spark.createDataFrame(addr_rows, BROKER_ADDR_HISTORY_SCHEMA), DAY, STEP)
+    snapshot_df = agg_route_snapshots(frame(spark, queue_rows, TOPIC_ROUTE_HISTORY_SCHEMA),
+                                      frame(spark, addr_rows, BROKER_ADDR_HISTORY_SCHEMA), DAY, STEP)
     write_table(snapshot_df, lake.table_path(tmp_path, lake.ROUTE_SNAPSHOTS), mode="overwrite", partition_by=["date"],
                 replace_where={"date": DAY}, schema=ROUTE_SNAPSHOTS_SCHEMA)
     config = Config(audit=AuditConfig(snapshot_interval_ms=STEP))
@@ -638,9 +639,9 @@ def test_pieces_give_what_the_exploded_snapshots_give(spark):
     # two random days side by side, told apart by server names
     queue_rows = [(f"{ns}-{i}", *rest) for i, (q, _) in enumerate(histories) for ns, *rest in q]
     addr_rows = [(f"{ns}-{i}", *rest) for i, (_, a) in enumerate(histories) for ns, *rest in a]
-    queue_df = spark.createDataFrame(queue_rows, TOPIC_ROUTE_HISTORY_SCHEMA)
-    addr_df = spark.createDataFrame(addr_rows, BROKER_ADDR_HISTORY_SCHEMA)
-    cluster_df = spark.createDataFrame([], CLUSTER_HISTORY_SCHEMA)
+    queue_df = frame(spark, queue_rows, TOPIC_ROUTE_HISTORY_SCHEMA)
+    addr_df = frame(spark, addr_rows, BROKER_ADDR_HISTORY_SCHEMA)
+    cluster_df = frame(spark, [], CLUSTER_HISTORY_SCHEMA)
     previous_df = snapshots(spark, [])
     runs_df = agg_broker_data_runs(addr_df, DAY, STEP)
     by_pieces = D.build_distribution(agg_route_pieces(queue_df, runs_df, DAY, STEP), previous_df, addr_df, cluster_df,

@@ -24,6 +24,7 @@ from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 from tests.jobs.fault_free import fault_free_day  # noqa: F401  (the shared fault-free day, a fixture)
+from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
 
@@ -77,13 +78,13 @@ def divergences(spark, queues=(), addrs=(), windows=(), runs=ALL_DAY, grace=G, d
     """``ns_divergences`` rows of ``day`` computed from the given rows, in key order."""
     span = D.Span.of(day, grace)
     keyed_df = D.build_keyed_facts(
-        spark.createDataFrame(list(queues), TOPIC_ROUTE_HISTORY_SCHEMA),
-        spark.createDataFrame(list(addrs), BROKER_ADDR_HISTORY_SCHEMA),
-        spark.createDataFrame([tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w in windows],
+        frame(spark, list(queues), TOPIC_ROUTE_HISTORY_SCHEMA),
+        frame(spark, list(addrs), BROKER_ADDR_HISTORY_SCHEMA),
+        frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w in windows],
                               LIVENESS_WINDOWS_SCHEMA),
         span,
     )
-    periods_df = D.agg_up_periods(spark.createDataFrame(list(runs), NS_RUNS_SCHEMA), span)
+    periods_df = D.agg_up_periods(frame(spark, list(runs), NS_RUNS_SCHEMA), span)
     episodes_df = D.build_episodes(keyed_df, periods_df, day, grace)
     return D.select_divergences(episodes_df, day).orderBy("kind", "topic", "broker_name", "broker_addr", "start_ts")
 
@@ -95,7 +96,7 @@ def expected(spark, *rows: dict):
     for r in rows:
         out.append((DAY, r["kind"], r.get("topic"), r.get("broker_name"), r.get("broker_addr"), at(r["start"]),
                     at(r["end"]), r["end"] - r["start"], r["views"], r["wrong"], r["up"], r["exposure"]))
-    return spark.createDataFrame(out, NS_DIVERGENCES_SCHEMA)
+    return frame(spark, out, NS_DIVERGENCES_SCHEMA)
 
 
 def check(actual_df, expected_df):
@@ -275,8 +276,8 @@ def test_agg_grace_inputs(spark):
     windows = [window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, None)]
     gaps = [30_000, None, 30_010]  # a window with a single refresh has no gap
     rows = [tuple({**w, "p50_gap_ms": g}[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w, g in zip(windows, gaps)]
-    windows_df = spark.createDataFrame(rows, LIVENESS_WINDOWS_SCHEMA)
-    starts_df = spark.createDataFrame([(10_000,), (15_000,), (None,)], "scan_interval_ms long")
+    windows_df = frame(spark, rows, LIVENESS_WINDOWS_SCHEMA)
+    starts_df = frame(spark, [(10_000,), (15_000,), (None,)], "scan_interval_ms long")
     row = D.agg_grace_inputs(windows_df, starts_df).first()
     assert (row["heartbeat_period_ms"], row["scan_interval_ms"]) == (30_000, 15_000)
     empty = D.agg_grace_inputs(windows_df.limit(0), starts_df.limit(0)).first()
@@ -288,13 +289,13 @@ def test_agg_grace_inputs(spark):
 
 def test_findings_one_per_episode(spark):
     span = D.Span.of(DAY, G)
-    runs_df = spark.createDataFrame(ALL_DAY, NS_RUNS_SCHEMA)
+    runs_df = frame(spark, ALL_DAY, NS_RUNS_SCHEMA)
     keyed_df = D.build_keyed_facts(
-        spark.createDataFrame([qd(A, "TopicN", "broker-a", 50_000, None),  # on a minority, open at day end
+        frame(spark, [qd(A, "TopicN", "broker-a", 50_000, None),  # on a minority, open at day end
                                qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None)],
                               TOPIC_ROUTE_HISTORY_SCHEMA),
-        spark.createDataFrame([], BROKER_ADDR_HISTORY_SCHEMA),
-        spark.createDataFrame([tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
+        frame(spark, [], BROKER_ADDR_HISTORY_SCHEMA),
+        frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
                                for w in (window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, 100_000))],
                               LIVENESS_WINDOWS_SCHEMA),
         span,
@@ -323,19 +324,19 @@ def test_findings_one_per_episode(spark):
 def test_report_rows_longest_first(spark):
     span = D.Span.of(DAY, G)
     keyed_df = D.build_keyed_facts(
-        spark.createDataFrame([qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None),
+        frame(spark, [qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None),
                                qd(C, "TopicA", "broker-a", 0, 100_000)], TOPIC_ROUTE_HISTORY_SCHEMA),
-        spark.createDataFrame([], BROKER_ADDR_HISTORY_SCHEMA),
-        spark.createDataFrame([tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
+        frame(spark, [], BROKER_ADDR_HISTORY_SCHEMA),
+        frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
                                for w in (window(A, M, 0, None), window(B, M, 0, 50_000))], LIVENESS_WINDOWS_SCHEMA),
         span,
     )
-    episodes_df = D.build_episodes(keyed_df, D.agg_up_periods(spark.createDataFrame(ALL_DAY, NS_RUNS_SCHEMA), span),
+    episodes_df = D.build_episodes(keyed_df, D.agg_up_periods(frame(spark, ALL_DAY, NS_RUNS_SCHEMA), span),
                                    DAY, G)
-    frame = D.select_report_rows(episodes_df, limit=1).toPandas()
-    assert list(frame.columns) == list(D.REPORT_COLUMNS)
-    assert frame.to_dict("records") == [{
-        "kind": "broker_missing", "subject": M, "start_ts": frame["start_ts"][0], "end_ts": frame["end_ts"][0],
+    report = D.select_report_rows(episodes_df, limit=1).toPandas()
+    assert list(report.columns) == list(D.REPORT_COLUMNS)
+    assert report.to_dict("records") == [{
+        "kind": "broker_missing", "subject": M, "start_ts": report["start_ts"][0], "end_ts": report["end_ts"][0],
         "duration_ms": DAY_MS, "ns_views": f"{A}=live, {B}=absent, {C}=absent",
     }]
 

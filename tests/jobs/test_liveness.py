@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 from jobs import liveness as L
 from nameserver.timeutil import day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
+from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
 
@@ -104,11 +105,11 @@ class Log:
 
 def events_df(spark, *logs: Log):
     """The logs as an ``events``-layout DataFrame."""
-    return spark.createDataFrame([row for log in logs for row in log.rows], EVENTS_SCHEMA)
+    return frame(spark, [row for log in logs for row in log.rows], EVENTS_SCHEMA)
 
 
 def empty_prev(spark):
-    return spark.createDataFrame([], LIVENESS_WINDOWS_SCHEMA)
+    return frame(spark, [], LIVENESS_WINDOWS_SCHEMA)
 
 
 def prev_open(spark, ns: str, addr: str, last_update: int, bid: int = 0):
@@ -116,7 +117,7 @@ def prev_open(spark, ns: str, addr: str, last_update: int, bid: int = 0):
     day_before = DAY - dt.timedelta(days=1)
     row = (day_before, ns, "C1", "broker-a", bid, addr, at(-3_600_000), None, "open", None, 100, 30_000, 30_000,
            30_000, 0, at(last_update), None)
-    return spark.createDataFrame([row], LIVENESS_WINDOWS_SCHEMA)
+    return frame(spark, [row], LIVENESS_WINDOWS_SCHEMA)
 
 
 CARRIED_RUNS_DDL = "ns string, start_ms long, broker_expiry_ms long, scan_interval_ms long"
@@ -127,8 +128,8 @@ def frames(spark, *logs: Log, prev=None, carried_runs=None, prev_up=None, params
     return L.build_liveness(
         events_df(spark, *logs),
         prev if prev is not None else empty_prev(spark),
-        carried_runs if carried_runs is not None else spark.createDataFrame([], CARRIED_RUNS_DDL),
-        prev_up if prev_up is not None else spark.createDataFrame([], PREV_UP_DDL),
+        carried_runs if carried_runs is not None else frame(spark, [], CARRIED_RUNS_DDL),
+        prev_up if prev_up is not None else frame(spark, [], PREV_UP_DDL),
         DAY,
         params,
     )
@@ -155,7 +156,7 @@ def window_view(df):
 
 def expect_windows(spark, rows):
     """Rows of (ns, addr, broker_id, start, end, end_reason, carried_in, heartbeats, last_update), ms."""
-    return spark.createDataFrame(
+    return frame(spark, 
         [(ns, a, b, at(s), at(e), r, c, h, at(u)) for ns, a, b, s, e, r, c, h, u in rows], WINDOW_VIEW
     )
 
@@ -181,9 +182,9 @@ def finding_rows(df, kind: str | None = None):
 
 
 def test_with_event_ms_accepts_both_time_layouts(spark):
-    ts_df = spark.createDataFrame([(at(5), at(1)), (at(7), None)], "ts timestamp, last_update_ts timestamp")
-    ms_df = spark.createDataFrame([(T0 + 5, T0 + 1), (T0 + 7, None)], "ts long, last_update_ts long")
-    expected = spark.createDataFrame([(T0 + 5, T0 + 1), (T0 + 7, None)], "ts_ms long, last_update_ms long")
+    ts_df = frame(spark, [(at(5), at(1)), (at(7), None)], "ts timestamp, last_update_ts timestamp")
+    ms_df = frame(spark, [(T0 + 5, T0 + 1), (T0 + 7, None)], "ts long, last_update_ts long")
+    expected = frame(spark, [(T0 + 5, T0 + 1), (T0 + 7, None)], "ts_ms long, last_update_ms long")
     for df in (ts_df, ms_df):
         assert_same(L.with_event_ms(df).select("ts_ms", "last_update_ms"), expected)
 
@@ -195,13 +196,13 @@ def test_runs_are_numbered_by_the_resets_before_each_event(spark):
     intervals = L.agg_run_intervals(L.agg_resets(df))
     assert_same(
         intervals.select("ns", "run", "lo_seq", "hi_seq", F.col("next_reset.type").alias("next")),
-        spark.createDataFrame([("ns-a", 0, 0, 2, "ns_stop"), ("ns-a", 1, 2, 3, "ns_start"),
+        frame(spark, [("ns-a", 0, 0, 2, "ns_stop"), ("ns-a", 1, 2, 3, "ns_start"),
                                ("ns-a", 2, 3, 2**63 - 1, None)], "ns string, run int, lo_seq long, hi_seq long, next string"),
     )
     # the reset itself opens its run (edge: seq equal to the interval's lower bound)
     assert_same(
         L.with_run(df, intervals).select("ns", "seq", "run"),
-        spark.createDataFrame([("ns-a", 1, 0), ("ns-a", 2, 1), ("ns-a", 3, 2), ("ns-a", 4, 2), ("ns-b", 1, 0)],
+        frame(spark, [("ns-a", 1, 0), ("ns-a", 2, 1), ("ns-a", 3, 2), ("ns-a", 4, 2), ("ns-b", 1, 0)],
                               "ns string, seq long, run int"),
     )
 
@@ -324,7 +325,7 @@ def test_gap_percentiles_are_exact_ranks_and_match_percentile_approx(spark, seed
     expected = {addr: (exact_percentile(g, 0.5), exact_percentile(g, 0.99), max(g)) for addr, g in gaps.items()}
     assert got == expected
     approx = (
-        spark.createDataFrame([(a, x) for a, g in gaps.items() for x in g], "addr string, gap long")
+        frame(spark, [(a, x) for a, g in gaps.items() for x in g], "addr string, gap long")
         .groupBy("addr").agg(F.percentile_approx("gap", [0.5, 0.99]).alias("p")).collect()
     )
     assert {r.addr: tuple(r.p) for r in approx} == {a: e[:2] for a, e in expected.items()}
@@ -360,11 +361,11 @@ RUNS_DDL = ("ns string, run int, start_ms long, broker_expiry_ms long, scan_inte
 )
 def test_expected_removal_is_the_first_tick_after_the_deadline(spark, start, last_update, removed, expected, late,
                                                                expiry):
-    expire_df = spark.createDataFrame([("ns-a", 1, 9, T0 + removed, T0 + last_update, M, "C1", "broker-a", 0)],
+    expire_df = frame(spark, [("ns-a", 1, 9, T0 + removed, T0 + last_update, M, "C1", "broker-a", 0)],
                                       CHECK_DDL)
     runs = [("ns-a", 1, None if start is None else T0 + start, expiry, 10000,
              None if start is None else "ns_start", T0 + removed)]
-    got = L.with_expected_removal(expire_df, spark.createDataFrame(runs, RUNS_DDL), PARAMS)
+    got = L.with_expected_removal(expire_df, frame(spark, runs, RUNS_DDL), PARAMS)
     assert got.select("expected_ms", "late").collect() == [(T0 + expected, late)]
 
 
@@ -378,7 +379,7 @@ def test_expected_removal_uses_the_servers_own_timers(spark):
 def test_run_started_yesterday_takes_its_schedule_from_ns_runs(spark):
     # the run started yesterday at -2500: ticks at 2500 + k * 10000; deadline 125000 -> 132500
     log = Log("ns-a", 900).hb(5000, M).expire(132500, M, 5000).hb(6000, N).expire(136000, N, 6000)
-    carried = spark.createDataFrame([("ns-a", T0 - 2500, 120000, 10000)], CARRIED_RUNS_DDL)
+    carried = frame(spark, [("ns-a", T0 - 2500, 120000, 10000)], CARRIED_RUNS_DDL)
     found = frames(spark, log, carried_runs=carried).findings_df
     late = finding_rows(found, "late_expiry")
     # N: deadline 126000 -> tick 132500; removed at 136000 is 3500 late (> 2000 tolerance)
@@ -440,7 +441,7 @@ def test_ns_restart_clean_crash_and_first_start(spark):
     c = Log("ns-c", 40).start(1000)  # day begins with ns_start; up at the end of yesterday: crash
     d = Log("ns-d", 40).start(2000)  # stopped yesterday at -5000: clean
     e = Log("ns-e", 40).start(3000)  # seq > 1 but nothing known about the run before (null row)
-    prev_up = spark.createDataFrame([("ns-c", True, None), ("ns-d", False, T0 - 5000)], PREV_UP_DDL)
+    prev_up = frame(spark, [("ns-c", True, None), ("ns-d", False, T0 - 5000)], PREV_UP_DDL)
     found = finding_rows(frames(spark, a, b, c, d, e, prev_up=prev_up).findings_df, "ns_restart")
     assert [(f[1], f[2], f[4], f[5], f[6]["crash"]) for f in found] == [
         ("critical", "ns-b", 1000, 90000, True),
@@ -469,7 +470,7 @@ def test_steady_day_has_no_warning_or_critical_finding(spark):
 
 def test_availability_per_server_and_across_servers(spark):
     h = 3_600_000
-    windows = spark.createDataFrame(
+    windows = frame(spark, 
         [
             ("ns-a", M, at(0), at(12 * h), "C1", "broker-a", 0),
             ("ns-b", M, at(6 * h), None, "C1", "broker-a", 1),  # open: counts until 24:00
@@ -478,7 +479,7 @@ def test_availability_per_server_and_across_servers(spark):
         "ns string, broker_addr string, start_ts timestamp, end_ts timestamp, cluster string, "
         "broker_name string, broker_id long",
     )
-    servers = spark.createDataFrame([("ns-a",), ("ns-b",)], "ns string")
+    servers = frame(spark, [("ns-a",), ("ns-b",)], "ns string")
     got = L.agg_broker_availability(windows, servers, DAY).orderBy("broker_addr").collect()
     m, s = got
     assert (m.live_any_ms, m.live_all_ms, m.availability_any, m.availability_all) == (24 * h, 6 * h, 1.0, 0.25)
@@ -495,7 +496,7 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
 
     d0, d1 = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
     ts = lambda d, ms: dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.timezone.utc)  # noqa: E731
-    runs = spark.createDataFrame(
+    runs = frame(spark, 
         [
             ("ns-a", ts(d0, 7000), None, 5, None, "open", d0),  # started the day before yesterday
             ("ns-a", ts(d1, 0), None, 5, None, "open", d1),  # clipped at midnight, same run
@@ -505,7 +506,7 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
         NS_RUNS_SCHEMA,
     )
     got = L.agg_carried_runs(runs, DAY)
-    expected = spark.createDataFrame([("ns-a", 5, day_start_ms(d0) + 7000, d0)],
+    expected = frame(spark, [("ns-a", 5, day_start_ms(d0) + 7000, d0)],
                                      "ns string, start_seq long, start_ms long, start_date date")
     assert_same(got, expected)
     up = L.agg_previous_day_up(runs, DAY).orderBy("ns").collect()

@@ -30,6 +30,7 @@ from nameserver.server import NameServerController
 from nameserver.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
+from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
 
@@ -95,15 +96,15 @@ class Log:
 
 
 def events_df(spark, *logs: Log):
-    return spark.createDataFrame([row for log in logs for row in log.rows], EVENTS_TABLE_SCHEMA)
+    return frame(spark, [row for log in logs for row in log.rows], EVENTS_TABLE_SCHEMA)
 
 
 def known(spark, *names: tuple[str, str]):
-    return spark.createDataFrame(list(names), "kind string, name string")
+    return frame(spark, list(names), "kind string, name string")
 
 
 def history(spark, has: bool):
-    return spark.createDataFrame([(has,)], "has_history boolean")
+    return frame(spark, [(has,)], "has_history boolean")
 
 
 def findings(spark, *logs: Log, known_names=(), has_history=False, params=PARAMS, carried=None) -> list[dict]:
@@ -141,7 +142,7 @@ def test_host_of_handles_v4_v6_mapped_names_and_nulls(spark):
             ("[::FFFF:10.0.0.5]:1", "10.0.0.5"), ("::ffff:10.0.0.5:1", "10.0.0.5"),
             ("Broker.Example:10911", "broker.example"), ("no-port", None), ("", None), (None, None)]
     schema = "address string, expected string"
-    df = spark.createDataFrame(rows, schema)
+    df = frame(spark, rows, schema)
     actual = df.select("address", S.host_of(F.col("address")).alias("expected"))
     assert_df_equality(actual, df, ignore_nullable=True)
 
