@@ -512,3 +512,20 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
     up = L.agg_previous_day_up(runs, DAY).orderBy("ns").collect()
     assert [tuple(r) for r in up] == [("ns-a", True, None), ("ns-b", False, day_start_ms(d1) + 9000),
                                      ("ns-c", True, None)]
+
+
+def test_the_address_stream_sort_leads_with_a_long(spark):
+    """The stage's one big sort (every address event, by stream and seq) takes its prefix from a
+    64-bit hash of the stream, not from ``ns`` (a few values), and the hash does not leak out."""
+    from jobs import liveness_windows as LW
+
+    stream_df = frame(spark, [("ns-a", M, 1, T0, LW.REGISTER_103, 1, 1, 0), ("ns-a", M, 2, T0 + 30_000, LW.HEARTBEAT_904,
+                                                                          None, None, 0)],
+                      "ns string, broker_addr string, seq long, ts_ms long, kind byte, dv_ts long, dv_counter long, "
+                      "run int")
+    keyed_df = LW.with_window_keys(stream_df)
+    plan = keyed_df._jdf.queryExecution().executedPlan().toString()
+    sorts = [line.split("Sort [", 1)[1] for line in plan.splitlines() if "Sort [" in line]
+    assert sorts and all(keys.startswith("_stream#") for keys in sorts), plan
+    assert "_stream" not in keyed_df.columns
+    assert [(r["seq"], r["wkey"], r["gap_ms"]) for r in keyed_df.orderBy("seq").collect()] == [(1, 1, None), (2, 1, 30_000)]
