@@ -96,7 +96,7 @@ def findings_of(fr, kind):
 def assert_findings(spark, fr, kind, expected):
     """The kind's findings are exactly ``expected``: (subject, ns, first instant, last instant)."""
     actual_df = findings_of(fr, kind).select(*FINDING_SCHEMA.names)
-    expected_df = frame(spark, 
+    expected_df = frame(spark,
         [(kind, D.SEVERITY[kind], subject, ns, at(a), at(b)) for subject, ns, a, b in expected], FINDING_SCHEMA
     )
     assert_df_equality(actual_df, expected_df, ignore_row_order=True, ignore_nullable=True)
@@ -130,7 +130,7 @@ def test_queue_flags_follow_the_client_rules(spark):
         + [T.StructField(c, T.BooleanType()) for c in ("writable", "readable", "has_master")]
         + [T.StructField(c, T.LongType()) for c in ("publish_queues", "subscribe_queues", "unread_write_queues")]
     )
-    expected_df = frame(spark, 
+    expected_df = frame(spark,
         [
             ("plain", True, True, True, 8, 8, 0),
             ("rw-mismatch", True, True, True, 8, 4, 4),
@@ -155,7 +155,7 @@ def test_topic_distribution_counts_per_topic(spark):
     ]
     fr = frames(spark, rows)
     actual_df = D.agg_topic_distribution(fr.topic_stats_df, DAY)
-    expected_df = frame(spark, 
+    expected_df = frame(spark,
         [
             (DAY, at(0), "ns-a", "t1", 2, 2, 1, 2, 1, 12, 16, 8, 12, 4),
             (DAY, at(0), "ns-a", "t2", 1, 0, 1, 1, 0, 8, 8, 0, 8, 0),
@@ -187,7 +187,7 @@ def test_queue_distribution_has_every_group_and_its_cluster_imbalance(spark):
     mean = 32 / 3
     cv = math.sqrt(((24 - mean) ** 2 + (8 - mean) ** 2 + mean ** 2) / 3) / mean
     c1 = (3, 32, mean, cv, 24 / mean)
-    expected_df = frame(spark, 
+    expected_df = frame(spark,
         [
             (DAY, at(0), "ns-a", "C1", "broker-a", 2, True, 2, 2, 2, 16, 24, 24, 16, 8, *c1, 0.75),
             (DAY, at(0), "ns-a", "C1", "broker-b", 2, True, 1, 1, 1, 8, 8, 8, 8, 0, *c1, 0.25),
@@ -210,7 +210,7 @@ def test_runs_merge_consecutive_instants_only(spark):
     )
     actual_df = D.agg_runs(condition_df, DAY, STEP).select("ns", "subject", "start_ts", "end_ts", "snapshots",
                                                            F.col("detail.seen").alias("last_seen"))
-    expected_df = frame(spark, 
+    expected_df = frame(spark,
         [
             ("ns-a", "s", at(1), at(3), 3, at(3)),
             ("ns-a", "s", at(5), at(5), 1, at(5)),

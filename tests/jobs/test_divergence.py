@@ -81,7 +81,7 @@ def divergences(spark, queues=(), addrs=(), windows=(), runs=ALL_DAY, grace=G, d
         frame(spark, list(queues), TOPIC_ROUTE_HISTORY_SCHEMA),
         frame(spark, list(addrs), BROKER_ADDR_HISTORY_SCHEMA),
         frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w in windows],
-                              LIVENESS_WINDOWS_SCHEMA),
+                     LIVENESS_WINDOWS_SCHEMA),
         span,
     )
     periods_df = D.agg_up_periods(frame(spark, list(runs), NS_RUNS_SCHEMA), span)
@@ -292,12 +292,12 @@ def test_findings_one_per_episode(spark):
     runs_df = frame(spark, ALL_DAY, NS_RUNS_SCHEMA)
     keyed_df = D.build_keyed_facts(
         frame(spark, [qd(A, "TopicN", "broker-a", 50_000, None),  # on a minority, open at day end
-                               qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None)],
-                              TOPIC_ROUTE_HISTORY_SCHEMA),
+                      qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None)],
+                     TOPIC_ROUTE_HISTORY_SCHEMA),
         frame(spark, [], BROKER_ADDR_HISTORY_SCHEMA),
         frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
-                               for w in (window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, 100_000))],
-                              LIVENESS_WINDOWS_SCHEMA),
+                      for w in (window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, 100_000))],
+                     LIVENESS_WINDOWS_SCHEMA),
         span,
     )
     episodes_df = D.build_episodes(keyed_df, D.agg_up_periods(runs_df, span), DAY, G)
@@ -325,10 +325,10 @@ def test_report_rows_longest_first(spark):
     span = D.Span.of(DAY, G)
     keyed_df = D.build_keyed_facts(
         frame(spark, [qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None),
-                               qd(C, "TopicA", "broker-a", 0, 100_000)], TOPIC_ROUTE_HISTORY_SCHEMA),
+                      qd(C, "TopicA", "broker-a", 0, 100_000)], TOPIC_ROUTE_HISTORY_SCHEMA),
         frame(spark, [], BROKER_ADDR_HISTORY_SCHEMA),
         frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
-                               for w in (window(A, M, 0, None), window(B, M, 0, 50_000))], LIVENESS_WINDOWS_SCHEMA),
+                      for w in (window(A, M, 0, None), window(B, M, 0, 50_000))], LIVENESS_WINDOWS_SCHEMA),
         span,
     )
     episodes_df = D.build_episodes(keyed_df, D.agg_up_periods(frame(spark, ALL_DAY, NS_RUNS_SCHEMA), span),

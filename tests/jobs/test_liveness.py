@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import liveness as L
+from jobs import liveness_windows as LW
 from nameserver.timeutil import day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
 from tests.jobs.inputs import frame
@@ -156,7 +157,7 @@ def window_view(df):
 
 def expect_windows(spark, rows):
     """Rows of (ns, addr, broker_id, start, end, end_reason, carried_in, heartbeats, last_update), ms."""
-    return frame(spark, 
+    return frame(spark,
         [(ns, a, b, at(s), at(e), r, c, h, at(u)) for ns, a, b, s, e, r, c, h, u in rows], WINDOW_VIEW
     )
 
@@ -197,13 +198,13 @@ def test_runs_are_numbered_by_the_resets_before_each_event(spark):
     assert_same(
         intervals.select("ns", "run", "lo_seq", "hi_seq", F.col("next_reset.type").alias("next")),
         frame(spark, [("ns-a", 0, 0, 2, "ns_stop"), ("ns-a", 1, 2, 3, "ns_start"),
-                               ("ns-a", 2, 3, 2**63 - 1, None)], "ns string, run int, lo_seq long, hi_seq long, next string"),
+                      ("ns-a", 2, 3, 2**63 - 1, None)], "ns string, run int, lo_seq long, hi_seq long, next string"),
     )
     # the reset itself opens its run (edge: seq equal to the interval's lower bound)
     assert_same(
         L.with_run(df, intervals).select("ns", "seq", "run"),
         frame(spark, [("ns-a", 1, 0), ("ns-a", 2, 1), ("ns-a", 3, 2), ("ns-a", 4, 2), ("ns-b", 1, 0)],
-                              "ns string, seq long, run int"),
+                     "ns string, seq long, run int"),
     )
 
 
@@ -362,7 +363,7 @@ RUNS_DDL = ("ns string, run int, start_ms long, broker_expiry_ms long, scan_inte
 def test_expected_removal_is_the_first_tick_after_the_deadline(spark, start, last_update, removed, expected, late,
                                                                expiry):
     expire_df = frame(spark, [("ns-a", 1, 9, T0 + removed, T0 + last_update, M, "C1", "broker-a", 0)],
-                                      CHECK_DDL)
+                             CHECK_DDL)
     runs = [("ns-a", 1, None if start is None else T0 + start, expiry, 10000,
              None if start is None else "ns_start", T0 + removed)]
     got = L.with_expected_removal(expire_df, frame(spark, runs, RUNS_DDL), PARAMS)
@@ -470,7 +471,7 @@ def test_steady_day_has_no_warning_or_critical_finding(spark):
 
 def test_availability_per_server_and_across_servers(spark):
     h = 3_600_000
-    windows = frame(spark, 
+    windows = frame(spark,
         [
             ("ns-a", M, at(0), at(12 * h), "C1", "broker-a", 0),
             ("ns-b", M, at(6 * h), None, "C1", "broker-a", 1),  # open: counts until 24:00
@@ -496,7 +497,7 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
 
     d0, d1 = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
     ts = lambda d, ms: dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.timezone.utc)  # noqa: E731
-    runs = frame(spark, 
+    runs = frame(spark,
         [
             ("ns-a", ts(d0, 7000), None, 5, None, "open", d0),  # started the day before yesterday
             ("ns-a", ts(d1, 0), None, 5, None, "open", d1),  # clipped at midnight, same run
@@ -507,7 +508,7 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
     )
     got = L.agg_carried_runs(runs, DAY)
     expected = frame(spark, [("ns-a", 5, day_start_ms(d0) + 7000, d0)],
-                                     "ns string, start_seq long, start_ms long, start_date date")
+                            "ns string, start_seq long, start_ms long, start_date date")
     assert_same(got, expected)
     up = L.agg_previous_day_up(runs, DAY).orderBy("ns").collect()
     assert [tuple(r) for r in up] == [("ns-a", True, None), ("ns-b", False, day_start_ms(d1) + 9000),
@@ -517,15 +518,15 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
 def test_the_address_stream_sort_leads_with_a_long(spark):
     """The stage's one big sort (every address event, by stream and seq) takes its prefix from a
     64-bit hash of the stream, not from ``ns`` (a few values), and the hash does not leak out."""
-    from jobs import liveness_windows as LW
-
-    stream_df = frame(spark, [("ns-a", M, 1, T0, LW.REGISTER_103, 1, 1, 0), ("ns-a", M, 2, T0 + 30_000, LW.HEARTBEAT_904,
-                                                                          None, None, 0)],
-                      "ns string, broker_addr string, seq long, ts_ms long, kind byte, dv_ts long, dv_counter long, "
-                      "run int")
+    stream_df = frame(
+        spark,
+        [("ns-a", M, 1, T0, LW.REGISTER_103, 1, 1, 0), ("ns-a", M, 2, T0 + 30_000, LW.HEARTBEAT_904, None, None, 0)],
+        "ns string, broker_addr string, seq long, ts_ms long, kind byte, dv_ts long, dv_counter long, run int",
+    )
     keyed_df = LW.with_window_keys(stream_df)
     plan = keyed_df._jdf.queryExecution().executedPlan().toString()
     sorts = [line.split("Sort [", 1)[1] for line in plan.splitlines() if "Sort [" in line]
     assert sorts and all(keys.startswith("_stream#") for keys in sorts), plan
     assert "_stream" not in keyed_df.columns
-    assert [(r["seq"], r["wkey"], r["gap_ms"]) for r in keyed_df.orderBy("seq").collect()] == [(1, 1, None), (2, 1, 30_000)]
+    got = [(r["seq"], r["wkey"], r["gap_ms"]) for r in keyed_df.orderBy("seq").collect()]
+    assert got == [(1, 1, None), (2, 1, 30_000)]

@@ -9,7 +9,14 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.spark import DATAFRAME_DEBUGGING_CONF, DEFAULT_JAVA_OPTIONS, build_session, is_native_delta_available, local_frame, session_conf
+from jobs.spark import (
+    DATAFRAME_DEBUGGING_CONF,
+    DEFAULT_JAVA_OPTIONS,
+    build_session,
+    is_native_delta_available,
+    local_frame,
+    session_conf,
+)
 from nameserver.config import load_config
 
 
