@@ -666,7 +666,12 @@ def build_liveness(
         .unionByName(agg_ns_restart_findings(resets_df, runs_df, prev_up_df))
         .select(*FINDING_COLUMNS)
     )
-    servers_df = day_events_df.select("ns").unionByName(carry_df.select("ns")).distinct()
+    # a server with an event today has a run with a last event: no second scan of the events
+    servers_df = (
+        runs_df.where(F.col("last_event_ms").isNotNull()).select("ns")
+        .unionByName(carry_df.select("ns"))
+        .distinct()
+    )
     availability_df = agg_broker_availability(windows_df, servers_df, day)
     return LivenessFrames(
         windows_df.select(*LIVENESS_WINDOWS_SCHEMA.names), findings_df, availability_df,

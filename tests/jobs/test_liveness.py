@@ -489,6 +489,19 @@ def test_availability_per_server_and_across_servers(spark):
     assert s.broker_id is None and s.servers == 2
 
 
+def test_availability_counts_the_servers_with_events_today_or_a_carried_window(spark):
+    h = 3_600_000
+    a = Log("ns-a").start(0).reg(h, M)  # the broker's only window: ns-a from 01:00, open
+    b = Log("ns-b").start(0)  # up all day with no broker: the address is never live on every server
+    prev = prev_open(spark, "ns-c", S, -30_000)  # no event today, a window carried in (expires)
+    # ns-d was up at 00:00 by ns_runs but has no event nor window today: not a server of the day
+    carried = frame(spark, [("ns-d", -h, 120_000, 10_000)], CARRIED_RUNS_DDL)
+    got = {r.broker_addr: r for r in frames(spark, a, b, prev=prev, carried_runs=carried).availability_df.collect()}
+    assert got[M].servers == 3 and got[M].live_ms_by_ns == {"ns-a": 23 * h, "ns-b": 0, "ns-c": 0}
+    assert (got[M].live_any_ms, got[M].live_all_ms) == (23 * h, 0)
+    assert got[S].servers == 3 and set(got[S].live_ms_by_ns) == {"ns-a", "ns-b", "ns-c"}
+
+
 # ---------------------------------------------------------------------------- runs from the lake
 
 
