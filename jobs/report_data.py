@@ -92,11 +92,16 @@ def agg_headline(events_df: DataFrame | None, snapshots_df: DataFrame | None, fi
     """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each."""
     headline: dict[str, Any] = {}
     if events_df is not None:
-        row = events_df.agg(
+        # One aggregate per (server, address) first: distinct counts straight over the events
+        # would expand every event once per distinct count (about twice the time on 8.6 M events).
+        per_addr_df = events_df.groupBy("ns", "broker_addr").agg(
+            F.count(F.lit(1)).alias("events"), F.max(F.col("type") == "register").alias("registered"),
+        )
+        row = per_addr_df.agg(
             F.countDistinct("ns").alias("servers"),
-            F.countDistinct(F.when(F.col("type") == "register", F.col("broker_addr"))).alias("brokers_registered"),
+            F.countDistinct(F.when(F.col("registered"), F.col("broker_addr"))).alias("brokers_registered"),
             F.countDistinct("broker_addr").alias("broker_addresses"),
-            F.count(F.lit(1)).alias("events"),
+            F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
         ).first()
         headline.update(row.asDict())
     if snapshots_df is not None:
