@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from jobs import lake as lake_tables
 from jobs.delta_io import read_table, table_exists
 from jobs.report import ReportData, write_report
+from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
@@ -63,15 +64,21 @@ def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> Data
     )
 
 
-def agg_heatmap_rows(snapshots_df: DataFrame, brokers: int = HEATMAP_BROKERS, topics: int = HEATMAP_TOPICS) -> DataFrame:
-    """End-of-day write queues per (cluster, broker name, topic), the busiest of each cluster.
+def select_end_of_day(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
+    """The ``route_snapshots`` rows of the day's last instant, ``23:59:59.999`` (the routes after
+    the day's last event); none when no server has a route then."""
+    end = dt.datetime.fromtimestamp((day_start_ms(day) + DAY_MS - 1) / 1000, tz=dt.timezone.utc)
+    return snapshots_df.where(F.col("snapshot_ts") == F.lit(end))  # a literal: pushed to the files
+
+
+def agg_heatmap_rows(end_df: DataFrame, brokers: int = HEATMAP_BROKERS, topics: int = HEATMAP_TOPICS) -> DataFrame:
+    """Write queues per (cluster, broker name, topic) at one instant (:func:`select_end_of_day`),
+    the busiest of each cluster.
 
     The value is the largest any server reports (they normally agree; divergence has its own plot).
     """
-    last = snapshots_df.agg(F.max("snapshot_ts").alias("last_ts"))
     cells = (
-        snapshots_df.join(last, snapshots_df["snapshot_ts"] == last["last_ts"])
-        .groupBy("cluster", "broker_name", "topic")
+        end_df.groupBy("cluster", "broker_name", "topic")
         .agg(F.max("write_queue_nums").alias("write_queue_nums"))
     )
     broker_rank = cells.groupBy("cluster", "broker_name").agg(F.sum("write_queue_nums").alias("total")).withColumn(
@@ -87,9 +94,13 @@ def agg_heatmap_rows(snapshots_df: DataFrame, brokers: int = HEATMAP_BROKERS, to
     )
 
 
-def agg_headline(events_df: DataFrame | None, snapshots_df: DataFrame | None, findings_df: DataFrame | None,
+def agg_headline(events_df: DataFrame | None, end_df: DataFrame | None, findings_df: DataFrame | None,
                  quarantine_df: DataFrame | None) -> dict[str, Any]:
-    """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each."""
+    """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each.
+
+    ``end_df``: the route snapshots of the end of the day (:func:`select_end_of_day`), whose
+    topics are ``topics_at_end``.
+    """
     headline: dict[str, Any] = {}
     if events_df is not None:
         # One aggregate per (server, address) first: distinct counts straight over the events
@@ -104,8 +115,8 @@ def agg_headline(events_df: DataFrame | None, snapshots_df: DataFrame | None, fi
             F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
         ).first()
         headline.update(row.asDict())
-    if snapshots_df is not None:
-        headline["topics_at_end"] = snapshots_df.agg(F.countDistinct("topic")).first()[0]
+    if end_df is not None:
+        headline["topics_at_end"] = end_df.agg(F.countDistinct("topic")).first()[0]
     if quarantine_df is not None:
         headline["quarantined_lines"] = quarantine_df.count()
     by_severity = {"critical": 0, "warning": 0, "info": 0}
@@ -123,6 +134,7 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     windows_df = _read_day(spark, lake, lake_tables.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
     div_df = _read_day(spark, lake, lake_tables.NS_DIVERGENCES, NS_DIVERGENCES_SCHEMA, day)
     snapshots_df = _read_day(spark, lake, lake_tables.ROUTE_SNAPSHOTS, ROUTE_SNAPSHOTS_SCHEMA, day)
+    end_df = select_end_of_day(snapshots_df, day) if snapshots_df is not None else None
     findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
     quarantine_df = _read_day(spark, lake, lake_tables.QUARANTINE, QUARANTINE_SCHEMA, day)
 
@@ -141,12 +153,12 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     )
     return ReportData(
         day=day,
-        headline=agg_headline(events_df, snapshots_df, findings_df, quarantine_df),
+        headline=agg_headline(events_df, end_df, findings_df, quarantine_df),
         liveness=small(agg_liveness_rows(windows_df) if windows_df is not None else None,
                        ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"]),
         divergences=small(agg_divergence_rows(div_df) if div_df is not None else None,
                           ["kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views"]),
-        distribution=small(agg_heatmap_rows(snapshots_df) if snapshots_df is not None else None,
+        distribution=small(agg_heatmap_rows(end_df) if end_df is not None else None,
                            ["cluster", "broker_name", "topic", "write_queue_nums"]),
         findings=findings_pdf,
         notes=[str(n) for n in notes],

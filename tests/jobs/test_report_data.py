@@ -1,6 +1,8 @@
-"""The report's headline figures (``jobs.report_data.agg_headline``) on small hand-built tables."""
+"""The report's headline and heatmap figures (``jobs.report_data``) on small hand-built tables."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 
@@ -9,7 +11,11 @@ from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
 
+DAY = dt.date(2026, 11, 21)
+END = dt.datetime(2026, 11, 21, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
+NOON = dt.datetime(2026, 11, 21, 12, tzinfo=dt.timezone.utc)
 EVENTS_DDL = "ns string, type string, broker_addr string"
+SNAPSHOTS_DDL = "snapshot_ts timestamp, ns string, cluster string, broker_name string, topic string, write_queue_nums int"
 M, S, N = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 
 
@@ -22,11 +28,15 @@ def test_headline_counts_servers_addresses_events_and_findings(spark):
         ("ns-c", "expire", N), ("ns-c", "register", N),  # registered after its expiry
         ("ns-c", "admin", None),
     ], EVENTS_DDL)
-    snapshots = frame(spark, [("t1",), ("t1",), ("t2",), (None,)], "topic string")
+    snapshots = frame(spark, [
+        (END, "ns-a", "C1", "broker-a", "t1", 8), (END, "ns-b", "C1", "broker-a", "t1", 8),
+        (END, "ns-a", "C1", "broker-b", "t2", 4),
+        (NOON, "ns-a", "C1", "broker-a", "gone-by-midnight", 8),  # not a topic at the end
+    ], SNAPSHOTS_DDL)
     findings = frame(spark, [("warning",), ("info",), ("info",)], "severity string")
     quarantine = frame(spark, [(1,), (2,)], "line long")
 
-    headline = report_data.agg_headline(events, snapshots, findings, quarantine)
+    headline = report_data.agg_headline(events, report_data.select_end_of_day(snapshots, DAY), findings, quarantine)
 
     assert headline == {
         "servers": 3, "brokers_registered": 2, "broker_addresses": 3, "events": 9, "topics_at_end": 2,
@@ -41,3 +51,23 @@ def test_headline_of_a_day_without_tables(spark):
     counts = ("servers", "brokers_registered", "broker_addresses", "events")
     assert {k: headline[k] for k in counts} == dict.fromkeys(counts, 0)
     assert headline["findings_by_severity"] == {"critical": 0, "warning": 0, "info": 0}
+
+
+def test_heatmap_is_the_end_of_the_day_with_the_largest_value_any_server_reports(spark):
+    snapshots = frame(spark, [
+        (END, "ns-a", "C1", "broker-a", "t1", 8), (END, "ns-b", "C1", "broker-a", "t1", 4),  # diverged
+        (END, "ns-a", "C1", "broker-b", "t1", 2),
+        (END, "ns-a", "C2", "broker-c", "t1", 1),
+        (NOON, "ns-a", "C1", "broker-a", "t1", 16),  # earlier: not in the end-of-day picture
+        (NOON, "ns-a", "C1", "broker-a", "t-noon", 8),
+    ], SNAPSHOTS_DDL)
+    rows = report_data.agg_heatmap_rows(report_data.select_end_of_day(snapshots, DAY), brokers=1).collect()
+    # one broker per cluster: the busiest
+    assert sorted(tuple(r) for r in rows) == [("C1", "broker-a", "t1", 8), ("C2", "broker-c", "t1", 1)]
+
+
+def test_a_day_whose_routes_are_all_gone_at_the_end_has_no_topic_at_the_end(spark):
+    snapshots = frame(spark, [(NOON, "ns-a", "C1", "broker-a", "t1", 8)], SNAPSHOTS_DDL)
+    end_df = report_data.select_end_of_day(snapshots, DAY)
+    assert report_data.agg_heatmap_rows(end_df).count() == 0
+    assert report_data.agg_headline(None, end_df, None, None)["topics_at_end"] == 0
