@@ -64,7 +64,7 @@ def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> Data
     )
 
 
-def select_end_of_day(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
+def filter_end_of_day(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
     """The ``route_snapshots`` rows of the day's last instant, ``23:59:59.999`` (the routes after
     the day's last event); none when no server has a route then."""
     end = dt.datetime.fromtimestamp((day_start_ms(day) + DAY_MS - 1) / 1000, tz=dt.timezone.utc)
@@ -72,7 +72,7 @@ def select_end_of_day(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
 
 
 def agg_heatmap_rows(end_df: DataFrame, brokers: int = HEATMAP_BROKERS, topics: int = HEATMAP_TOPICS) -> DataFrame:
-    """Write queues per (cluster, broker name, topic) at one instant (:func:`select_end_of_day`),
+    """Write queues per (cluster, broker name, topic) at one instant (:func:`filter_end_of_day`),
     the busiest of each cluster.
 
     The value is the largest any server reports (they normally agree; divergence has its own plot).
@@ -98,7 +98,7 @@ def agg_headline(events_df: DataFrame | None, end_df: DataFrame | None, findings
                  quarantine_df: DataFrame | None) -> dict[str, Any]:
     """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each.
 
-    ``end_df``: the route snapshots of the end of the day (:func:`select_end_of_day`), whose
+    ``end_df``: the route snapshots of the end of the day (:func:`filter_end_of_day`), whose
     topics are ``topics_at_end``.
     """
     headline: dict[str, Any] = {}
@@ -134,7 +134,7 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     windows_df = _read_day(spark, lake, lake_tables.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
     div_df = _read_day(spark, lake, lake_tables.NS_DIVERGENCES, NS_DIVERGENCES_SCHEMA, day)
     snapshots_df = _read_day(spark, lake, lake_tables.ROUTE_SNAPSHOTS, ROUTE_SNAPSHOTS_SCHEMA, day)
-    end_df = select_end_of_day(snapshots_df, day) if snapshots_df is not None else None
+    end_df = filter_end_of_day(snapshots_df, day) if snapshots_df is not None else None
     findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
     quarantine_df = _read_day(spark, lake, lake_tables.QUARANTINE, QUARANTINE_SCHEMA, day)
 

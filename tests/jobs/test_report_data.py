@@ -15,7 +15,9 @@ DAY = dt.date(2026, 11, 21)
 END = dt.datetime(2026, 11, 21, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
 NOON = dt.datetime(2026, 11, 21, 12, tzinfo=dt.timezone.utc)
 EVENTS_DDL = "ns string, type string, broker_addr string"
-SNAPSHOTS_DDL = "snapshot_ts timestamp, ns string, cluster string, broker_name string, topic string, write_queue_nums int"
+SNAPSHOTS_DDL = (
+    "snapshot_ts timestamp, ns string, cluster string, broker_name string, topic string, write_queue_nums int"
+)
 M, S, N = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 
 
@@ -36,7 +38,7 @@ def test_headline_counts_servers_addresses_events_and_findings(spark):
     findings = frame(spark, [("warning",), ("info",), ("info",)], "severity string")
     quarantine = frame(spark, [(1,), (2,)], "line long")
 
-    headline = report_data.agg_headline(events, report_data.select_end_of_day(snapshots, DAY), findings, quarantine)
+    headline = report_data.agg_headline(events, report_data.filter_end_of_day(snapshots, DAY), findings, quarantine)
 
     assert headline == {
         "servers": 3, "brokers_registered": 2, "broker_addresses": 3, "events": 9, "topics_at_end": 2,
@@ -61,13 +63,13 @@ def test_heatmap_is_the_end_of_the_day_with_the_largest_value_any_server_reports
         (NOON, "ns-a", "C1", "broker-a", "t1", 16),  # earlier: not in the end-of-day picture
         (NOON, "ns-a", "C1", "broker-a", "t-noon", 8),
     ], SNAPSHOTS_DDL)
-    rows = report_data.agg_heatmap_rows(report_data.select_end_of_day(snapshots, DAY), brokers=1).collect()
+    rows = report_data.agg_heatmap_rows(report_data.filter_end_of_day(snapshots, DAY), brokers=1).collect()
     # one broker per cluster: the busiest
     assert sorted(tuple(r) for r in rows) == [("C1", "broker-a", "t1", 8), ("C2", "broker-c", "t1", 1)]
 
 
 def test_a_day_whose_routes_are_all_gone_at_the_end_has_no_topic_at_the_end(spark):
     snapshots = frame(spark, [(NOON, "ns-a", "C1", "broker-a", "t1", 8)], SNAPSHOTS_DDL)
-    end_df = report_data.select_end_of_day(snapshots, DAY)
+    end_df = report_data.filter_end_of_day(snapshots, DAY)
     assert report_data.agg_heatmap_rows(end_df).count() == 0
     assert report_data.agg_headline(None, end_df, None, None)["topics_at_end"] == 0
