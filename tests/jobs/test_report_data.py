@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from jobs import report_data
+from jobs.report import ReportData
 from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
@@ -73,3 +77,26 @@ def test_a_day_whose_routes_are_all_gone_at_the_end_has_no_topic_at_the_end(spar
     end_df = report_data.filter_end_of_day(snapshots, DAY)
     assert report_data.agg_heatmap_rows(end_df).count() == 0
     assert report_data.agg_headline(None, end_df, None, None)["topics_at_end"] == 0
+
+
+# README, "The lake": the keys of summary.json, for scripts
+SUMMARY_KEYS = {
+    "date", "servers", "brokers_registered", "broker_addresses", "events", "topics_at_end", "quarantined_lines",
+    "findings_critical", "findings_warning", "findings_info", "findings_by_severity", "notes",
+}
+
+
+def test_summary_json_has_the_keys_the_readme_lists(spark, tmp_path):
+    events = frame(spark, [("ns-a", "register", M)], EVENTS_DDL)
+    snapshots = frame(spark, [(END, "ns-a", "C1", "broker-a", "t1", 8)], SNAPSHOTS_DDL)
+    no_findings, no_quarantine = frame(spark, [], "severity string"), frame(spark, [], "line long")
+    headline = report_data.agg_headline(events, report_data.filter_end_of_day(snapshots, DAY), no_findings,
+                                        no_quarantine)
+    empty = pd.DataFrame()
+    data = ReportData(day=DAY, headline=headline, liveness=empty, divergences=empty, distribution=empty,
+                      findings=empty, notes=["a note"])
+    _, summary_path = report_data.write_day_report(str(tmp_path), data)
+    summary = json.loads(Path(summary_path).read_text())
+    assert set(summary) == SUMMARY_KEYS
+    assert (summary["date"], summary["servers"], summary["topics_at_end"], summary["notes"]) == (
+        "2026-11-21", 1, 1, ["a note"])
