@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from jobs import lake as lake_tables
 from jobs.delta_io import read_table, table_exists
+from jobs.distribution import agg_end_of_day_distribution
 from jobs.report import ReportData, write_report
-from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
@@ -64,42 +64,34 @@ def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> Data
     )
 
 
-def filter_end_of_day(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
-    """The ``route_snapshots`` rows of the day's last instant, ``23:59:59.999`` (the routes after
-    the day's last event); none when no server has a route then."""
-    end = dt.datetime.fromtimestamp((day_start_ms(day) + DAY_MS - 1) / 1000, tz=dt.timezone.utc)
-    return snapshots_df.where(F.col("snapshot_ts") == F.lit(end))  # a literal: pushed to the files
+def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS,
+                     topics: int = HEATMAP_TOPICS) -> DataFrame:
+    """The cells of the busiest brokers and topics of each cluster.
 
-
-def agg_heatmap_rows(end_df: DataFrame, brokers: int = HEATMAP_BROKERS, topics: int = HEATMAP_TOPICS) -> DataFrame:
-    """Write queues per (cluster, broker name, topic) at one instant (:func:`filter_end_of_day`),
-    the busiest of each cluster.
-
-    The value is the largest any server reports (they normally agree; divergence has its own plot).
+    Args:
+        cells_df: the end-of-day write queues per (cluster, broker name, topic),
+            :func:`jobs.distribution.agg_end_of_day_distribution` (the largest any server reports;
+            they normally agree, and divergence has its own plot).
     """
-    cells = (
-        end_df.groupBy("cluster", "broker_name", "topic")
-        .agg(F.max("write_queue_nums").alias("write_queue_nums"))
-    )
-    broker_rank = cells.groupBy("cluster", "broker_name").agg(F.sum("write_queue_nums").alias("total")).withColumn(
+    broker_rank = cells_df.groupBy("cluster", "broker_name").agg(F.sum("write_queue_nums").alias("total")).withColumn(
         "r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "broker_name"))
     ).filter(F.col("r") <= brokers)
-    topic_rank = cells.groupBy("cluster", "topic").agg(F.sum("write_queue_nums").alias("total")).withColumn(
+    topic_rank = cells_df.groupBy("cluster", "topic").agg(F.sum("write_queue_nums").alias("total")).withColumn(
         "r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "topic"))
     ).filter(F.col("r") <= topics)
     return (
-        cells.join(broker_rank.select("cluster", "broker_name"), ["cluster", "broker_name"])
+        cells_df.join(broker_rank.select("cluster", "broker_name"), ["cluster", "broker_name"])
         .join(topic_rank.select("cluster", "topic"), ["cluster", "topic"])
         .select("cluster", "broker_name", "topic", "write_queue_nums")
     )
 
 
-def agg_headline(events_df: DataFrame | None, end_df: DataFrame | None, findings_df: DataFrame | None,
+def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, findings_df: DataFrame | None,
                  quarantine_df: DataFrame | None) -> dict[str, Any]:
     """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each.
 
-    ``end_df``: the route snapshots of the end of the day (:func:`filter_end_of_day`), whose
-    topics are ``topics_at_end``.
+    ``end_cells_df``: the end-of-day cells (:func:`jobs.distribution.agg_end_of_day_distribution`),
+    whose topics are ``topics_at_end``.
     """
     headline: dict[str, Any] = {}
     if events_df is not None:
@@ -115,8 +107,8 @@ def agg_headline(events_df: DataFrame | None, end_df: DataFrame | None, findings
             F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
         ).first()
         headline.update(row.asDict())
-    if end_df is not None:
-        headline["topics_at_end"] = end_df.agg(F.countDistinct("topic")).first()[0]
+    if end_cells_df is not None:
+        headline["topics_at_end"] = end_cells_df.agg(F.countDistinct("topic")).first()[0]
     if quarantine_df is not None:
         headline["quarantined_lines"] = quarantine_df.count()
     by_severity = {"critical": 0, "warning": 0, "info": 0}
@@ -134,7 +126,8 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     windows_df = _read_day(spark, lake, lake_tables.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
     div_df = _read_day(spark, lake, lake_tables.NS_DIVERGENCES, NS_DIVERGENCES_SCHEMA, day)
     snapshots_df = _read_day(spark, lake, lake_tables.ROUTE_SNAPSHOTS, ROUTE_SNAPSHOTS_SCHEMA, day)
-    end_df = filter_end_of_day(snapshots_df, day) if snapshots_df is not None else None
+    # the end-of-day instant only: a literal filter, pushed to the files
+    end_cells_df = agg_end_of_day_distribution(snapshots_df, day) if snapshots_df is not None else None
     findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
     quarantine_df = _read_day(spark, lake, lake_tables.QUARANTINE, QUARANTINE_SCHEMA, day)
 
@@ -153,12 +146,12 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     )
     return ReportData(
         day=day,
-        headline=agg_headline(events_df, end_df, findings_df, quarantine_df),
+        headline=agg_headline(events_df, end_cells_df, findings_df, quarantine_df),
         liveness=small(agg_liveness_rows(windows_df) if windows_df is not None else None,
                        ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"]),
         divergences=small(agg_divergence_rows(div_df) if div_df is not None else None,
                           ["kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views"]),
-        distribution=small(agg_heatmap_rows(end_df) if end_df is not None else None,
+        distribution=small(agg_heatmap_rows(end_cells_df) if end_cells_df is not None else None,
                            ["cluster", "broker_name", "topic", "write_queue_nums"]),
         findings=findings_pdf,
         notes=[str(n) for n in notes],

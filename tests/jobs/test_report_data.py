@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from jobs import report_data
+from jobs.distribution import agg_end_of_day_distribution
 from jobs.report import ReportData
 from tests.jobs.inputs import frame
 
@@ -42,7 +43,7 @@ def test_headline_counts_servers_addresses_events_and_findings(spark):
     findings = frame(spark, [("warning",), ("info",), ("info",)], "severity string")
     quarantine = frame(spark, [(1,), (2,)], "line long")
 
-    headline = report_data.agg_headline(events, report_data.filter_end_of_day(snapshots, DAY), findings, quarantine)
+    headline = report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY), findings, quarantine)
 
     assert headline == {
         "servers": 3, "brokers_registered": 2, "broker_addresses": 3, "events": 9, "topics_at_end": 2,
@@ -67,14 +68,14 @@ def test_heatmap_is_the_end_of_the_day_with_the_largest_value_any_server_reports
         (NOON, "ns-a", "C1", "broker-a", "t1", 16),  # earlier: not in the end-of-day picture
         (NOON, "ns-a", "C1", "broker-a", "t-noon", 8),
     ], SNAPSHOTS_DDL)
-    rows = report_data.agg_heatmap_rows(report_data.filter_end_of_day(snapshots, DAY), brokers=1).collect()
+    rows = report_data.agg_heatmap_rows(agg_end_of_day_distribution(snapshots, DAY), brokers=1).collect()
     # one broker per cluster: the busiest
     assert sorted(tuple(r) for r in rows) == [("C1", "broker-a", "t1", 8), ("C2", "broker-c", "t1", 1)]
 
 
 def test_a_day_whose_routes_are_all_gone_at_the_end_has_no_topic_at_the_end(spark):
     snapshots = frame(spark, [(NOON, "ns-a", "C1", "broker-a", "t1", 8)], SNAPSHOTS_DDL)
-    end_df = report_data.filter_end_of_day(snapshots, DAY)
+    end_df = agg_end_of_day_distribution(snapshots, DAY)
     assert report_data.agg_heatmap_rows(end_df).count() == 0
     assert report_data.agg_headline(None, end_df, None, None)["topics_at_end"] == 0
 
@@ -90,7 +91,7 @@ def test_summary_json_has_the_keys_the_readme_lists(spark, tmp_path):
     events = frame(spark, [("ns-a", "register", M)], EVENTS_DDL)
     snapshots = frame(spark, [(END, "ns-a", "C1", "broker-a", "t1", 8)], SNAPSHOTS_DDL)
     no_findings, no_quarantine = frame(spark, [], "severity string"), frame(spark, [], "line long")
-    headline = report_data.agg_headline(events, report_data.filter_end_of_day(snapshots, DAY), no_findings,
+    headline = report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY), no_findings,
                                         no_quarantine)
     empty = pd.DataFrame()
     data = ReportData(day=DAY, headline=headline, liveness=empty, divergences=empty, distribution=empty,
