@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -387,36 +387,78 @@ def agg_queue_distribution(group_rows_df: DataFrame) -> DataFrame:
 # ---------------------------------------------------------------------------- runs of instants
 
 
-def agg_runs(condition_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+def agg_runs(condition_df: DataFrame, day: dt.date, snapshot_interval_ms: int,
+             keys: Sequence[str] = ("ns", "subject"), details: Sequence[str] = ("detail",)) -> DataFrame:
     """Merge per-instant rows of one kind into runs of consecutive instants.
 
     Args:
-        condition_df: one row per (ns, subject, snapshot_ts) where the condition holds, with a
-            struct column ``detail``.
+        condition_df: one row per (``keys``, snapshot_ts) where the condition holds, with struct
+            columns ``details``.
         day: the UTC day of the snapshots.
         snapshot_interval_ms: their spacing.
+        keys: what a run is of (:func:`agg_kind_runs` adds ``kind``).
+        details: the columns whose value at the run's last instant the run keeps.
 
     Returns:
-        One row per run: ``ns``, ``subject``, ``start_ts``, ``end_ts`` (first and last instant),
-        ``snapshots`` (instants in the run) and ``detail`` (the one of the last instant).
+        One row per run: ``keys``, ``start_ts``, ``end_ts`` (first and last instant),
+        ``snapshots`` (instants in the run) and ``details`` (those of the last instant).
 
     Example:
         Held at 00:05, 00:10 and 00:20 (not 00:15): two runs, 00:05-00:10 and 00:20-00:20.
     """
-    w = Window.partitionBy("ns", "subject").orderBy("_pos")
+    w = Window.partitionBy(*keys).orderBy("_pos")
     return (
         condition_df.withColumn("_pos", snapshot_position(F.col("snapshot_ts"), day, snapshot_interval_ms))
         # gaps-and-islands: within a run, position minus rank is constant
         .withColumn("_run", F.col("_pos") - F.row_number().over(w))
-        .groupBy("ns", "subject", "_run")
+        .groupBy(*keys, "_run")
         .agg(
             F.min("snapshot_ts").alias("start_ts"),
             F.max("snapshot_ts").alias("end_ts"),
             F.count(F.lit(1)).alias("snapshots"),
-            F.max_by("detail", "_pos").alias("detail"),
+            *[F.max_by(c, "_pos").alias(c) for c in details],
         )
-        .select("ns", "subject", "start_ts", "end_ts", "snapshots", "detail")
+        .select(*keys, "start_ts", "end_ts", "snapshots", *details)
     )
+
+
+def agg_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """:func:`agg_runs` of every kind's condition rows at once: one window and one aggregate for
+    all kinds, where a window per kind made the plan nine times as large.
+
+    Each kind's ``detail`` struct keeps its own type in a column of its own (``_detail_<i>``, null
+    on the other kinds' rows); :func:`select_kind_runs` takes one kind's runs back out.
+
+    Args:
+        conditions: kind -> its per-instant rows (``ns``, ``subject``, ``snapshot_ts``, ``detail``).
+        day: the UTC day of the snapshots.
+        snapshot_interval_ms: their spacing.
+
+    Returns:
+        ``kind``, ``ns``, ``subject``, ``start_ts``, ``end_ts``, ``snapshots`` and the
+        ``_detail_<i>`` columns, in the order of ``conditions``.
+    """
+    kinds = list(conditions)
+    types = [conditions[kind].schema["detail"].dataType for kind in kinds]
+    details = [_detail_column(i) for i in range(len(kinds))]
+    merged_df = None
+    for i, kind in enumerate(kinds):
+        rows_df = conditions[kind].select(
+            F.lit(kind).alias("kind"), "ns", "subject", "snapshot_ts",
+            *[(F.col("detail") if j == i else F.lit(None).cast(types[j])).alias(details[j]) for j in range(len(kinds))],
+        )
+        merged_df = rows_df if merged_df is None else merged_df.unionByName(rows_df)
+    return agg_runs(merged_df, day, snapshot_interval_ms, keys=("kind", "ns", "subject"), details=details)
+
+
+def select_kind_runs(kind_runs_df: DataFrame, kinds: Sequence[str], kind: str) -> DataFrame:
+    """The :func:`agg_runs` rows of one ``kind`` of :func:`agg_kind_runs` (``kinds`` in its order)."""
+    return kind_runs_df.where(F.col("kind") == kind).select(
+        "ns", "subject", "start_ts", "end_ts", "snapshots", F.col(_detail_column(list(kinds).index(kind))).alias("detail"))
+
+
+def _detail_column(i: int) -> str:
+    return f"_detail_{i}"
 
 
 def select_findings(runs_df: DataFrame, kind: str) -> DataFrame:
@@ -762,14 +804,21 @@ class DistributionFrames:
     """The stage's outputs for one day, as lazy DataFrames.
 
     Attributes:
-        topic_stats_df: :func:`agg_topic_stats` rows.
-        group_rows_df: :func:`agg_group_rows` rows.
+        topic_stats_df: :func:`agg_topic_stats` rows (persisted).
+        group_rows_df: :func:`agg_group_rows` rows (persisted).
         findings_df: finding rows (``jobs.findings`` columns), category ``distribution``.
+        cached: the intermediates persisted on first use (:meth:`release` frees them).
     """
 
     topic_stats_df: DataFrame
     group_rows_df: DataFrame
     findings_df: DataFrame
+    cached: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Unpersist the shared intermediates."""
+        for df in self.cached:
+            df.unpersist()
 
 
 def build_distribution(
@@ -802,34 +851,46 @@ def build_distribution(
         *PIECE_COLUMNS, F.lit(-1).cast("long").alias("first_pos"), F.lit(-1).cast("long").alias("last_pos")
     ).transform(with_queue_flags)
     broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
-    topic_stats_df = agg_topic_stats(flagged_df, day, interval)
-    group_rows_df = agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
+    # each is read by its table and by several findings: persisted (before the runs below, whose
+    # cached plan then reads them from the cache)
+    topic_stats_df = agg_topic_stats(flagged_df, day, interval).persist(StorageLevel.MEMORY_AND_DISK)
+    group_rows_df = agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df,
+                                   day).persist(StorageLevel.MEMORY_AND_DISK)
 
-    def runs(condition_df: DataFrame) -> DataFrame:
-        return agg_runs(condition_df, day, interval)
+    conditions = {
+        "no_writable_queue": filter_no_writable_queue(topic_stats_df),
+        "read_write_mismatch": filter_read_write_mismatch(flagged_df, day, interval),
+        "single_broker_topic": filter_single_broker_topic(topic_stats_df),
+        "write_perm_wiped": filter_write_perm_wiped(flagged_df, previous_flagged_df, day, interval),
+        "queue_skew": filter_queue_skew(group_rows_df, params),
+        "no_master": filter_no_master(group_rows_df),
+        "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
+        "broker_in_two_clusters": filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval),
+        "addr_in_two_groups": filter_addr_in_two_groups(broker_addr_df, day, interval),
+    }
+    # small (a row per run), read once per kind: computed here, once, and cut from its plan, so
+    # that the nine reads neither repeat nor re-plan it
+    kind_runs_df = agg_kind_runs(conditions, day, interval).localCheckpoint(eager=True)
 
-    no_writable_df = runs(filter_no_writable_queue(topic_stats_df))
-    single_broker_df = runs(filter_single_broker_topic(topic_stats_df))
+    def runs(kind: str) -> DataFrame:
+        return select_kind_runs(kind_runs_df, list(conditions), kind)
+
+    no_writable_df, single_broker_df = runs("no_writable_queue"), runs("single_broker_topic")
     ends = ["ns", "subject", "end_ts"]
     queue_datas_df = agg_last_queue_datas(no_writable_df.select(*ends).unionByName(single_broker_df.select(*ends)),
                                           flagged_df, day, interval)
-    findings = [
-        select_findings(with_queue_datas(no_writable_df, queue_datas_df), "no_writable_queue"),
-        select_findings(runs(filter_read_write_mismatch(flagged_df, day, interval)), "read_write_mismatch"),
-        select_findings(with_queue_datas(single_broker_df, queue_datas_df), "single_broker_topic"),
-        select_findings(runs(filter_write_perm_wiped(flagged_df, previous_flagged_df, day, interval)),
-                        "write_perm_wiped"),
-        select_findings(with_skew_plan(runs(filter_queue_skew(group_rows_df, params)), params), "queue_skew"),
-        select_findings(with_last_addrs(runs(filter_no_master(group_rows_df)), broker_addr_df), "no_master"),
-        select_findings(runs(filter_queue_data_without_broker(group_rows_df)), "queue_data_without_broker"),
-        select_findings(runs(filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval)),
-                        "broker_in_two_clusters"),
-        select_findings(runs(filter_addr_in_two_groups(broker_addr_df, day, interval)), "addr_in_two_groups"),
-    ]
+    enriched = {
+        "no_writable_queue": with_queue_datas(no_writable_df, queue_datas_df),
+        "single_broker_topic": with_queue_datas(single_broker_df, queue_datas_df),
+        "queue_skew": with_skew_plan(runs("queue_skew"), params),
+        "no_master": with_last_addrs(runs("no_master"), broker_addr_df),
+    }
+    findings = [select_findings(enriched[kind] if kind in enriched else runs(kind), kind) for kind in conditions]
     findings_df = findings[0]
     for more_df in findings[1:]:
         findings_df = findings_df.unionByName(more_df)
-    return DistributionFrames(topic_stats_df, group_rows_df, findings_df)
+    return DistributionFrames(topic_stats_df, group_rows_df, findings_df,
+                              cached=(topic_stats_df, group_rows_df))
 
 
 def agg_end_of_day_distribution(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
@@ -897,9 +958,7 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         _read_day(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, day),
         day, params, runs_df,
     )
-    # each is read by its table and by several findings: compute once
-    topic_stats_df = frames.topic_stats_df.persist(StorageLevel.MEMORY_AND_DISK)
-    group_rows_df = frames.group_rows_df.persist(StorageLevel.MEMORY_AND_DISK)
+    topic_stats_df, group_rows_df = frames.topic_stats_df, frames.group_rows_df
     try:
         where = {"date": day}
         write_table(agg_topic_distribution(topic_stats_df, day), lake.table_path(lake_dir, TOPIC_DISTRIBUTION),
@@ -919,7 +978,8 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         ).first()
         topic_rows = topic_stats_df.count()
     finally:
-        for df in (topic_stats_df, group_rows_df, pieces_df, runs_df):
+        frames.release()
+        for df in (pieces_df, runs_df):
             df.unpersist()
     notes = [] if counts["rows"] else [
         f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]

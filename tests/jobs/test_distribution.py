@@ -73,9 +73,28 @@ def cluster_row(cluster, broker, start=0, end=None, *, ns="ns-a"):
     return (ns, cluster, broker, at(start), at(end), 1, None, DAY)
 
 
+_BUILT: list = []  # frames built by the running test, released after it
+
+
+@pytest.fixture(autouse=True)
+def _release_frames():
+    # build_distribution persists its shared intermediates; every cached plan left behind would
+    # be matched against each later query of the session
+    yield
+    while _BUILT:
+        _BUILT.pop().release()
+
+
+def build(*args, **kwargs):
+    """``D.build_distribution``, released when the test ends."""
+    fr = D.build_distribution(*args, **kwargs)
+    _BUILT.append(fr)
+    return fr
+
+
 def frames(spark, snapshot_rows, *, previous=(), addr_rows=(), cluster_rows=(), params=PARAMS):
     """The stage's frames for hand-built snapshot rows (each a piece of one instant)."""
-    return D.build_distribution(
+    return build(
         D.pieces_from_snapshots(snapshots(spark, snapshot_rows), DAY, params.snapshot_interval_ms),
         snapshots(spark, list(previous)),
         frame(spark, list(addr_rows), BROKER_ADDR_HISTORY_SCHEMA),
@@ -223,6 +242,31 @@ def test_runs_merge_consecutive_instants_only(spark):
 
 
 # ---------------------------------------------------------------------------- topic findings
+
+
+def test_kind_runs_keep_kinds_apart_each_with_its_own_detail_type(spark):
+    # two kinds on the same (ns, subject) and instants: the runs of one never merge with the
+    # other's, and each kind gets its own detail back with its own type (a null detail included)
+    a_df = frame(spark, [("ns-a", "s", at(1)), ("ns-a", "s", at(2)), ("ns-a", "s", at(4))],
+                 "ns string, subject string, snapshot_ts timestamp").withColumn(
+        "detail", F.struct(F.col("snapshot_ts").alias("seen")))
+    b_df = frame(spark, [("ns-a", "s", at(3), None), ("ns-a", "s", at(2), 7)],
+                 "ns string, subject string, snapshot_ts timestamp, n long").withColumn(
+        "detail", F.struct("n", F.array("n").alias("ns_list")))
+    kinds = ["a", "b"]
+    runs_df = D.agg_kind_runs({"a": a_df, "b": b_df}, DAY, STEP)
+    a_runs = D.select_kind_runs(runs_df, kinds, "a")
+    b_runs = D.select_kind_runs(runs_df, kinds, "b")
+    assert a_runs.schema["detail"].dataType == a_df.schema["detail"].dataType
+    assert b_runs.schema["detail"].dataType == b_df.schema["detail"].dataType
+    def ms(c):
+        return F.unix_millis(c) - T0
+
+    a_got = a_runs.select(ms("start_ts"), ms("end_ts"), "snapshots", ms("detail.seen")).collect()
+    assert sorted(tuple(r) for r in a_got) == [(STEP, 2 * STEP, 2, 2 * STEP), (4 * STEP, 4 * STEP, 1, 4 * STEP)]
+    # the detail is the run's last instant's: there n is null
+    b_got = b_runs.select(ms("start_ts"), ms("end_ts"), "snapshots", "detail.n", "detail.ns_list").collect()
+    assert [tuple(r) for r in b_got] == [(2 * STEP, 3 * STEP, 2, None, [None])]
 
 
 def test_no_writable_queue(spark):
@@ -644,20 +688,13 @@ def test_pieces_give_what_the_exploded_snapshots_give(spark):
     cluster_df = frame(spark, [], CLUSTER_HISTORY_SCHEMA)
     previous_df = snapshots(spark, [])
     runs_df = agg_broker_data_runs(addr_df, DAY, STEP)
-    by_pieces = D.build_distribution(agg_route_pieces(queue_df, runs_df, DAY, STEP), previous_df, addr_df, cluster_df,
-                                     DAY, PARAMS)
+    by_pieces = build(agg_route_pieces(queue_df, runs_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS)
     instants_df = agg_route_snapshots(queue_df, addr_df, DAY, STEP)
-    by_instants = D.build_distribution(D.pieces_from_snapshots(instants_df, DAY, STEP), previous_df, addr_df,
-                                       cluster_df, DAY, PARAMS)
-    cached = [df.persist() for fr in (by_pieces, by_instants) for df in (fr.topic_stats_df, fr.group_rows_df)]
-    try:
-        for name in ("topic_stats_df", "group_rows_df"):
-            assert_df_equality(getattr(by_pieces, name), getattr(by_instants, name), ignore_row_order=True,
-                               ignore_nullable=True)
-        found, expected = (sorted(tuple(r) for r in fr.findings_df.collect()) for fr in (by_pieces, by_instants))
-    finally:
-        for df in cached:
-            df.unpersist()
+    by_instants = build(D.pieces_from_snapshots(instants_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS)
+    for name in ("topic_stats_df", "group_rows_df"):
+        assert_df_equality(getattr(by_pieces, name), getattr(by_instants, name), ignore_row_order=True,
+                           ignore_nullable=True)
+    found, expected = (sorted(tuple(r) for r in fr.findings_df.collect()) for fr in (by_pieces, by_instants))
     assert found == expected
     # the random days make most kinds (not the cluster-set and shared-address ones: no such history)
     assert {"no_writable_queue", "single_broker_topic", "write_perm_wiped", "no_master",
