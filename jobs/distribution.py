@@ -801,7 +801,8 @@ def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_
 
 @dataclass(frozen=True)
 class DistributionFrames:
-    """The stage's outputs for one day, as lazy DataFrames.
+    """The stage's outputs for one day, as DataFrames (lazy but for the findings' runs, which
+    :func:`build_distribution` computes: they are small and read nine times).
 
     Attributes:
         topic_stats_df: :func:`agg_topic_stats` rows (persisted).
@@ -830,7 +831,7 @@ def build_distribution(
     params: DistributionParams,
     broker_data_runs_df: DataFrame | None = None,
 ) -> DistributionFrames:
-    """Compose the transforms for one day.
+    """Compose the transforms for one day; computes the findings' runs of instants (small) at once.
 
     Args:
         pieces_df: the day's routes as pieces (:func:`jobs.snapshots.agg_route_pieces`, or
@@ -851,8 +852,8 @@ def build_distribution(
         *PIECE_COLUMNS, F.lit(-1).cast("long").alias("first_pos"), F.lit(-1).cast("long").alias("last_pos")
     ).transform(with_queue_flags)
     broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
-    # each is read by its table and by several findings: persisted (before the runs below, whose
-    # cached plan then reads them from the cache)
+    # each is read by its table and by several findings: persisted before the runs below are
+    # computed, which then read them from the cache
     topic_stats_df = agg_topic_stats(flagged_df, day, interval).persist(StorageLevel.MEMORY_AND_DISK)
     group_rows_df = agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df,
                                    day).persist(StorageLevel.MEMORY_AND_DISK)
