@@ -241,9 +241,6 @@ def test_runs_merge_consecutive_instants_only(spark):
     assert_df_equality(actual_df, expected_df, ignore_row_order=True, ignore_nullable=True)
 
 
-# ---------------------------------------------------------------------------- topic findings
-
-
 def test_kind_runs_keep_kinds_apart_each_with_its_own_detail_type(spark):
     # two kinds on the same (ns, subject) and instants: the runs of one never merge with the
     # other's, and each kind gets its own detail back with its own type (a null detail included)
@@ -259,6 +256,7 @@ def test_kind_runs_keep_kinds_apart_each_with_its_own_detail_type(spark):
     b_runs = D.select_kind_runs(runs_df, kinds, "b")
     assert a_runs.schema["detail"].dataType == a_df.schema["detail"].dataType
     assert b_runs.schema["detail"].dataType == b_df.schema["detail"].dataType
+
     def ms(c):
         return F.unix_millis(c) - T0
 
@@ -267,6 +265,9 @@ def test_kind_runs_keep_kinds_apart_each_with_its_own_detail_type(spark):
     # the detail is the run's last instant's: there n is null
     b_got = b_runs.select(ms("start_ts"), ms("end_ts"), "snapshots", "detail.n", "detail.ns_list").collect()
     assert [tuple(r) for r in b_got] == [(2 * STEP, 3 * STEP, 2, None, [None])]
+
+
+# ---------------------------------------------------------------------------- topic findings
 
 
 def test_no_writable_queue(spark):
