@@ -184,6 +184,8 @@ def main() -> int:
         for i in range(args.runs):
             print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.1f})", flush=True)
             runs.append(one_run(spark, config, events_dir, lake_dir))
+            print(f"  run {i + 1}: {runs[-1]['total']:.1f} s, peak driver RSS {runs[-1]['peak_driver'] / 2**30:.2f} GiB",
+                  flush=True)
         if not args.no_replay:
             # after every audit: the replay's Python heap stays in this process's RSS, which the
             # audits' driver-memory figure must not include
