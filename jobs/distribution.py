@@ -426,8 +426,8 @@ def agg_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date, snapshot_in
     """:func:`agg_runs` of every kind's condition rows at once: one window and one aggregate for
     all kinds, where a window per kind made the plan nine times as large.
 
-    Each kind's ``detail`` struct keeps its own type in a column of its own (``_detail_<i>``, null
-    on the other kinds' rows); :func:`select_kind_runs` takes one kind's runs back out.
+    Each kind's ``detail`` struct keeps its own type in a column of its own (``_detail_<kind>``,
+    null on the other kinds' rows); :func:`select_kind_runs` takes one kind's runs back out.
 
     Args:
         conditions: kind -> its per-instant rows (``ns``, ``subject``, ``snapshot_ts``, ``detail``).
@@ -435,30 +435,30 @@ def agg_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date, snapshot_in
         snapshot_interval_ms: their spacing.
 
     Returns:
-        ``kind``, ``ns``, ``subject``, ``start_ts``, ``end_ts``, ``snapshots`` and the
-        ``_detail_<i>`` columns, in the order of ``conditions``.
+        ``kind``, ``ns``, ``subject``, ``start_ts``, ``end_ts``, ``snapshots`` and a
+        ``_detail_<kind>`` column per kind.
     """
-    kinds = list(conditions)
-    types = [conditions[kind].schema["detail"].dataType for kind in kinds]
-    details = [_detail_column(i) for i in range(len(kinds))]
+    types = {kind: df.schema["detail"].dataType for kind, df in conditions.items()}
     merged_df = None
-    for i, kind in enumerate(kinds):
-        rows_df = conditions[kind].select(
+    for kind, condition_df in conditions.items():
+        rows_df = condition_df.select(
             F.lit(kind).alias("kind"), "ns", "subject", "snapshot_ts",
-            *[(F.col("detail") if j == i else F.lit(None).cast(types[j])).alias(details[j]) for j in range(len(kinds))],
+            *[(F.col("detail") if other == kind else F.lit(None).cast(types[other])).alias(_detail_column(other))
+              for other in conditions],
         )
         merged_df = rows_df if merged_df is None else merged_df.unionByName(rows_df)
-    return agg_runs(merged_df, day, snapshot_interval_ms, keys=("kind", "ns", "subject"), details=details)
+    return agg_runs(merged_df, day, snapshot_interval_ms, keys=("kind", "ns", "subject"),
+                    details=[_detail_column(kind) for kind in conditions])
 
 
-def select_kind_runs(kind_runs_df: DataFrame, kinds: Sequence[str], kind: str) -> DataFrame:
-    """The :func:`agg_runs` rows of one ``kind`` of :func:`agg_kind_runs` (``kinds`` in its order)."""
+def select_kind_runs(kind_runs_df: DataFrame, kind: str) -> DataFrame:
+    """The :func:`agg_runs` rows of one ``kind`` of :func:`agg_kind_runs`."""
     return kind_runs_df.where(F.col("kind") == kind).select(
-        "ns", "subject", "start_ts", "end_ts", "snapshots", F.col(_detail_column(list(kinds).index(kind))).alias("detail"))
+        "ns", "subject", "start_ts", "end_ts", "snapshots", F.col(_detail_column(kind)).alias("detail"))
 
 
-def _detail_column(i: int) -> str:
-    return f"_detail_{i}"
+def _detail_column(kind: str) -> str:
+    return f"_detail_{kind}"
 
 
 def select_findings(runs_df: DataFrame, kind: str) -> DataFrame:
@@ -874,7 +874,7 @@ def build_distribution(
     kind_runs_df = agg_kind_runs(conditions, day, interval).localCheckpoint(eager=True)
 
     def runs(kind: str) -> DataFrame:
-        return select_kind_runs(kind_runs_df, list(conditions), kind)
+        return select_kind_runs(kind_runs_df, kind)
 
     no_writable_df, single_broker_df = runs("no_writable_queue"), runs("single_broker_topic")
     ends = ["ns", "subject", "end_ts"]

@@ -250,10 +250,9 @@ def test_kind_runs_keep_kinds_apart_each_with_its_own_detail_type(spark):
     b_df = frame(spark, [("ns-a", "s", at(3), None), ("ns-a", "s", at(2), 7)],
                  "ns string, subject string, snapshot_ts timestamp, n long").withColumn(
         "detail", F.struct("n", F.array("n").alias("ns_list")))
-    kinds = ["a", "b"]
     runs_df = D.agg_kind_runs({"a": a_df, "b": b_df}, DAY, STEP)
-    a_runs = D.select_kind_runs(runs_df, kinds, "a")
-    b_runs = D.select_kind_runs(runs_df, kinds, "b")
+    a_runs = D.select_kind_runs(runs_df, "a")
+    b_runs = D.select_kind_runs(runs_df, "b")
     assert a_runs.schema["detail"].dataType == a_df.schema["detail"].dataType
     assert b_runs.schema["detail"].dataType == b_df.schema["detail"].dataType
 
