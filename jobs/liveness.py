@@ -5,9 +5,9 @@ A *liveness window* is one live entry of an address in one server's ``brokerLive
 the first later ``unregister``, ``expire`` or ``channel_close`` of the address, or when the server's
 tables vanish (``ns_stop``; ``ns_start`` = a crash restart, end reason ``ns_restart``). Everything
 is columnar: each server's ``ns_start``/``ns_stop`` events travel to the address events as a small
-broadcast array that numbers the server's *runs*, and one window over (ns, address, run) ordered
-by ``seq`` assigns every event to its liveness window (:mod:`jobs.liveness_windows`: that sort is the
-stage's cost, so it carries numbers only).
+broadcast array that numbers the server's *runs*, and one window over each stream (ns, address,
+run) ordered by ``seq`` assigns every event to its liveness window (:mod:`jobs.liveness_windows`:
+that sort is the stage's cost, so it carries numbers only, the stream as one int).
 
 Two kinds of rows stand for the time before the day's first event of an address:
 
@@ -219,7 +219,8 @@ def agg_runs(run_events_df: DataFrame, run_intervals_df: DataFrame, carried_runs
     the bound ``last_update + expiry + scan``). Timers fall back to ``params``.
 
     Args:
-        run_events_df: the day's events (``ns``, ``ts_ms``) with ``run`` (:func:`with_run`).
+        run_events_df: the day's events (``ns``, ``ts_ms``) with ``run`` (:func:`with_run`), or
+            any rows whose greatest ``ts_ms`` per (ns, run) is that of the events.
         run_intervals_df: :func:`agg_run_intervals`.
         carried_runs_df: the run open at 00:00 per server, possibly empty.
         params: timer defaults.
@@ -632,16 +633,29 @@ def build_liveness(
     late_gap_ms = params.heartbeat_period_ms + params.late_heartbeat_slack_ms
     resets_df = agg_resets(day_events_df).persist()
     intervals_df = agg_run_intervals(resets_df).persist()
-    runs_df = agg_runs(with_run(day_events_df.select("ns", "seq", "ts_ms"), intervals_df), intervals_df,
-                       carried_runs_df, params).persist()
+    # one scan gives each run's last event and the day's streams (ns, address, run): a row per
+    # stream with its last event, and one per run for the events without an address
+    stream_last_df = (
+        with_run(day_events_df.select("ns", "seq", "ts_ms", "broker_addr"), intervals_df)
+        .groupBy("ns", "run", "broker_addr").agg(F.max("ts_ms").alias("ts_ms"))
+        .persist()
+    )
+    runs_df = agg_runs(stream_last_df, intervals_df, carried_runs_df, params).persist()
     carry_df = select_carry_rows(prev_windows_df)
+    # a _carry row (seq 0) is in run 0; persisted: the address events are tagged with it, and the
+    # windows take their strings back from it
+    numbered_df = LW.number_streams(
+        stream_last_df.where(F.col("broker_addr").isNotNull()).select(*LW.STREAM_KEYS)
+        .unionByName(carry_df.select("ns", F.lit(0).alias("run"), "broker_addr")),
+        intervals_df,
+    ).persist()
     # persisted before the identity lookup, which reads it twice (its keys, then the join)
     unnamed_df = (
         LW.select_address_stream(day_events_df)
         .unionByName(LW.select_carry_stream(carry_df))
-        .transform(lambda df: with_run(df, intervals_df))
+        .transform(lambda df: LW.with_stream_id(df, numbered_df))
         .transform(LW.with_window_keys)
-        .transform(lambda df: LW.agg_windows(df, intervals_df, day, late_gap_ms))
+        .transform(lambda df: LW.agg_windows(df, numbered_df, intervals_df, day, late_gap_ms))
         .persist()
     )
     windows_df = (
@@ -675,7 +689,7 @@ def build_liveness(
     availability_df = agg_broker_availability(windows_df, servers_df, day)
     return LivenessFrames(
         windows_df.select(*LIVENESS_WINDOWS_SCHEMA.names), findings_df, availability_df,
-        cached=(resets_df, intervals_df, runs_df, unnamed_df, windows_df, checks_df),
+        cached=(resets_df, intervals_df, stream_last_df, runs_df, numbered_df, unnamed_df, windows_df, checks_df),
     )
 
 

@@ -1,11 +1,13 @@
 """Liveness windows from the address stream: the one sort of the liveness stage.
 
-Every address event of a day is ordered by ``seq`` within its (ns, address, run), which is the
-stage's cost. So the rows that go through that sort carry numbers only: the event's ``kind`` (its
-type and request code as one small int), ``seq``, ``ts_ms`` and the data version as two longs.
-The strings a window reports (its identity, the end reason) are looked up afterwards for its few
-rows: :func:`agg_windows` keeps the seq of the event that names the window, and
-:func:`with_window_identity` fetches that event's ``cluster``, ``broker_name`` and ``broker_id``.
+Every address event of a day is ordered by ``seq`` within its *stream* (ns, address, run), which
+is the stage's cost. So the rows that go through that sort carry numbers only: the stream as one
+int ``sid`` (:func:`number_streams` numbers the day's few streams, :func:`with_stream_id` tags the
+events with them), the event's ``kind`` (its type and request code as one small int), ``seq``,
+``ts_ms`` and the data version as two longs. The strings a window reports are looked up
+afterwards for its few rows: the stream's ``ns`` and ``broker_addr`` by ``sid``, and its identity
+by the seq of the event that names the window (:func:`agg_windows` keeps it as ``id_seq``,
+:func:`with_window_identity` fetches that event's ``cluster``, ``broker_name`` and ``broker_id``).
 
 The semantics (what opens, refreshes and ends a window) are in :mod:`jobs.liveness`.
 """
@@ -30,10 +32,14 @@ REGISTER_103, REGISTER_OTHER = 1, 2  # a register (REGISTER_BROKER, or a request
 HEARTBEAT_103, HEARTBEAT_904, HEARTBEAT_322, HEARTBEAT_OTHER = 3, 4, 5, 6
 UNREGISTER, EXPIRE, CHANNEL_CLOSE = 7, 8, 9
 
-# what the sort carries; ts_ms of a CARRY row is the previous day's last refresh
-STREAM_COLUMNS = ("ns", "broker_addr", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")
+# an address event or _carry row before it has its stream; ts_ms of a CARRY row is the previous
+# day's last refresh
+ADDRESS_COLUMNS = ("ns", "broker_addr", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")
+STREAM_KEYS = ("ns", "broker_addr", "run")  # one stream: what `sid` numbers
+STREAM_COLUMNS = ("sid", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")  # what the sort carries
 IDENTITY_COLUMNS = ("cluster", "broker_name", "broker_id")
-WINDOW_KEYS = ("ns", "broker_addr", "run", "wkey")  # one liveness window
+WINDOW_KEYS = ("sid", "wkey")  # one liveness window
+MAX_SEQ = 2**63 - 1
 
 
 def _kind() -> Column:
@@ -84,7 +90,7 @@ def removal_type(kind: Column) -> Column:
 
 
 def select_address_stream(events_df: DataFrame) -> DataFrame:
-    """The events that touch a live entry, with an address, as ``STREAM_COLUMNS`` rows."""
+    """The events that touch a live entry, with an address, as ``ADDRESS_COLUMNS`` rows."""
     dv = F.col("data_version")
     return events_df.where(
         F.col("type").isin("register", "heartbeat", *REMOVALS) & F.col("broker_addr").isNotNull()
@@ -95,7 +101,7 @@ def select_address_stream(events_df: DataFrame) -> DataFrame:
 
 
 def select_carry_stream(carry_df: DataFrame) -> DataFrame:
-    """``STREAM_COLUMNS`` rows of the ``_carry`` rows (``ns``, ``broker_addr``, ``last_update_ms``).
+    """``ADDRESS_COLUMNS`` rows of the ``_carry`` rows (``ns``, ``broker_addr``, ``last_update_ms``).
 
     ``seq`` 0 puts the row before every event (seqs start at 1); its ``ts_ms`` is the window's last
     refresh, so the first gap of the day and the expiry check see across midnight.
@@ -107,10 +113,54 @@ def select_carry_stream(carry_df: DataFrame) -> DataFrame:
     )
 
 
-def with_window_keys(stream_df: DataFrame) -> DataFrame:
-    """Assign every stream row (``STREAM_COLUMNS`` with ``run``) to its liveness window.
+def number_streams(streams_df: DataFrame, run_intervals_df: DataFrame) -> DataFrame:
+    """Number the day's streams: ``sid``, ``STREAM_KEYS``, and the run's seq range ``[lo_seq, hi_seq)``.
 
-    Adds, over (ns, broker_addr, run) ordered by seq:
+    The numbers count from 0 in (ns, broker_addr, run) order, so a recomputation gives the same
+    ones. The streams are few (a row per address and server run), so they are numbered in one
+    sorted partition, where ``monotonically_increasing_id`` is the row's position (a window
+    without partition keys would do the same, and log a warning each time).
+
+    Args:
+        streams_df: ``STREAM_KEYS`` of the day's streams, duplicates allowed.
+        run_intervals_df: ``agg_run_intervals``; a server without resets today is in run 0 all day.
+    """
+    ranges_df = run_intervals_df.select("ns", "run", "lo_seq", "hi_seq")
+    return (
+        streams_df.select(*STREAM_KEYS).distinct()
+        .join(F.broadcast(ranges_df), ["ns", "run"], "left")
+        .repartition(1)
+        .sortWithinPartitions(*STREAM_KEYS)
+        .select(
+            F.monotonically_increasing_id().cast(T.IntegerType()).alias("sid"),
+            *STREAM_KEYS,
+            F.coalesce(F.col("lo_seq"), F.lit(0).cast(T.LongType())).alias("lo_seq"),
+            F.coalesce(F.col("hi_seq"), F.lit(MAX_SEQ)).alias("hi_seq"),
+        )
+    )
+
+
+def with_stream_id(address_df: DataFrame, numbered_df: DataFrame) -> DataFrame:
+    """``STREAM_COLUMNS`` of ``ADDRESS_COLUMNS`` rows: their stream's ``sid`` instead of its strings.
+
+    A broadcast join on (ns, broker_addr) whose seq range picks the run, as ``with_run`` does in
+    :mod:`jobs.liveness`; every row must have its stream in ``numbered_df``
+    (:func:`number_streams`), or it is dropped.
+    """
+    keys_df = numbered_df.select(
+        F.col("ns").alias("_s_ns"), F.col("broker_addr").alias("_s_addr"), "sid", "lo_seq", "hi_seq"
+    )
+    inside = (
+        (F.col("ns") == F.col("_s_ns")) & (F.col("broker_addr") == F.col("_s_addr"))
+        & (F.col("seq") >= F.col("lo_seq")) & (F.col("seq") < F.col("hi_seq"))
+    )
+    return address_df.join(F.broadcast(keys_df), inside, "inner").select(*STREAM_COLUMNS)
+
+
+def with_window_keys(stream_df: DataFrame) -> DataFrame:
+    """Assign every stream row (``STREAM_COLUMNS``) to its liveness window.
+
+    Adds, over the stream (``sid``) ordered by seq:
 
     * ``wkey``: seq of the ``register`` that opened the row's window; 0 for the leading segment
       (events before the run's first register, which may continue a window from before 00:00);
@@ -129,10 +179,8 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
         register@1 (wkey 1, no gap), heartbeat@2 (wkey 1, gap), expire@3 (in_window, ends it),
         a 904@4 after it is in no window (``in_window`` false), register@5 opens wkey 5.
     """
-    # _stream leads the partition keys so the sort compares rows of different streams by one long
-    # (its prefix); the keys after it still separate the partitions, so a hash collision only
-    # puts two streams next to each other in the sort.
-    by_addr = Window.partitionBy("_stream", "ns", "broker_addr", "run").orderBy("seq")
+    # an int partition key: the sort compares rows of different streams by their prefix alone
+    by_addr = Window.partitionBy("sid").orderBy("seq")
     upto = by_addr.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     before = by_addr.rowsBetween(Window.unboundedPreceding, -1)
     is_103 = _is_103()
@@ -143,7 +191,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
 
     # one select per pass: Spark then evaluates its window columns in one Window operator, which
     # buffers each partition once (one withColumn per window column would buffer it per column)
-    keyed_df = stream_df.withColumn("_stream", F.xxhash64("ns", "broker_addr", "run")).select(
+    keyed_df = stream_df.select(
         "*",
         running_last(F.when(_is_register(), F.col("seq")), upto).alias("_start_seq"),
         running_last(F.when(_is_removal(), F.col("seq")), before).alias("_removal_before"),
@@ -157,7 +205,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
     )
     point = F.col("is_refresh") | (_is_carry() & F.col("ts_ms").isNotNull())
     refreshed_df = keyed_df.select(
-        *STREAM_COLUMNS, "run", "_stream",
+        *STREAM_COLUMNS,
         F.coalesce(F.col("_start_seq"), F.lit(0).cast(T.LongType())).alias("wkey"),
         in_window.alias("in_window"),
         F.coalesce(refresh, F.lit(False)).alias("is_refresh"),
@@ -166,7 +214,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
         refreshed_df.withColumn("refresh_point", point)
         .withColumn("_prev_ms", running_last(F.when(F.col("refresh_point"), F.col("ts_ms")), before))
         .withColumn("gap_ms", F.when(F.col("is_refresh") & ~_is_register(), F.col("ts_ms") - F.col("_prev_ms")))
-        .drop("_prev_ms", "_stream")
+        .drop("_prev_ms")
     )
 
 
@@ -203,7 +251,8 @@ def agg_gap_counts(keyed_df: DataFrame) -> DataFrame:
     )
 
 
-def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, late_gap_ms: int) -> DataFrame:
+def agg_windows(keyed_df: DataFrame, numbered_df: DataFrame, run_intervals_df: DataFrame, day: dt.date,
+                late_gap_ms: int) -> DataFrame:
     """One row per liveness window: ``LIVENESS_WINDOWS_SCHEMA`` columns but the identity, plus
     ``run`` and ``id_seq`` (the seq of the event that names the window, see
     :func:`with_window_identity`).
@@ -219,6 +268,7 @@ def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, 
 
     Args:
         keyed_df: :func:`with_window_keys` output.
+        numbered_df: :func:`number_streams` (each window's ``ns``, ``broker_addr`` and ``run``).
         run_intervals_df: ``agg_run_intervals`` (the reset that ends a run ends its windows).
         day: the UTC day (``date`` and the 00:00 start of carried windows).
         late_gap_ms: a longer gap between refreshes is a late heartbeat.
@@ -252,9 +302,9 @@ def agg_windows(keyed_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, 
             F.max("_last_update_ms").alias("_last_update_ms"),
         )
         # the next window's register ends a window that saw no removal (lost lines, see module doc)
-        .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("ns", "broker_addr", "run")
-                                                                .orderBy("wkey")))
+        .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("sid").orderBy("wkey")))
         .where((F.col("wkey") > 0) | F.col("_carried") | F.col("_proof"))
+        .join(F.broadcast(numbered_df.select("sid", *STREAM_KEYS)), ["sid"], "inner")
         .join(F.broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
               ["ns", "run"], "left")
     )

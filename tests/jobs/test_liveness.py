@@ -208,6 +208,27 @@ def test_runs_are_numbered_by_the_resets_before_each_event(spark):
     )
 
 
+def test_streams_are_numbered_and_address_events_tagged_by_their_run(spark):
+    """Each (ns, address, run) gets its own int ``sid``; an event's run follows its seq, so one
+    address before and after a restart is two streams, and a server without resets keeps run 0."""
+    log = Log().reg(1000, M).reg(1500, S).stop(2000).start(3000).reg(4000, M)
+    other = Log("ns-b").reg(500, M)
+    df = L.with_event_ms(events_df(spark, log, other))
+    intervals = L.agg_run_intervals(L.agg_resets(df))
+    streams = frame(spark, [("ns-a", M, 0), ("ns-a", S, 0), ("ns-a", M, 2), ("ns-b", M, 0), ("ns-a", M, 0)],
+                    "ns string, broker_addr string, run int")
+    numbered = LW.number_streams(streams, intervals)
+    assert_same(
+        numbered,
+        frame(spark, [(0, "ns-a", M, 0, 0, 3), (1, "ns-a", M, 2, 4, 2**63 - 1), (2, "ns-a", S, 0, 0, 3),
+                      (3, "ns-b", M, 0, 0, 2**63 - 1)],
+              "sid int, ns string, broker_addr string, run int, lo_seq long, hi_seq long"),
+    )
+    tagged = LW.with_stream_id(LW.select_address_stream(df), numbered)
+    assert tagged.columns == list(LW.STREAM_COLUMNS)
+    assert [(r["sid"], r["seq"]) for r in tagged.orderBy("sid", "seq").collect()] == [(0, 1), (1, 5), (2, 2), (3, 1)]
+
+
 # ---------------------------------------------------------------------------- windows
 
 
@@ -528,18 +549,23 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
                                      ("ns-c", True, None)]
 
 
-def test_the_address_stream_sort_leads_with_a_long(spark):
-    """The stage's one big sort (every address event, by stream and seq) takes its prefix from a
-    64-bit hash of the stream, not from ``ns`` (a few values), and the hash does not leak out."""
-    stream_df = frame(
+def test_the_address_stream_sort_carries_numbers_only(spark):
+    """The stage's one big sort (every address event, by stream and seq) sorts rows without a
+    string: the stream is its int ``sid``, which leads the sort keys (the sort's prefix)."""
+    address_df = frame(
         spark,
-        [("ns-a", M, 1, T0, LW.REGISTER_103, 1, 1, 0), ("ns-a", M, 2, T0 + 30_000, LW.HEARTBEAT_904, None, None, 0)],
-        "ns string, broker_addr string, seq long, ts_ms long, kind byte, dv_ts long, dv_counter long, run int",
+        [("ns-a", M, 1, T0, LW.REGISTER_103, 1, 1), ("ns-a", M, 2, T0 + 30_000, LW.HEARTBEAT_904, None, None),
+         ("ns-b", M, 1, T0 + 5, LW.REGISTER_103, 1, 1)],
+        "ns string, broker_addr string, seq long, ts_ms long, kind byte, dv_ts long, dv_counter long",
     )
+    no_resets = frame(spark, [], "ns string, run int, lo_seq long, hi_seq long")
+    numbered = LW.number_streams(address_df.select("ns", "broker_addr", F.lit(0).alias("run")), no_resets)
+    stream_df = LW.with_stream_id(address_df, numbered)
+    assert not [f.name for f in stream_df.schema.fields if isinstance(f.dataType, T.StringType)]
     keyed_df = LW.with_window_keys(stream_df)
     plan = keyed_df._jdf.queryExecution().executedPlan().toString()
-    sorts = [line.split("Sort [", 1)[1] for line in plan.splitlines() if "Sort [" in line]
-    assert sorts and all(keys.startswith("_stream#") for keys in sorts), plan
-    assert "_stream" not in keyed_df.columns
-    got = [(r["seq"], r["wkey"], r["gap_ms"]) for r in keyed_df.orderBy("seq").collect()]
-    assert got == [(1, 1, None), (2, 1, 30_000)]
+    # the sorts by seq (numbering the streams sorts them by their strings, a row per stream)
+    sorts = [line.split("Sort [", 1)[1] for line in plan.splitlines() if "Sort [" in line and "seq#" in line]
+    assert sorts and all(keys.startswith("sid#") for keys in sorts), plan
+    got = [(r["sid"], r["seq"], r["wkey"], r["gap_ms"]) for r in keyed_df.orderBy("sid", "seq").collect()]
+    assert got == [(0, 1, 1, None), (0, 2, 1, 30_000), (1, 1, 1, None)]
