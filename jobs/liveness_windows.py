@@ -32,8 +32,8 @@ REGISTER_103, REGISTER_OTHER = 1, 2  # a register (REGISTER_BROKER, or a request
 HEARTBEAT_103, HEARTBEAT_904, HEARTBEAT_322, HEARTBEAT_OTHER = 3, 4, 5, 6
 UNREGISTER, EXPIRE, CHANNEL_CLOSE = 7, 8, 9
 
-# an address event or _carry row before it has its stream; ts_ms of a CARRY row is the previous
-# day's last refresh
+# an address event or _carry row, before its stream is numbered; ts_ms of a CARRY row is the
+# previous day's last refresh
 ADDRESS_COLUMNS = ("ns", "broker_addr", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")
 STREAM_KEYS = ("ns", "broker_addr", "run")  # one stream: what `sid` numbers
 STREAM_COLUMNS = ("sid", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")  # what the sort carries
