@@ -77,7 +77,7 @@ from jobs.snapshots import (
     with_segments,
     with_snapshot_ts,
 )
-from jobs.spark import local_frame
+from jobs.spark import CachedFrames, local_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import (
@@ -800,7 +800,7 @@ def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_
 
 
 @dataclass(frozen=True)
-class DistributionFrames:
+class DistributionFrames(CachedFrames):
     """The stage's outputs for one day, as DataFrames (lazy but for the findings' runs, which
     :func:`build_distribution` computes: they are small and read nine times).
 
@@ -814,12 +814,6 @@ class DistributionFrames:
     topic_stats_df: DataFrame
     group_rows_df: DataFrame
     findings_df: DataFrame
-    cached: tuple[DataFrame, ...] = ()
-
-    def release(self) -> None:
-        """Unpersist the shared intermediates."""
-        for df in self.cached:
-            df.unpersist()
 
 
 def build_distribution(

@@ -44,7 +44,7 @@ from jobs import lake
 from jobs import liveness_windows as LW
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import write_findings
-from jobs.spark import local_frame
+from jobs.spark import CachedFrames, local_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
@@ -585,7 +585,7 @@ def agg_broker_availability(windows_df: DataFrame, servers_df: DataFrame, day: d
 
 
 @dataclass(frozen=True)
-class LivenessFrames:
+class LivenessFrames(CachedFrames):
     """The stage's outputs for one day, as lazy DataFrames.
 
     The small intermediates several outputs share (runs, windows, expiry checks) are persisted on
@@ -601,12 +601,6 @@ class LivenessFrames:
     windows_df: DataFrame
     findings_df: DataFrame
     availability_df: DataFrame
-    cached: tuple[DataFrame, ...] = ()
-
-    def release(self) -> None:
-        """Unpersist the shared intermediates."""
-        for df in self.cached:
-            df.unpersist()
 
 
 def build_liveness(

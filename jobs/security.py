@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from jobs import lake
 from jobs.delta_io import read_table, table_exists
 from jobs.findings import finding_columns, write_findings
+from jobs.spark import CachedFrames
 from nameserver.config import Config
 from nameserver.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
@@ -487,7 +488,7 @@ def agg_refused_requests(events_df: DataFrame, params: SecurityParams) -> DataFr
 
 
 @dataclass(frozen=True)
-class SecurityFrames:
+class SecurityFrames(CachedFrames):
     """A day's security findings, as a lazy DataFrame, and the small intermediates it shares.
 
     The registration pairs, the registrations of slot-sharing addresses and the rare events are
@@ -500,12 +501,6 @@ class SecurityFrames:
     """
 
     findings_df: DataFrame
-    cached: tuple[DataFrame, ...] = ()
-
-    def release(self) -> None:
-        """Unpersist the shared intermediates."""
-        for df in self.cached:
-            df.unpersist()
 
 
 def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: DataFrame,

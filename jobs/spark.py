@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -35,6 +36,21 @@ _REQUIRED_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
 
+
+
+@dataclass(frozen=True)
+class CachedFrames:
+    """Base of a stage's output frames whose shared intermediates the stage persisted.
+
+    ``cached`` is keyword-only, so a subclass lists its own frames first and positionally.
+    """
+
+    cached: tuple[DataFrame, ...] = field(default=(), kw_only=True)
+
+    def release(self) -> None:
+        """Unpersist the shared intermediates."""
+        for df in self.cached:
+            df.unpersist()
 
 # PySpark reads this once per process, at the first DataFrame call (pyspark.errors.utils).
 DATAFRAME_DEBUGGING_CONF = "spark.python.sql.dataFrameDebugging.enabled"
