@@ -77,7 +77,7 @@ from jobs.snapshots import (
     with_segments,
     with_snapshot_ts,
 )
-from jobs.spark import CachedFrames, local_frame
+from jobs.spark import CachedFrames, local_frame, release_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import (
@@ -801,14 +801,14 @@ def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_
 
 @dataclass(frozen=True)
 class DistributionFrames(CachedFrames):
-    """The stage's outputs for one day, as DataFrames (lazy but for the findings' runs, which
-    :func:`build_distribution` computes: they are small and read nine times).
+    """The stage's outputs for one day, as DataFrames (lazy but for the small intermediates that
+    :func:`build_distribution` computes at once: topic stats, group rows, findings' runs).
 
     Attributes:
-        topic_stats_df: :func:`agg_topic_stats` rows (persisted).
-        group_rows_df: :func:`agg_group_rows` rows (persisted).
+        topic_stats_df: :func:`agg_topic_stats` rows (checkpointed).
+        group_rows_df: :func:`agg_group_rows` rows (checkpointed).
         findings_df: finding rows (``jobs.findings`` columns), category ``distribution``.
-        cached: the intermediates persisted on first use (:meth:`release` frees them).
+        cached: the checkpointed intermediates (:meth:`release` frees them after the last read).
     """
 
     topic_stats_df: DataFrame
@@ -846,11 +846,13 @@ def build_distribution(
         *PIECE_COLUMNS, F.lit(-1).cast("long").alias("first_pos"), F.lit(-1).cast("long").alias("last_pos")
     ).transform(with_queue_flags)
     broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
-    # each is read by its table and by several findings: persisted before the runs below are
-    # computed, which then read them from the cache
-    topic_stats_df = agg_topic_stats(flagged_df, day, interval).persist(StorageLevel.MEMORY_AND_DISK)
+    # each is read by its table and by several findings: computed once, and cut from its plan
+    # (``localCheckpoint``), so every later read plans, and ships to its tasks, a scan of rows
+    # instead of the whole plan behind them (a persisted frame keeps that plan: planning each
+    # read matches it against the cache, and tasks reading it deserialize it)
+    topic_stats_df = agg_topic_stats(flagged_df, day, interval).localCheckpoint(eager=True)
     group_rows_df = agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df,
-                                   day).persist(StorageLevel.MEMORY_AND_DISK)
+                                   day).localCheckpoint(eager=True)
 
     conditions = {
         "no_writable_queue": filter_no_writable_queue(topic_stats_df),
@@ -885,7 +887,7 @@ def build_distribution(
     for more_df in findings[1:]:
         findings_df = findings_df.unionByName(more_df)
     return DistributionFrames(topic_stats_df, group_rows_df, findings_df,
-                              cached=(topic_stats_df, group_rows_df))
+                              cached=(topic_stats_df, group_rows_df, kind_runs_df))
 
 
 def agg_end_of_day_distribution(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
@@ -936,11 +938,12 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     if not table_exists(routes_path):
         raise FileNotFoundError(f"{routes_path}: no topic_route_history table; run the rebuild first")
     broker_addr_df = _read_day(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, day)
-    # small (a row per change of a group's BrokerData), read by the pieces and the group rows
-    runs_df = agg_broker_data_runs(broker_addr_df, day, params.snapshot_interval_ms).persist()
+    # small (a row per change of a group's BrokerData), read by the pieces and the group rows;
+    # checkpointed like build_distribution's intermediates (see there)
+    runs_df = agg_broker_data_runs(broker_addr_df, day, params.snapshot_interval_ms).localCheckpoint(eager=True)
     # interval-sized, read by every per-topic and per-group aggregate
     pieces_df = agg_route_pieces(_read_day(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, day),
-                                 runs_df, day, params.snapshot_interval_ms).persist()
+                                 runs_df, day, params.snapshot_interval_ms).localCheckpoint(eager=True)
     snapshots_path = lake.table_path(lake_dir, lake.ROUTE_SNAPSHOTS)
     if table_exists(snapshots_path):
         previous_end_df = read_table(spark, snapshots_path, ROUTE_SNAPSHOTS_SCHEMA,
@@ -975,7 +978,7 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     finally:
         frames.release()
         for df in (pieces_df, runs_df):
-            df.unpersist()
+            release_frame(df)
     notes = [] if counts["rows"] else [
         f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]
     return DistributionResult(

@@ -38,9 +38,21 @@ _REQUIRED_CONF = {
 
 
 
+def release_frame(df: DataFrame) -> None:
+    """Free what ``df`` holds in executor memory: its cache (``persist``), or the blocks of a
+    ``localCheckpoint``, which ``unpersist`` leaves to Spark's context cleaner (that is, to some
+    later garbage collection of the driver's JVM). Reading ``df`` afterwards recomputes a
+    persisted frame but fails for a checkpointed one: release only after the last read."""
+    df.unpersist()
+    plan = df._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":  # a checkpoint: the rows live in its RDD's blocks
+        plan.rdd().unpersist(False)
+
+
 @dataclass(frozen=True)
 class CachedFrames:
-    """Base of a stage's output frames whose shared intermediates the stage persisted.
+    """Base of a stage's output frames whose shared intermediates the stage persisted or
+    checkpointed.
 
     ``cached`` is keyword-only, so a subclass lists its own frames first and positionally.
     """
@@ -48,9 +60,10 @@ class CachedFrames:
     cached: tuple[DataFrame, ...] = field(default=(), kw_only=True)
 
     def release(self) -> None:
-        """Unpersist the shared intermediates."""
+        """Free the shared intermediates (:func:`release_frame`)."""
         for df in self.cached:
-            df.unpersist()
+            release_frame(df)
+
 
 # PySpark reads this once per process, at the first DataFrame call (pyspark.errors.utils).
 DATAFRAME_DEBUGGING_CONF = "spark.python.sql.dataFrameDebugging.enabled"

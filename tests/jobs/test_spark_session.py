@@ -11,10 +11,12 @@ from pyspark.sql import types as T
 
 from jobs.spark import (
     DATAFRAME_DEBUGGING_CONF,
+    CachedFrames,
     DEFAULT_JAVA_OPTIONS,
     build_session,
     is_native_delta_available,
     local_frame,
+    release_frame,
     session_conf,
 )
 from nameserver.config import load_config
@@ -118,3 +120,34 @@ def test_a_query_over_an_empty_local_frame_is_folded_away(spark):
     assert query.collect() == []
     plan = query._jdf.queryExecution().optimizedPlan().toString()
     assert "LocalRelation <empty>" in plan and "Aggregate" not in plan and "Join" not in plan
+
+
+def _stored_rdd_ids(spark) -> set[int]:
+    return {info.id() for info in spark.sparkContext._jsc.sc().getRDDStorageInfo()}
+
+
+@pytest.mark.spark
+def test_release_frees_a_checkpoint_and_a_cache_and_nothing_else(spark):
+    kept_df = spark.range(50).localCheckpoint(eager=True)
+    checkpointed_df = spark.range(100).withColumn("twice", F.col("id") * 2).localCheckpoint(eager=True)
+    persisted_df = spark.range(30).persist()
+    assert persisted_df.count() == 30
+    kept_rdd = kept_df._jdf.queryExecution().logical().rdd().id()
+    checkpoint_rdd = checkpointed_df._jdf.queryExecution().logical().rdd().id()
+    assert {kept_rdd, checkpoint_rdd} <= _stored_rdd_ids(spark)  # each holds blocks until released
+
+    CachedFrames(cached=(checkpointed_df, persisted_df)).release()
+
+    assert checkpoint_rdd not in _stored_rdd_ids(spark)
+    assert not persisted_df.is_cached
+    assert persisted_df.count() == 30  # a released cache recomputes
+    assert kept_rdd in _stored_rdd_ids(spark) and kept_df.count() == 50  # another checkpoint is untouched
+    release_frame(kept_df)
+    assert kept_rdd not in _stored_rdd_ids(spark)
+
+
+@pytest.mark.spark
+def test_release_leaves_a_frame_built_from_rows_readable(spark):
+    df = spark.createDataFrame([(1, "a"), (2, "b")], "n int, s string")
+    release_frame(df)
+    assert sorted(r["n"] for r in df.collect()) == [1, 2]
