@@ -588,14 +588,15 @@ def agg_broker_availability(windows_df: DataFrame, servers_df: DataFrame, day: d
 class LivenessFrames(CachedFrames):
     """The stage's outputs for one day, as lazy DataFrames.
 
-    The small intermediates several outputs share (runs, windows, expiry checks) are persisted on
-    first use, so each is computed once; :meth:`release` frees them.
+    The small intermediates several outputs share (runs, windows, expiry checks) are computed
+    when the frames are built and checkpointed (``localCheckpoint``), so each is computed once and
+    later plans read its rows, not its plan; :meth:`release` frees them, after the last read.
 
     Attributes:
         windows_df: ``LIVENESS_WINDOWS_SCHEMA`` rows.
         findings_df: ``FINDING_COLUMNS`` rows (category ``liveness``).
         availability_df: ``BROKER_AVAILABILITY_SCHEMA`` rows.
-        cached: the persisted intermediates.
+        cached: the checkpointed intermediates.
     """
 
     windows_df: DataFrame
@@ -625,37 +626,39 @@ def build_liveness(
     """
     day_events_df = with_event_ms(events_df).select(*EVENT_COLUMNS)
     late_gap_ms = params.heartbeat_period_ms + params.late_heartbeat_slack_ms
-    resets_df = agg_resets(day_events_df).persist()
-    intervals_df = agg_run_intervals(resets_df).persist()
+    # the small intermediates are computed once and cut from their plans (localCheckpoint): each
+    # is read by several later queries, which then plan and ship a scan of rows, not its plan
+    resets_df = agg_resets(day_events_df).localCheckpoint(eager=True)
+    intervals_df = agg_run_intervals(resets_df).localCheckpoint(eager=True)
     # one scan gives each run's last event and the day's streams (ns, address, run): a row per
     # stream with its last event, and one per run for the events without an address
     stream_last_df = (
         with_run(day_events_df.select("ns", "seq", "ts_ms", "broker_addr"), intervals_df)
         .groupBy("ns", "run", "broker_addr").agg(F.max("ts_ms").alias("ts_ms"))
-        .persist()
+        .localCheckpoint(eager=True)
     )
-    runs_df = agg_runs(stream_last_df, intervals_df, carried_runs_df, params).persist()
+    runs_df = agg_runs(stream_last_df, intervals_df, carried_runs_df, params).localCheckpoint(eager=True)
     carry_df = select_carry_rows(prev_windows_df)
-    # a _carry row (seq 0) is in run 0; persisted: the address events are tagged with it, and the
-    # windows take their strings back from it
+    # a _carry row (seq 0) is in run 0; checkpointed: the address events are tagged with it, and
+    # the windows take their strings back from it
     numbered_df = LW.number_streams(
         stream_last_df.where(F.col("broker_addr").isNotNull()).select(*LW.STREAM_KEYS)
         .unionByName(carry_df.select("ns", F.lit(0).alias("run"), "broker_addr")),
         intervals_df,
-    ).persist()
-    # persisted before the identity lookup, which reads it twice (its keys, then the join)
+    ).localCheckpoint(eager=True)
+    # computed before the identity lookup, which reads it twice (its keys, then the join)
     unnamed_df = (
         LW.select_address_stream(day_events_df)
         .unionByName(LW.select_carry_stream(carry_df))
         .transform(lambda df: LW.with_stream_id(df, numbered_df))
         .transform(LW.with_window_keys)
         .transform(lambda df: LW.agg_windows(df, numbered_df, intervals_df, day, late_gap_ms))
-        .persist()
+        .localCheckpoint(eager=True)
     )
     windows_df = (
         LW.with_window_identity(unnamed_df, LW.select_named_rows(day_events_df, carry_df))
         .select(*WINDOW_COLUMNS)
-        .persist()
+        .localCheckpoint(eager=True)
     )
     # expiries need their run, not their window: no sort of the whole stream again
     expire_df = with_run(
@@ -664,7 +667,7 @@ def build_liveness(
         ),
         intervals_df,
     )
-    checks_df = with_expected_removal(expire_df, runs_df, params).persist()
+    checks_df = with_expected_removal(expire_df, runs_df, params).localCheckpoint(eager=True)
     never_df = with_never_expired(windows_df, runs_df, params)
     findings_df = (
         agg_late_expiry_findings(checks_df, never_df)
