@@ -45,7 +45,7 @@ from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.pyworker import keep_archive_listings
 from jobs.rebuild_walk import walk_rows
-from jobs.spark import local_frame
+from jobs.spark import local_frame, release_frame
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -531,23 +531,22 @@ def read_previous_state(spark: SparkSession, lake_dir: str, day: dt.date) -> Dat
 def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, day: dt.date) -> RebuildResult:
     """Walk one day's events (``WALK_EVENT_COLUMNS``, ``ts`` in ms) from the previous states and
     replace the day in the rebuilt tables."""
-    blocks_df = agg_blocks(events_df).persist()
-    keys_df = None
-    walk_df = None
+    blocks_df = keys_df = walk_df = None
     try:
-        # Materialize the small intermediate results one after the other: each is read by several
-        # branches of the next plan, which would otherwise re-derive it from the day's events in
-        # every branch (a plan of ~100 scans of the events, and a task binary of tens of MiB).
+        # Compute the small intermediate results one after the other, each cut from its plan
+        # (localCheckpoint): each is read by several branches of the next plan, which would
+        # otherwise re-derive it from the day's events in every branch (a plan of ~100 scans of
+        # the events, and a task binary of tens of MiB); a persisted frame would still carry
+        # that plan into every later query's planning and tasks.
         with _timed("blocks"):
-            blocks_df.count()
-        keys_df = select_interesting_keys(events_df, blocks_df).persist()
+            blocks_df = agg_blocks(events_df).localCheckpoint(eager=True)
         with _timed("interesting keys"):
-            keys_df.count()
-        walk_df = agg_walk(events_df, blocks_df, prev_state_df, day, keys_df).persist()
+            keys_df = select_interesting_keys(events_df, blocks_df).localCheckpoint(eager=True)
         with _timed("walk"):
-            walk_df.count()  # walk once; the writes read the walk's cache
-        blocks_df.unpersist()
-        keys_df.unpersist()
+            # walk once; the writes read the walk's rows
+            walk_df = agg_walk(events_df, blocks_df, prev_state_df, day, keys_df).localCheckpoint(eager=True)
+        release_frame(blocks_df)
+        release_frame(keys_df)
         tables = (
             (lake.TOPIC_ROUTE_HISTORY, select_topic_route_history, TOPIC_ROUTE_HISTORY_SCHEMA),
             (lake.BROKER_ADDR_HISTORY, select_broker_addr_history, BROKER_ADDR_HISTORY_SCHEMA),
@@ -565,7 +564,7 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
     finally:
         for df in (blocks_df, keys_df, walk_df):
             if df is not None:
-                df.unpersist()
+                release_frame(df)
     return RebuildResult(
         day=day,
         servers=tuple(sorted(r["ns"] for r in states)),

@@ -492,12 +492,12 @@ class SecurityFrames(CachedFrames):
     """A day's security findings, as a lazy DataFrame, and the small intermediates it shares.
 
     The registration pairs, the registrations of slot-sharing addresses and the rare events are
-    read by several findings, so they are persisted on first use and computed once;
-    :meth:`release` frees them.
+    read by several findings, so they are computed once, when the frames are built, and
+    checkpointed; :meth:`release` frees them, after the last read.
 
     Attributes:
         findings_df: ``FINDING_COLUMNS`` rows (category ``security``).
-        cached: the persisted intermediates.
+        cached: the checkpointed intermediates.
     """
 
     findings_df: DataFrame
@@ -515,18 +515,19 @@ def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: Da
         carried_df: the day before's last ``carry_ms`` of events (same columns), for the slot
             holders live at 00:00; None for none.
     """
-    # Every finding reads one of three small persisted sets, so the day is scanned three times:
+    # Every finding reads one of three small checkpointed sets (computed here, and cut from their
+    # plans, so later plans read their rows), so the day is scanned three times:
     # the registrations' pairs (one aggregate), the registrations of the addresses that share a
     # slot (a broadcast semi-join), and the rare events. Hosts are parsed on those rows only.
     stream_df = events_df.select(*EVENT_COLUMNS).withColumn("carried", F.lit(False))
     if carried_df is not None:
         stream_df = carried_df.select(*EVENT_COLUMNS).withColumn("carried", F.lit(True)).unionByName(stream_df)
     registrations_df = filter_registrations(stream_df)
-    pairs_df = agg_registration_pairs(registrations_df).persist()
+    pairs_df = agg_registration_pairs(registrations_df).localCheckpoint(eager=True)
     shared_registrations_df = with_hosts(
         filter_shared_addresses(registrations_df, select_shared_addresses(pairs_df))
-    ).persist()
-    rare_df = with_hosts(filter_rare_events(stream_df)).persist()
+    ).localCheckpoint(eager=True)
+    rare_df = with_hosts(filter_rare_events(stream_df)).localCheckpoint(eager=True)
     day_pairs_df, day_rare_df = pairs_df.where(~F.col("carried")), rare_df.where(~F.col("carried"))
     takeovers_df = agg_takeovers(
         filter_old_holder_live(select_slot_changes(shared_registrations_df), rare_df, shared_registrations_df)
