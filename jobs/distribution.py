@@ -77,7 +77,7 @@ from jobs.snapshots import (
     with_segments,
     with_snapshot_ts,
 )
-from jobs.spark import CachedFrames, local_frame, release_frame
+from jobs.spark import CachedFrames, checkpoint_frame, local_frame, release_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import (
@@ -847,12 +847,10 @@ def build_distribution(
     ).transform(with_queue_flags)
     broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
     # each is read by its table and by several findings: computed once, and cut from its plan
-    # (``localCheckpoint``), so every later read plans, and ships to its tasks, a scan of rows
-    # instead of the whole plan behind them (a persisted frame keeps that plan: planning each
-    # read matches it against the cache, and tasks reading it deserialize it)
-    topic_stats_df = agg_topic_stats(flagged_df, day, interval).localCheckpoint(eager=True)
-    group_rows_df = agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df,
-                                   day).localCheckpoint(eager=True)
+    topic_stats_df = checkpoint_frame(agg_topic_stats(flagged_df, day, interval))
+    group_rows_df = checkpoint_frame(
+        agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
+    )
 
     conditions = {
         "no_writable_queue": filter_no_writable_queue(topic_stats_df),
@@ -867,7 +865,7 @@ def build_distribution(
     }
     # small (a row per run), read once per kind: computed here, once, and cut from its plan, so
     # that the nine reads neither repeat nor re-plan it
-    kind_runs_df = agg_kind_runs(conditions, day, interval).localCheckpoint(eager=True)
+    kind_runs_df = checkpoint_frame(agg_kind_runs(conditions, day, interval))
 
     def runs(kind: str) -> DataFrame:
         return select_kind_runs(kind_runs_df, kind)
@@ -940,10 +938,12 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     broker_addr_df = _read_day(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, day)
     # small (a row per change of a group's BrokerData), read by the pieces and the group rows;
     # checkpointed like build_distribution's intermediates (see there)
-    runs_df = agg_broker_data_runs(broker_addr_df, day, params.snapshot_interval_ms).localCheckpoint(eager=True)
+    runs_df = checkpoint_frame(agg_broker_data_runs(broker_addr_df, day, params.snapshot_interval_ms))
     # interval-sized, read by every per-topic and per-group aggregate
-    pieces_df = agg_route_pieces(_read_day(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, day),
-                                 runs_df, day, params.snapshot_interval_ms).localCheckpoint(eager=True)
+    pieces_df = checkpoint_frame(agg_route_pieces(
+        _read_day(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, day),
+        runs_df, day, params.snapshot_interval_ms,
+    ))
     snapshots_path = lake.table_path(lake_dir, lake.ROUTE_SNAPSHOTS)
     if table_exists(snapshots_path):
         previous_end_df = read_table(spark, snapshots_path, ROUTE_SNAPSHOTS_SCHEMA,

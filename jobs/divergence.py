@@ -64,7 +64,7 @@ from pyspark.sql import types as T
 from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
-from jobs.spark import local_frame, release_frame
+from jobs.spark import checkpoint_frame, local_frame, release_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
@@ -665,7 +665,7 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     )
     periods_df = agg_up_periods(_read_days(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, days), span)
     # small (one row per episode) and read four times below: computed once, cut from its plan
-    episodes_df = build_episodes(keyed_df, periods_df, day, grace.grace_ms).localCheckpoint(eager=True)
+    episodes_df = checkpoint_frame(build_episodes(keyed_df, periods_df, day, grace.grace_ms))
     try:
         write_table(
             select_divergences(episodes_df, day), lake.table_path(lake_dir, lake.NS_DIVERGENCES), mode="overwrite",

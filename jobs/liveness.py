@@ -44,7 +44,7 @@ from jobs import lake
 from jobs import liveness_windows as LW
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import write_findings
-from jobs.spark import CachedFrames, local_frame
+from jobs.spark import CachedFrames, checkpoint_frame, local_frame
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
@@ -589,8 +589,9 @@ class LivenessFrames(CachedFrames):
     """The stage's outputs for one day, as lazy DataFrames.
 
     The small intermediates several outputs share (runs, windows, expiry checks) are computed
-    when the frames are built and checkpointed (``localCheckpoint``), so each is computed once and
-    later plans read its rows, not its plan; :meth:`release` frees them, after the last read.
+    when the frames are built and checkpointed (:func:`jobs.spark.checkpoint_frame`), so each is
+    computed once and later plans read its rows, not its plan; :meth:`release` frees them, after
+    the last read.
 
     Attributes:
         windows_df: ``LIVENESS_WINDOWS_SCHEMA`` rows.
@@ -626,39 +627,36 @@ def build_liveness(
     """
     day_events_df = with_event_ms(events_df).select(*EVENT_COLUMNS)
     late_gap_ms = params.heartbeat_period_ms + params.late_heartbeat_slack_ms
-    # the small intermediates are computed once and cut from their plans (localCheckpoint): each
-    # is read by several later queries, which then plan and ship a scan of rows, not its plan
-    resets_df = agg_resets(day_events_df).localCheckpoint(eager=True)
-    intervals_df = agg_run_intervals(resets_df).localCheckpoint(eager=True)
+    # the small intermediates are each read by several later queries: computed once, cut from
+    # their plans (checkpoint_frame)
+    resets_df = checkpoint_frame(agg_resets(day_events_df))
+    intervals_df = checkpoint_frame(agg_run_intervals(resets_df))
     # one scan gives each run's last event and the day's streams (ns, address, run): a row per
     # stream with its last event, and one per run for the events without an address
-    stream_last_df = (
+    stream_last_df = checkpoint_frame(
         with_run(day_events_df.select("ns", "seq", "ts_ms", "broker_addr"), intervals_df)
         .groupBy("ns", "run", "broker_addr").agg(F.max("ts_ms").alias("ts_ms"))
-        .localCheckpoint(eager=True)
     )
-    runs_df = agg_runs(stream_last_df, intervals_df, carried_runs_df, params).localCheckpoint(eager=True)
+    runs_df = checkpoint_frame(agg_runs(stream_last_df, intervals_df, carried_runs_df, params))
     carry_df = select_carry_rows(prev_windows_df)
     # a _carry row (seq 0) is in run 0; checkpointed: the address events are tagged with it, and
     # the windows take their strings back from it
-    numbered_df = LW.number_streams(
+    numbered_df = checkpoint_frame(LW.number_streams(
         stream_last_df.where(F.col("broker_addr").isNotNull()).select(*LW.STREAM_KEYS)
         .unionByName(carry_df.select("ns", F.lit(0).alias("run"), "broker_addr")),
         intervals_df,
-    ).localCheckpoint(eager=True)
+    ))
     # computed before the identity lookup, which reads it twice (its keys, then the join)
-    unnamed_df = (
+    unnamed_df = checkpoint_frame(
         LW.select_address_stream(day_events_df)
         .unionByName(LW.select_carry_stream(carry_df))
         .transform(lambda df: LW.with_stream_id(df, numbered_df))
         .transform(LW.with_window_keys)
         .transform(lambda df: LW.agg_windows(df, numbered_df, intervals_df, day, late_gap_ms))
-        .localCheckpoint(eager=True)
     )
-    windows_df = (
+    windows_df = checkpoint_frame(
         LW.with_window_identity(unnamed_df, LW.select_named_rows(day_events_df, carry_df))
         .select(*WINDOW_COLUMNS)
-        .localCheckpoint(eager=True)
     )
     # expiries need their run, not their window: no sort of the whole stream again
     expire_df = with_run(
@@ -667,7 +665,7 @@ def build_liveness(
         ),
         intervals_df,
     )
-    checks_df = with_expected_removal(expire_df, runs_df, params).localCheckpoint(eager=True)
+    checks_df = checkpoint_frame(with_expected_removal(expire_df, runs_df, params))
     never_df = with_never_expired(windows_df, runs_df, params)
     findings_df = (
         agg_late_expiry_findings(checks_df, never_df)

@@ -45,7 +45,7 @@ from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.pyworker import keep_archive_listings
 from jobs.rebuild_walk import walk_rows
-from jobs.spark import local_frame, release_frame
+from jobs.spark import checkpoint_frame, local_frame, release_frame
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -534,19 +534,20 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
     blocks_df = keys_df = walk_df = None
     try:
         # Compute the small intermediate results one after the other, each cut from its plan
-        # (localCheckpoint): each is read by several branches of the next plan, which would
+        # (checkpoint_frame): each is read by several branches of the next plan, which would
         # otherwise re-derive it from the day's events in every branch (a plan of ~100 scans of
-        # the events, and a task binary of tens of MiB); a persisted frame would still carry
-        # that plan into every later query's planning and tasks.
+        # the events, and a task binary of tens of MiB).
         with _timed("blocks"):
-            blocks_df = agg_blocks(events_df).localCheckpoint(eager=True)
+            blocks_df = checkpoint_frame(agg_blocks(events_df))
         with _timed("interesting keys"):
-            keys_df = select_interesting_keys(events_df, blocks_df).localCheckpoint(eager=True)
+            keys_df = checkpoint_frame(select_interesting_keys(events_df, blocks_df))
         with _timed("walk"):
             # walk once; the writes read the walk's rows
-            walk_df = agg_walk(events_df, blocks_df, prev_state_df, day, keys_df).localCheckpoint(eager=True)
-        release_frame(blocks_df)
-        release_frame(keys_df)
+            walk_df = checkpoint_frame(agg_walk(events_df, blocks_df, prev_state_df, day, keys_df))
+        # the walk's rows are all the writes read: free the rest before them
+        for df in (blocks_df, keys_df):
+            release_frame(df)
+        blocks_df = keys_df = None
         tables = (
             (lake.TOPIC_ROUTE_HISTORY, select_topic_route_history, TOPIC_ROUTE_HISTORY_SCHEMA),
             (lake.BROKER_ADDR_HISTORY, select_broker_addr_history, BROKER_ADDR_HISTORY_SCHEMA),

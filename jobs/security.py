@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from jobs import lake
 from jobs.delta_io import read_table, table_exists
 from jobs.findings import finding_columns, write_findings
-from jobs.spark import CachedFrames
+from jobs.spark import CachedFrames, checkpoint_frame
 from nameserver.config import Config
 from nameserver.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
@@ -523,11 +523,11 @@ def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: Da
     if carried_df is not None:
         stream_df = carried_df.select(*EVENT_COLUMNS).withColumn("carried", F.lit(True)).unionByName(stream_df)
     registrations_df = filter_registrations(stream_df)
-    pairs_df = agg_registration_pairs(registrations_df).localCheckpoint(eager=True)
-    shared_registrations_df = with_hosts(
+    pairs_df = checkpoint_frame(agg_registration_pairs(registrations_df))
+    shared_registrations_df = checkpoint_frame(with_hosts(
         filter_shared_addresses(registrations_df, select_shared_addresses(pairs_df))
-    ).localCheckpoint(eager=True)
-    rare_df = with_hosts(filter_rare_events(stream_df)).localCheckpoint(eager=True)
+    ))
+    rare_df = checkpoint_frame(with_hosts(filter_rare_events(stream_df)))
     day_pairs_df, day_rare_df = pairs_df.where(~F.col("carried")), rare_df.where(~F.col("carried"))
     takeovers_df = agg_takeovers(
         filter_old_holder_live(select_slot_changes(shared_registrations_df), rare_df, shared_registrations_df)

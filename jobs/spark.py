@@ -38,6 +38,20 @@ _REQUIRED_CONF = {
 
 
 
+def checkpoint_frame(df: DataFrame) -> DataFrame:
+    """``df`` computed now and cut from its plan: a stage's small intermediate that several later
+    queries read.
+
+    The rows stay in the executors' block managers (``localCheckpoint(eager=True)``) and the
+    returned frame's plan is a scan of them. A persisted frame would keep the plan behind it:
+    every later query that reads it is planned against the cache with that plan inside, and its
+    tasks ship it (a plan of tens of scans of the events, and task binaries of MiBs). Free the
+    rows with :func:`release_frame` after the last read. On a cluster an executor lost before
+    then takes its blocks with it and the reading query fails rather than recomputing them.
+    """
+    return df.localCheckpoint(eager=True)
+
+
 def release_frame(df: DataFrame) -> None:
     """Free what ``df`` holds in executor memory: its cache (``persist``), or the blocks of a
     ``localCheckpoint``, which ``unpersist`` leaves to Spark's context cleaner (that is, to some

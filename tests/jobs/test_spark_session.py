@@ -14,6 +14,7 @@ from jobs.spark import (
     CachedFrames,
     DEFAULT_JAVA_OPTIONS,
     build_session,
+    checkpoint_frame,
     is_native_delta_available,
     local_frame,
     release_frame,
@@ -128,8 +129,11 @@ def _stored_rdd_ids(spark) -> set[int]:
 
 @pytest.mark.spark
 def test_release_frees_a_checkpoint_and_a_cache_and_nothing_else(spark):
-    kept_df = spark.range(50).localCheckpoint(eager=True)
-    checkpointed_df = spark.range(100).withColumn("twice", F.col("id") * 2).localCheckpoint(eager=True)
+    kept_df = checkpoint_frame(spark.range(50))
+    checkpointed_df = checkpoint_frame(spark.range(100).withColumn("twice", F.col("id") * 2))
+    # computed now, and planned as a scan of its rows, with nothing of the plan behind it
+    assert checkpointed_df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
+    assert checkpointed_df.where("twice = 42").count() == 1
     persisted_df = spark.range(30).persist()
     assert persisted_df.count() == 30
     kept_rdd = kept_df._jdf.queryExecution().logical().rdd().id()
