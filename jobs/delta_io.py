@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
+
+import pyarrow as pa
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -51,6 +54,7 @@ from jobs.delta.write import WritePlan, commit_files, delete_files, write_files
 from jobs.spark import is_native_delta_available, local_frame
 
 __all__ = [
+    "RowExpansion",
     "SchemaMismatchError",
     "data_file_schema",
     "read_table",
@@ -60,6 +64,30 @@ __all__ = [
     "table_version",
     "write_table",
 ]
+
+
+@dataclass(frozen=True)
+class RowExpansion:
+    """Table rows a write makes from fewer rows, inside its write tasks.
+
+    When a table's rows repeat a few rows many times over (``route_snapshots``: each route piece
+    once per instant it covers), the DataFrame handed to :func:`write_table` holds the few rows,
+    and each write task expands its Arrow batches with ``arrow``, so the many rows are never
+    converted one by one from the JVM's rows to Arrow (for ``route_snapshots``, 12 M rows with a
+    map column: most of the stage's time). ``spark`` is the same expansion as a DataFrame
+    transformation: the write checks its schema against the declared one, and delta-spark's
+    writer, where it is used, writes its rows. The two must give the same rows.
+
+    Attributes:
+        spark: the few rows' DataFrame -> the table rows' DataFrame.
+        arrow: one Arrow batch of the few rows -> Arrow batches of the table rows, with every
+            declared column. It runs on the executors: it must be pickled by value (its module
+            registered with ``cloudpickle.register_pickle_by_value``) and need only numpy and
+            pyarrow there.
+    """
+
+    spark: Callable[[DataFrame], DataFrame]
+    arrow: Callable[[pa.RecordBatch], Iterator[pa.RecordBatch]]
 
 
 def table_exists(path: str | os.PathLike[str]) -> bool:
@@ -98,6 +126,7 @@ def write_table(
     schema: StructType | None = None,
     extra_files: Sequence[dict] = (),
     few_rows: bool = False,
+    expansion: RowExpansion | None = None,
 ) -> int:
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
@@ -121,6 +150,8 @@ def write_table(
             task, after a shuffle, so whatever computes them keeps its parallelism. Otherwise
             every partition of ``df`` is a write task, and a Python task costs about 0.1 s
             however few rows it has (a union of small queries has dozens of partitions).
+        expansion: ``df`` holds rows that the write tasks expand into the table's rows (see
+            :class:`RowExpansion`); ``expansion.spark(df)`` are the rows written.
 
     Returns:
         The table version after the write (the write's own, unless another writer committed in
@@ -152,9 +183,12 @@ def write_table(
     else:
         file_schema = schema
     encoded_where = _encode_replace_where(replace_where, schema, partition_by)
-    conformed_df = conform_to_schema(df, schema, what=root)
+    # with an expansion, the rows written are checked here through its DataFrame twin, and the
+    # tasks conform each expanded batch to the file schema (as they do every batch)
+    conformed_df = conform_to_schema(expansion.spark(df) if expansion else df, schema, what=root)
+    task_df = df if expansion else conformed_df
     if few_rows:
-        conformed_df = conformed_df.repartition(1)
+        conformed_df, task_df = conformed_df.repartition(1), task_df.repartition(1)
 
     spark = df.sparkSession
     if is_native_delta_available(spark):
@@ -163,9 +197,10 @@ def write_table(
         _write_native(conformed_df, root, mode, partition_by, replace_where)
     else:
         ship_by_value()
-        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files))
+        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
+                         expansion.arrow if expansion else None)
         try:
-            written = write_files(conformed_df, plan)
+            written = write_files(task_df, plan)
         except BaseException:
             delete_files(plan, list(extra_files))
             raise

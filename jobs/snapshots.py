@@ -10,18 +10,26 @@ segment of its history rows (a run of instants over which none of them starts or
 into runs of consecutive instants with the same value; each queue row (one history interval) is
 joined to the runs of its group that overlap it (both interval-sized, the runs broadcast), which
 gives the *pieces* (:func:`agg_route_pieces`), and only then exploded into the instants they cover.
-The instant rows go to the writer without a shuffle.
+The instant rows are made in the write tasks (:func:`expand_pieces_batch`, from Arrow batches of
+the pieces), so they are never converted from the JVM's rows one by one; :func:`explode_pieces`
+is the same in Spark.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import sys
+from collections.abc import Iterator
+from functools import partial
 
+import numpy as np
+import pyarrow as pa
+from pyspark import cloudpickle
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs import lake
-from jobs.delta_io import read_table, write_table
+from jobs.delta_io import RowExpansion, read_table, write_table
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -40,6 +48,13 @@ def snapshot_instants_ms(day: dt.date, snapshot_interval_ms: int) -> list[int]:
     return instants
 
 
+def end_position(snapshot_interval_ms: int) -> int:
+    """The position of ``23:59:59.999`` among a day's snapshot instants: the last index of
+    :func:`snapshot_instants_ms` (every day has the same instants relative to its start)."""
+    last_grid = (DAY_MS - 1) // snapshot_interval_ms
+    return last_grid if last_grid * snapshot_interval_ms == DAY_MS - 1 else last_grid + 1
+
+
 _FAR = 1 << 62  # a position before or after every instant, with room for +-1
 
 
@@ -54,7 +69,7 @@ def snapshot_positions(day: dt.date, snapshot_interval_ms: int) -> tuple[Column,
     if snapshot_interval_ms <= 0:
         raise ValueError(f"snapshot_interval_ms must be > 0, not {snapshot_interval_ms}")
     start, interval = day_start_ms(day), snapshot_interval_ms
-    end_pos = len(snapshot_instants_ms(day, interval)) - 1
+    end_pos = end_position(interval)
     from_ms = F.unix_millis("valid_from_ts")
     to_ms = F.coalesce(F.unix_millis("valid_to_ts"), F.lit(start + DAY_MS))
     # grid points k with from <= start + k*interval < to (times are within the day, so >= 0)
@@ -69,7 +84,7 @@ def snapshot_positions(day: dt.date, snapshot_interval_ms: int) -> tuple[Column,
 def snapshot_ts_at(pos: Column, day: dt.date, snapshot_interval_ms: int) -> Column:
     """The snapshot instant at position ``pos`` (a long column), as a timestamp."""
     start = day_start_ms(day)
-    end_pos = len(snapshot_instants_ms(day, snapshot_interval_ms)) - 1
+    end_pos = end_position(snapshot_interval_ms)
     ms = F.when(pos == end_pos, F.lit(start + DAY_MS - 1)).otherwise(pos * snapshot_interval_ms + start)
     return F.timestamp_millis(ms)
 
@@ -81,7 +96,7 @@ def snapshot_position(ts: Column, day: dt.date, snapshot_interval_ms: int) -> Co
     the last grid instant.
     """
     start = day_start_ms(day)
-    end_pos = len(snapshot_instants_ms(day, snapshot_interval_ms)) - 1
+    end_pos = end_position(snapshot_interval_ms)
     ms = F.unix_millis(ts)
     return (
         F.when(ms == start + DAY_MS - 1, F.lit(end_pos))
@@ -271,6 +286,62 @@ def explode_pieces(pieces_df: DataFrame, day: dt.date, snapshot_interval_ms: int
     )
 
 
+# Most instant rows one expanded batch holds: a batch of pieces (Spark's Arrow batches hold up to
+# 10,000 rows) may stand for millions of them.
+_EXPANDED_BATCH_ROWS = 1 << 20
+
+
+def expand_pieces_batch(
+    pieces: pa.RecordBatch, day: dt.date, snapshot_interval_ms: int, max_rows: int = _EXPANDED_BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """``route_snapshots`` rows of an Arrow batch of pieces (:func:`agg_route_pieces`), in
+    batches of at most ``max_rows`` rows (or one piece's rows, if more): the rows of
+    :func:`agg_route_snapshots`, piece by piece in the batch's order.
+
+    It runs in the write tasks (see :func:`route_snapshot_expansion`), shipped by value: it uses
+    only numpy and pyarrow.
+    """
+    start = (day.toordinal() - _EPOCH_ORDINAL) * DAY_MS  # day_start_ms, without shipping nameserver
+    end_pos = end_position(snapshot_interval_ms)
+    first = pieces.column("first_pos").to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = pieces.column("last_pos").to_numpy(zero_copy_only=False).astype(np.int64) - first + 1
+    ends = np.cumsum(counts)
+    lo = 0
+    while lo < len(counts):
+        # the pieces lo..hi-1 make at most max_rows rows (at least one piece)
+        done = int(ends[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, done + max_rows, side="right")))
+        n = counts[lo:hi]
+        index = np.repeat(np.arange(lo, hi), n)
+        pos = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(np.cumsum(n) - n, n) + np.repeat(first[lo:hi], n)
+        ms = np.where(pos == end_pos, start + DAY_MS - 1, start + pos * snapshot_interval_ms)
+        take = pa.array(index)
+        columns = {
+            "snapshot_ts": pa.array(ms * 1000, pa.timestamp("us", tz="UTC")),
+            "date": pa.array(np.full(len(index), day, dtype="datetime64[D]"), pa.date32()),
+        }
+        yield pa.RecordBatch.from_arrays(
+            [columns[name] if name in columns else pieces.column(name).take(take) for name in _SNAPSHOT_NAMES],
+            names=_SNAPSHOT_NAMES,
+        )
+        lo = hi
+
+
+_SNAPSHOT_NAMES = ROUTE_SNAPSHOTS_SCHEMA.names
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+
+
+def route_snapshot_expansion(day: dt.date, snapshot_interval_ms: int) -> RowExpansion:
+    """How the write of ``route_snapshots`` makes a day's instant rows from its pieces: in Spark,
+    :func:`explode_pieces`; in the write tasks, :func:`expand_pieces_batch`."""
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors need not have jobs installed
+    return RowExpansion(
+        spark=lambda pieces_df: explode_pieces(pieces_df, day, snapshot_interval_ms)
+        .withColumn("date", F.lit(day)).select(*_SNAPSHOT_NAMES),
+        arrow=partial(expand_pieces_batch, day=day, snapshot_interval_ms=snapshot_interval_ms),
+    )
+
+
 def agg_route_snapshots(
     topic_route_df: DataFrame, broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int
 ) -> DataFrame:
@@ -278,9 +349,7 @@ def agg_route_snapshots(
     ``broker_addr_history`` rows."""
     runs_df = agg_broker_data_runs(broker_addr_df, day, snapshot_interval_ms)
     pieces_df = agg_route_pieces(topic_route_df, runs_df, day, snapshot_interval_ms)
-    return explode_pieces(pieces_df, day, snapshot_interval_ms).withColumn("date", F.lit(day)).select(
-        *ROUTE_SNAPSHOTS_SCHEMA.names
-    )
+    return route_snapshot_expansion(day, snapshot_interval_ms).spark(pieces_df)
 
 
 def run_snapshots(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_interval_ms: int) -> None:
@@ -290,8 +359,11 @@ def run_snapshots(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_int
                                 TOPIC_ROUTE_HISTORY_SCHEMA, where=where)
     broker_addr_df = read_table(spark, lake.table_path(lake_dir, lake.BROKER_ADDR_HISTORY),
                                 BROKER_ADDR_HISTORY_SCHEMA, where=where)
+    runs_df = agg_broker_data_runs(broker_addr_df, day, snapshot_interval_ms)
+    # the write tasks expand the pieces into the instant rows
     write_table(
-        agg_route_snapshots(topic_route_df, broker_addr_df, day, snapshot_interval_ms),
+        agg_route_pieces(topic_route_df, runs_df, day, snapshot_interval_ms),
         lake.table_path(lake_dir, lake.ROUTE_SNAPSHOTS),
         mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=ROUTE_SNAPSHOTS_SCHEMA,
+        expansion=route_snapshot_expansion(day, snapshot_interval_ms),
     )

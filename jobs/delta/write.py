@@ -34,7 +34,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -109,6 +109,10 @@ class WritePlan:
         extra_files: data files already written into the table folder by someone else (dicts as
             :meth:`jobs.delta.files.DataFile.close` returns them), committed in the same
             transaction as the write's own files and deleted if the write fails.
+        expand: None, or a function each task applies to every Arrow batch of the DataFrame's
+            rows, giving the batches of table rows it stands for (``arrow`` of
+            :class:`jobs.delta_io.RowExpansion`). It is pickled with the plan, so it must be
+            shipped by value like this module.
     """
 
     path: str
@@ -117,6 +121,7 @@ class WritePlan:
     replace_where: dict[str, str | None]
     schema_json: str
     extra_files: tuple[dict, ...] = ()
+    expand: Callable[[pa.RecordBatch], Iterator[pa.RecordBatch]] | None = None
 
 
 # The rows a write task returns to the driver: one per data file it wrote (DataFile.close() dicts).
@@ -153,6 +158,8 @@ def write_task(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str
     file_schema = to_arrow_schema(StructType(data_fields))
     fs = pafs.LocalFileSystem()
     open_files: dict[tuple, DataFile] = {}
+    if plan.expand is not None:
+        batches = (rows for batch in batches for rows in plan.expand(batch))
     try:
         for batch in batches:
             check_not_null(batch, declared)

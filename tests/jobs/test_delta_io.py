@@ -37,6 +37,7 @@ from jobs.delta.files import (
 )
 from jobs.delta.write import job_ids, wait_for_tasks
 from jobs.delta_io import (
+    RowExpansion,
     SchemaMismatchError,
     read_table,
     read_table_arrow,
@@ -312,6 +313,87 @@ def test_null_in_not_null_column_fails_the_write(spark, tmp_path):
         write_table(bad_df, path, mode="append", partition_by=["date"], schema=NARROW)
 
     assert table_version(path) == 0
+
+
+# An expansion for the tests: a row (date, ns, first, count, value) stands for ``count`` NARROW rows
+# with seq first .. first + count - 1. A value "null-seq" makes the expanded rows' seq null.
+FEW = StructType(
+    [
+        StructField("date", DateType(), False),
+        StructField("ns", StringType(), False),
+        StructField("first", LongType(), False),
+        StructField("count", LongType(), False),
+        StructField("value", StringType(), True),
+    ]
+)
+
+
+def _expand_spark(df):
+    seq = F.explode(F.sequence("first", F.col("first") + F.col("count") - 1))
+    return df.select("date", "ns", seq.alias("seq"), "value").select(
+        "date", "ns", F.when(~F.col("value").eqNullSafe("null-seq"), F.col("seq")).alias("seq"), "value")
+
+
+def _expand_arrow(batch):
+    import numpy as np
+    import pyarrow.compute as pc
+
+    counts = batch.column("count").to_numpy()
+    index = pa.array(np.repeat(np.arange(batch.num_rows), counts))
+    seq = np.repeat(batch.column("first").to_numpy(), counts) + (
+        np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+    value = batch.column("value").take(index)
+    nulls = pc.equal(value, "null-seq").fill_null(False)
+    yield pa.RecordBatch.from_arrays(
+        [batch.column("date").take(index), batch.column("ns").take(index),
+         pc.if_else(nulls, pa.scalar(None, pa.int64()), pa.array(seq)), value],
+        names=["date", "ns", "seq", "value"],
+    )
+
+
+def _expansion():
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # tests are not a package workers import
+    return RowExpansion(spark=_expand_spark, arrow=_expand_arrow)
+
+
+@pytest.mark.spark
+def test_an_expansion_writes_the_rows_it_stands_for(spark, tmp_path):
+    path = str(tmp_path / "t")
+    few_df = spark.createDataFrame([(D1, "ns-a", 1, 3, "x"), (D1, "ns-b", 10, 2, None), (D2, "ns-a", 5, 1, "y")],
+                                   FEW).repartition(2)
+
+    write_table(few_df, path, mode="append", partition_by=["date", "ns"], schema=NARROW, expansion=_expansion())
+
+    want = _expand_spark(few_df)
+    assert_df_equality(read_table(spark, path, NARROW), want.select(*NARROW.names), ignore_row_order=True,
+                       ignore_nullable=True)
+    assert read_table(spark, path, NARROW).count() == 6
+    # a rerun of one day replaces it with that day's expanded rows only
+    write_table(few_df.where(F.col("date") == D1).where(F.col("ns") == "ns-a"), path, mode="overwrite",
+                partition_by=["date", "ns"], replace_where={"date": D1}, schema=NARROW, expansion=_expansion())
+    assert sorted((r["date"], r["seq"]) for r in read_table(spark, path, NARROW).collect()) == [
+        (D1, 1), (D1, 2), (D1, 3), (D2, 5)]
+
+
+@pytest.mark.spark
+def test_an_expansion_is_checked_like_any_write(spark, tmp_path):
+    path = str(tmp_path / "t")
+    write_table(narrow_df(spark, [(D1, "ns-a", 0, "old")]), path, mode="append", partition_by=["date"], schema=NARROW)
+    few_df = spark.createDataFrame([(D1, "ns-a", 1, 2, "x"), (D1, "ns-a", 7, 2, "null-seq")], FEW)
+
+    # a null the expanded rows hold in a NOT NULL column fails the write in its task
+    with pytest.raises(Exception, match="column seq is declared NOT NULL but has 2 null"):
+        write_table(few_df, path, mode="append", partition_by=["date"], schema=NARROW, expansion=_expansion())
+    # the expansion's columns are checked before any task runs
+    wrong = RowExpansion(spark=lambda df: _expand_spark(df).withColumnRenamed("seq", "sequence"), arrow=_expand_arrow)
+    with pytest.raises(SchemaMismatchError, match="missing columns \\['seq'\\]"):
+        write_table(few_df, path, mode="append", partition_by=["date"], schema=NARROW, expansion=wrong)
+
+    assert table_version(path) == 0
+    assert [r["value"] for r in read_table(spark, path, NARROW).collect()] == ["old"]
+    assert len(list(Path(path).rglob("*.parquet"))) == 1
 
 
 @pytest.mark.spark

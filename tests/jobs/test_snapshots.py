@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.rebuild import select_broker_addr_history, select_topic_route_history
-from jobs.snapshots import agg_route_snapshots, snapshot_instants_ms, with_snapshot_ts
+from jobs.snapshots import (
+    agg_broker_data_runs,
+    agg_route_pieces,
+    agg_route_snapshots,
+    end_position,
+    expand_pieces_batch,
+    route_snapshot_expansion,
+    snapshot_instants_ms,
+    with_snapshot_ts,
+)
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
@@ -28,6 +39,14 @@ def test_snapshot_instants_are_the_grid_and_the_end_of_the_day():
     instants = snapshot_instants_ms(DAY, 300_000)
     assert instants[:2] == [T0, T0 + 300_000] and instants[-2:] == [T0 + DAY_MS - 300_000, END]
     assert len(instants) == 288 + 1
+
+
+@pytest.mark.parametrize("interval", [1, 7, MIN, 5 * MIN, 7 * 3_600_000, DAY_MS - 1, DAY_MS, DAY_MS + 5])
+def test_the_end_position_is_the_last_instant_of_the_day(interval):
+    if interval < 1000:  # the list has up to 86 M instants: check the end of a shorter grid
+        assert end_position(interval) == (DAY_MS - 1) // interval + ((DAY_MS - 1) % interval != 0)
+    else:
+        assert end_position(interval) == len(snapshot_instants_ms(DAY, interval)) - 1
 
 
 def test_each_interval_explodes_into_the_instants_it_covers(spark):
@@ -103,3 +122,73 @@ def test_a_null_interval_end_and_an_empty_day_give_only_what_is_valid(spark):
     got = agg_route_snapshots(select_topic_route_history(empty, DAY), select_broker_addr_history(empty, DAY), DAY,
                               300_000)
     assert got.count() == 0
+
+
+PIECES = T.StructType([
+    T.StructField("ns", T.StringType()), T.StructField("topic", T.StringType()),
+    T.StructField("cluster", T.StringType()), T.StructField("broker_name", T.StringType()),
+    T.StructField("broker_addrs", T.MapType(T.LongType(), T.StringType(), False)),
+    T.StructField("read_queue_nums", T.IntegerType()), T.StructField("write_queue_nums", T.IntegerType()),
+    T.StructField("perm", T.IntegerType()), T.StructField("topic_sys_flag", T.IntegerType()),
+    T.StructField("first_pos", T.LongType()), T.StructField("last_pos", T.LongType()),
+])
+
+
+def _canonical(row: dict) -> tuple:
+    ts_value = row["snapshot_ts"]
+    if ts_value.tzinfo is None:  # Spark's collect: naive, in the session's zone (UTC)
+        ts_value = ts_value.replace(tzinfo=UTC)
+    addrs = row["broker_addrs"]
+    if isinstance(addrs, list):  # Arrow's map as a list of pairs
+        addrs = dict(addrs)
+    return (ts_value, *(row[c] for c in ROUTE_SNAPSHOTS_SCHEMA.names if c not in ("snapshot_ts", "broker_addrs")),
+            tuple(sorted(addrs.items())) if addrs is not None else None)
+
+
+@pytest.mark.parametrize("max_rows", [1, 3, 1 << 20])
+def test_the_write_tasks_expand_pieces_into_the_rows_spark_explodes(spark, max_rows):
+    interval = 2 * 3_600_000  # positions 0..11 are the grid, 12 is 23:59:59.999
+    pieces = [
+        ("ns-a", "TopicA", "C1", "broker-a", {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}, 8, 8, 6, 0, 0, 12),
+        ("ns-a", "TopicA", "C1", "broker-b", {0: "10.0.0.3:10911"}, 4, 4, 6, 0, 3, 3),  # one instant
+        ("ns-b", "TopicB", None, "broker-z", None, 4, 4, 2, 1, 11, 12),  # no BrokerData, to the end
+        ("ns-b", "TopicC", "C2", "broker-c", {}, 1, 0, 4, 0, 12, 12),  # only the end of the day
+    ]
+    pieces_df = spark.createDataFrame(pieces, PIECES)
+    want = {_canonical(r.asDict()) for r in route_snapshot_expansion(DAY, interval).spark(pieces_df).collect()}
+    assert len(want) == 13 + 1 + 2 + 1
+
+    batches = [out for batch in pieces_df.toArrow().to_batches()
+               for out in expand_pieces_batch(batch, DAY, interval, max_rows=max_rows)]
+
+    got = [_canonical(r) for b in batches for r in b.to_pylist()]
+    assert len(got) == len(want) and set(got) == want
+    assert all(b.schema.names == ROUTE_SNAPSHOTS_SCHEMA.names for b in batches)
+    # a batch holds at most max_rows rows, or the rows of one piece
+    assert all(b.num_rows <= max(max_rows, 13) for b in batches)
+    assert (max_rows == 1) == (len(batches) == len(pieces))
+
+
+def test_an_empty_batch_of_pieces_expands_to_nothing():
+    assert list(expand_pieces_batch(pa.RecordBatch.from_pylist([], schema=to_arrow_schema(PIECES)), DAY, MIN)) == []
+
+
+def test_pieces_and_their_expansion_give_the_snapshots_of_the_walk(spark):
+    h = 3_600_000
+    walk = _walk_rows(spark, [
+        ("queue", "ns-a", "TopicA", "broker-a", None, None, None, 8, 8, 6, 0, T0, T0 + 5 * h, 1, 9),
+        ("queue", "ns-a", "TopicA", "broker-a", None, None, None, 8, 8, 4, 0, T0 + 5 * h, None, 9, None),
+        ("addr", "ns-a", None, "broker-a", "C1", 0, "10.0.0.1:10911", None, None, None, None, T0, T0 + 7 * h, 1, 20),
+        ("addr", "ns-a", None, "broker-a", "C1", 0, "10.0.0.9:10911", None, None, None, None, T0 + 9 * h, None, 30,
+         None),
+    ])
+    topic_route_df = select_topic_route_history(walk, DAY)
+    pieces_df = agg_route_pieces(topic_route_df, agg_broker_data_runs(select_broker_addr_history(walk, DAY), DAY, h),
+                                 DAY, h)
+    got = {_canonical(r) for batch in pieces_df.toArrow().to_batches()
+           for b in expand_pieces_batch(batch, DAY, h) for r in b.to_pylist()}
+    want = {_canonical(r.asDict()) for r in agg_route_snapshots(
+        topic_route_df, select_broker_addr_history(walk, DAY), DAY, h).collect()}
+    assert got == want and len(want) == 25
+    # 08:00 is between the two addresses: no BrokerData then
+    assert [r for r in got if r[0] == ts(T0 + 8 * h)][0][-1] is None
