@@ -105,6 +105,10 @@ def test_a_liveness_timeline_per_server(report, audited_lake):  # noqa: F811
                               f"liveness on {ns}")
         # the windows are drawn: bars in the colour of still-open windows (brokers alive at the end)
         assert _colours(image).get(_rgb(END_REASON_COLORS["open"]), 0) > 100, ns
+        # its words are text, not glyph outlines: the browser's search finds servers and addresses
+        words = report.page.locator(f"figure.plot[data-plot=liveness][data-subject='{ns}'] svg text").all_text_contents()
+        assert any(w.startswith(f"Liveness on {ns}") for w in words), words[:5]
+        assert any(re.fullmatch(r"[\d.]+:\d+", w) for w in words), words[:20]  # a broker address as a row label
 
 
 def test_the_divergence_timeline(report):
