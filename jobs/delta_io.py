@@ -35,7 +35,6 @@ from datetime import date, datetime
 from typing import Any
 
 import pyarrow as pa
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DateType, StringType, StructType

@@ -43,10 +43,12 @@ def test_snapshot_instants_are_the_grid_and_the_end_of_the_day():
 
 @pytest.mark.parametrize("interval", [1, 7, MIN, 5 * MIN, 7 * 3_600_000, DAY_MS - 1, DAY_MS, DAY_MS + 5])
 def test_the_end_position_is_the_last_instant_of_the_day(interval):
-    if interval < 1000:  # the list has up to 86 M instants: check the end of a shorter grid
-        assert end_position(interval) == (DAY_MS - 1) // interval + ((DAY_MS - 1) % interval != 0)
-    else:
+    if interval >= 1000:
         assert end_position(interval) == len(snapshot_instants_ms(DAY, interval)) - 1
+    # the same from the grid as a range (a list would hold up to 86 M instants): 23:59:59.999 is
+    # the last grid instant, or the one after it
+    grid = range(T0, T0 + DAY_MS, interval)
+    assert end_position(interval) == (len(grid) - 1 if grid[-1] == END else len(grid))
 
 
 def test_each_interval_explodes_into_the_instants_it_covers(spark):
