@@ -173,6 +173,8 @@ def test_topic_distribution_counts_per_topic(spark):
         snap(1, "t1", "broker-a", write=0),  # edge: write perm with 0 write queues
     ]
     fr = frames(spark, rows)
+    # a row per topic and instant: made and read by a task per shuffle partition, not one
+    assert fr.topic_stats_df.rdd.getNumPartitions() == int(spark.conf.get("spark.sql.shuffle.partitions"))
     actual_df = D.agg_topic_distribution(fr.topic_stats_df, DAY)
     expected_df = frame(spark,
         [
