@@ -60,7 +60,9 @@ def release_frame(df: DataFrame) -> None:
     df.unpersist()
     plan = df._jdf.queryExecution().logical()
     if plan.getClass().getSimpleName() == "LogicalRDD":  # a checkpoint: the rows live in its RDD's blocks
-        plan.rdd().unpersist(False)
+        # what RDD.unpersist does, without its warning that a local checkpoint cannot be
+        # recomputed once freed (known here: the stage has read it for the last time)
+        df.sparkSession.sparkContext._jsc.sc().unpersistRDD(plan.rdd().id(), False)
 
 
 @dataclass(frozen=True)
