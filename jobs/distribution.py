@@ -77,7 +77,7 @@ from jobs.snapshots import (
     with_segments,
     with_snapshot_ts,
 )
-from jobs.spark import CachedFrames, checkpoint_frame, local_frame, release_frame
+from jobs.spark import CachedFrames, checkpoint_frame, local_frame, release_frame, spread
 from nameserver.config import Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import (
@@ -268,12 +268,9 @@ def agg_topic_stats(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: i
         _sum_long("subscribe_queues").alias("subscribe_queues"),
         _sum_long("unread_write_queues").alias("unread_write_queues"),
     )
-    # The segments are few and adaptive execution gathers them into one partition, but their
-    # instant rows are a row per topic and server at each instant (1.7 M on the reference day):
-    # spread the segments first, so those rows are made, kept and read by as many tasks as a
-    # shuffle would use. An explicit number, which adaptive execution keeps.
-    partitions = int(segments_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    return explode_segments(segments_df.repartition(partitions, *keys), day, snapshot_interval_ms)
+    # the segments are few, but their instant rows are a row per topic and server at each
+    # instant (1.7 M on the reference day): spread the segments first
+    return explode_segments(spread(segments_df, *keys), day, snapshot_interval_ms)
 
 
 def agg_topic_distribution(topic_stats_df: DataFrame, day: dt.date) -> DataFrame:

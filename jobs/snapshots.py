@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs import lake
 from jobs.delta_io import RowExpansion, read_table, write_table
+from jobs.spark import spread
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -246,13 +247,10 @@ def agg_route_pieces(
         snapshot_interval_ms: spacing of the instants.
     """
     first, last = snapshot_positions(day, snapshot_interval_ms)
-    # The pieces are exploded into instant rows where they are, and those go to the writer as
-    # they are: spread the (interval-sized) history rows first, so the instant rows are written
-    # by as many tasks as a shuffle would use. An explicit number, so adaptive execution does not
-    # merge the small shuffle into one task.
-    partitions = int(topic_route_df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    # the pieces become instant rows where they are, in the write tasks: spread the
+    # (interval-sized) history rows first
     queues_df = (
-        topic_route_df.repartition(partitions, "ns", "topic")
+        spread(topic_route_df, "ns", "topic")
         .withColumn("_first_pos", first)
         .withColumn("_last_pos", last)
         .alias("q")

@@ -52,6 +52,14 @@ def checkpoint_frame(df: DataFrame) -> DataFrame:
     return df.localCheckpoint(eager=True)
 
 
+def spread(df: DataFrame, *keys: str) -> DataFrame:
+    """``df`` hash-partitioned by ``keys`` into ``spark.sql.shuffle.partitions`` partitions: for a
+    few rows that later become many (exploded into instants) where they are, so the many are made
+    by as many tasks as a shuffle would use. The number is explicit, so adaptive execution does
+    not merge the small shuffle into one partition."""
+    return df.repartition(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
+
+
 def release_frame(df: DataFrame) -> None:
     """Free what ``df`` holds in executor memory: its cache (``persist``), or the blocks of a
     ``localCheckpoint``, which ``unpersist`` leaves to Spark's context cleaner (that is, to some
