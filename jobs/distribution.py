@@ -65,13 +65,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake
-from jobs.delta_io import read_table, table_exists, write_table
+from jobs.delta_io import RowExpansion, read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
 from jobs.snapshots import (
     agg_broker_data_runs,
     agg_route_pieces,
     explode_pieces,
     explode_segments,
+    position_expansion,
     snapshot_position,
     snapshot_ts_at,
     with_segments,
@@ -242,18 +243,18 @@ def pieces_from_snapshots(snapshots_df: DataFrame, day: dt.date, snapshot_interv
     return snapshots_df.select(*PIECE_COLUMNS, pos.alias("first_pos"), pos.alias("last_pos"))
 
 
-def agg_topic_stats(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
-    """Per (snapshot_ts, ns, topic): ``TOPIC_DISTRIBUTION_SCHEMA`` columns but ``date``.
+def agg_topic_segments(flagged_df: DataFrame) -> DataFrame:
+    """Per (ns, topic) and run of instant positions (``first_pos`` to ``last_pos``) over which the
+    topic's QueueData stay the same on that server: ``TOPIC_DISTRIBUTION_SCHEMA`` columns but
+    ``date`` and ``snapshot_ts``, which hold at each of those instants.
 
-    Aggregated per segment of the topic's pieces (:func:`with_segments`), then exploded to the
-    segment's instants. Only counts and sums, so Spark aggregates in a hash table; which broker
-    names a finding is about is looked up afterwards, for the findings only
-    (:func:`agg_last_queue_datas`).
+    Aggregated per segment of the topic's pieces (:func:`with_segments`): only counts and sums,
+    so Spark aggregates in a hash table; which broker names a finding is about is looked up
+    afterwards, for the findings only (:func:`agg_last_queue_datas`). :func:`agg_topic_stats`
+    makes the instant rows.
 
     Args:
         flagged_df: :func:`with_queue_flags` pieces.
-        day: the UTC day.
-        snapshot_interval_ms: spacing of the instants.
     """
     keys = ["ns", "topic"]
     segments_df = with_segments(flagged_df, keys).groupBy(*keys, "seg_first", "seg_last").agg(
@@ -269,13 +270,33 @@ def agg_topic_stats(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: i
         _sum_long("unread_write_queues").alias("unread_write_queues"),
     )
     # the segments are few, but their instant rows are a row per topic and server at each
-    # instant (1.7 M on the reference day): spread the segments first
-    return explode_segments(spread(segments_df, *keys), day, snapshot_interval_ms)
+    # instant (1.7 M on the reference day): spread the segments, so that as many tasks make them
+    return spread(segments_df, *keys).withColumnRenamed("seg_first", "first_pos").withColumnRenamed(
+        "seg_last", "last_pos")
+
+
+def agg_topic_stats(topic_segments_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """Per (snapshot_ts, ns, topic): ``TOPIC_DISTRIBUTION_SCHEMA`` columns but ``date``, from
+    :func:`agg_topic_segments` (a row per instant of each segment).
+
+    Args:
+        topic_segments_df: :func:`agg_topic_segments` rows.
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    return explode_pieces(topic_segments_df, day, snapshot_interval_ms)
 
 
 def agg_topic_distribution(topic_stats_df: DataFrame, day: dt.date) -> DataFrame:
     """``topic_distribution`` rows from :func:`agg_topic_stats`."""
     return topic_stats_df.withColumn("date", F.lit(day)).select(*TOPIC_DISTRIBUTION_SCHEMA.names)
+
+
+def topic_distribution_expansion(day: dt.date, snapshot_interval_ms: int) -> RowExpansion:
+    """How the write of ``topic_distribution`` makes its instant rows from
+    :func:`agg_topic_segments` rows in the write tasks (1.7 M rows on the reference day, never
+    converted from the JVM's rows one by one; see :class:`jobs.delta_io.RowExpansion`)."""
+    return position_expansion(day, snapshot_interval_ms, TOPIC_DISTRIBUTION_SCHEMA.names)
 
 
 # ---------------------------------------------------------------------------- per broker group
@@ -807,12 +828,14 @@ class DistributionFrames(CachedFrames):
     :func:`build_distribution` computes at once: topic stats, group rows, findings' runs).
 
     Attributes:
-        topic_stats_df: :func:`agg_topic_stats` rows (checkpointed).
+        topic_segments_df: :func:`agg_topic_segments` rows (checkpointed).
+        topic_stats_df: :func:`agg_topic_stats` rows (made from the segments when read).
         group_rows_df: :func:`agg_group_rows` rows (checkpointed).
         findings_df: finding rows (``jobs.findings`` columns), category ``distribution``.
         cached: the checkpointed intermediates (:meth:`release` frees them after the last read).
     """
 
+    topic_segments_df: DataFrame
     topic_stats_df: DataFrame
     group_rows_df: DataFrame
     findings_df: DataFrame
@@ -849,7 +872,9 @@ def build_distribution(
     ).transform(with_queue_flags)
     broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
     # each is read by its table and by several findings: computed once, and cut from its plan
-    topic_stats_df = checkpoint_frame(agg_topic_stats(flagged_df, day, interval))
+    # the topics' instant rows are many and cheap to make again: the segments are kept instead
+    topic_segments_df = checkpoint_frame(agg_topic_segments(flagged_df))
+    topic_stats_df = agg_topic_stats(topic_segments_df, day, interval)
     group_rows_df = checkpoint_frame(
         agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
     )
@@ -886,8 +911,8 @@ def build_distribution(
     findings_df = findings[0]
     for more_df in findings[1:]:
         findings_df = findings_df.unionByName(more_df)
-    return DistributionFrames(topic_stats_df, group_rows_df, findings_df,
-                              cached=(topic_stats_df, group_rows_df, kind_runs_df))
+    return DistributionFrames(topic_segments_df, topic_stats_df, group_rows_df, findings_df,
+                              cached=(topic_segments_df, group_rows_df, kind_runs_df))
 
 
 def agg_end_of_day_distribution(snapshots_df: DataFrame, day: dt.date) -> DataFrame:
@@ -958,11 +983,13 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         _read_day(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, day),
         day, params, runs_df,
     )
-    topic_stats_df, group_rows_df = frames.topic_stats_df, frames.group_rows_df
+    topic_segments_df, group_rows_df = frames.topic_segments_df, frames.group_rows_df
     try:
         where = {"date": day}
-        write_table(agg_topic_distribution(topic_stats_df, day), lake.table_path(lake_dir, TOPIC_DISTRIBUTION),
-                    mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=TOPIC_DISTRIBUTION_SCHEMA)
+        # the write tasks make the instant rows of the segments
+        write_table(topic_segments_df, lake.table_path(lake_dir, TOPIC_DISTRIBUTION),
+                    mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=TOPIC_DISTRIBUTION_SCHEMA,
+                    expansion=topic_distribution_expansion(day, params.snapshot_interval_ms))
         write_table(agg_queue_distribution(group_rows_df), lake.table_path(lake_dir, QUEUE_DISTRIBUTION),
                     mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=QUEUE_DISTRIBUTION_SCHEMA)
         findings_df = frames.findings_df.persist(StorageLevel.MEMORY_AND_DISK)
@@ -976,7 +1003,8 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
             F.count(F.lit(1)).alias("rows"), F.countDistinct("snapshot_ts").alias("snapshots"),
             F.countDistinct("ns").alias("servers"),
         ).first()
-        topic_rows = topic_stats_df.count()
+        topic_rows = topic_segments_df.agg(
+            F.coalesce(F.sum(F.col("last_pos") - F.col("first_pos") + 1), F.lit(0))).first()[0]
     finally:
         frames.release()
         for df in (pieces_df, runs_df):

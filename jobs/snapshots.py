@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import partial
 
 import numpy as np
@@ -289,15 +289,18 @@ def explode_pieces(pieces_df: DataFrame, day: dt.date, snapshot_interval_ms: int
 _EXPANDED_BATCH_ROWS = 1 << 20
 
 
-def expand_pieces_batch(
-    pieces: pa.RecordBatch, day: dt.date, snapshot_interval_ms: int, max_rows: int = _EXPANDED_BATCH_ROWS
+def expand_positions_batch(
+    pieces: pa.RecordBatch, day: dt.date, snapshot_interval_ms: int, names: Sequence[str],
+    max_rows: int = _EXPANDED_BATCH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
-    """``route_snapshots`` rows of an Arrow batch of pieces (:func:`agg_route_pieces`), in
-    batches of at most ``max_rows`` rows (or one piece's rows, if more): the rows of
-    :func:`agg_route_snapshots`, piece by piece in the batch's order.
+    """The instant rows of an Arrow batch of rows that each hold over a run of instant positions
+    (``first_pos`` to ``last_pos``), in batches of at most ``max_rows`` rows (or one row's
+    instants, if more): row by row in the batch's order, a row per position, with the columns
+    ``names``. ``snapshot_ts`` is the position's instant, ``date`` is ``day``, any other name is
+    the batch's column of that name. The rows of :func:`explode_pieces`, plus ``date``.
 
-    It runs in the write tasks (see :func:`route_snapshot_expansion`), shipped by value: it uses
-    only numpy and pyarrow.
+    It runs in the write tasks (see :func:`position_expansion`), shipped by value: it uses only
+    numpy and pyarrow.
     """
     start = (day.toordinal() - _EPOCH_ORDINAL) * DAY_MS  # day_start_ms, without shipping nameserver
     end_pos = end_position(snapshot_interval_ms)
@@ -319,25 +322,41 @@ def expand_pieces_batch(
             "date": pa.array(np.full(len(index), day, dtype="datetime64[D]"), pa.date32()),
         }
         yield pa.RecordBatch.from_arrays(
-            [columns[name] if name in columns else pieces.column(name).take(take) for name in _SNAPSHOT_NAMES],
-            names=_SNAPSHOT_NAMES,
+            [columns[name] if name in columns else pieces.column(name).take(take) for name in names],
+            names=list(names),
         )
         lo = hi
+
+
+def expand_pieces_batch(
+    pieces: pa.RecordBatch, day: dt.date, snapshot_interval_ms: int, max_rows: int = _EXPANDED_BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """``route_snapshots`` rows of an Arrow batch of pieces (:func:`agg_route_pieces`): the rows of
+    :func:`agg_route_snapshots`, piece by piece (:func:`expand_positions_batch`)."""
+    return expand_positions_batch(pieces, day, snapshot_interval_ms, _SNAPSHOT_NAMES, max_rows)
 
 
 _SNAPSHOT_NAMES = ROUTE_SNAPSHOTS_SCHEMA.names
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 
 
-def route_snapshot_expansion(day: dt.date, snapshot_interval_ms: int) -> RowExpansion:
-    """How the write of ``route_snapshots`` makes a day's instant rows from its pieces: in Spark,
-    :func:`explode_pieces`; in the write tasks, :func:`expand_pieces_batch`."""
+def position_expansion(day: dt.date, snapshot_interval_ms: int, names: Sequence[str]) -> RowExpansion:
+    """How a write makes a day's instant rows, with the columns ``names``, from rows that hold over
+    runs of instant positions (``first_pos``, ``last_pos``): in Spark, :func:`explode_pieces` and
+    ``date``; in the write tasks, :func:`expand_positions_batch`."""
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # executors need not have jobs installed
+    names = list(names)
     return RowExpansion(
         spark=lambda pieces_df: explode_pieces(pieces_df, day, snapshot_interval_ms)
-        .withColumn("date", F.lit(day)).select(*_SNAPSHOT_NAMES),
-        arrow=partial(expand_pieces_batch, day=day, snapshot_interval_ms=snapshot_interval_ms),
+        .withColumn("date", F.lit(day)).select(*names),
+        arrow=partial(expand_positions_batch, day=day, snapshot_interval_ms=snapshot_interval_ms, names=names),
     )
+
+
+def route_snapshot_expansion(day: dt.date, snapshot_interval_ms: int) -> RowExpansion:
+    """How the write of ``route_snapshots`` makes a day's instant rows from its pieces
+    (:func:`position_expansion`)."""
+    return position_expansion(day, snapshot_interval_ms, _SNAPSHOT_NAMES)
 
 
 def agg_route_snapshots(

@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from jobs import distribution as D
 from jobs import lake
 from jobs.delta_io import read_table, write_table
-from jobs.snapshots import agg_route_snapshots
+from jobs.snapshots import agg_route_snapshots, expand_positions_batch
 from nameserver.config import AuditConfig, Config
 from nameserver.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
@@ -673,6 +673,13 @@ def at_ms(ms: int) -> dt.datetime:
     return dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
 
 
+def _topic_row(row: dict) -> tuple:
+    """A ``topic_distribution`` row from Spark (naive UTC timestamps) or Arrow (aware), comparable."""
+    ts = row["snapshot_ts"]
+    return (row["date"], ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc),
+            *(row[c] for c in TOPIC_DISTRIBUTION_SCHEMA.names[2:]))
+
+
 def test_pieces_give_what_the_exploded_snapshots_give(spark):
     """The stage aggregates pieces that hold over runs of instants; the result must be what the
     instant rows of ``route_snapshots`` (one-instant pieces) give, table for table."""
@@ -698,6 +705,16 @@ def test_pieces_give_what_the_exploded_snapshots_give(spark):
                            ignore_nullable=True)
     found, expected = (sorted(tuple(r) for r in fr.findings_df.collect()) for fr in (by_pieces, by_instants))
     assert found == expected
+    # the table's rows as the write tasks make them from the segments, in small and large batches
+    want = sorted(_topic_row(r.asDict()) for r in D.agg_topic_distribution(by_instants.topic_stats_df, DAY).collect())
+    expansion = D.topic_distribution_expansion(DAY, STEP)
+    assert sorted(_topic_row(r.asDict()) for r in expansion.spark(by_pieces.topic_segments_df).collect()) == want
+    assert by_pieces.topic_segments_df.count() < len(want)  # segments of several instants
+    for max_rows in (1, 50, 1 << 20):
+        batches = [b for batch in by_pieces.topic_segments_df.toArrow().to_batches()
+                   for b in expand_positions_batch(batch, DAY, STEP, TOPIC_DISTRIBUTION_SCHEMA.names, max_rows)]
+        assert all(b.schema.names == TOPIC_DISTRIBUTION_SCHEMA.names for b in batches)
+        assert sorted(_topic_row(r) for b in batches for r in b.to_pylist()) == want
     # the random days make most kinds (not the cluster-set and shared-address ones: no such history)
     assert {"no_writable_queue", "single_broker_topic", "write_perm_wiped", "no_master",
             "queue_data_without_broker", "read_write_mismatch"} <= {r[0] for r in found}, found
