@@ -5,7 +5,9 @@ snapshot_interval_ms`` and ``23:59:59.999``), taken as *pieces*: a ``route_snaps
 holds over a run of consecutive instants (:func:`jobs.snapshots.agg_route_pieces`, made from the
 day's ``topic_route_history`` and ``broker_addr_history`` exactly as ``route_snapshots`` is). The
 per-topic and per-group figures are aggregated over the segments on which a key's pieces do not
-change and only then exploded to instants, so the day's ~10^7 instant rows are never read back. The
+change and only then exploded to instants (``topic_distribution``'s 1.7 M rows on the reference day
+in its write tasks, see :func:`topic_distribution_expansion`), so the day's ~10^7 instant rows of
+``route_snapshots`` are never read back. The
 day's ``broker_addr_history`` and ``cluster_history`` give what a snapshot row cannot show (broker
 groups without topics, cluster sets). Queue counts are what a client derives from a route
 (semantics spec §3): a producer takes ``write_queue_nums`` queues of every QueueData with
