@@ -73,7 +73,6 @@ from jobs.snapshots import (
     agg_broker_data_runs,
     agg_route_pieces,
     explode_pieces,
-    explode_segments,
     position_expansion,
     snapshot_position,
     snapshot_ts_at,
@@ -245,6 +244,12 @@ def pieces_from_snapshots(snapshots_df: DataFrame, day: dt.date, snapshot_interv
     return snapshots_df.select(*PIECE_COLUMNS, pos.alias("first_pos"), pos.alias("last_pos"))
 
 
+def _segment_positions() -> tuple[Column, Column]:
+    """A segment's positions (:func:`with_segments`) under the names :func:`explode_pieces` and
+    the write's expansion read."""
+    return F.col("seg_first").alias("first_pos"), F.col("seg_last").alias("last_pos")
+
+
 def agg_topic_segments(flagged_df: DataFrame) -> DataFrame:
     """Per (ns, topic) and run of instant positions (``first_pos`` to ``last_pos``) over which the
     topic's QueueData stay the same on that server: ``TOPIC_DISTRIBUTION_SCHEMA`` columns but
@@ -259,7 +264,7 @@ def agg_topic_segments(flagged_df: DataFrame) -> DataFrame:
         flagged_df: :func:`with_queue_flags` pieces.
     """
     keys = ["ns", "topic"]
-    segments_df = with_segments(flagged_df, keys).groupBy(*keys, "seg_first", "seg_last").agg(
+    segments_df = with_segments(flagged_df, keys).groupBy(*keys, *_segment_positions()).agg(
         F.count(F.lit(1)).cast("int").alias("brokers"),
         _count_if(F.col("has_master")).alias("brokers_with_master"),
         _count_if(F.col("writable")).alias("writable_brokers"),
@@ -273,8 +278,7 @@ def agg_topic_segments(flagged_df: DataFrame) -> DataFrame:
     )
     # the segments are few, but their instant rows are a row per topic and server at each
     # instant (1.7 M on the reference day): spread the segments, so that as many tasks make them
-    return spread(segments_df, *keys).withColumnRenamed("seg_first", "first_pos").withColumnRenamed(
-        "seg_last", "last_pos")
+    return spread(segments_df, *keys)
 
 
 def agg_topic_stats(topic_segments_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
@@ -315,7 +319,7 @@ def agg_group_totals(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: 
     # cluster is the BrokerData's, one per group at an instant: as a key it splits nothing, and
     # it keeps every aggregate numeric (hash aggregation, no sort)
     keys = ["ns", "broker_name", "cluster"]
-    segments_df = with_segments(flagged_df, keys).groupBy(*keys, "seg_first", "seg_last").agg(
+    segments_df = with_segments(flagged_df, keys).groupBy(*keys, *_segment_positions()).agg(
         F.max(F.coalesce(F.size("broker_addrs"), F.lit(0))).alias("queue_broker_addrs"),
         F.max("has_master").alias("queue_has_master"),
         F.count(F.lit(1)).cast("int").alias("topics"),
@@ -327,7 +331,7 @@ def agg_group_totals(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: 
         _sum_long("subscribe_queues").alias("subscribe_queues"),
         _sum_long("unread_write_queues").alias("unread_write_queues"),
     )
-    return explode_segments(segments_df, day, snapshot_interval_ms)
+    return explode_pieces(segments_df, day, snapshot_interval_ms)
 
 
 def agg_broker_groups(broker_data_runs_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
@@ -340,12 +344,12 @@ def agg_broker_groups(broker_data_runs_df: DataFrame, day: dt.date, snapshot_int
         day: the UTC day.
         snapshot_interval_ms: spacing of the instants.
     """
-    return explode_segments(
+    return explode_pieces(
         broker_data_runs_df.where(F.col("broker_addrs").isNotNull()).select(
             "ns", "broker_name", F.col("cluster").alias("broker_cluster"),
             F.size("broker_addrs").alias("broker_addrs"),
             F.map_contains_key("broker_addrs", F.lit(MASTER_ID).cast("long")).alias("has_master"),
-            F.col("first_pos").alias("seg_first"), F.col("last_pos").alias("seg_last"),
+            "first_pos", "last_pos",
         ),
         day, snapshot_interval_ms,
     )

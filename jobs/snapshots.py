@@ -10,7 +10,7 @@ segment of its history rows (a run of instants over which none of them starts or
 into runs of consecutive instants with the same value; each queue row (one history interval) is
 joined to the runs of its group that overlap it (both interval-sized, the runs broadcast), which
 gives the *pieces* (:func:`agg_route_pieces`), and only then exploded into the instants they cover.
-The instant rows are made in the write tasks (:func:`expand_pieces_batch`, from Arrow batches of
+The instant rows are made in the write tasks (:func:`expand_positions_batch`, from Arrow batches of
 the pieces), so they are never converted from the JVM's rows one by one; :func:`explode_pieces`
 is the same in Spark.
 """
@@ -151,15 +151,6 @@ def with_segments(pieces_df: DataFrame, keys: list[str]) -> DataFrame:
     for more in same_key[1:]:
         condition = condition & more
     return pieces_df.join(segments_df, condition & inside).drop(*[f"_s_{k}" for k in keys])
-
-
-def explode_segments(segments_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
-    """One row per (segment row, instant position in it): ``snapshot_ts`` first, without the
-    segment's positions."""
-    columns = [c for c in segments_df.columns if c not in ("seg_first", "seg_last")]
-    return segments_df.select(F.explode(F.sequence("seg_first", "seg_last")).alias("_pos"), *columns).select(
-        snapshot_ts_at(F.col("_pos"), day, snapshot_interval_ms).alias("snapshot_ts"), *columns
-    )
 
 
 def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
@@ -326,14 +317,6 @@ def expand_positions_batch(
             names=list(names),
         )
         lo = hi
-
-
-def expand_pieces_batch(
-    pieces: pa.RecordBatch, day: dt.date, snapshot_interval_ms: int, max_rows: int = _EXPANDED_BATCH_ROWS
-) -> Iterator[pa.RecordBatch]:
-    """``route_snapshots`` rows of an Arrow batch of pieces (:func:`agg_route_pieces`): the rows of
-    :func:`agg_route_snapshots`, piece by piece (:func:`expand_positions_batch`)."""
-    return expand_positions_batch(pieces, day, snapshot_interval_ms, _SNAPSHOT_NAMES, max_rows)
 
 
 _SNAPSHOT_NAMES = ROUTE_SNAPSHOTS_SCHEMA.names

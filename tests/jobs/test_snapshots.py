@@ -16,7 +16,7 @@ from jobs.snapshots import (
     agg_route_pieces,
     agg_route_snapshots,
     end_position,
-    expand_pieces_batch,
+    expand_positions_batch,
     route_snapshot_expansion,
     snapshot_instants_ms,
     with_snapshot_ts,
@@ -161,7 +161,7 @@ def test_the_write_tasks_expand_pieces_into_the_rows_spark_explodes(spark, max_r
     assert len(want) == 13 + 1 + 2 + 1
 
     batches = [out for batch in pieces_df.toArrow().to_batches()
-               for out in expand_pieces_batch(batch, DAY, interval, max_rows=max_rows)]
+               for out in expand_positions_batch(batch, DAY, interval, ROUTE_SNAPSHOTS_SCHEMA.names, max_rows)]
 
     got = [_canonical(r) for b in batches for r in b.to_pylist()]
     assert len(got) == len(want) and set(got) == want
@@ -172,7 +172,8 @@ def test_the_write_tasks_expand_pieces_into_the_rows_spark_explodes(spark, max_r
 
 
 def test_an_empty_batch_of_pieces_expands_to_nothing():
-    assert list(expand_pieces_batch(pa.RecordBatch.from_pylist([], schema=to_arrow_schema(PIECES)), DAY, MIN)) == []
+    assert list(expand_positions_batch(pa.RecordBatch.from_pylist([], schema=to_arrow_schema(PIECES)), DAY, MIN,
+                                       ROUTE_SNAPSHOTS_SCHEMA.names)) == []
 
 
 def test_pieces_and_their_expansion_give_the_snapshots_of_the_walk(spark):
@@ -188,7 +189,7 @@ def test_pieces_and_their_expansion_give_the_snapshots_of_the_walk(spark):
     pieces_df = agg_route_pieces(topic_route_df, agg_broker_data_runs(select_broker_addr_history(walk, DAY), DAY, h),
                                  DAY, h)
     got = {_canonical(r) for batch in pieces_df.toArrow().to_batches()
-           for b in expand_pieces_batch(batch, DAY, h) for r in b.to_pylist()}
+           for b in expand_positions_batch(batch, DAY, h, ROUTE_SNAPSHOTS_SCHEMA.names) for r in b.to_pylist()}
     want = {_canonical(r.asDict()) for r in agg_route_snapshots(
         topic_route_df, select_broker_addr_history(walk, DAY), DAY, h).collect()}
     assert got == want and len(want) == 25
