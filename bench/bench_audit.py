@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from nameserver.timeutil import day_start_ms  # noqa: E402
+from common.timeutil import day_start_ms  # noqa: E402
 
 DAY = dt.date(2026, 11, 21)
 
@@ -172,7 +172,7 @@ def main() -> int:
     ensure_day(events_dir, args)
 
     from jobs.spark import build_session
-    from nameserver.config import load_config
+    from common.config import load_config
 
     # the JVM `nsaudit audit` starts with the default configuration: its heap and JVM options
     config = load_config(args.config)

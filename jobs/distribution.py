@@ -80,8 +80,8 @@ from jobs.snapshots import (
     with_snapshot_ts,
 )
 from jobs.spark import CachedFrames, checkpoint_frame, local_frame, release_frame, spread
-from nameserver.config import Config
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.config import Config
+from common.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import (
     PARTITION_BY,
     QUEUE_DISTRIBUTION_SCHEMA,

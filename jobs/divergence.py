@@ -65,8 +65,8 @@ from jobs import lake
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import finding_columns, write_findings
 from jobs.spark import checkpoint_frame, local_frame, release_frame
-from nameserver.config import Config
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.config import Config
+from common.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA

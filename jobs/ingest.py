@@ -71,7 +71,7 @@ from jobs.ingest_sequence import (
     with_seq_status,
 )
 from jobs.spark import is_native_delta_available, local_frame
-from nameserver.config import Config
+from common.config import Config
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.ingest import (
     DUPLICATE_SEQ_CONFLICT,

@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from jobs import pyworker
 from jobs.pyworker import keep_archive_listings
 from jobs.spark import local_frame
-from nameserver.errors import UserError
+from common.errors import UserError
 from schemas.events import EVENT_SCHEMA, EVENT_TYPES, FORMAT_VERSION, TYPE_RULES
 from schemas.ingest import (
     BAD_VERSION,

@@ -45,8 +45,8 @@ from jobs import liveness_windows as LW
 from jobs.delta_io import read_table, table_exists, write_table
 from jobs.findings import write_findings
 from jobs.spark import CachedFrames, checkpoint_frame, local_frame
-from nameserver.config import Config
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.config import Config
+from common.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.liveness_extra import BROKER_AVAILABILITY_SCHEMA

@@ -20,7 +20,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nameserver.timeutil import day_start_ms
+from common.timeutil import day_start_ms
 
 REGISTER_BROKER, QUERY_DATA_VERSION, BROKER_HEARTBEAT = 103, 322, 904
 REMOVALS = ("unregister", "expire", "channel_close")

@@ -24,9 +24,9 @@ from typing import Any, Callable
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from nameserver.config import Config, load_config  # noqa: E402
-from nameserver.errors import UserError  # noqa: E402
-from nameserver.timeutil import parse_date, yesterday_utc  # noqa: E402
+from common.config import Config, load_config  # noqa: E402
+from common.errors import UserError  # noqa: E402
+from common.timeutil import parse_date, yesterday_utc  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")
 

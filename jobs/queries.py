@@ -22,8 +22,8 @@ from typing import Any
 from jobs import lake
 from jobs.routeview import TableState, cluster_info_view, diff_view, route_view
 from nameserver import fastjson
-from nameserver.errors import UserError
-from nameserver.timeutil import parse_time, utc_date
+from common.errors import UserError
+from common.timeutil import parse_time, utc_date
 
 _HISTORY = (lake.TOPIC_ROUTE_HISTORY, lake.BROKER_ADDR_HISTORY, lake.CLUSTER_HISTORY, lake.FILTER_SERVER_HISTORY)
 _COLUMNS = {

@@ -29,7 +29,7 @@ from jobs import rebuild_state
 from jobs.routeview import TableState
 from nameserver.replay import RouteReplayer
 from nameserver.routes import RouteInfoManager
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.timeutil import DAY_MS, day_start_ms
 
 QUEUE, ADDR, CLUSTER, FILTER = "queue", "addr", "cluster", "filter"
 

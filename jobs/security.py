@@ -43,8 +43,8 @@ from jobs import lake
 from jobs.delta_io import read_table, table_exists
 from jobs.findings import finding_columns, write_findings
 from jobs.spark import CachedFrames, checkpoint_frame
-from nameserver.config import Config
-from nameserver.timeutil import day_start_ms
+from common.config import Config
+from common.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 

@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from jobs import lake
 from jobs.delta_io import RowExpansion, read_table, write_table
 from jobs.spark import spread
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
     PARTITION_BY,

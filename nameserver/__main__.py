@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from jobs.cli import main
+from nameserver.command import main
 
 if __name__ == "__main__":
-    sys.exit(main(["nameserver", *sys.argv[1:]]))
+    sys.exit(main(sys.argv[1:]))

@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from nameserver.codec import RemotingCommand, RequestCode
-from nameserver.config import SecurityConfig
-from nameserver.errors import UserError
+from common.config import SecurityConfig
+from common.errors import UserError
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"

@@ -54,7 +54,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from nameserver.config import EventLogConfig
+from common.config import EventLogConfig
 from nameserver.eventlog_commit import AsyncGroupCommit
 from nameserver.eventlog_recovery import GZIP_LEVEL, find_last_seq, fsync_dir, gzip_segment, recover_folder
 from nameserver.eventlog_segments import (

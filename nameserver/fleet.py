@@ -34,8 +34,8 @@ from nameserver.acl import Credentials, client_credentials
 from nameserver.broker_agent import REQUEST_TIMEOUT_S, BrokerAgent, GroupState
 from nameserver.client import RemotingClient, RemotingError, parse_host_port, simple_request
 from nameserver.codec import RemotingCommand, RequestCode, Version
-from nameserver.config import load_config
-from nameserver.errors import UserError
+from common.config import load_config
+from common.errors import UserError
 from nameserver.layout import LAYOUT_FAULTS, Anomaly, build_layout, layout_anomalies
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulator and live fleet

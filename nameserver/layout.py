@@ -65,7 +65,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from nameserver.config import AuditConfig
+from common.config import AuditConfig
 from nameserver.model import MASTER_ID, TopicConfig, topics_digest
 
 BROKER_PORT = 10911

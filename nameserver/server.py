@@ -38,8 +38,8 @@ from nameserver.codec import (
     encode_frame,
     make_response,
 )
-from nameserver.config import EventLogConfig, NameServerConfig, load_config
-from nameserver.errors import UserError
+from common.config import EventLogConfig, NameServerConfig, load_config
+from common.errors import UserError
 from nameserver.eventlog import AsyncGroupCommit, EventLogError, EventLogWriter
 from nameserver.housekeeping import HousekeepingService
 from nameserver.kvconfig import NamesrvConfigStore

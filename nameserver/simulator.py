@@ -22,11 +22,11 @@ import datetime as dt
 from pathlib import Path
 from typing import TextIO
 
-from nameserver.config import NameServerConfig
-from nameserver.errors import UserError
+from common.config import NameServerConfig
+from common.errors import UserError
 from nameserver.sim.engine import SimResult, Simulation
 from nameserver.sim.options import FAULTS, SimOptions, check_events_dir, parse_faults
-from nameserver.timeutil import UTC, day_start_ms, iso, parse_time
+from common.timeutil import UTC, day_start_ms, iso, parse_time
 
 __all__ = ["FAULTS", "SimOptions", "SimResult", "options_from_args", "run_from_cli", "simulate"]
 
@@ -49,7 +49,7 @@ def simulate(options: SimOptions, ns_config: NameServerConfig | None = None,
 
 
 def options_from_args(args: argparse.Namespace) -> SimOptions:
-    """The ``simulate`` parser's namespace (see ``jobs/cli.py``) as validated options.
+    """The ``simulate`` parser's namespace (see ``nsaudit/cli.py``) as validated options.
 
     Raises:
         UserError: a bad count, time, duration or fault name.

@@ -22,14 +22,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from nameserver.config import EventLogConfig, NameServerConfig
+from common.config import EventLogConfig, NameServerConfig
 from nameserver.layout import FleetLayout, build_layout
 from nameserver.sim.faults import FaultInjector
 from nameserver.sim.fleet import MESSAGE_JITTER_MS, Payload, SimBroker, SimGroup, build_fleet
 from nameserver.sim.options import SimOptions
 from nameserver.sim.server import SimServer
 from nameserver.sim.truth import Record, note_effect
-from nameserver.timeutil import iso
+from common.timeutil import iso
 
 PERIOD_MS = 30_000  # registerNameServerPeriod
 FIRST_PERIODIC_MS = 10_000  # the periodic task's initial delay

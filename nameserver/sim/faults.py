@@ -51,7 +51,7 @@ from nameserver.sim.fleet import MAX_DELAY_MS, SimBroker, SimGroup
 from nameserver.sim.options import DEFAULT_FAULTS_PER_DAY, RUNTIME_FAULTS
 from nameserver.sim.server import SimServer
 from nameserver.sim.truth import Record, new_record, note_effect, write_truth
-from nameserver.timeutil import DAY_MS
+from common.timeutil import DAY_MS
 
 if TYPE_CHECKING:
     from nameserver.sim.engine import Simulation

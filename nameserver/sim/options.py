@@ -1,6 +1,6 @@
 """What a simulation run is asked to do: validated, frozen options and the fault catalogue.
 
-Validation raises :class:`nameserver.errors.UserError` with one line naming the bad value, so the
+Validation raises :class:`common.errors.UserError` with one line naming the bad value, so the
 CLI can print it and exit 2.
 """
 
@@ -11,7 +11,7 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from nameserver.errors import UserError
+from common.errors import UserError
 from nameserver.layout import LAYOUT_FAULTS
 
 # Faults that strike during the run (nameserver.sim.faults), each a Poisson process.

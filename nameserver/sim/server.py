@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nameserver.config import EventLogConfig, NameServerConfig
+from common.config import EventLogConfig, NameServerConfig
 from nameserver.eventlog import EventLogWriter
 from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
 from nameserver.sim.fleet import Connection, Payload, SimBroker

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from nameserver.timeutil import day_start_ms
+from common.timeutil import day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 NS = 3
@@ -56,7 +56,7 @@ _built: dict[str, AuditedLake] = {}
 def build_audited_lake(spark, root: Path) -> AuditedLake:
     """Simulate the day into ``root/events`` and audit it into ``root/lake``."""
     from jobs import divergence, ingest, liveness, rebuild, report_data, snapshots
-    from nameserver.config import Config
+    from common.config import Config
     from nameserver.simulator import FAULTS, SimOptions, simulate
 
     events, lake = root / "events", root / "lake"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from nameserver.timeutil import day_start_ms
+from common.timeutil import day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 T0 = day_start_ms(DAY)
@@ -52,7 +52,7 @@ _built: dict[str, FaultFreeDay] = {}
 def build_fault_free_day(spark, root: Path) -> FaultFreeDay:
     """Simulate the day into ``root/events`` and run the nightly audit into ``root/lake``."""
     from jobs import nightly_audit
-    from nameserver.config import Config
+    from common.config import Config
     from nameserver.simulator import SimOptions, simulate
 
     events, lake = root / "events", root / "lake"

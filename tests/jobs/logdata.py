@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-from nameserver.config import EventLogConfig
+from common.config import EventLogConfig
 from nameserver.eventlog import EventLogWriter
 from nameserver.layout import BrokerGroup, BrokerMember, build_layout
 from nameserver.model import DataVersion, TopicConfig, topics_digest
-from nameserver.timeutil import day_start_ms
+from common.timeutil import day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 T0 = day_start_ms(DAY)  # 1795219200000, the spec's example day

@@ -21,8 +21,8 @@ from jobs import distribution as D
 from jobs import lake
 from jobs.delta_io import read_table, write_table
 from jobs.snapshots import agg_route_snapshots, expand_positions_batch
-from nameserver.config import AuditConfig, Config
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.config import AuditConfig, Config
+from common.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,

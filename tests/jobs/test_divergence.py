@@ -18,8 +18,8 @@ from chispa import assert_df_equality
 from jobs import divergence as D
 from jobs import lake
 from jobs.delta_io import read_table
-from nameserver.config import AuditConfig, Config
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.config import AuditConfig, Config
+from common.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA

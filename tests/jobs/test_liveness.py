@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 
 from jobs import liveness as L
 from jobs import liveness_windows as LW
-from nameserver.timeutil import day_start_ms
+from common.timeutil import day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA
 from tests.jobs.inputs import frame
 

@@ -11,11 +11,11 @@ import datetime as dt
 import orjson
 import pytest
 
-from jobs.cli import main
+from nsaudit.cli import main
 from jobs.queries import RouteLake, route_answer
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
-from nameserver.timeutil import DAY_MS, day_start_ms, iso
+from common.timeutil import DAY_MS, day_start_ms, iso
 from tests.jobs.eventgen import rebuild_from_lines, stamp
 
 DAY1 = dt.date(2026, 11, 21)

@@ -17,7 +17,7 @@ from jobs.rebuild import with_interesting, with_run, with_topics
 from jobs.rebuild_walk import ADDR, CLUSTER, QUEUE, walk_day
 from nameserver.model import DataVersion, TopicConfig, topics_digest
 from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.timeutil import DAY_MS, day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 T0 = day_start_ms(DAY)

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobs.cli import main
+from nsaudit.cli import main
 from jobs.queries import RouteLake
 from jobs.rebuild import run_rebuild
 from jobs.rebuild_walk import table_state_at, walk_day
@@ -36,10 +36,10 @@ from jobs.routeview import (
     table_state_from_routes,
 )
 from jobs.snapshots import run_snapshots, snapshot_instants_ms
-from nameserver.config import load_config
+from common.config import load_config
 from nameserver.eventlog import read_events
 from nameserver.replay import RouteReplayer
-from nameserver.timeutil import DAY_MS, day_start_ms, utc_date
+from common.timeutil import DAY_MS, day_start_ms, utc_date
 from tests.jobs.eventgen import TOPICS, generate_events, write_log
 
 DAY1 = dt.date(2026, 11, 21)
@@ -196,7 +196,7 @@ REAL_NS = ("real-a", "real-b", "real-c")
 async def run_real_servers(events_dir: Path) -> None:
     """Three real name servers (asyncio, loopback, the full protocol) with a live fleet and its
     faults, their clocks set so the run crosses into DAY2 a few seconds after it starts."""
-    from nameserver.config import EventLogConfig, NameServerConfig
+    from common.config import EventLogConfig, NameServerConfig
     from nameserver.fleet import FAULTS, Fleet, FleetOptions
     from nameserver.server import NameServerController
 

@@ -24,10 +24,10 @@ from jobs.delta_io import read_table
 from jobs.ingest import run_ingest
 from nameserver.acl import AccessController, Credentials, SecretStore
 from nameserver.client import RemotingClient
-from nameserver.config import Config, EventLogConfig, NameServerConfig
+from common.config import Config, EventLogConfig, NameServerConfig
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.server import NameServerController
-from nameserver.timeutil import day_start_ms
+from common.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from tests.jobs.inputs import frame

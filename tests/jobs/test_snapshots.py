@@ -21,7 +21,7 @@ from jobs.snapshots import (
     snapshot_instants_ms,
     with_snapshot_ts,
 )
-from nameserver.timeutil import DAY_MS, day_start_ms
+from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
 DAY = dt.date(2026, 11, 21)

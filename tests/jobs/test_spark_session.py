@@ -20,7 +20,7 @@ from jobs.spark import (
     release_frame,
     session_conf,
 )
-from nameserver.config import load_config
+from common.config import load_config
 
 
 @pytest.mark.spark

@@ -32,7 +32,7 @@ from nameserver.acl import (
 )
 from nameserver.client import register_broker_request, simple_request, unregister_broker_request
 from nameserver.codec import RequestCode, ResponseCode, SerializeType, decode_frame, encode_frame, make_request
-from nameserver.config import ConfigError, SecurityConfig, load_config
+from common.config import ConfigError, SecurityConfig, load_config
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.processor import ConnectionContext, RequestProcessor
 from nameserver.routes import RouteInfoManager

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from jobs.cli import main
-from nameserver.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+from nsaudit.cli import main
+from common.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
 
 
 def test_the_shipped_file_loads_with_the_spec_defaults():

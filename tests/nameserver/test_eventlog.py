@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from nameserver import eventlog
-from nameserver.config import EventLogConfig
+from common.config import EventLogConfig
 from nameserver.eventlog import (
     AsyncGroupCommit,
     EventLogError,

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nameserver.config import EventLogConfig
+from common.config import EventLogConfig
 from nameserver.eventlog import EventLogWriter, iter_segment_lines, list_segments, read_events
 
 NS = "ns-crash"
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent(
     """
     import asyncio, sys
-    from nameserver.config import EventLogConfig
+    from common.config import EventLogConfig
     from nameserver.eventlog import AsyncGroupCommit, EventLogWriter
     from nameserver.model import DataVersion, TopicConfig, topics_digest
 

@@ -17,7 +17,7 @@ import pytest
 from nameserver import fastjson
 from nameserver.client import RemotingClient, simple_request
 from nameserver.codec import RequestCode, ResponseCode
-from nameserver.errors import UserError
+from common.errors import UserError
 from nameserver.eventlog import list_segments, read_events
 from nameserver.fleet import FAULTS, Fleet, FleetOptions, parse_faults
 from nameserver.replay import RouteReplayer
@@ -128,7 +128,7 @@ def test_fleet_cli_runs_and_announces_faults(tmp_path):
     proc, host, port = start_server(tmp_path, "ns-f")
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "jobs.cli", "fleet", "--ns", f"{host}:{port}", "--brokers", "4", "--topics", "6",
+            [sys.executable, "-m", "nsaudit.cli", "fleet", "--ns", f"{host}:{port}", "--brokers", "4", "--topics", "6",
              "--duration", "1.5", "--period-ms", "500", "--faults", "topic_change,wipe,ns_restart"],
             capture_output=True, text=True, timeout=60)
     finally:
@@ -154,7 +154,7 @@ def test_parse_faults():
 
 
 def test_fleet_cli_bad_arguments(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "jobs.cli", "fleet", "--ns", "nohost", "--duration", "1"],
+    result = subprocess.run([sys.executable, "-m", "nsaudit.cli", "fleet", "--ns", "nohost", "--duration", "1"],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "not HOST:PORT" in result.stderr and "Traceback" not in result.stderr
 

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 
-from nameserver.config import AuditConfig
+from common.config import AuditConfig
 from nameserver.layout import LAYOUT_FAULTS, SCALE_UP, build_layout, layout_anomalies
 from nameserver.sim.options import FAULTS, RUNTIME_FAULTS
 

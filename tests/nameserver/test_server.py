@@ -32,7 +32,7 @@ from nameserver.codec import (
     make_request,
     make_response,
 )
-from nameserver.config import EventLogConfig, NameServerConfig
+from common.config import EventLogConfig, NameServerConfig
 from nameserver.eventlog import list_segments, read_events
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.processor import TOPIC_NOT_EXIST_REMARK

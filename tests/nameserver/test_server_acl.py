@@ -18,7 +18,7 @@ from nameserver import acl
 from nameserver.acl import AccessController, Credentials, SecretStore, SecretsError
 from nameserver.client import RemotingClient
 from nameserver.codec import ResponseCode
-from nameserver.config import ConfigError, EventLogConfig, NameServerConfig, SecurityConfig, load_config
+from common.config import ConfigError, EventLogConfig, NameServerConfig, SecurityConfig, load_config
 from nameserver.eventlog import read_events
 from nameserver.fleet import Fleet, FleetOptions, options_from_args
 from nameserver.model import DataVersion, TopicConfig

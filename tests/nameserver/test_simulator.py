@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cli import build_parser, main
+from nsaudit.cli import build_parser, main
 from nameserver.eventlog import list_segments, read_events
 from nameserver.layout import LAYOUT_FAULTS, build_layout, layout_anomalies
 from nameserver.replay import RouteReplayer
 from nameserver.sim.options import FAULTS, SimOptions, ns_id
 from nameserver.sim.truth import read_truth
 from nameserver.simulator import options_from_args, simulate
-from nameserver.timeutil import day_start_ms, parse_time, utc_date
+from common.timeutil import day_start_ms, parse_time, utc_date
 
 REPO = Path(__file__).resolve().parents[2]
 START = parse_time("2026-11-21T00:00:00Z")
@@ -105,7 +105,7 @@ def test_same_bytes_in_another_process_with_another_hash_seed(tmp_path):
             "--start", "2026-11-21T00:00:00Z", "--fault-rate", "20", "--quiet"]
     assert main(["simulate", "--events", str(tmp_path / "here"), *args[1:]]) == 0
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    subprocess.run([sys.executable, "-m", "jobs.cli", "simulate", "--events", str(tmp_path / "there"), *args[1:]],
+    subprocess.run([sys.executable, "-m", "nsaudit.cli", "simulate", "--events", str(tmp_path / "there"), *args[1:]],
                    cwd=REPO, env=env, check=True, capture_output=True)
     assert _tree_bytes(tmp_path / "here") == _tree_bytes(tmp_path / "there")
 

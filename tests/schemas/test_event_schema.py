@@ -16,7 +16,7 @@ from pyspark.sql import types as T
 
 from nameserver.acl import AccessController, SecretStore
 from nameserver.codec import make_request
-from nameserver.config import EventLogConfig
+from common.config import EventLogConfig
 from nameserver.eventlog import EventLogWriter, read_events
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.codec import MalformedFrame

@@ -1,4 +1,4 @@
-"""``nsaudit``: the command line (interfaces spec). Each command's work lives in its own module.
+"""``nsaudit``: the command line (docs/interfaces.md). Each command's work lives in its own module.
 
 Every command exits non-zero with one clear line on stderr for bad arguments or bad input and
 never shows a traceback for a user error. Spark is imported only by the commands that need it.
@@ -10,26 +10,17 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from nameserver.errors import UserError
+from common.errors import UserError
+from nameserver import command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
 _EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds."
 
 
 def _nameserver(sub) -> None:
-    p = sub.add_parser(
-        "nameserver", help="run one name server in the foreground",
-        description="Run one RocketMQ-compatible name server that logs every route change to DIR. "
-        "Prints 'nameserver ID listening on HOST:PORT' when ready; SIGTERM/SIGINT stop it cleanly.",
-    )
-    p.add_argument("--ns-id", required=True, help="this server's id, used in the event log")
-    p.add_argument("--listen", default=None, metavar="HOST:PORT",
-                   help="address to bind (default 127.0.0.1:9876; port 0 picks a free port)")
-    p.add_argument("--events", required=True, metavar="DIR", help="event-log directory")
-    p.add_argument("--broker-expiry-ms", type=int, default=None, help="default 120000")
-    p.add_argument("--scan-interval-ms", type=int, default=None, help="default 10000")
-    p.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
-    p.set_defaults(run="nameserver.server:run_from_cli")
+    p = sub.add_parser("nameserver", help="run one name server in the foreground", description=command.DESCRIPTION)
+    command.add_arguments(p)
+    p.set_defaults(run="nameserver.command:run")
 
 
 def _simulate(sub) -> None:
@@ -128,7 +119,7 @@ def _demo(sub) -> None:
     p.add_argument("--brokers", type=int, default=12, help="broker processes, in master+slave groups (default 12)")
     p.add_argument("--topics", type=int, default=60, help="topics (default 60)")
     p.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
-    p.set_defaults(run="jobs.demo:run_from_cli")
+    p.set_defaults(run="nsaudit.demo:run_from_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

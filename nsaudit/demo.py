@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from nameserver.timeutil import day_start_ms, yesterday_utc
+from common.timeutil import day_start_ms, yesterday_utc
 
 
 def run_from_cli(args: argparse.Namespace) -> int:

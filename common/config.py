@@ -21,7 +21,7 @@ from typing import Any
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
 
 
-from nameserver.errors import UserError
+from common.errors import UserError
 
 
 class ConfigError(UserError, ValueError):
