@@ -9,7 +9,7 @@ SparkSession, ``--master``, default ``local[2]``) and prints every stage's secon
 The first run is what a nightly ``nsaudit audit`` does (a fresh JVM, its JIT cold); later runs reuse
 the warm JVM, so the summary shows the first run beside the median of all runs.
 Then, after the last run and in the same process, the baseline: the day's events read back from the lake's ``events``
-table with pyarrow and replayed through the Python route table (``nameserver.replay``), one
+table with pyarrow and replayed through the Python route table (``nameserver.routes.replay``), one
 server after another, which is what a single-process rebuild would do. The ratio
 ``replay seconds / rebuild seconds`` is the rebuild's speed-up over it.
 
@@ -89,7 +89,7 @@ def ensure_day(events_dir: Path, args: argparse.Namespace) -> None:
         print(f"reusing the simulated day in {events_dir}", flush=True)
         return
     from nameserver.sim.options import SimOptions, parse_faults
-    from nameserver.simulator import simulate
+    from nameserver.sim.run import simulate
 
     print(f"simulating {DAY}: 3 ns, {args.brokers} brokers, {args.topics} topics, {args.hours} h ...", flush=True)
     started = time.perf_counter()
@@ -108,8 +108,8 @@ def python_replay(lake_dir: str) -> tuple[int, float]:
     import pyarrow.compute as pc
 
     from jobs import lake
-    from jobs.delta.arrow import read_table_arrow
-    from nameserver.replay import RouteReplayer
+    from jobs.lake.delta.arrow import read_table_arrow
+    from nameserver.routes.replay import RouteReplayer
     from schemas.events import EVENTS_TABLE_SCHEMA
 
     path = lake.table_path(lake_dir, lake.EVENTS)
@@ -171,7 +171,7 @@ def main() -> int:
     events_dir, lake_dir = work / "events", work / "lake"
     ensure_day(events_dir, args)
 
-    from jobs.spark import build_session
+    from jobs.spark.session import build_session
     from common.config import load_config
 
     # the JVM `nsaudit audit` starts with the default configuration: its heap and JVM options

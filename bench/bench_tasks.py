@@ -1,4 +1,4 @@
-"""The fixed cost of a Python task in Spark, with and without ``jobs.pyworker.keep_archive_listings``.
+"""The fixed cost of a Python task in Spark, with and without ``jobs.spark.pyworker.keep_archive_listings``.
 
 PySpark's worker calls ``importlib.invalidate_caches()`` before every task; on Python 3.11 that
 re-reads the directory of every zip archive on the worker's ``sys.path`` (Spark's ``pyspark.zip``,
@@ -45,7 +45,7 @@ def _baseline_body(batches):
 
 
 def _kept_body(batches):
-    from jobs.pyworker import keep_archive_listings
+    from jobs.spark.pyworker import keep_archive_listings
 
     keep_archive_listings()
     yield from batches
@@ -61,10 +61,10 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import cloudpickle
 
-    import jobs.pyworker
-    from jobs.spark import build_session
+    import jobs.spark.pyworker
+    from jobs.spark.session import build_session
 
-    cloudpickle.register_pickle_by_value(jobs.pyworker)
+    cloudpickle.register_pickle_by_value(jobs.spark.pyworker)
     spark = build_session(master=args.master, app_name="bench_tasks")
     df = spark.range(args.tasks * 10, numPartitions=args.tasks)
 

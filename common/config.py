@@ -107,7 +107,7 @@ class SparkConfig:
     master: str = "local[*]"
     shuffle_partitions: int = 8
     driver_memory: str = "4g"
-    java_options: str = "-XX:+UseParallelGC"  # jobs.spark.DEFAULT_JAVA_OPTIONS
+    java_options: str = "-XX:+UseParallelGC"  # jobs.spark.session.DEFAULT_JAVA_OPTIONS
 
 
 @dataclass(frozen=True)

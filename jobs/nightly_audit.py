@@ -145,7 +145,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(f"audit {day}: {line}", file=sys.stderr, flush=True)
 
-    from jobs.spark import build_session
+    from jobs.spark.session import build_session
 
     # under spark-submit, build_session leaves the submitted master alone
     spark = build_session(master=args.master or config.spark.master, app_name=f"nsaudit-audit-{day}",

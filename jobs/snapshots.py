@@ -29,8 +29,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs import lake
-from jobs.delta_io import RowExpansion, read_table, write_table
-from jobs.spark import spread
+from jobs.lake.tables import RowExpansion, read_table, write_table
+from jobs.spark.session import spread
 from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Iterable, Mapping
 
-from nameserver import fastjson
+from nameserver.codec import fastjson
 from nameserver.acl import Credentials, sign_request
 from nameserver.codec import (
     SERVER_VERSION,

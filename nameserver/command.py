@@ -25,12 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the server the parsed arguments describe until SIGTERM/SIGINT; returns the exit code."""
-    from nameserver.server import run_from_cli
+    from nameserver.server.controller import run_from_cli
 
     return run_from_cli(args)
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m nameserver") -> int:
+def main(argv: Sequence[str] | None = None, prog: str = "nsaudit nameserver") -> int:
     """Parse ``argv`` and run the server; a user error is one line on stderr and exit 2."""
     parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
     add_arguments(parser)

@@ -46,7 +46,7 @@ def _simulate(sub) -> None:
     p.add_argument("--fault-rate", type=float, default=1.0,
                    help="multiplier on the default rates of the faults that strike during the run (default 1.0)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(run="nameserver.simulator:run_from_cli")
+    p.set_defaults(run="nameserver.sim.run:run_from_cli")
 
 
 def _fleet(sub) -> None:
@@ -67,7 +67,7 @@ def _fleet(sub) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="TOML config; [security] there gives the access key to sign with (secrets never on the command line)")
-    p.set_defaults(run="nameserver.fleet:run_from_cli")
+    p.set_defaults(run="nameserver.fleet.live:run_from_cli")
 
 
 def _audit(sub) -> None:
@@ -93,20 +93,20 @@ def _queries(sub) -> None:
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--topic", required=True)
     p.add_argument("--at", required=True, metavar="TIME")
-    p.set_defaults(run="jobs.queries:route_from_cli")
+    p.set_defaults(run="jobs.query.lookup:route_from_cli")
     p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_EPILOG,
                        description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--at", required=True, metavar="TIME")
-    p.set_defaults(run="jobs.queries:cluster_from_cli")
+    p.set_defaults(run="jobs.query.lookup:cluster_from_cli")
     p = sub.add_parser("diff", help="what changed in a server's route tables between two instants",
                        epilog=_EPILOG, description="Print the route-table changes between two instants.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--from", dest="from_", required=True, metavar="TIME")
     p.add_argument("--to", required=True, metavar="TIME")
-    p.set_defaults(run="jobs.queries:diff_from_cli")
+    p.set_defaults(run="jobs.query.lookup:diff_from_cli")
 
 
 def _demo(sub) -> None:

@@ -20,7 +20,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
     """Simulate (unless already done in ``--dir``) and run the nightly audit; returns its exit code."""
     from jobs import nightly_audit
     from nameserver.sim.options import SimOptions
-    from nameserver.simulator import FAULTS, simulate, summary_line
+    from nameserver.sim.run import FAULTS, simulate, summary_line
 
     root = Path(args.dir)
     events, lake = root / "events", root / "lake"

@@ -1,7 +1,7 @@
 """Schemas of the distribution stage's tables: where the queues are, per snapshot instant.
 
 Both tables are computed from ``route_snapshots`` (plus ``broker_addr_history`` for broker groups
-that carry no topic), partitioned by ``date`` and replaced per day by ``jobs.distribution``. One
+that carry no topic), partitioned by ``date`` and replaced per day by ``jobs.analytics.distribution.stage``. One
 snapshot instant is ``day start + k * snapshot_interval_ms`` or the end of the day
 (``23:59:59.999``), as in ``route_snapshots``.
 

@@ -1,7 +1,7 @@
 """The lake's ``findings`` table, shared by every audit stage (interfaces spec, "The lake").
 
 One row per thing a user should look at. Each stage owns one ``category`` and replaces its own
-``(date, category)`` partition on every run (``jobs.findings.write_findings``), so stages never
+``(date, category)`` partition on every run (``jobs.lake.findings.write_findings``), so stages never
 overwrite each other and a re-run adds nothing twice.
 """
 

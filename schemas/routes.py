@@ -23,7 +23,7 @@ Tables and the route-table cell each row is a value of (semantics spec §1.1):
   before anything the lake holds (the first day of a server whose log does not start with
   ``ns_start``). A server is down between a run that ended with ``ns_stop`` and the next run.
 * ``ns_state``: one row per (date, ns), the end-of-day state the next day's rebuild starts from
-  (``jobs.rebuild_state`` documents ``state_json``). Also the index of which servers a day covers.
+  (``jobs.rebuild.state`` documents ``state_json``). Also the index of which servers a day covers.
   ``up_at_start`` with ``ns_runs`` gives ``up`` at any instant of the day: up inside a run; after a
   run that stopped with ``ns_stop`` down until the next run; before the day's first run
   ``up_at_start``.

@@ -50,7 +50,7 @@ def spark():
     """A local[2] SparkSession shared by every Spark test (UI off, UTC, 2 shuffle partitions)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from jobs.spark import build_session
+    from jobs.spark.session import build_session
 
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: adaptive re-planning and whole-stage code generation cost more than

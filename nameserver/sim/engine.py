@@ -25,9 +25,9 @@ from typing import Any, Callable, TextIO
 from common.config import EventLogConfig, NameServerConfig
 from nameserver.layout import FleetLayout, build_layout
 from nameserver.sim.faults import FaultInjector
-from nameserver.sim.fleet import MESSAGE_JITTER_MS, Payload, SimBroker, SimGroup, build_fleet
+from nameserver.sim.brokers import MESSAGE_JITTER_MS, Payload, SimBroker, SimGroup, build_fleet
 from nameserver.sim.options import SimOptions
-from nameserver.sim.server import SimServer
+from nameserver.sim.namesrv import SimServer
 from nameserver.sim.truth import Record, note_effect
 from common.timeutil import iso
 

@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Iterable
 
 from nameserver.layout import layout_anomalies
 from nameserver.model import MASTER_ID, TopicConfig
-from nameserver.sim.fleet import MAX_DELAY_MS, SimBroker, SimGroup
+from nameserver.sim.brokers import MAX_DELAY_MS, SimBroker, SimGroup
 from nameserver.sim.options import DEFAULT_FAULTS_PER_DAY, RUNTIME_FAULTS
-from nameserver.sim.server import SimServer
+from nameserver.sim.namesrv import SimServer
 from nameserver.sim.truth import Record, new_record, note_effect, write_truth
 from common.timeutil import DAY_MS
 

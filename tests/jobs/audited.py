@@ -55,9 +55,14 @@ _built: dict[str, AuditedLake] = {}
 
 def build_audited_lake(spark, root: Path) -> AuditedLake:
     """Simulate the day into ``root/events`` and audit it into ``root/lake``."""
-    from jobs import divergence, ingest, liveness, rebuild, report_data, snapshots
+    from jobs import snapshots
+    from jobs.analytics.divergence import stage as divergence
+    from jobs.ingest import stage as ingest
+    from jobs.analytics.liveness import stage as liveness
+    from jobs.rebuild import stage as rebuild
+    from jobs.report import data as report_data
     from common.config import Config
-    from nameserver.simulator import FAULTS, SimOptions, simulate
+    from nameserver.sim.run import FAULTS, SimOptions, simulate
 
     events, lake = root / "events", root / "lake"
     result = simulate(SimOptions(events_dir=events, ns=NS, brokers=BROKERS, slaves=SLAVES, topics=TOPICS,

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from common.config import EventLogConfig
-from nameserver.eventlog import EventLogWriter, list_segments
+from nameserver.eventlog.writer import EventLogWriter, list_segments
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 
 CLUSTERS = ("C1", "C2")
 BROKER_NAMES = ("broker-a", "broker-b", "broker-c", "broker-d")
@@ -310,7 +310,7 @@ def stamp(events_by_ns: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
 
 def rebuild_from_lines(spark: Any, lines: list[dict[str, Any]], lake_dir: str | os.PathLike, days: list) -> list:
     """Rebuild ``days`` (in order) from in-memory log lines, the way ``run_rebuild`` does from the lake."""
-    from jobs.rebuild import WALK_EVENT_COLUMNS, read_previous_state, rebuild_day
+    from jobs.rebuild.stage import WALK_EVENT_COLUMNS, read_previous_state, rebuild_day
     from common.timeutil import utc_date
     from schemas.events import EVENT_SCHEMA
 

@@ -35,7 +35,7 @@ class FaultFreeDay:
         events: the simulated event logs.
         lake: the audited lake.
         day: the UTC day.
-        simulation: what :func:`nameserver.simulator.simulate` returned.
+        simulation: what :func:`nameserver.sim.run.simulate` returned.
         outcome: what :func:`jobs.nightly_audit.run` returned.
     """
 
@@ -53,7 +53,7 @@ def build_fault_free_day(spark, root: Path) -> FaultFreeDay:
     """Simulate the day into ``root/events`` and run the nightly audit into ``root/lake``."""
     from jobs import nightly_audit
     from common.config import Config
-    from nameserver.simulator import SimOptions, simulate
+    from nameserver.sim.run import SimOptions, simulate
 
     events, lake = root / "events", root / "lake"
     simulation = simulate(SimOptions(events_dir=events, ns=NS, brokers=BROKERS, slaves=SLAVES, topics=TOPICS,

@@ -1,6 +1,6 @@
 """Event logs for ingest tests and the ingest benchmark: real writer output, plus damage.
 
-Good logs come from ``nameserver.eventlog.EventLogWriter`` so the tests read what a name server
+Good logs come from ``nameserver.eventlog.writer.EventLogWriter`` so the tests read what a name server
 writes; bad lines are appended as raw bytes afterwards, the way a crash or a foreign writer
 would leave them.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from common.config import EventLogConfig
-from nameserver.eventlog import EventLogWriter
+from nameserver.eventlog.writer import EventLogWriter
 from nameserver.layout import BrokerGroup, BrokerMember, build_layout
 from nameserver.model import DataVersion, TopicConfig, topics_digest
 from common.timeutil import day_start_ms

@@ -29,14 +29,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from jobs.delta.files import (
+from jobs.lake.delta.files import (
     ColumnStats,
     check_not_null,
     encode_partition_value,
     split_by_partition,
 )
-from jobs.delta.write import job_ids, wait_for_tasks
-from jobs.delta_io import (
+from jobs.lake.delta.write import job_ids, wait_for_tasks
+from jobs.lake.tables import (
     RowExpansion,
     SchemaMismatchError,
     read_table,
@@ -112,7 +112,7 @@ def test_round_trip_keeps_every_column_kind_and_null_in_spark_and_deltalake(spar
     assert out_df.schema.names == ALL_KINDS.names
 
     # A plain Delta table: what an outside reader does gives the same rows. (Safe in this process,
-    # which does not exit right after; jobs/delta/arrow.py says why our own reads pass a filesystem.)
+    # which does not exit right after; jobs/lake/delta/arrow.py says why our own reads pass a filesystem.)
     arrow_rows = DeltaTable(path).to_pyarrow_table().sort_by("id").to_pylist()
     ours = read_table_arrow(path).sort_by("id").to_pylist()
 
@@ -503,7 +503,7 @@ _EXIT_SCRIPT = textwrap.dedent(
     import sys
     import pyarrow as pa
     from deltalake import write_deltalake
-    from jobs.delta_io import read_table_arrow
+    from jobs.lake.tables import read_table_arrow
     path = sys.argv[1]
     write_deltalake(path, pa.table({"x": list(range(1000)), "p": ["a", "b"] * 500}), partition_by=["p"])
     assert read_table_arrow(path, filters=[("p", "=", "a")]).num_rows == 500
@@ -529,7 +529,7 @@ def _run_exit_script(tmp_path: Path, runs: int, code: int) -> list[int]:
 
 def test_process_reading_delta_exits_zero(tmp_path):
     # Reading through deltalake's Python filesystem aborted about every other run with 134 at exit
-    # (jobs/delta/arrow.py), so 6 runs catch that regression ~98% of the time.
+    # (jobs/lake/delta/arrow.py), so 6 runs catch that regression ~98% of the time.
     assert _run_exit_script(tmp_path, runs=6, code=0) == [0] * 6
 
 
@@ -540,7 +540,7 @@ def test_process_keeps_its_own_nonzero_exit_code(tmp_path):
 
 def test_a_null_struct_with_not_null_children_is_written():
     """An event without data_version: Spark's null struct carries null children under it."""
-    from jobs.delta.write import conform_batch
+    from jobs.lake.delta.write import conform_batch
 
     dv = pa.struct([pa.field("timestamp", pa.int64(), False), pa.field("counter", pa.int64(), False)])
     src = pa.StructArray.from_arrays(

@@ -1,4 +1,4 @@
-"""Queue distribution tables and findings (``jobs.distribution``).
+"""Queue distribution tables and findings (``jobs.analytics.distribution.stage``).
 
 Hand-built ``route_snapshots`` rows on the default 5-minute grid of ``DAY`` (instant ``k`` is
 ``k * 5`` minutes after 00:00; ``END`` is 23:59:59.999); history rows where a check needs what a
@@ -17,9 +17,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs import distribution as D
+from jobs.analytics.distribution import stage as D
 from jobs import lake
-from jobs.delta_io import read_table, write_table
+from jobs.lake.tables import read_table, write_table
 from jobs.snapshots import agg_route_snapshots, expand_positions_batch
 from common.config import AuditConfig, Config
 from common.timeutil import DAY_MS, day_start_ms
@@ -535,10 +535,10 @@ def test_run_distribution_writes_the_day_and_replaces_it(spark, tmp_path):
 
 def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3, hours=24):
     """Simulate one day, ingest it, rebuild it, snapshot it and run the distribution stage."""
-    from jobs.ingest import run_ingest
-    from jobs.rebuild import run_rebuild
+    from jobs.ingest.stage import run_ingest
+    from jobs.rebuild.stage import run_rebuild
     from jobs.snapshots import run_snapshots
-    from nameserver.simulator import SimOptions, parse_faults, simulate
+    from nameserver.sim.run import SimOptions, parse_faults, simulate
 
     events = tmp_path / "events"
     options = SimOptions(events_dir=events, ns=2, brokers=brokers, slaves=1, topics=topics, start_ms=T0, hours=hours,

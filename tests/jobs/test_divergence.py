@@ -1,4 +1,4 @@
-"""Divergence between name servers (``jobs.divergence``).
+"""Divergence between name servers (``jobs.analytics.divergence.stage``).
 
 Hand-built history, liveness and ``ns_runs`` rows for three servers. Times are ms after 00:00 of
 ``DAY`` (negative: the day before); ``None`` as an end means still valid at the end of the row's
@@ -15,9 +15,9 @@ import json
 import pytest
 from chispa import assert_df_equality
 
-from jobs import divergence as D
+from jobs.analytics.divergence import stage as D
 from jobs import lake
-from jobs.delta_io import read_table
+from jobs.lake.tables import read_table
 from common.config import AuditConfig, Config
 from common.timeutil import DAY_MS, day_start_ms
 from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
@@ -349,10 +349,9 @@ REGISTRATION_PERIOD_MS = 30_000
 
 
 def _pipeline_ready() -> bool:
-    if any(importlib.util.find_spec(m) is None for m in ("jobs.ingest", "nameserver.simulator")):
+    if any(importlib.util.find_spec(m) is None for m in ("jobs.ingest.stage", "nameserver.sim.run")):
         return False
-    from jobs import liveness
-
+    from jobs.analytics.liveness import stage as liveness
     return hasattr(liveness, "run_liveness")
 
 
@@ -360,11 +359,11 @@ def _audited_day(spark, root, faults: str, fault_rate: float):
     """Simulate three name servers for a few hours of DAY, run ingest, rebuild, liveness and this
     stage; returns the truth records, the result, the day's ``ns_divergences`` rows and its
     ``consistency`` findings."""
-    from jobs.ingest import run_ingest
-    from jobs.liveness import run_liveness
-    from jobs.rebuild import run_rebuild
+    from jobs.ingest.stage import run_ingest
+    from jobs.analytics.liveness.stage import run_liveness
+    from jobs.rebuild.stage import run_rebuild
     from nameserver.sim.truth import read_truth
-    from nameserver.simulator import SimOptions, parse_faults, simulate
+    from nameserver.sim.run import SimOptions, parse_faults, simulate
 
     events = root / "events"
     simulate(SimOptions(events_dir=events, ns=3, brokers=12, slaves=1, topics=30, start_ms=T0, hours=SIM_HOURS,

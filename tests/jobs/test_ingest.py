@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake
-from jobs.delta_io import read_table
-from jobs.findings import finding_columns, write_findings
-from jobs.ingest import (
+from jobs.lake.tables import read_table
+from jobs.lake.findings import finding_columns, write_findings
+from jobs.ingest.stage import (
     STATUS_CONFLICT,
     STATUS_DUPLICATE,
     STATUS_KEEP,
@@ -35,7 +35,7 @@ from jobs.ingest import (
     select_seq_gap_findings,
     with_seq_status,
 )
-from jobs.ingest_read import (
+from jobs.ingest.lines import (
     LINES_SCHEMA,
     SEGMENT_FILES_SCHEMA,
     IngestInputError,
@@ -132,7 +132,7 @@ def test_line_batches_numbers_lines_and_marks_a_cut_short_last_one():
 
 
 def test_line_batches_keeps_a_bad_utf8_line_escaped(monkeypatch):
-    monkeypatch.setattr("jobs.ingest_read._BATCH_LINES", 2)  # numbering continues across batches
+    monkeypatch.setattr("jobs.ingest.lines._BATCH_LINES", 2)  # numbering continues across batches
     assert _lines(b'{"a":1}\n{"a":"\xff"}\n{"a":3}\n\xfe') == [
         (1, '{"a":1}\n', None),
         (2, '{"a":"\\xff"}\n', "invalid_utf8"),
@@ -679,7 +679,7 @@ def test_a_failed_scan_leaves_the_previous_version_and_no_data_file(spark, tmp_p
     failed: none may stay behind, and the table keeps its previous version."""
     from deltalake import DeltaTable
 
-    import jobs.ingest as ingest
+    import jobs.ingest.stage as ingest
 
     events, lake_dir = tmp_path / "events", tmp_path / "lake"
     for ns in ("ns-a", "ns-b", "ns-c"):

@@ -1,4 +1,4 @@
-"""Ingest's fast path (``jobs.ingest_fast``) against the JVM check it stands in for.
+"""Ingest's fast path (``jobs.ingest.scan``) against the JVM check it stands in for.
 
 The fast path may refuse a line the JVM would accept (it then goes the slow way), but it must
 never accept a line the JVM refuses, nor read an accepted line differently. These tests hold it to
@@ -18,12 +18,12 @@ import pytest
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-import jobs.ingest as ingest_module
+import jobs.ingest.stage as ingest_module
 from jobs import lake
-from jobs.delta_io import read_table
-from jobs.ingest import run_ingest, select_events
-from jobs.ingest_fast import FileSummary, build_plan, classify_lines, event_batch
-from jobs.ingest_read import (
+from jobs.lake.tables import read_table
+from jobs.ingest.stage import run_ingest, select_events
+from jobs.ingest.scan import FileSummary, build_plan, classify_lines, event_batch
+from jobs.ingest.lines import (
     LINES_SCHEMA,
     line_batches,
     select_checked,
@@ -326,7 +326,7 @@ def test_a_day_the_fast_path_takes_whole_gives_the_same_tables_as_with_the_jvm_c
 
 @pytest.mark.spark
 def test_a_line_only_the_jvm_accepts_is_committed_with_the_fast_ones(spark, tmp_path):
-    from jobs.delta_io import table_version
+    from jobs.lake.tables import table_version
 
     events = tmp_path / "events"
     path = write_log(events, "ns-a", [ns_start(T0), register(T0 + 1, BROKER_A), register(T0 + 2, BROKER_A, "heartbeat")])[0]

@@ -1,4 +1,4 @@
-"""jobs.pyworker: zip importers keep their listings through importlib.invalidate_caches()."""
+"""jobs.spark.pyworker: zip importers keep their listings through importlib.invalidate_caches()."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import zipimport
 
 import pytest
 
-from jobs.pyworker import keep_archive_listings
+from jobs.spark.pyworker import keep_archive_listings
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 from nsaudit.cli import main
-from jobs.queries import RouteLake, route_answer
+from jobs.query.lookup import RouteLake, route_answer
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
+from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
 from common.timeutil import DAY_MS, day_start_ms, iso
 from tests.jobs.eventgen import rebuild_from_lines, stamp
 

@@ -3,7 +3,7 @@
 Logs: a simulated fleet with every fault on (``nsaudit simulate``), random event sequences from
 :mod:`tests.jobs.eventgen` (some with lost lines), and the logs of real servers driven by a live
 fleet, each spanning midnight (a 2-day log). Each goes
-through the real ingest and rebuild once; then the lake's answers (:mod:`jobs.queries`, the code
+through the real ingest and rebuild once; then the lake's answers (:mod:`jobs.query.lookup`, the code
 behind ``nsaudit route``/``cluster``/``diff``) are compared with a ``RouteReplayer`` that replayed
 the log's events with ``ts <= T``, at hundreds of instants: right before and after route-table
 changes, around midnight, before the first event and at random. Spark runs once per log; the
@@ -24,10 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nsaudit.cli import main
-from jobs.queries import RouteLake
-from jobs.rebuild import run_rebuild
-from jobs.rebuild_walk import table_state_at, walk_day
-from jobs.routeview import (
+from jobs.query.lookup import RouteLake
+from jobs.rebuild.stage import run_rebuild
+from jobs.rebuild.walk import table_state_at, walk_day
+from jobs.rebuild.views import (
     cluster_info_view,
     cluster_info_view_of,
     diff_view,
@@ -37,8 +37,8 @@ from jobs.routeview import (
 )
 from jobs.snapshots import run_snapshots, snapshot_instants_ms
 from common.config import load_config
-from nameserver.eventlog import read_events
-from nameserver.replay import RouteReplayer
+from nameserver.eventlog.writer import read_events
+from nameserver.routes.replay import RouteReplayer
 from common.timeutil import DAY_MS, day_start_ms, utc_date
 from tests.jobs.eventgen import TOPICS, generate_events, write_log
 
@@ -50,7 +50,7 @@ SNAPSHOT_MS = 300_000
 
 def build_lake(spark, events_dir: Path, lake_dir: Path) -> list:
     """Ingest, rebuild and snapshot both days, in order, as the nightly audit does."""
-    from jobs.ingest import run_ingest
+    from jobs.ingest.stage import run_ingest
 
     config = load_config()
     results = []
@@ -122,7 +122,7 @@ def compare(route_lake: RouteLake, ns: str, events: list[dict], instants: list[i
 def check_snapshots(spark, lake_dir: Path, by_ns: dict[str, list[dict]], rng: random.Random) -> None:
     """Rows of ``route_snapshots`` at a few instants equal the replay's queue data and broker addrs."""
     from jobs import lake
-    from jobs.delta_io import read_table
+    from jobs.lake.tables import read_table
     from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
     rows = read_table(spark, lake.table_path(str(lake_dir), lake.ROUTE_SNAPSHOTS), ROUTE_SNAPSHOTS_SCHEMA).collect()
@@ -197,8 +197,8 @@ async def run_real_servers(events_dir: Path) -> None:
     """Three real name servers (asyncio, loopback, the full protocol) with a live fleet and its
     faults, their clocks set so the run crosses into DAY2 a few seconds after it starts."""
     from common.config import EventLogConfig, NameServerConfig
-    from nameserver.fleet import FAULTS, Fleet, FleetOptions
-    from nameserver.server import NameServerController
+    from nameserver.fleet.live import FAULTS, Fleet, FleetOptions
+    from nameserver.server.controller import NameServerController
 
     origin = time.monotonic_ns() // 1_000_000
     clock = lambda: MIDNIGHT - 3_000 + time.monotonic_ns() // 1_000_000 - origin  # noqa: E731
@@ -226,7 +226,7 @@ def test_simulated_fleet_with_every_fault_equals_the_replay(logs):
     assert compare_logs(lake_dir, simulated, seed=1, changes=150, randoms=60) >= 500
     # the bulk of a real log is skipped: only a small share is walked one by one
     from jobs import lake
-    from jobs.delta.arrow import read_table_arrow
+    from jobs.lake.delta.arrow import read_table_arrow
 
     states = read_table_arrow(lake.table_path(str(lake_dir), lake.NS_STATE),
                               columns=["ns", "events", "interesting_events", "unresolved_topics"]).to_pylist()

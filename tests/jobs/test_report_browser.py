@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
-from jobs.report import DIVERGENCE_COLORS, END_REASON_COLORS
+from jobs.report.render import DIVERGENCE_COLORS, END_REASON_COLORS
 from tests.jobs.audited import audited_lake  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

@@ -1,4 +1,4 @@
-"""The report's headline and heatmap figures (``jobs.report_data``) on small hand-built tables."""
+"""The report's headline and heatmap figures (``jobs.report.data``) on small hand-built tables."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from jobs import report_data
-from jobs.distribution import agg_end_of_day_distribution
-from jobs.report import ReportData
+from jobs.report import data as report_data
+from jobs.analytics.distribution.stage import agg_end_of_day_distribution
+from jobs.report.render import ReportData
 from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark

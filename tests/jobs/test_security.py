@@ -1,4 +1,4 @@
-"""Security findings (``jobs.security``): hand-built logs in the ``events`` layout, then live
+"""Security findings (``jobs.analytics.security.stage``): hand-built logs in the ``events`` layout, then live
 servers with a rogue broker, ingested and audited end to end.
 
 Times are ms after 00:00 of ``DAY``. Peers log as ``host:port``; a broker's peer host is its
@@ -19,14 +19,14 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from jobs import lake
-from jobs import security as S
-from jobs.delta_io import read_table
-from jobs.ingest import run_ingest
+from jobs.analytics.security import stage as S
+from jobs.lake.tables import read_table
+from jobs.ingest.stage import run_ingest
 from nameserver.acl import AccessController, Credentials, SecretStore
 from nameserver.client import RemotingClient
 from common.config import Config, EventLogConfig, NameServerConfig
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server import NameServerController
+from nameserver.server.controller import NameServerController
 from common.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
@@ -318,7 +318,7 @@ def test_a_quiet_day_has_no_findings_and_the_schema(spark):
 
 
 def test_run_security_reads_history_from_the_lake_and_reruns_the_same(spark, tmp_path):
-    from jobs.delta_io import write_table
+    from jobs.lake.tables import write_table
 
     lake_dir = str(tmp_path / "lake")
     day_before = DAY - dt.timedelta(days=1)
@@ -436,8 +436,7 @@ def test_live_with_access_control_refuses_the_rogue_and_keeps_secrets_out(spark,
     assert refused["subject"] == "127.0.0.1"
     assert refused["detail"]["refused"] == 2 and refused["detail"]["details"] == ["bad signature", "unsigned"]
     assert refused["detail"]["access_keys"] == ["broker"]
-    from jobs import report_data
-
+    from jobs.report import data as report_data
     # the day's report, as the nightly audit writes it from these tables
     html, summary = report_data.write_day_report(str(lake_dir), report_data.collect_report_data(spark, str(lake_dir), DAY))
     assert "refused_requests" in Path(html).read_text()

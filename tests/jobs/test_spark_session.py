@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.spark import (
+from jobs.spark.session import (
     DATAFRAME_DEBUGGING_CONF,
     CachedFrames,
     DEFAULT_JAVA_OPTIONS,
@@ -35,7 +35,7 @@ def test_session_has_lake_settings(spark):
 
 @pytest.mark.spark
 def test_native_delta_is_detected_absent_here(spark):
-    # This machine cannot fetch delta-spark's jars, so jobs.delta's writer is the one used.
+    # This machine cannot fetch delta-spark's jars, so jobs.lake.delta's writer is the one used.
     assert is_native_delta_available(spark) is False
 
 

@@ -1,6 +1,6 @@
 """The nightly audit on a real Spark standalone cluster gives the same tables as on ``local[2]``.
 
-The cluster side runs in subprocesses, as a user would run it: ``python -m jobs.standalone``
+The cluster side runs in subprocesses, as a user would run it: ``python -m jobs.spark.standalone``
 starts a master and a worker on 127.0.0.1, and ``nsaudit audit --master spark://…`` audits the
 test session's simulated day (``tests.jobs.audited``) into its own lake, with executors in the
 worker's own JVM and Python workers writing the Delta files there. The reference is the same day
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.delta.arrow import read_table_arrow
+from jobs.lake.delta.arrow import read_table_arrow
 from tests.jobs.audited import audited_lake  # noqa: F401 - the shared audited day (a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1800)]
@@ -52,7 +52,7 @@ def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("standalone")
     with open(work / "cli.log", "wb") as cli_log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jobs.standalone", "--work-dir", str(work), "--worker-memory", "2g",
+            [sys.executable, "-m", "jobs.spark.standalone", "--work-dir", str(work), "--worker-memory", "2g",
              "--worker-cores", "2", "--timeout", "180"],
             cwd=REPO, env=_subprocess_env(), stdout=subprocess.PIPE, stderr=cli_log, text=True,
             start_new_session=True,  # the master and worker JVMs join this group: one kill takes all
@@ -91,8 +91,8 @@ def _wait_audit(proc: subprocess.Popen, master: str, log_dir: Path) -> None:
     code = proc.wait(AUDIT_TIMEOUT_S)
     log = (log_dir / f"{name}.err").read_text(errors="replace")
     stderr = log[-4000:]
-    # 134 is the SIGABRT at interpreter exit that jobs/delta/arrow.py fixed; name it if it is back.
-    assert code != 134, f"audit on {master} aborted at exit (134, see jobs/delta/arrow.py):\n{stderr}"
+    # 134 is the SIGABRT at interpreter exit that jobs/lake/delta/arrow.py fixed; name it if it is back.
+    assert code != 134, f"audit on {master} aborted at exit (134, see jobs/lake/delta/arrow.py):\n{stderr}"
     assert code == 0, f"audit on {master} exited {code}:\n{stderr}"
     # the stages free their checkpoints after the last read: nothing for the log to warn about
     assert "was locally checkpointed" not in log, [line for line in log.splitlines() if "checkpointed" in line][:3]

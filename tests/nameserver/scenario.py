@@ -27,8 +27,8 @@ from typing import Any, Iterable, Sequence
 import orjson
 
 from nameserver.model import MASTER_ID, DataVersion, TopicConfig, is_readable, is_writeable
-from nameserver.replay import RouteReplayer
-from nameserver.routes import (
+from nameserver.routes.replay import RouteReplayer
+from nameserver.routes.manager import (
     RegisterResult,
     RequestContext,
     RouteInfoManager,

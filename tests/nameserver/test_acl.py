@@ -34,8 +34,8 @@ from nameserver.client import register_broker_request, simple_request, unregiste
 from nameserver.codec import RequestCode, ResponseCode, SerializeType, decode_frame, encode_frame, make_request
 from common.config import ConfigError, SecurityConfig, load_config
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.processor import ConnectionContext, RequestProcessor
-from nameserver.routes import RouteInfoManager
+from nameserver.server.processor import ConnectionContext, RequestProcessor
+from nameserver.routes.manager import RouteInfoManager
 
 SECRET = "s3cr3t-Value+/="
 CREDS = Credentials("broker-ak", SECRET)

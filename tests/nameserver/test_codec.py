@@ -30,7 +30,7 @@ from nameserver.codec import (
     make_request,
     make_response,
 )
-from nameserver.fastjson import encode_data_version
+from nameserver.codec.fastjson import encode_data_version
 from nameserver.model import ZERO_DATA_VERSION, DataVersion, TopicConfig
 
 JSON, ROCKETMQ = SerializeType.JSON, SerializeType.ROCKETMQ

@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from nameserver import eventlog
+from nameserver.eventlog import writer as eventlog
 from common.config import EventLogConfig
-from nameserver.eventlog import (
+from nameserver.eventlog.writer import (
     AsyncGroupCommit,
     EventLogError,
     EventLogWriter,

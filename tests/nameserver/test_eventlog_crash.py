@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from common.config import EventLogConfig
-from nameserver.eventlog import EventLogWriter, iter_segment_lines, list_segments, read_events
+from nameserver.eventlog.writer import EventLogWriter, iter_segment_lines, list_segments, read_events
 
 NS = "ns-crash"
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     """
     import asyncio, sys
     from common.config import EventLogConfig
-    from nameserver.eventlog import AsyncGroupCommit, EventLogWriter
+    from nameserver.eventlog.writer import AsyncGroupCommit, EventLogWriter
     from nameserver.model import DataVersion, TopicConfig, topics_digest
 
     events_dir, mode, gz = sys.argv[1], sys.argv[2], sys.argv[3] == "1"

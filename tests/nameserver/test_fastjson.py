@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nameserver import fastjson as fj
+from nameserver.codec import fastjson as fj
 from nameserver.model import DataVersion, QueueData
 
 
-# Stand-ins with exactly the shapes nameserver.routes returns (duck typed by the encoder).
+# Stand-ins with exactly the shapes nameserver.routes.manager returns (duck typed by the encoder).
 @dataclass
 class BrokerData:
     cluster: str

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from nameserver import fastjson
+from nameserver.codec import fastjson
 from nameserver.client import RemotingClient, simple_request
 from nameserver.codec import RequestCode, ResponseCode
 from common.errors import UserError
-from nameserver.eventlog import list_segments, read_events
-from nameserver.fleet import FAULTS, Fleet, FleetOptions, parse_faults
-from nameserver.replay import RouteReplayer
+from nameserver.eventlog.writer import list_segments, read_events
+from nameserver.fleet.live import FAULTS, Fleet, FleetOptions, parse_faults
+from nameserver.routes.replay import RouteReplayer
 from tests.nameserver.test_server import arun, start_server, stop_server
 
 EXPIRY_MS = 3000

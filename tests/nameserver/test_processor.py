@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from nameserver import fastjson
+from nameserver.codec import fastjson
 from nameserver.client import register_broker_request, simple_request
 from nameserver.codec import (
     RemotingCommand,
@@ -20,8 +20,8 @@ from nameserver.codec import (
     make_request,
 )
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.processor import SUPPORTED_CODES, ConnectionContext, RequestProcessor
-from nameserver.routes import RouteInfoManager
+from nameserver.server.processor import SUPPORTED_CODES, ConnectionContext, RequestProcessor
+from nameserver.routes.manager import RouteInfoManager
 
 # ---------------------------------------------------------------------- spec vectors (§11.2, §11.3)
 
@@ -423,7 +423,7 @@ def test_register_body_cache_recalls_but_still_checks_crc(proc):
 
 
 def test_register_body_cache_is_bounded():
-    from nameserver.bodycache import RegisterBodyCache
+    from nameserver.server.bodycache import RegisterBodyCache
 
     cache = RegisterBodyCache(max_topics=25)
     for n in range(10):
@@ -433,7 +433,7 @@ def test_register_body_cache_is_bounded():
 
 
 def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
-    from nameserver.bodycache import RegisterBodyCache
+    from nameserver.server.bodycache import RegisterBodyCache
 
     cache = RegisterBodyCache(max_topics=1000, max_bytes=10_000)
     plain = register_broker_request("C1", M, "a", 0, "h", DataVersion(1, 0), [A]).body
@@ -452,7 +452,7 @@ def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
 @pytest.mark.parametrize("body", [None, b"", b'{"x":1}'])
 def test_encode_response_shortcut_is_encode_frame(opaque, body):
     from nameserver.codec import make_response
-    from nameserver.channel import encode_response
+    from nameserver.server.channel import encode_response
 
     request = make_request(105, {"topic": "T"}, opaque=opaque)
     for response in (make_response(request, 0, body=body), make_response(request, 17, remark="r"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from nameserver import fastjson
+from nameserver.codec import fastjson
 from nameserver.client import register_broker_request, route_request, simple_request
 from nameserver.codec import (
     RemotingCommand,
@@ -21,8 +21,8 @@ from nameserver.codec import (
     make_response,
 )
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.processor import ConnectionContext, RequestProcessor
-from nameserver.routes import RouteInfoManager
+from nameserver.server.processor import ConnectionContext, RequestProcessor
+from nameserver.routes.manager import RouteInfoManager
 
 M, S, M2 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 A = TopicConfig("TopicA", 8, 8)

@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from nameserver.model import topics_digest
-from nameserver.replay import ReplayError, RouteReplayer
-from nameserver.routes import RequestContext, RouteInfoManager
+from nameserver.routes.replay import ReplayError, RouteReplayer
+from nameserver.routes.manager import RequestContext, RouteInfoManager
 
 from tests.nameserver import test_routes_scenarios as scenarios
 from tests.nameserver.scenario import A, B, M, N, S, Scenario, dv1, dv2, table_state, to_log_lines
@@ -210,9 +210,9 @@ def test_replay_of_a_register_ignores_its_own_request_context():
 def test_a_restored_state_removes_a_closed_address_from_every_group():
     """The rebuild restores a day's tables with ``load_cells``; the address index must hold, so a
     channel close after midnight removes the address from every BrokerData that has it (W22)."""
-    from jobs import rebuild_state
+    from jobs.rebuild import state as rebuild_state
     from nameserver.model import DataVersion
-    from nameserver.routes import BrokerLiveInfo
+    from nameserver.routes.manager import BrokerLiveInfo
 
     journal: list = []
     state = {

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from nameserver import channel as channel_module
-from nameserver import fastjson
+from nameserver.server import channel as channel_module
+from nameserver.codec import fastjson
 from nameserver.client import RemotingClient
 from nameserver.codec import (
     FrameDecoder,
@@ -33,10 +33,10 @@ from nameserver.codec import (
     make_response,
 )
 from common.config import EventLogConfig, NameServerConfig
-from nameserver.eventlog import list_segments, read_events
+from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.processor import TOPIC_NOT_EXIST_REMARK
-from nameserver.server import NameServerController
+from nameserver.server.processor import TOPIC_NOT_EXIST_REMARK
+from nameserver.server.controller import NameServerController
 from tests.nameserver.test_processor import (
     D2B_CRC_RESPONSE,
     D2B_RESPONSE,
@@ -562,7 +562,7 @@ def test_internal_error_answers_system_error_and_serving_goes_on(tmp_path):
 
 
 def test_scan_ticks_are_aligned_to_ns_start():
-    from nameserver.housekeeping import next_scan_tick
+    from nameserver.server.housekeeping import next_scan_tick
 
     # semantics §2.5: start + 5000, + 15000, ...; an entry expiring exactly on a tick survives it (W17)
     assert [next_scan_tick(1000, 5000, 10000, t) for t in (0, 5999, 6000, 15999, 16000)] == [
@@ -570,7 +570,7 @@ def test_scan_ticks_are_aligned_to_ns_start():
 
 
 def test_event_log_failure_stops_the_server(tmp_path):
-    from nameserver.eventlog import EventLogError
+    from nameserver.eventlog.writer import EventLogError
 
     async def body():
         ctl = NameServerController("ns-t", tmp_path, NameServerConfig(listen="127.0.0.1:0"))

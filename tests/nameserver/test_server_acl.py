@@ -19,10 +19,10 @@ from nameserver.acl import AccessController, Credentials, SecretStore, SecretsEr
 from nameserver.client import RemotingClient
 from nameserver.codec import ResponseCode
 from common.config import ConfigError, EventLogConfig, NameServerConfig, SecurityConfig, load_config
-from nameserver.eventlog import read_events
-from nameserver.fleet import Fleet, FleetOptions, options_from_args
+from nameserver.eventlog.writer import read_events
+from nameserver.fleet.live import Fleet, FleetOptions, options_from_args
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server import NameServerController, build_config, serve
+from nameserver.server.controller import NameServerController, build_config, serve
 from tests.nameserver.test_server import arun, start_server, stop_server
 
 SECRET = "Zx8-broker-SECRET-q4"

@@ -38,9 +38,9 @@ from nameserver.codec import (
     encode_frame,
     encode_register_body,
 )
-from nameserver.eventlog import read_events
+from nameserver.eventlog.writer import read_events
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.processor import SUPPORTED_CODES
+from nameserver.server.processor import SUPPORTED_CODES
 from tests.nameserver.test_server import start_server, stop_server
 
 GUARD_TOPIC = "FuzzGuardTopic-7f3a9c"

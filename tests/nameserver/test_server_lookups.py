@@ -16,7 +16,7 @@ import pytest
 
 from nameserver.client import RemotingClient, register_broker_request
 from nameserver.codec import FrameDecoder, RemotingCommand, encode_frame, make_request
-from nameserver.processor import ConnectionContext, RequestProcessor
+from nameserver.server.processor import ConnectionContext, RequestProcessor
 from tests.nameserver.test_codec_shortcuts import frame
 from tests.nameserver.test_server import (
     JSON,

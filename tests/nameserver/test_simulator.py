@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from nsaudit.cli import build_parser, main
-from nameserver.eventlog import list_segments, read_events
+from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.layout import LAYOUT_FAULTS, build_layout, layout_anomalies
-from nameserver.replay import RouteReplayer
+from nameserver.routes.replay import RouteReplayer
 from nameserver.sim.options import FAULTS, SimOptions, ns_id
 from nameserver.sim.truth import read_truth
-from nameserver.simulator import options_from_args, simulate
+from nameserver.sim.run import options_from_args, simulate
 from common.timeutil import day_start_ms, parse_time, utc_date
 
 REPO = Path(__file__).resolve().parents[2]

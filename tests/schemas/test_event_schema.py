@@ -17,11 +17,11 @@ from pyspark.sql import types as T
 from nameserver.acl import AccessController, SecretStore
 from nameserver.codec import make_request
 from common.config import EventLogConfig
-from nameserver.eventlog import EventLogWriter, read_events
+from nameserver.eventlog.writer import EventLogWriter, read_events
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.codec import MalformedFrame
-from nameserver.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
-from nameserver.routes import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+from nameserver.server.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
+from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 from schemas import events as schema
 
 T0 = 1795219200000

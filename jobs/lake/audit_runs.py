@@ -1,0 +1,47 @@
+"""``audit_runs``: one row per audited day, written last, so a day counts as audited only when ok.
+
+A failed run writes nothing here; every table it touched is still readable at its previous
+version (each stage's write is one Delta transaction), and the previous ``ok`` row stands.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from jobs import lake as lake_tables
+from jobs.lake.tables import write_table
+from jobs.spark.session import local_frame
+
+AUDIT_RUNS_SCHEMA = T.StructType(
+    [
+        T.StructField("date", T.DateType(), False),
+        T.StructField("status", T.StringType(), False),  # ok
+        T.StructField("finished_ts", T.TimestampType(), False),
+        T.StructField("seconds", T.DoubleType(), False),
+        T.StructField("stages", T.StringType(), False),  # JSON list: stage, seconds, counts
+        T.StructField("findings", T.StringType(), False),  # JSON object: severity -> count
+    ]
+)
+
+AUDIT_RUNS = "audit_runs"
+
+
+def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: list[dict[str, Any]],
+           findings_by_severity: dict[str, int]) -> None:
+    """Replace ``day``'s row of ``audit_runs``."""
+    row = (
+        day,
+        status,
+        dt.datetime.now(dt.timezone.utc),
+        float(sum(s.get("seconds", 0.0) for s in stages)),
+        json.dumps(stages, sort_keys=True, default=str),
+        json.dumps(findings_by_severity, sort_keys=True),
+    )
+    df = local_frame(spark, [row], AUDIT_RUNS_SCHEMA)
+    write_table(df, lake_tables.table_path(lake, AUDIT_RUNS), mode="overwrite", partition_by=("date",),
+                replace_where={"date": day}, schema=AUDIT_RUNS_SCHEMA, few_rows=True)

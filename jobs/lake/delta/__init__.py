@@ -1,0 +1,23 @@
+"""Internals of the lake's Delta I/O; jobs call :mod:`jobs.lake.tables`, not these modules.
+
+- :mod:`jobs.lake.delta.write`: Spark tasks write Parquet, the driver commits once through
+  ``deltalake``; :mod:`jobs.lake.delta.files` writes the task's files.
+- :mod:`jobs.lake.delta.schema`: declared-schema enforcement.
+- :mod:`jobs.lake.delta.arrow`: JVM-free reads, and why they must not use a Python filesystem.
+"""
+
+from __future__ import annotations
+
+from pyspark import cloudpickle
+
+from jobs.spark import pyworker
+from jobs.lake.delta import files, write
+
+
+def ship_by_value() -> None:
+    """Have cloudpickle ship the task side of the writes (``files``, ``write``) by value
+    (idempotent), so executors on other hosts run them without this project installed; they
+    need only pyspark and pyarrow."""
+    cloudpickle.register_pickle_by_value(write)
+    cloudpickle.register_pickle_by_value(files)
+    cloudpickle.register_pickle_by_value(pyworker)

@@ -1,0 +1,154 @@
+"""Building and writing ``findings`` rows (``schemas.findings``), shared by every audit stage.
+
+A stage turns its own rows into findings with column expressions, then replaces its
+``(date, category)`` partition:
+
+    findings_df = gaps_df.select(
+        *finding_columns(
+            kind="seq_gap", severity="warning", subject=F.col("ns"), ns=F.col("ns"),
+            start_ts=F.col("after_ts"), end_ts=F.col("next_ts"),
+            detail={"after_seq": F.col("after_seq"), "next_seq": F.col("next_seq")},
+        )
+    )
+    write_findings(findings_df, lake_dir, day, "telemetry")
+
+``date`` and ``category`` may be given to :func:`finding_columns` or left to :func:`write_findings`,
+which adds whichever is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from jobs import lake
+from jobs.lake.tables import write_table
+from schemas.findings import CATEGORIES, FINDINGS_PARTITION_BY, FINDINGS_SCHEMA, SEVERITIES
+
+DetailSpec = Column | Mapping[str, Column]
+
+
+def finding_columns(
+    date: dt.date | None = None,
+    category: str | None = None,
+    kind: str | Column | None = None,
+    severity: str | Column | None = None,
+    subject: str | Column | None = None,
+    ns: str | Column | None = None,
+    start_ts: Column | None = None,
+    end_ts: Column | None = None,
+    detail: DetailSpec | None = None,
+) -> list[Column]:
+    """The finding columns, in ``FINDINGS_SCHEMA`` order, from column expressions.
+
+    Args:
+        date: the audited day; None leaves ``date`` out (``write_findings`` adds it).
+        category: one of ``CATEGORIES``; None leaves ``category`` out (``write_findings`` adds it).
+        kind: the finding kind, a string or a string column.
+        severity: one of ``SEVERITIES``, a string or a column; a column holding any other value
+            fails the job when evaluated.
+        subject: what the finding is about (a string column, or a constant string).
+        ns: the name server concerned; None for a null ``ns``.
+        start_ts: a timestamp column, or None for null.
+        end_ts: a timestamp column, or None for null.
+        detail: a struct or map column, or a mapping of key -> column; written as JSON text with
+            null values kept (``{"file": null}``), so every row of a kind has the same keys.
+
+    Returns:
+        Columns to pass to ``select``.
+
+    Raises:
+        ValueError: an unknown category or severity string, or no kind, severity or subject.
+
+    Example:
+        >>> gaps_df.select(*finding_columns(day, "telemetry", "seq_gap", "warning", F.col("ns"),
+        ...                                 F.col("ns"), detail={"missing": F.col("missing")}))
+    """
+    if kind is None or severity is None or subject is None:
+        raise ValueError("a finding needs a kind, a severity and a subject")
+    if category is not None and category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, not {category!r}")
+    if isinstance(severity, str) and severity not in SEVERITIES:
+        raise ValueError(f"severity must be one of {SEVERITIES}, not {severity!r}")
+    columns = []
+    if date is not None:
+        columns.append(F.lit(date).cast(T.DateType()).alias("date"))
+    if category is not None:
+        columns.append(F.lit(category).alias("category"))
+    severity_col = _as_column(severity)
+    columns += [
+        _as_column(kind).alias("kind"),
+        # A bad severity from an expression is a bug in the stage: fail loudly rather than write it.
+        F.when(severity_col.isin(*SEVERITIES), severity_col)
+        .otherwise(F.raise_error(F.concat(F.lit("bad finding severity: "), F.coalesce(severity_col, F.lit("null")))))
+        .alias("severity"),
+        _as_column(subject).cast(T.StringType()).alias("subject"),
+        _as_column(ns).cast(T.StringType()).alias("ns"),
+        # no cast of a given time: an epoch-ms long cast to timestamp would read as seconds
+        (start_ts if start_ts is not None else F.lit(None).cast(T.TimestampType())).alias("start_ts"),
+        (end_ts if end_ts is not None else F.lit(None).cast(T.TimestampType())).alias("end_ts"),
+        detail_json(detail if detail is not None else {}).alias("detail"),
+    ]
+    return columns
+
+
+def detail_json(detail: DetailSpec) -> Column:
+    """A finding's ``detail``: JSON object text of a struct/map column or of key -> column.
+
+    Null values are written (``"key":null``); timestamps as ISO-8601 UTC with milliseconds.
+    """
+    if isinstance(detail, Mapping):
+        detail = F.struct(*[_as_column(value).alias(key) for key, value in detail.items()]) if detail else F.struct()
+    return F.to_json(detail, {"ignoreNullFields": "false"})
+
+
+def with_finding_keys(findings_df: DataFrame, date: dt.date, category: str | None = None) -> DataFrame:
+    """Add ``date`` (and ``category`` when given) to finding rows that lack them.
+
+    Raises:
+        ValueError: an unknown category.
+    """
+    if category is not None and category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, not {category!r}")
+    out_df = findings_df
+    if "date" not in out_df.columns:
+        out_df = out_df.withColumn("date", F.lit(date).cast(T.DateType()))
+    if category is not None and "category" not in out_df.columns:
+        out_df = out_df.withColumn("category", F.lit(category))
+    return out_df
+
+
+def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike, date: dt.date, category: str) -> int:
+    """Replace the ``(date, category)`` partition of ``findings`` with these rows.
+
+    Rows may lack ``date`` and ``category`` (they are added); rows that carry another date or
+    category fail the write and nothing is committed. An empty DataFrame clears the partition.
+
+    Returns:
+        The table version written.
+
+    Raises:
+        ValueError: an unknown category.
+        SchemaMismatchError: the rows do not have the findings columns and types.
+    """
+    rows_df = with_finding_keys(findings_df, date, category)
+    return write_table(
+        rows_df.select(*FINDINGS_SCHEMA.names),
+        lake.table_path(lake_dir, lake.FINDINGS),
+        mode="overwrite",
+        partition_by=list(FINDINGS_PARTITION_BY),
+        replace_where={"date": date, "category": category},
+        schema=FINDINGS_SCHEMA,
+        few_rows=True,  # a day's findings of one category: hundreds to thousands of rows
+    )
+
+
+def _as_column(value: str | Column | None) -> Column:
+    if isinstance(value, Column):
+        return value
+    return F.lit(value).cast(T.StringType()) if value is None else F.lit(value)

@@ -1,0 +1,368 @@
+"""Reads and writes every lake table: Delta tables, readable by delta-spark and by ``deltalake``.
+
+Writes ("Delta without Maven"): Spark tasks write the Parquet data files in parallel and the
+driver commits them with ``deltalake`` as ONE Delta transaction per write (:mod:`jobs.lake.delta.write`). Where delta-spark's classes are on the JVM classpath (a cluster
+started with ``--packages io.delta:delta-spark_2.13:4.0.0``) Spark's native ``format("delta")``
+is used instead. Either way the result is a plain Delta table.
+
+Reads: ``deltalake`` lists the active files of a snapshot (latest, or time-travelled), pruned by
+partition, and Spark reads them as Parquet with the declared schema; nothing is inferred.
+
+Guarantees of both:
+
+- Schema: data is checked against the declared ``StructType`` (names, types, NOT NULL values)
+  and a table against its declared schema and partitioning; any difference is a
+  :class:`SchemaMismatchError` (or, for nulls found while writing, a failed write), never a
+  silent cast or schema change.
+- Atomicity: a write is one commit. If a task or the commit fails, the written files are deleted
+  and the table stays at its previous version.
+- Idempotent reruns: ``mode="overwrite", replace_where={"date": d}`` removes that day's files and
+  adds the new ones in the same commit, even when the new data is empty.
+
+Example:
+    >>> write_table(findings_df, f"{lake}/findings", mode="overwrite",
+    ...             partition_by=["date"], replace_where={"date": date(2026, 11, 21)}, schema=FINDINGS)
+    >>> read_table(spark, f"{lake}/findings", FINDINGS, where={"date": date(2026, 11, 21)}).count()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, DateType, StringType, StructType
+
+from jobs.lake.delta import ship_by_value
+from jobs.lake.delta.arrow import load_table, local_table_path, read_table_arrow
+from jobs.lake.delta.files import encode_partition_value
+from jobs.lake.delta.schema import (
+    SchemaMismatchError,
+    check_partition_columns,
+    check_table_schema,
+    column,
+    conform_to_schema,
+)
+from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files
+from jobs.spark.session import is_native_delta_available, local_frame
+
+__all__ = [
+    "RowExpansion",
+    "SchemaMismatchError",
+    "data_file_schema",
+    "read_table",
+    "read_table_arrow",
+    "table_exists",
+    "table_schema",
+    "table_version",
+    "write_table",
+]
+
+
+@dataclass(frozen=True)
+class RowExpansion:
+    """Table rows a write makes from fewer rows, inside its write tasks.
+
+    When a table's rows repeat a few rows many times over (``route_snapshots``: each route piece
+    once per instant it covers), the DataFrame handed to :func:`write_table` holds the few rows,
+    and each write task expands its Arrow batches with ``arrow``, so the many rows are never
+    converted one by one from the JVM's rows to Arrow (for ``route_snapshots``, 12 M rows with a
+    map column: most of the stage's time). ``spark`` is the same expansion as a DataFrame
+    transformation: the write checks its schema against the declared one, and delta-spark's
+    writer, where it is used, writes its rows. The two must give the same rows.
+
+    Attributes:
+        spark: the few rows' DataFrame -> the table rows' DataFrame.
+        arrow: one Arrow batch of the few rows -> Arrow batches of the table rows, with every
+            declared column. It runs on the executors: it must be pickled by value (its module
+            registered with ``cloudpickle.register_pickle_by_value``) and need only numpy and
+            pyarrow there.
+    """
+
+    spark: Callable[[DataFrame], DataFrame]
+    arrow: Callable[[pa.RecordBatch], Iterator[pa.RecordBatch]]
+
+
+def table_exists(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` holds a Delta table (a ``_delta_log`` with at least one commit)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable.is_deltatable(local_table_path(path))
+
+
+def table_version(path: str | os.PathLike[str]) -> int:
+    """The latest committed version of a table (0 after the first write).
+
+    Raises:
+        FileNotFoundError: there is no Delta table at ``path``.
+    """
+    return load_table(local_table_path(path)).version()
+
+
+def table_schema(path: str | os.PathLike[str]) -> tuple[StructType, tuple[str, ...]]:
+    """A table's schema (as Spark types; Delta's schema JSON is Spark's) and partition columns.
+
+    Raises:
+        FileNotFoundError: there is no Delta table at ``path``.
+    """
+    table = load_table(local_table_path(path))
+    return StructType.fromJson(json.loads(table.schema().to_json())), tuple(table.metadata().partition_columns)
+
+
+def write_table(
+    df: DataFrame,
+    path: str | os.PathLike[str],
+    *,
+    mode: str,
+    partition_by: Sequence[str] = (),
+    replace_where: Mapping[str, Any] | None = None,
+    schema: StructType | None = None,
+    extra_files: Sequence[dict] = (),
+    few_rows: bool = False,
+    expansion: RowExpansion | None = None,
+) -> int:
+    """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
+
+    Args:
+        df: the rows to write; its columns must be the declared ones (any order).
+        path: table root (a local or shared-mount directory, or ``file://`` URI).
+        mode: ``"append"`` adds the rows; ``"overwrite"`` replaces the whole table, or only the
+            partitions named by ``replace_where``.
+        partition_by: partition columns (string, date, integer or boolean columns). For an
+            existing table it must equal the table's partitioning.
+        replace_where: partition column -> value (``{"date": date(2026, 11, 21), "ns": "ns-a"}``);
+            with ``mode="overwrite"`` only those partitions are replaced, in the same commit as
+            the new rows are added. Every written row must lie inside them. An empty ``df`` still
+            commits, removing the partitions' old files.
+        schema: the declared schema; None means the existing table's schema, or ``df``'s for a
+            new table.
+        extra_files: Parquet files already written into the table's partition folders with
+            :func:`data_file_schema`'s columns (``DataFile.close()`` dicts), added in the same
+            commit; deleted if the write fails. Not available where delta-spark writes.
+        few_rows: the rows are few (a day's findings, a table of intervals): write them in one
+            task, after a shuffle, so whatever computes them keeps its parallelism. Otherwise
+            every partition of ``df`` is a write task, and a Python task costs about 0.1 s
+            however few rows it has (a union of small queries has dozens of partitions).
+        expansion: ``df`` holds rows that the write tasks expand into the table's rows (see
+            :class:`RowExpansion`); ``expansion.spark(df)`` are the rows written.
+
+    Returns:
+        The table version after the write (the write's own, unless another writer committed in
+        between).
+
+    Raises:
+        SchemaMismatchError: ``df`` or the existing table does not match the declared schema or
+            partitioning.
+        ValueError: bad ``mode`` or ``replace_where``.
+        Exception: whatever Spark raised for a failed task (a null in a NOT NULL column, a row
+            outside ``replace_where``, an I/O error) or ``deltalake`` for a failed commit; the
+            table is then unchanged.
+    """
+    root = local_table_path(path)
+    partition_by = tuple(partition_by)
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if replace_where is not None and mode != "overwrite":
+        raise ValueError("replace_where needs mode='overwrite'")
+
+    existing = table_schema(root) if table_exists(root) else None
+    if schema is None:
+        schema = existing[0] if existing else df.schema
+    check_partition_columns(schema, partition_by, root)
+    if existing:
+        check_table_schema(existing[0], existing[1], schema, partition_by, root)
+        # Files and the commit use the table's own field order and metadata.
+        file_schema = existing[0]
+    else:
+        file_schema = schema
+    encoded_where = _encode_replace_where(replace_where, schema, partition_by)
+    # with an expansion, the rows written are checked here through its DataFrame twin, and the
+    # tasks conform each expanded batch to the file schema (as they do every batch)
+    conformed_df = conform_to_schema(expansion.spark(df) if expansion else df, schema, what=root)
+    task_df = df if expansion else conformed_df
+    if few_rows:
+        conformed_df, task_df = conformed_df.repartition(1), task_df.repartition(1)
+
+    spark = df.sparkSession
+    if is_native_delta_available(spark):
+        if extra_files:
+            raise ValueError("extra_files cannot be committed through delta-spark's writer")
+        _write_native(conformed_df, root, mode, partition_by, replace_where)
+    else:
+        ship_by_value()
+        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
+                         expansion.arrow if expansion else None)
+        try:
+            written = write_files(task_df, plan)
+        except BaseException:
+            delete_files(plan, list(extra_files))
+            raise
+        commit_files(plan, written)
+    return table_version(root)
+
+
+def data_file_schema(path: str | os.PathLike[str], schema: StructType, partition_by: Sequence[str]) -> StructType:
+    """The columns a data file of this table holds (no partition columns), in the table's order.
+
+    For writers that make files themselves (``extra_files`` of :func:`write_table`). Checks the
+    table, if it exists, against the declared schema and partitioning first.
+
+    Raises:
+        SchemaMismatchError: as :func:`write_table`.
+    """
+    root = local_table_path(path)
+    partition_by = tuple(partition_by)
+    check_partition_columns(schema, partition_by, root)
+    table_struct = schema
+    if table_exists(root):
+        existing = table_schema(root)
+        check_table_schema(existing[0], existing[1], schema, partition_by, root)
+        table_struct = existing[0]
+    return StructType([f for f in table_struct.fields if f.name not in partition_by])
+
+
+def _encode_replace_where(
+    replace_where: Mapping[str, Any] | None, schema: StructType, partition_by: tuple[str, ...]
+) -> dict[str, str | None]:
+    if replace_where is None:
+        return {}
+    if not replace_where:
+        raise ValueError("replace_where is empty; use mode='overwrite' without it to replace the table")
+    encoded = {}
+    for col, value in replace_where.items():
+        if col not in partition_by:
+            raise ValueError(f"replace_where column {col!r} is not a partition column {list(partition_by)}")
+        dtype = schema[col].dataType
+        if isinstance(dtype, DateType):
+            ok = isinstance(value, date) and not isinstance(value, datetime)
+        elif isinstance(dtype, StringType):
+            ok = isinstance(value, str)
+        elif isinstance(dtype, BooleanType):
+            ok = isinstance(value, bool)
+        else:  # the integer partition types
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        ok = ok or value is None
+        if not ok:
+            raise ValueError(f"replace_where {col}={value!r} does not fit column type {dtype.simpleString()}")
+        encoded[col] = encode_partition_value(value)
+    return encoded
+
+
+def _write_native(
+    df: DataFrame, root: str, mode: str, partition_by: tuple[str, ...], replace_where: Mapping[str, Any] | None
+) -> None:
+    """delta-spark's own writer, for sessions that have its jars.
+
+    Not exercised by the test suite: this machine cannot fetch the jars from Maven. It relies on
+    delta-spark for the same guarantees (one commit, replaceWhere in the same transaction).
+    """
+    writer = df.write.format("delta").mode(mode)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    if replace_where:
+        writer = writer.option("replaceWhere", " AND ".join(_sql_equals(c, v) for c, v in replace_where.items()))
+    writer.save(root)
+
+
+def _sql_equals(col: str, value: Any) -> str:
+    if value is None:
+        return f"`{col}` IS NULL"
+    if isinstance(value, bool):
+        return f"`{col}` = {str(value).lower()}"
+    if isinstance(value, date):
+        return f"`{col}` = DATE'{value.isoformat()}'"
+    if isinstance(value, str):
+        return f"`{col}` = '" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"`{col}` = {int(value)}"
+
+
+def read_table(
+    spark: SparkSession,
+    path: str | os.PathLike[str],
+    schema: StructType,
+    *,
+    version: int | None = None,
+    timestamp: datetime | str | None = None,
+    where: Mapping[str, Any] | None = None,
+) -> DataFrame:
+    """Read a table snapshot as a DataFrame with the declared schema.
+
+    Args:
+        spark: the session.
+        path: table root.
+        schema: the declared schema; must match the table's (see :func:`write_table`).
+        version: read this version (time travel).
+        timestamp: read the last version committed at or before this instant (a naive datetime
+            is UTC; an ISO-8601 string with a zone works too).
+        where: column -> value, or -> list of values, or -> None for IS NULL. Partition columns
+            prune files before Spark sees them; every condition also filters rows exactly.
+
+    Returns:
+        The rows, columns in declared order with declared types. Spark's file reader makes every
+        column nullable in the DataFrame's schema; NOT NULL is enforced on write. No matching
+        file (or an empty table) gives an empty DataFrame with the declared schema.
+
+    Raises:
+        FileNotFoundError: there is no Delta table at ``path``.
+        SchemaMismatchError: the table's schema differs from ``schema``, or ``where`` names an
+            undeclared column.
+        ValueError: both ``version`` and ``timestamp`` are given, or nothing had been committed
+            by ``timestamp``.
+    """
+    root = local_table_path(path)
+    where = dict(where or {})
+    unknown = [c for c in where if c not in schema.names]
+    if unknown:
+        raise SchemaMismatchError(f"{root}: where names undeclared columns {unknown}")
+    table = load_table(root, version=version, timestamp=timestamp)
+    table_struct = StructType.fromJson(json.loads(table.schema().to_json()))
+    partitions = tuple(table.metadata().partition_columns)
+    check_table_schema(table_struct, partitions, schema, None, root)
+
+    if is_native_delta_available(spark):
+        reader = spark.read.format("delta")
+        if version is not None or timestamp is not None:
+            # Pin the snapshot deltalake resolved, so both engines mean the same version.
+            reader = reader.option("versionAsOf", table.version())
+        df = reader.load(root)
+    else:
+        pruning = [_partition_filter(c, v) for c, v in where.items() if c in partitions]
+        files = table.file_uris(file_pruning_predicate=" AND ".join(pruning) if pruning else None)
+        if not files:
+            return local_frame(spark, [], schema)
+        # basePath makes Spark take the partition columns from the hive-style folder names, typed
+        # by the declared schema (Delta's partition values and our folder names are the same).
+        df = spark.read.schema(schema).option("basePath", f"file://{root}").parquet(*(f"file://{f}" for f in files))
+    selected = [column(name) for name in schema.names]
+    return df.where(_row_filter(where)).select(*selected) if where else df.select(*selected)
+
+
+def _partition_filter(col: str, value: Any) -> str:
+    # A SQL predicate string for deltalake's file pruning; values are typed by the column.
+    if value is None:
+        return f'"{col}" IS NULL'
+    values = list(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else [value]
+    literals = ", ".join(_sql_literal(encode_partition_value(v)) for v in values)
+    return f'"{col}" IN ({literals})'
+
+
+def _sql_literal(text: str | None) -> str:
+    return "NULL" if text is None else "'" + text.replace("'", "''") + "'"
+
+
+def _row_filter(where: Mapping[str, Any]) -> Column:
+    condition = F.lit(True)
+    for col, value in where.items():
+        if value is None:
+            condition = condition & column(col).isNull()
+        elif isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+            condition = condition & column(col).isin(list(value))
+        else:
+            condition = condition & (column(col) == F.lit(value))
+    return condition

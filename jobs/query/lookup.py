@@ -1,0 +1,245 @@
+"""``nsaudit route``, ``cluster`` and ``diff``: a name server's route tables at an instant, read from
+the lake without Spark (``deltalake`` + pyarrow, pruned to one day's partition), so a question is
+answered in about a second.
+
+"State at T" is the state after every event with ``ts <= T`` (interfaces spec, "Details scripts rely
+on"): the history rows of partition ``date(T)`` with ``valid_from_ts <= T < valid_to_ts`` (or
+``valid_to_ts`` null). When the lake has no rebuilt day ``date(T)`` for the server but an earlier
+one, the answer is that day's end state (the rows still open at its end). Before any data the
+route is null and ``up`` true. ``up`` comes from ``ns_runs`` and ``ns_state.up_at_start``
+(``schemas.routes``). A stopped server's tables are empty, so its route is null and its cluster
+info empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jobs import lake
+from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_view
+from nameserver.codec import fastjson
+from common.errors import UserError
+from common.timeutil import parse_time, utc_date
+
+_HISTORY = (lake.TOPIC_ROUTE_HISTORY, lake.BROKER_ADDR_HISTORY, lake.CLUSTER_HISTORY, lake.FILTER_SERVER_HISTORY)
+_COLUMNS = {
+    lake.TOPIC_ROUTE_HISTORY: ["topic", "broker_name", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag"],
+    lake.BROKER_ADDR_HISTORY: ["broker_name", "broker_id", "cluster", "broker_addr"],
+    lake.CLUSTER_HISTORY: ["cluster", "broker_name"],
+    lake.FILTER_SERVER_HISTORY: ["broker_addr", "filter_servers"],
+}
+_INTERVAL_COLUMNS = ["valid_from_ts", "valid_to_ts"]
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """A server's tables at an instant.
+
+    Attributes:
+        tables: the four route tables (empty before any data).
+        up: False between ``ns_stop`` and the next ``ns_start``.
+        day: the lake day answered from; ``None`` before any data of this server.
+    """
+
+    tables: TableState
+    up: bool
+    day: dt.date | None
+
+
+class RouteLake:
+    """Point reads of the rebuilt route tables of one lake; each day partition is read once.
+
+    Raises (from every method):
+        UserError: the lake has no rebuilt route tables, or they cannot be read.
+    """
+
+    def __init__(self, lake_dir: str) -> None:
+        self.lake_dir = lake_dir
+        self._state_path = lake.table_path(lake_dir, lake.NS_STATE)
+        try:
+            from deltalake import DeltaTable
+
+            if not DeltaTable.is_deltatable(self._state_path):
+                raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}); "
+                                "run nsaudit audit for a day first")
+            self._ns_state = DeltaTable(self._state_path)
+        except UserError:
+            raise
+        except Exception as exc:  # deltalake raises its own error types for a damaged log
+            raise UserError(f"{lake_dir}: cannot read {lake.NS_STATE}: {exc}") from None
+
+    def state_at(self, ns: str, at_ms: int) -> ServerState:
+        """The server's tables and ``up`` after every event with ``ts <= at_ms``."""
+        wanted = utc_date(at_ms)
+        for day in self._days_of(ns):
+            if day > wanted:
+                continue
+            row = self._state_row(ns, day)
+            if row is None:
+                continue
+            if day == wanted:
+                return ServerState(self._tables(ns, day, at_ms), self._up(ns, day, at_ms, row["up_at_start"]), day)
+            return ServerState(self._tables(ns, day, None), row["up"], day)  # that day's end state
+        return ServerState(TableState(), True, None)
+
+    # ---------------------------------------------------------------- reads
+
+    def _days_of(self, ns: str) -> list[dt.date]:
+        """Days whose ``ns_state`` files may hold the server (partition values and statistics), newest first."""
+        try:
+            parts = self._ns_state.partitions(file_pruning_predicate=[("ns", "=", ns)])
+        except Exception as exc:
+            raise UserError(f"{self.lake_dir}: cannot read {lake.NS_STATE}: {exc}") from None
+        return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
+
+    def _state_row(self, ns: str, day: dt.date) -> dict[str, Any] | None:
+        table = _read(self._state_path, ["up", "up_at_start"], day, ns)
+        return table.to_pylist()[0] if table is not None and table.num_rows else None
+
+    def _tables(self, ns: str, day: dt.date, at_ms: int | None) -> TableState:
+        """The cells valid at ``at_ms`` of ``day``, or open at its end when ``at_ms`` is None."""
+        state = TableState()
+        rows = {name: self._history(name, ns, day, at_ms) for name in _HISTORY}
+        for r in rows[lake.TOPIC_ROUTE_HISTORY]:
+            state.put_queue(r["topic"], r["broker_name"],
+                            (r["read_queue_nums"], r["write_queue_nums"], r["perm"], r["topic_sys_flag"]))
+        for r in rows[lake.BROKER_ADDR_HISTORY]:
+            state.put_addr(r["broker_name"], r["broker_id"], r["cluster"], r["broker_addr"])
+        for r in rows[lake.CLUSTER_HISTORY]:
+            state.put_cluster(r["cluster"], r["broker_name"])
+        for r in rows[lake.FILTER_SERVER_HISTORY]:
+            state.put_filter(r["broker_addr"], r["filter_servers"])
+        return state
+
+    def _history(self, name: str, ns: str, day: dt.date, at_ms: int | None) -> list[dict[str, Any]]:
+        table = _read_cached(lake.table_path(self.lake_dir, name), tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns)
+        return [] if table is None else _valid(table, at_ms)
+
+    def _up(self, ns: str, day: dt.date, at_ms: int, up_at_start: bool) -> bool:
+        """Up inside a run; after a run stopped by ``ns_stop``, down; before the day's first run,
+        as at 00:00."""
+        table = _read_cached(lake.table_path(self.lake_dir, lake.NS_RUNS),
+                             ("start_ts", "stop_ts", "start_seq", "stop_seq", "stop_reason"), day, ns)
+        runs = [] if table is None else table.to_pylist()
+        at_us = at_ms * 1000
+        last_stop = None
+        for run in runs:
+            start, stop = _micros(run["start_ts"]), _micros(run["stop_ts"])
+            if start <= at_us and (stop is None or at_us < stop):
+                return True
+            if stop is not None and stop <= at_us:
+                key = (stop, run["stop_seq"] if run["stop_seq"] is not None else -1)
+                if last_stop is None or key > last_stop[0]:
+                    last_stop = (key, run["stop_reason"])
+        if last_stop is not None:
+            return last_stop[1] != "ns_stop"
+        return up_at_start
+
+
+def _micros(value: dt.datetime | None) -> int | None:
+    if value is None:
+        return None
+    return (value - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _valid(table: Any, at_ms: int | None) -> list[dict[str, Any]]:
+    """Rows valid at ``at_ms`` (``from <= at < to``, ``to`` null = open), or open at the end."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    valid_to = table["valid_to_ts"]
+    if at_ms is None:
+        return table.filter(pc.is_null(valid_to)).to_pylist()
+    at = pa.scalar(at_ms * 1000, type=table.schema.field("valid_from_ts").type)
+    mask = pc.and_(pc.less_equal(table["valid_from_ts"], at), pc.or_kleene(pc.is_null(valid_to), pc.greater(valid_to, at)))
+    return table.filter(mask).to_pylist()
+
+
+def _read(path: str, columns: list[str], day: dt.date, ns: str) -> Any:
+    """One server's rows of one day partition as an Arrow table (JVM-free; see ``jobs.lake.delta.arrow``);
+    ``None`` when the table does not exist (a rebuild has not written it yet)."""
+    from jobs.lake.delta.arrow import read_table_arrow
+
+    try:
+        return read_table_arrow(path, columns=columns, filters=[("date", "=", day), ("ns", "=", ns)])
+    except FileNotFoundError:
+        return None
+    except Exception as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+
+
+@lru_cache(maxsize=64)
+def _read_cached(path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
+    return _read(path, list(columns), day, ns)
+
+
+# ---------------------------------------------------------------------------- answers
+
+
+def route_answer(route_lake: RouteLake, ns: str, topic: str, at_ms: int) -> dict[str, Any]:
+    """``{"ns", "topic", "at", "route", "up"}``: GET_ROUTEINFO_BY_TOPIC's answer at ``at_ms``."""
+    state = route_lake.state_at(ns, at_ms)
+    return {"ns": ns, "topic": topic, "at": at_ms, "route": route_view(state.tables, topic), "up": state.up}
+
+
+def cluster_answer(route_lake: RouteLake, ns: str, at_ms: int) -> dict[str, Any]:
+    """``{"ns", "at", "cluster_info", "up"}``: GET_BROKER_CLUSTER_INFO's answer at ``at_ms``."""
+    state = route_lake.state_at(ns, at_ms)
+    return {"ns": ns, "at": at_ms, "cluster_info": cluster_info_view(state.tables), "up": state.up}
+
+
+def diff_answer(route_lake: RouteLake, ns: str, from_ms: int, to_ms: int) -> dict[str, Any]:
+    """``{"ns", "from", "to", "up": {"from", "to"}, "tables": {table: {added, changed, removed}}}``."""
+    before, after = route_lake.state_at(ns, from_ms), route_lake.state_at(ns, to_ms)
+    return {
+        "ns": ns, "from": from_ms, "to": to_ms, "up": {"from": before.up, "to": after.up},
+        "tables": diff_view(before.tables, after.tables),
+    }
+
+
+def dumps_answer(answer: dict[str, Any]) -> str:
+    """One line: the answer's keys in the interfaces spec's order, values in fastjson's standard
+    form (quoted broker ids, fields sorted)."""
+    parts = [fastjson.quote(key, True) + ":" + fastjson.dumps(value, standard=True).decode()
+             for key, value in answer.items()]
+    return "{" + ",".join(parts) + "}"
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def _time(text: str, option: str) -> int:
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise UserError(f"{option}: {exc}") from None
+
+
+def route_from_cli(args: argparse.Namespace) -> int:
+    """``nsaudit route``: print one JSON line; exit 0 for every well-formed question."""
+    at = _time(args.at, "--at")
+    print(dumps_answer(route_answer(RouteLake(args.lake), args.ns, args.topic, at)))
+    return 0
+
+
+def cluster_from_cli(args: argparse.Namespace) -> int:
+    """``nsaudit cluster``: print one JSON line."""
+    at = _time(args.at, "--at")
+    print(dumps_answer(cluster_answer(RouteLake(args.lake), args.ns, at)))
+    return 0
+
+
+def diff_from_cli(args: argparse.Namespace) -> int:
+    """``nsaudit diff``: print one JSON line of what changed from ``--from`` to ``--to``."""
+    from_ms, to_ms = _time(args.from_, "--from"), _time(args.to, "--to")
+    if from_ms > to_ms:
+        raise UserError(f"--from ({args.from_}) is after --to ({args.to})")
+    print(dumps_answer(diff_answer(RouteLake(args.lake), args.ns, from_ms, to_ms)))
+    return 0

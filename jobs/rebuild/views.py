@@ -1,0 +1,228 @@
+"""The JSON views of ``nsaudit route``/``cluster``/``diff``, built from either side of the audit.
+
+The Python side is a replayed ``RouteInfoManager`` (what the server itself answers:
+``pickup_topic_route_data`` and ``get_all_cluster_info``); the lake side is the history rows valid at
+an instant, gathered into a :class:`TableState`. Both end in the same plain dicts, so the equality
+tests compare like with like and the CLI prints exactly what the tests checked.
+
+Views are RocketMQ's JSON shapes as plain data (remoting spec §10.6): fields in alphabetical order,
+lists sorted by broker name, ``brokerAddrs`` keyed by int broker id in numeric order.
+``nameserver.codec.fastjson.dumps(view, standard=True)`` writes the standard form the CLI prints.
+
+Example:
+    >>> state = TableState()
+    >>> state.put_queue("TopicA", "broker-a", (8, 8, 6, 0))
+    >>> state.put_addr("broker-a", 0, "C1", "10.0.0.1:10911")
+    >>> fastjson.dumps(route_view(state, "TopicA"), standard=True)
+    b'{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"C1"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from nameserver.routes.manager import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
+
+# QueueData as (read_queue_nums, write_queue_nums, perm, topic_sys_flag)
+Queue = tuple[int, int, int, int]
+
+
+@dataclass
+class TableState:
+    """The four route tables a view needs, as plain values (the live table is not part of a route).
+
+    Attributes:
+        topic_queue_table: topic -> broker name -> QueueData tuple.
+        broker_addr_table: broker name -> (cluster, broker id -> address).
+        cluster_addr_table: cluster -> broker names.
+        filter_server_table: broker address -> filter-server addresses (non-empty).
+    """
+
+    topic_queue_table: dict[str, dict[str, Queue]] = field(default_factory=dict)
+    broker_addr_table: dict[str, tuple[str, dict[int, str]]] = field(default_factory=dict)
+    cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
+    filter_server_table: dict[str, list[str]] = field(default_factory=dict)
+
+    def put_queue(self, topic: str, broker_name: str, queue: Queue) -> None:
+        """Set ``topicQueueTable[topic][broker_name]``."""
+        self.topic_queue_table.setdefault(topic, {})[broker_name] = queue
+
+    def put_addr(self, broker_name: str, broker_id: int, cluster: str, addr: str) -> None:
+        """Set ``brokerAddrTable[broker_name].brokerAddrs[broker_id]`` (one cluster per BrokerData)."""
+        self.broker_addr_table.setdefault(broker_name, (cluster, {}))[1][broker_id] = addr
+
+    def put_cluster(self, cluster: str, broker_name: str) -> None:
+        """Add ``broker_name`` to ``clusterAddrTable[cluster]``."""
+        self.cluster_addr_table.setdefault(cluster, set()).add(broker_name)
+
+    def put_filter(self, addr: str, servers: list[str]) -> None:
+        """Set ``filterServerTable[addr]``."""
+        self.filter_server_table[addr] = list(servers)
+
+
+def table_state_from_routes(routes: RouteInfoManager) -> TableState:
+    """The tables of a (replayed) ``RouteInfoManager``, copied."""
+    state = TableState()
+    for topic, queues in routes.topic_queue_table.items():
+        for name, qd in queues.items():
+            state.put_queue(topic, name, (qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag))
+    for name, broker_data in routes.broker_addr_table.items():
+        for broker_id, addr in broker_data.broker_addrs.items():
+            state.put_addr(name, broker_id, broker_data.cluster, addr)
+    for cluster, names in routes.cluster_addr_table.items():
+        for name in names:
+            state.put_cluster(cluster, name)
+    for addr, servers in routes.filter_server_table.items():
+        state.put_filter(addr, servers)
+    return state
+
+
+# ---------------------------------------------------------------------------- views
+
+
+def _broker_data_view(cluster: str, broker_name: str, broker_addrs: dict[int, str]) -> dict[str, Any]:
+    return {
+        "brokerAddrs": {i: broker_addrs[i] for i in sorted(broker_addrs)},
+        "brokerName": broker_name,
+        "cluster": cluster,
+    }
+
+
+def _queue_data_view(broker_name: str, queue: Queue) -> dict[str, Any]:
+    read, write, perm, sys_flag = queue
+    return {"brokerName": broker_name, "perm": perm, "readQueueNums": read, "topicSysFlag": sys_flag,
+            "writeQueueNums": write}
+
+
+def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
+    """GET_ROUTEINFO_BY_TOPIC's TopicRouteData (semantics §2.10); ``None`` means TOPIC_NOT_EXIST."""
+    queues = state.topic_queue_table.get(topic)
+    if not queues:
+        return None
+    names = sorted(queues)
+    broker_datas = []
+    filter_table: dict[str, list[str]] = {}
+    for name in names:
+        entry = state.broker_addr_table.get(name)
+        if entry is None or not entry[1]:
+            continue
+        cluster, addrs = entry
+        broker_datas.append(_broker_data_view(cluster, name, addrs))
+        for addr in addrs.values():
+            servers = state.filter_server_table.get(addr)
+            if servers:
+                filter_table[addr] = list(servers)
+    if not broker_datas:  # §2.10 step 4: impossible by I4, kept for fidelity
+        return None
+    return {
+        "brokerDatas": broker_datas,
+        "filterServerTable": {a: filter_table[a] for a in sorted(filter_table)},
+        "queueDatas": [_queue_data_view(n, queues[n]) for n in names],
+    }
+
+
+def cluster_info_view(state: TableState) -> dict[str, Any]:
+    """GET_BROKER_CLUSTER_INFO's ClusterInfo (semantics §2.11): dangling names included."""
+    return {
+        "brokerAddrTable": {
+            name: _broker_data_view(state.broker_addr_table[name][0], name, state.broker_addr_table[name][1])
+            for name in sorted(state.broker_addr_table)
+            if state.broker_addr_table[name][1]
+        },
+        "clusterAddrTable": {
+            cluster: sorted(state.cluster_addr_table[cluster])
+            for cluster in sorted(state.cluster_addr_table)
+            if state.cluster_addr_table[cluster]
+        },
+    }
+
+
+def route_view_of(route: TopicRouteData | None) -> dict[str, Any] | None:
+    """The view of what ``RouteInfoManager.pickup_topic_route_data`` answered (the server's own code)."""
+    if route is None:
+        return None
+    return {
+        "brokerDatas": [_broker_view_of(b) for b in route.broker_datas],
+        "filterServerTable": {a: list(route.filter_server_table[a]) for a in sorted(route.filter_server_table)},
+        "queueDatas": [
+            _queue_data_view(q.broker_name, (q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag))
+            for q in route.queue_datas
+        ],
+    }
+
+
+def cluster_info_view_of(info: ClusterInfo) -> dict[str, Any]:
+    """The view of what ``RouteInfoManager.get_all_cluster_info`` answered."""
+    return {
+        "brokerAddrTable": {n: _broker_view_of(info.broker_addr_table[n]) for n in sorted(info.broker_addr_table)},
+        "clusterAddrTable": {c: sorted(info.cluster_addr_table[c]) for c in sorted(info.cluster_addr_table)},
+    }
+
+
+def _broker_view_of(broker_data: BrokerData) -> dict[str, Any]:
+    return _broker_data_view(broker_data.cluster, broker_data.broker_name, broker_data.broker_addrs)
+
+
+# ---------------------------------------------------------------------------- diff
+
+# table name in the view -> (key field names, value field names or None for set membership)
+_DIFF_TABLES = (
+    ("topicQueueTable", ("topic", "brokerName"), ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")),
+    ("brokerAddrTable", ("brokerName", "brokerId"), ("cluster", "brokerAddr")),
+    ("clusterAddrTable", ("cluster", "brokerName"), None),
+    ("filterServerTable", ("brokerAddr",), ("filterServers",)),
+)
+
+
+def _cells(state: TableState) -> dict[str, dict[tuple, tuple]]:
+    """Every table as a flat map key tuple -> value tuple (membership has the empty tuple)."""
+    return {
+        "topicQueueTable": {
+            (topic, name): queue for topic, queues in state.topic_queue_table.items() for name, queue in queues.items()
+        },
+        "brokerAddrTable": {
+            (name, broker_id): (cluster, addr)
+            for name, (cluster, addrs) in state.broker_addr_table.items()
+            for broker_id, addr in addrs.items()
+        },
+        "clusterAddrTable": {(cluster, name): () for cluster, names in state.cluster_addr_table.items() for name in names},
+        "filterServerTable": {(addr,): (list(servers),) for addr, servers in state.filter_server_table.items()},
+    }
+
+
+def diff_view(before: TableState, after: TableState) -> dict[str, Any]:
+    """What changed per table between two states: ``added``, ``removed`` and ``changed`` cells.
+
+    Each entry names its key fields; ``added`` carries ``after``, ``removed`` carries ``before``,
+    ``changed`` both. Set membership (``clusterAddrTable``) has no value, so it is never ``changed``.
+    Entries are sorted by key.
+
+    Example:
+        ``{"topicQueueTable":{"added":[],"changed":[{"after":{"perm":4,...},"before":{"perm":6,...},
+        "brokerName":"broker-a","topic":"TopicA"}],"removed":[]},...}``
+    """
+    cells_before, cells_after = _cells(before), _cells(after)
+    result: dict[str, Any] = {}
+    for table, key_fields, value_fields in _DIFF_TABLES:
+        old, new = cells_before[table], cells_after[table]
+        added, removed, changed = [], [], []
+        for key in sorted(old.keys() | new.keys()):
+            entry = dict(zip(key_fields, key))
+            if key not in old:
+                added.append(_with_values(entry, value_fields, None, new[key]))
+            elif key not in new:
+                removed.append(_with_values(entry, value_fields, old[key], None))
+            elif old[key] != new[key]:
+                changed.append(_with_values(entry, value_fields, old[key], new[key]))
+        result[table] = {"added": added, "changed": changed, "removed": removed}
+    return result
+
+
+def _with_values(entry: dict, value_fields: tuple | None, before: tuple | None, after: tuple | None) -> dict:
+    if value_fields is not None:
+        if after is not None:
+            entry["after"] = dict(sorted(zip(value_fields, after)))
+        if before is not None:
+            entry["before"] = dict(sorted(zip(value_fields, before)))
+    return dict(sorted(entry.items()))

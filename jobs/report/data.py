@@ -1,0 +1,163 @@
+"""Gather the report's data from the lake: aggregate and cap in Spark, collect only small frames.
+
+Each ``agg_*`` here ends at a bounded row count (a cap per server, cluster or table) before
+``toPandas``: the report never pulls event-sized data to the driver.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from jobs import lake as lake_tables
+from jobs.lake.tables import read_table, table_exists
+from jobs.analytics.distribution.stage import agg_end_of_day_distribution
+from jobs.report.render import ReportData, write_report
+from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
+from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
+from schemas.findings import FINDINGS_SCHEMA
+from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
+
+LIVENESS_ROWS_PER_SERVER = 60
+DIVERGENCE_ROWS = 300
+HEATMAP_BROKERS = 40
+HEATMAP_TOPICS = 60
+FINDING_ROWS = 2000
+
+
+def _read_day(spark: SparkSession, lake: str, name: str, schema, day: dt.date) -> DataFrame | None:
+    path = lake_tables.table_path(lake, name)
+    if not table_exists(path):
+        return None
+    return read_table(spark, path, schema, where={"date": day})
+
+
+def agg_liveness_rows(windows_df: DataFrame, per_server: int = LIVENESS_ROWS_PER_SERVER) -> DataFrame:
+    """The windows of the ``per_server`` addresses per server with most closed windows."""
+    ranked = windows_df.groupBy("ns", "broker_addr").agg(
+        F.sum(F.when(F.col("end_reason") != "open", 1).otherwise(0)).alias("closed"),
+        F.count(F.lit(1)).alias("windows"),
+    ).withColumn(
+        "rank",
+        F.row_number().over(Window.partitionBy("ns").orderBy(F.desc("closed"), F.desc("windows"), "broker_addr")),
+    ).filter(F.col("rank") <= per_server)
+    return windows_df.join(ranked.select("ns", "broker_addr"), ["ns", "broker_addr"]).select(
+        "ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"
+    )
+
+
+def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> DataFrame:
+    """The longest episodes, with the subject the interfaces spec names per kind."""
+    subject = F.coalesce(F.col("topic"), F.col("broker_addr"), F.col("broker_name"))
+    subject = F.when(F.col("kind") == "queue_data_mismatch", F.concat_ws(" @ ", "topic", "broker_name")).otherwise(subject)
+    return (
+        div_df.withColumn("subject", subject)
+        .withColumn("ns_views", F.to_json("ns_views"))
+        .orderBy(F.desc("duration_ms"))
+        .limit(limit)
+        .select("kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views")
+    )
+
+
+def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS,
+                     topics: int = HEATMAP_TOPICS) -> DataFrame:
+    """The cells of the busiest brokers and topics of each cluster.
+
+    Args:
+        cells_df: the end-of-day write queues per (cluster, broker name, topic),
+            :func:`jobs.analytics.distribution.stage.agg_end_of_day_distribution` (the largest any server reports;
+            they normally agree, and divergence has its own plot).
+    """
+    broker_rank = cells_df.groupBy("cluster", "broker_name").agg(F.sum("write_queue_nums").alias("total")).withColumn(
+        "r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "broker_name"))
+    ).filter(F.col("r") <= brokers)
+    topic_rank = cells_df.groupBy("cluster", "topic").agg(F.sum("write_queue_nums").alias("total")).withColumn(
+        "r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "topic"))
+    ).filter(F.col("r") <= topics)
+    return (
+        cells_df.join(broker_rank.select("cluster", "broker_name"), ["cluster", "broker_name"])
+        .join(topic_rank.select("cluster", "topic"), ["cluster", "topic"])
+        .select("cluster", "broker_name", "topic", "write_queue_nums")
+    )
+
+
+def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, findings_df: DataFrame | None,
+                 quarantine_df: DataFrame | None) -> dict[str, Any]:
+    """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each.
+
+    ``end_cells_df``: the end-of-day cells (:func:`jobs.analytics.distribution.stage.agg_end_of_day_distribution`),
+    whose topics are ``topics_at_end``.
+    """
+    headline: dict[str, Any] = {}
+    if events_df is not None:
+        # One aggregate per (server, address) first: distinct counts straight over the events
+        # would expand every event once per distinct count (about twice the time on 8.6 M events).
+        per_addr_df = events_df.groupBy("ns", "broker_addr").agg(
+            F.count(F.lit(1)).alias("events"), F.max(F.col("type") == "register").alias("registered"),
+        )
+        row = per_addr_df.agg(
+            F.countDistinct("ns").alias("servers"),
+            F.countDistinct(F.when(F.col("registered"), F.col("broker_addr"))).alias("brokers_registered"),
+            F.countDistinct("broker_addr").alias("broker_addresses"),
+            F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
+        ).first()
+        headline.update(row.asDict())
+    if end_cells_df is not None:
+        headline["topics_at_end"] = end_cells_df.agg(F.countDistinct("topic")).first()[0]
+    if quarantine_df is not None:
+        headline["quarantined_lines"] = quarantine_df.count()
+    by_severity = {"critical": 0, "warning": 0, "info": 0}
+    if findings_df is not None:
+        for row in findings_df.groupBy("severity").count().collect():  # at most three rows
+            by_severity[row["severity"]] = row["count"]
+    headline.update({f"findings_{k}": v for k, v in by_severity.items()})
+    headline["findings_by_severity"] = by_severity
+    return headline
+
+
+def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_results: Any) -> ReportData:
+    """Read the day's tables and build :class:`ReportData` (small frames only)."""
+    events_df = _read_day(spark, lake, lake_tables.EVENTS, EVENTS_TABLE_SCHEMA, day)
+    windows_df = _read_day(spark, lake, lake_tables.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
+    div_df = _read_day(spark, lake, lake_tables.NS_DIVERGENCES, NS_DIVERGENCES_SCHEMA, day)
+    snapshots_df = _read_day(spark, lake, lake_tables.ROUTE_SNAPSHOTS, ROUTE_SNAPSHOTS_SCHEMA, day)
+    # the end-of-day instant only: a literal filter, pushed to the files
+    end_cells_df = agg_end_of_day_distribution(snapshots_df, day) if snapshots_df is not None else None
+    findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
+    quarantine_df = _read_day(spark, lake, lake_tables.QUARANTINE, QUARANTINE_SCHEMA, day)
+
+    def small(df: DataFrame | None, columns: list[str]) -> pd.DataFrame:
+        return df.toPandas() if df is not None else pd.DataFrame(columns=columns)
+
+    notes = []
+    for result in stage_results:
+        notes.extend(getattr(result, "notes", []) or [])
+    findings_pdf = small(
+        findings_df.orderBy(
+            F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2),
+            "category", "kind", "subject",
+        ).limit(FINDING_ROWS) if findings_df is not None else None,
+        ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail"],
+    )
+    return ReportData(
+        day=day,
+        headline=agg_headline(events_df, end_cells_df, findings_df, quarantine_df),
+        liveness=small(agg_liveness_rows(windows_df) if windows_df is not None else None,
+                       ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"]),
+        divergences=small(agg_divergence_rows(div_df) if div_df is not None else None,
+                          ["kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views"]),
+        distribution=small(agg_heatmap_rows(end_cells_df) if end_cells_df is not None else None,
+                           ["cluster", "broker_name", "topic", "write_queue_nums"]),
+        findings=findings_pdf,
+        notes=[str(n) for n in notes],
+    )
+
+
+def write_day_report(lake: str, data: ReportData) -> tuple[str, str]:
+    """Write ``<lake>/reports/<date>/index.html`` and ``summary.json``."""
+    return write_report(os.path.join(os.path.abspath(lake), "reports", data.day.isoformat()), data)

@@ -1,0 +1,233 @@
+"""A throwaway Spark standalone cluster on this host: one master and one worker on 127.0.0.1.
+
+For trying the nightly audit on a real cluster manager (executors in their own JVMs and Python
+workers, tasks shipped over RPC) without installing Spark: the master and worker are started with
+the ``bin/spark-class`` of the pyspark in this interpreter's environment. Ports are picked by the
+JVMs (port 0) and read back from their logs, so two clusters never collide.
+
+    python -m jobs.spark.standalone [--work-dir DIR] [--worker-memory 2g] [--worker-cores 2]
+        prints the master URL (spark://127.0.0.1:PORT) on stdout once the worker has registered,
+        then runs until SIGTERM or SIGINT and stops the worker and the master.
+    python -m jobs.spark.standalone [...] -- COMMAND ARG...
+        runs COMMAND against the cluster ("{master}" in an argument becomes the URL, and
+        SPARK_MASTER_URL is set), stops the cluster and exits with COMMAND's exit code.
+
+Example:
+    >>> with StandaloneCluster(Path("/tmp/sa")) as cluster:
+    ...     subprocess.run([".venv/bin/nsaudit", "audit", ..., "--master", cluster.master_url])
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+
+_MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+_WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+# Master log lines (Master.scala, WebUI.scala) that name the ports it bound.
+_MASTER_URL_RE = re.compile(r"Starting Spark master at (spark://\S+)")
+_WEBUI_PORT_RE = re.compile(r"Bound MasterWebUI to \S+, and started at http://\S+:(\d+)")
+
+
+def spark_home() -> str:
+    """The Spark home of the installed pyspark (it ships ``bin/spark-class`` and ``jars/``)."""
+    import pyspark
+
+    return os.path.dirname(os.path.abspath(pyspark.__file__))
+
+
+class ClusterError(RuntimeError):
+    """The master or worker did not come up; the message ends with the tail of its log."""
+
+
+class StandaloneCluster:
+    """A Spark standalone master and one worker bound to 127.0.0.1, as child processes.
+
+    Attributes:
+        work_dir: holds ``master.log``, ``worker.log`` and the worker's application dirs.
+        master_url: ``spark://127.0.0.1:PORT``, set by :meth:`start`.
+        webui_url: the master's web UI (``/json`` gives its state), set by :meth:`start`.
+    """
+
+    def __init__(self, work_dir: Path, worker_memory: str = "2g", worker_cores: int = 2,
+                 daemon_memory: str = "512m") -> None:
+        self.work_dir = Path(work_dir).resolve()
+        self.worker_memory = worker_memory
+        self.worker_cores = worker_cores
+        self.daemon_memory = daemon_memory  # heap of the master and worker JVMs, not executors
+        self.master_url: str | None = None
+        self.webui_url: str | None = None
+        self._master: subprocess.Popen | None = None
+        self._worker: subprocess.Popen | None = None
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        home = spark_home()
+        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
+                   SPARK_DAEMON_MEMORY=self.daemon_memory,
+                   # an empty conf dir: no spark-env.sh or spark-defaults.conf from elsewhere
+                   SPARK_CONF_DIR=str(self.work_dir / "conf"))
+        log = open(self.work_dir / f"{name}.log", "ab")
+        try:
+            # spark-class execs java, so the child is the JVM itself: SIGTERM runs its shutdown
+            # hooks. It stays in our process group, so whoever kills the group kills the cluster.
+            return subprocess.Popen([os.path.join(home, "bin", "spark-class"), *args], env=env,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            log.close()
+
+    def _wait_for(self, what: str, proc: subprocess.Popen, log_name: str, probe, deadline: float):
+        while time.monotonic() < deadline:
+            found = probe()
+            if found:
+                return found
+            if proc.poll() is not None:
+                raise ClusterError(f"{what} exited with {proc.returncode}\n{self._tail(log_name)}")
+            time.sleep(0.25)
+        raise ClusterError(f"{what} not up after the timeout\n{self._tail(log_name)}")
+
+    def _tail(self, log_name: str, lines: int = 20) -> str:
+        try:
+            return "\n".join((self.work_dir / log_name).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _grep_log(self, log_name: str, pattern: re.Pattern) -> str | None:
+        try:
+            match = pattern.search((self.work_dir / log_name).read_text(errors="replace"))
+        except OSError:
+            return None
+        return match.group(1) if match else None
+
+    def state(self) -> dict:
+        """The master's state as its web UI's ``/json`` reports it (workers, applications)."""
+        with urllib.request.urlopen(f"{self.webui_url}/json", timeout=5) as response:
+            return json.load(response)
+
+    def _worker_alive(self) -> bool:
+        try:
+            workers = self.state().get("workers", [])
+        except OSError:
+            return False
+        return any(w.get("state") == "ALIVE" and w.get("cores") == self.worker_cores for w in workers)
+
+    def start(self, timeout: float = 120.0) -> str:
+        """Start the master, then the worker; return the master URL once the worker is ALIVE.
+
+        Raises:
+            ClusterError: either process exited or did not come up in ``timeout`` seconds (both
+                are stopped again).
+        """
+        (self.work_dir / "conf").mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        try:
+            self._master = self._spawn("master", [
+                _MASTER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"])
+            self.master_url = self._wait_for(
+                "spark master", self._master, "master.log", lambda: self._grep_log("master.log", _MASTER_URL_RE),
+                deadline)
+            # The log names the UI by hostname ("localhost"); it is bound to 127.0.0.1 only.
+            webui_port = self._wait_for(
+                "spark master web UI", self._master, "master.log",
+                lambda: self._grep_log("master.log", _WEBUI_PORT_RE), deadline)
+            self.webui_url = f"http://127.0.0.1:{webui_port}"
+            self._worker = self._spawn("worker", [
+                _WORKER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                "--cores", str(self.worker_cores), "--memory", self.worker_memory,
+                "--work-dir", str(self.work_dir / "work"), self.master_url])
+            self._wait_for("spark worker", self._worker, "worker.log", self._worker_alive, deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self.master_url
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the worker (and its executors), then the master; idempotent, never raises."""
+        for proc in (self._worker, self._master):
+            if proc is not None:
+                _stop(proc, timeout)
+        self._worker = self._master = None
+
+    def __enter__(self) -> StandaloneCluster:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def _stop(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM the JVM (a worker's shutdown hooks kill its executors), SIGKILL after ``timeout``."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m jobs.spark.standalone``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        command = argv[argv.index("--") + 1:]
+        argv = argv[:argv.index("--")]
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.spark.standalone", usage="%(prog)s [options] [-- CMD ...]",
+        description=__doc__.splitlines()[0],
+        epilog="Prints the master URL (spark://127.0.0.1:PORT) once the worker has registered and runs until "
+               "SIGTERM or Ctrl-C. With -- CMD ..., runs CMD with SPARK_MASTER_URL set to the URL instead, "
+               "stops the cluster and exits with CMD's code.",
+    )
+    parser.add_argument("--work-dir", default=None, help="logs and worker dirs (default: a temporary dir, removed)")
+    parser.add_argument("--worker-memory", default="2g", help="memory the worker offers executors (default 2g)")
+    parser.add_argument("--worker-cores", type=int, default=2, help="cores the worker offers (default 2)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for start-up")
+    args = parser.parse_args(argv)
+
+    work_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="nsaudit-standalone-"))
+    cluster = StandaloneCluster(work_dir, args.worker_memory, args.worker_cores)
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    try:
+        try:
+            url = cluster.start(args.timeout)
+        except ClusterError as exc:
+            print(f"standalone: error: {exc}", file=sys.stderr)
+            return 1
+        if not command:
+            print(url, flush=True)
+            print(f"standalone: master UI {cluster.webui_url}, logs in {work_dir}; stop with SIGTERM or Ctrl-C",
+                  file=sys.stderr, flush=True)
+            while not stopping.wait(0.5):
+                pass
+            return 0
+        child = subprocess.Popen([a.replace("{master}", url) for a in command],
+                                 env=dict(os.environ, SPARK_MASTER_URL=url))
+        while child.poll() is None:
+            if stopping.wait(0.5):
+                child.terminate()
+        return child.wait()
+    finally:
+        cluster.stop()
+        if not args.work_dir:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,443 @@
+"""The five route tables and every operation on them (semantics spec §1-§2), RocketMQ 4.9 rules.
+
+``RouteInfoManager`` is pure: time is the ``now`` argument, there is no lock, socket or file.
+Every mutation returns the events it caused (event-log spec, without ``v``/``ns``/``seq``, which
+the writer stamps). The asyncio server, the simulator and the Spark replay all drive this one
+class, so the log means exactly what the server did.
+
+Event values are plain JSON types or frozen dataclasses (``DataVersion``, ``TopicConfig``);
+orjson writes dataclasses as objects in field order, which is the event-log key order.
+
+The class is built in three layers, each in its module and all re-exported here (import from
+this one): the tables, their indexes and cell writes (:mod:`nameserver.routes.tables`), the
+reads the lookups answer (:mod:`nameserver.routes.lookups`), and the operations of §2 (here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from nameserver.model import MASTER_ID, PERM_WRITE, DataVersion, QueueData, TopicConfig, topics_digest
+from nameserver.routes.lookups import UNIT_FLAGS, ClusterInfo, RouteAnswers, TopicRouteData
+from nameserver.routes.tables import BrokerData, BrokerLiveInfo, RouteTables
+
+__all__ = [
+    "UNIT_FLAGS", "BrokerData", "BrokerLiveInfo", "ClusterInfo", "Event", "RegisterResult", "RequestContext",
+    "RouteAnswers", "RouteInfoManager", "RouteTables", "TopicRouteData", "iter_topic_configs", "ns_start_event",
+    "ns_stop_event", "rejected_event",
+]
+
+Event = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterResult:
+    """What REGISTER_BROKER answers (§2.1 step 8) and the events it caused."""
+
+    master_addr: str | None
+    ha_server_addr: str | None
+    events: list[Event]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Where a request came from; copied into its event (event-log spec, request events)."""
+
+    channel: str
+    remote: str
+    request_code: int
+
+
+class RouteInfoManager(RouteAnswers):
+    """Owns ``topic_queue_table``, ``broker_addr_table``, ``cluster_addr_table``,
+    ``broker_live_table`` and ``filter_server_table`` (RocketMQ's ``RouteInfoManager``).
+
+    The tables and their cell writes are :class:`nameserver.routes.tables.RouteTables`, the reads
+    :class:`nameserver.routes.lookups.RouteAnswers`; this class adds the operations of §2.
+
+    Args:
+        broker_expiry_ms: a live entry with ``last_update + expiry < now`` is removed by a scan.
+        journal: when a list is given, every table-cell change is appended to it as a tuple
+            (used by the Spark rebuild; :class:`RouteTables` lists the tuples).
+    """
+
+    def __init__(self, broker_expiry_ms: int = 120_000, journal: list | None = None) -> None:
+        super().__init__(journal)
+        self.broker_expiry_ms = broker_expiry_ms
+
+    # ------------------------------------------------------------------ operations (§2)
+
+    def register_broker(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_addr: str | None,
+        data_version: DataVersion,
+        topics: Sequence[TopicConfig],
+        filter_servers: list[str] | None,
+        now: int,
+        ctx: RequestContext,
+        *,
+        request_version: int = 407,
+        digest: str | None = None,
+    ) -> RegisterResult:
+        """REGISTER_BROKER (103), §2.1 steps 1-8.
+
+        Args:
+            topics: the broker's topic configs. Pass them sorted by topic together with their
+                ``digest`` to skip re-sorting and hashing (the simulator does; the server lets
+                this method compute both).
+            filter_servers: ``None`` when the request used the pre-3.0.11 body (no change).
+        """
+        if digest is None:
+            topics = tuple(sorted(topics, key=_topic_key))
+            digest = topics_digest(topics)
+        was_live = broker_addr in self.broker_live_table
+        event: Event = {
+            "ts": now,
+            "type": "heartbeat" if was_live else "register",
+            "request_code": ctx.request_code,
+            "channel": ctx.channel,
+            "remote": ctx.remote,
+            "cluster": cluster,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "broker_addr": broker_addr,
+            "ha_addr": ha_addr,
+            "data_version": data_version,
+            "topics_digest": digest,
+            "topics": topics,
+            "filter_servers": filter_servers,
+            "request_version": request_version,
+        }
+        # 1. cluster set (never removed from another cluster's set)
+        self._cluster_add(cluster, broker_name)
+        # 2. group
+        register_first = False
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None:
+            broker_data = self._add_group(cluster, broker_name)
+            register_first = True
+        # 3. role switch: one address holds one id per group (nothing to look for when the
+        # group holds just this id with this address, as on every periodic re-registration)
+        addrs = broker_data.broker_addrs
+        previous = addrs.get(broker_id)
+        if previous != broker_addr or len(addrs) > 1:
+            for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
+                self._set_addr(broker_data, other_id, None)
+        # 4. put
+        if previous != broker_addr:
+            self._set_addr(broker_data, broker_id, broker_addr)
+        if previous is None:
+            register_first = True
+        # 5. topics, masters only, when the address's stored data version differs or first
+        if broker_id == MASTER_ID:
+            live = self.broker_live_table.get(broker_addr)
+            # ``is`` first: a re-sent body is decoded once (the body cache), so the stored
+            # version is then the very same object and the dataclass comparison is skipped
+            stored = live.data_version if live is not None else None
+            if live is None or (stored is not data_version and stored != data_version) or register_first:
+                pool = self._queue_data_pool
+                for topic in topics:
+                    key = (broker_name, topic.read_queue_nums, topic.write_queue_nums, topic.perm, topic.topic_sys_flag)
+                    queue_data = pool.get(key)
+                    if queue_data is None:
+                        queue_data = pool[key] = QueueData(*key)
+                    self._put_queue(topic.topic, queue_data)
+        # 6. live entry, always replaced (connection and data version too)
+        live_info = self.broker_live_table.get(broker_addr)
+        if (
+            live_info is not None
+            and live_info.channel == ctx.channel
+            and now >= self._live_max_update
+        ):
+            # fast path for the steady heartbeat: same connection, update in place
+            live_info.data_version = data_version
+            live_info.ha_server_addr = ha_addr
+            live_info.cluster, live_info.broker_name, live_info.broker_id = cluster, broker_name, broker_id
+            self._refresh_live(broker_addr, live_info, now)
+        else:
+            self._put_live(
+                broker_addr,
+                BrokerLiveInfo(now, data_version, ctx.channel, ha_addr, cluster, broker_name, broker_id),
+            )
+        # 7. filter servers: None = untouched, [] = cleared
+        if filter_servers is not None:
+            self._set_filter(broker_addr, filter_servers)
+        # 8. result: slaves learn their master while it is live
+        master_addr = ha_server_addr = None
+        if broker_id != MASTER_ID:
+            master = addrs.get(MASTER_ID)
+            if master is not None:
+                master_live = self.broker_live_table.get(master)
+                if master_live is not None:
+                    master_addr, ha_server_addr = master, master_live.ha_server_addr
+        return RegisterResult(master_addr, ha_server_addr, [event])
+
+    def unregister_broker(
+        self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, now: int, ctx: RequestContext
+    ) -> list[Event]:
+        """UNREGISTER_BROKER (104) by address (D2, §2.2); ``broker_id`` is only logged."""
+        live = self._del_live(broker_addr)
+        event: Event = {
+            "ts": now,
+            "type": "unregister",
+            "request_code": ctx.request_code,
+            "channel": ctx.channel,
+            "remote": ctx.remote,
+            "cluster": cluster,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "broker_addr": broker_addr,
+            "ha_addr": live.ha_server_addr if live is not None else None,
+        }
+        self._set_filter(broker_addr, None)
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is not None:
+            for i in [i for i, a in broker_data.broker_addrs.items() if a == broker_addr]:
+                self._set_addr(broker_data, i, None)
+            if not broker_data.broker_addrs:
+                self._del_group(broker_name)
+                self._cluster_remove(cluster, broker_name)  # the request's cluster only
+                self._drop_queue_datas({broker_name})
+        return [event]
+
+    def remove_address(self, addr: str) -> None:
+        """removeAddress(X), shared by channel close and expiry (§2.3, A1)."""
+        self._del_live(addr)
+        self._set_filter(addr, None)
+        emptied: set[str] = set()
+        for name in sorted(self._addr_groups.get(addr, ())):
+            broker_data = self.broker_addr_table[name]
+            hits = [i for i, a in broker_data.broker_addrs.items() if a == addr]
+            if not hits:
+                continue
+            for i in hits:
+                self._set_addr(broker_data, i, None)
+            if not broker_data.broker_addrs:
+                self._del_group(name)
+                emptied.add(name)
+        if emptied:
+            for cluster in sorted(self.cluster_addr_table):
+                for name in sorted(emptied & self.cluster_addr_table[cluster]):
+                    self._cluster_remove(cluster, name)
+            self._drop_queue_datas(emptied)
+
+    def _drop_queue_datas(self, broker_names: set[str]) -> None:
+        for topic in sorted(self.topic_queue_table):
+            for name in sorted(broker_names & self.topic_queue_table[topic].keys()):
+                self._del_queue(topic, name)
+
+    def on_channel_close(self, channel: str, now: int, remote: str = "") -> list[Event]:
+        """A connection ended (§2.4): one ``channel_close`` per live address registered over it."""
+        addrs = sorted(self._channel_addrs.get(channel, ()))
+        if not addrs:
+            return [
+                {"ts": now, "type": "channel_close", "channel": channel, "remote": remote, "broker_addr": None}
+            ]
+        events = []
+        for addr in addrs:
+            live = self.broker_live_table[addr]
+            events.append(
+                {
+                    "ts": now,
+                    "type": "channel_close",
+                    "channel": channel,
+                    "remote": remote,
+                    "broker_addr": addr,
+                    "cluster": live.cluster,
+                    "broker_name": live.broker_name,
+                    "broker_id": live.broker_id,
+                }
+            )
+            self.remove_address(addr)
+        return events
+
+    def scan_not_active_broker(self, now: int) -> tuple[list[Event], list[str]]:
+        """The expiry scan (§2.5): remove every live entry with ``last_update + expiry < now``.
+
+        Returns:
+            The ``expire`` events (ascending address) and the channels the caller must close,
+            as RocketMQ closes an expired broker's connection.
+        """
+        if not self._live_sorted:
+            ordered = sorted(self.broker_live_table.items(), key=lambda kv: kv[1].last_update)
+            self.broker_live_table = dict(ordered)
+            self._live_sorted = True
+        deadline = now - self.broker_expiry_ms  # expired iff last_update < deadline
+        expired = []
+        for addr, info in self.broker_live_table.items():
+            if info.last_update >= deadline:
+                break
+            expired.append(addr)
+        events, channels = [], []
+        for addr in sorted(expired):
+            info = self.broker_live_table[addr]
+            events.append(
+                {
+                    "ts": now,
+                    "type": "expire",
+                    "broker_addr": addr,
+                    "last_update_ts": info.last_update,
+                    "cluster": info.cluster,
+                    "broker_name": info.broker_name,
+                    "broker_id": info.broker_id,
+                }
+            )
+            channels.append(info.channel)
+            self.remove_address(addr)
+        return events, sorted(set(channels))
+
+    def broker_heartbeat(
+        self, cluster: str, broker_addr: str, broker_name: str, now: int, ctx: RequestContext
+    ) -> list[Event]:
+        """BROKER_HEARTBEAT (904, D4): refresh a live address; nothing else changes."""
+        live = self.broker_live_table.get(broker_addr)
+        if live is not None:
+            self._refresh_live(broker_addr, live, now)
+        return [
+            {
+                "ts": now,
+                "type": "heartbeat",
+                "request_code": ctx.request_code,
+                "channel": ctx.channel,
+                "remote": ctx.remote,
+                "cluster": cluster,
+                "broker_name": broker_name,
+                "broker_id": None,
+                "broker_addr": broker_addr,
+                "ha_addr": None,
+            }
+        ]
+
+    def query_data_version(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        data_version: DataVersion,
+        now: int,
+        ctx: RequestContext,
+    ) -> tuple[bool, DataVersion | None, list[Event]]:
+        """QUERY_DATA_VERSION (322, D5): refresh only when the sent version equals the stored one.
+
+        Returns:
+            ``(changed, stored data version or None, events)``.
+        """
+        live = self.broker_live_table.get(broker_addr)
+        changed = live is None or live.data_version != data_version
+        stored = live.data_version if live is not None else None
+        if not changed:
+            self._refresh_live(broker_addr, live, now)  # type: ignore[arg-type]
+        event = {
+            "ts": now,
+            "type": "heartbeat",
+            "request_code": ctx.request_code,
+            "channel": ctx.channel,
+            "remote": ctx.remote,
+            "cluster": cluster,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "broker_addr": broker_addr,
+            "ha_addr": None,
+            "data_version": data_version,
+        }
+        return changed, stored, [event]
+
+    def wipe_write_perm_of_broker(self, broker_name: str, now: int, ctx: RequestContext) -> tuple[int, list[Event]]:
+        """WIPE_WRITE_PERM_OF_BROKER (205): ``perm &= ~PERM_WRITE`` on every QueueData of the name."""
+        return self._change_perm(broker_name, now, ctx, "wipe_write_perm", lambda p: p & ~PERM_WRITE)
+
+    def add_write_perm_of_broker(self, broker_name: str, now: int, ctx: RequestContext) -> tuple[int, list[Event]]:
+        """ADD_WRITE_PERM_OF_BROKER (327): ``perm = 6`` exactly (INHERIT and PRIORITY dropped)."""
+        return self._change_perm(broker_name, now, ctx, "add_write_perm", lambda p: 6)
+
+    def _change_perm(self, broker_name, now, ctx, kind, new_perm) -> tuple[int, list[Event]]:
+        count = 0
+        for topic in sorted(self.topic_queue_table):
+            queue_data = self.topic_queue_table[topic].get(broker_name)
+            if queue_data is None:
+                continue
+            count += 1  # entries already in the target state count too (W10 step 3)
+            perm = new_perm(queue_data.perm)
+            if perm != queue_data.perm:
+                self._put_queue(
+                    topic,
+                    QueueData(
+                        broker_name, queue_data.read_queue_nums, queue_data.write_queue_nums, perm,
+                        queue_data.topic_sys_flag,
+                    ),
+                )
+        event = {
+            "ts": now,
+            "type": kind,
+            "request_code": ctx.request_code,
+            "channel": ctx.channel,
+            "remote": ctx.remote,
+            "broker_name": broker_name,
+            "topic_count": count,
+        }
+        return count, [event]
+
+    def delete_topic(self, topic: str, cluster: str | None, now: int, ctx: RequestContext) -> list[Event]:
+        """DELETE_TOPIC_IN_NAMESRV (216, §2.9): whole topic, or one cluster's broker names."""
+        event = {
+            "ts": now,
+            "type": "delete_topic",
+            "request_code": ctx.request_code,
+            "channel": ctx.channel,
+            "remote": ctx.remote,
+            "topic": topic,
+            "cluster": cluster,
+        }
+        queues = self.topic_queue_table.get(topic)
+        if queues is not None:
+            if not cluster:
+                for name in sorted(queues):
+                    self._del_queue(topic, name)
+            else:
+                for name in sorted(self.cluster_addr_table.get(cluster, set()) & queues.keys()):
+                    self._del_queue(topic, name)
+        return [event]
+
+
+def _topic_key(topic: TopicConfig) -> str:
+    return topic.topic
+
+
+def ns_start_event(now: int, broker_expiry_ms: int, scan_interval_ms: int, version: str) -> Event:
+    """The first event of every server run; its tables start empty."""
+    return {
+        "ts": now,
+        "type": "ns_start",
+        "broker_expiry_ms": broker_expiry_ms,
+        "scan_interval_ms": scan_interval_ms,
+        "semantics": "rocketmq-4.9",
+        "version": version,
+    }
+
+
+def ns_stop_event(now: int, reason: str) -> Event:
+    """The last event of a clean shutdown."""
+    return {"ts": now, "type": "ns_stop", "reason": reason}
+
+
+def rejected_event(now: int, reason: str, ctx: RequestContext | None, **decoded: Any) -> Event:
+    """A refused request: the reason plus whatever was decoded (never secrets)."""
+    event: Event = {"ts": now, "type": "rejected"}
+    if ctx is not None:
+        event.update(request_code=ctx.request_code, channel=ctx.channel, remote=ctx.remote)
+    event["reason"] = reason
+    event.update({k: v for k, v in decoded.items() if v is not None})
+    return event
+
+
+def iter_topic_configs(objs: Iterable[dict]) -> tuple[TopicConfig, ...]:
+    """Event-log topic objects (or ``TopicConfig`` values, from in-memory events) to a sorted tuple."""
+    return tuple(
+        sorted((o if isinstance(o, TopicConfig) else TopicConfig.from_json_obj(o) for o in objs), key=_topic_key)
+    )

@@ -1,0 +1,500 @@
+"""The name server's asyncio shell: ``NameServerController`` (start -> serve -> shutdown) and the CLI.
+
+RocketMQ's split: the controller owns the lifecycle, the event log and the housekeeping tasks
+(expiry scan, connection defences); :class:`nameserver.server.processor.RequestProcessor` owns the route
+tables; :class:`nameserver.server.channel.RemotingChannel` moves bytes.
+
+Critical section (semantics A7): the event loop is the only thread that touches the tables, and
+every table change is applied and its events appended back to back with no ``await`` in between,
+using one clock reading. So the log's order is the order of application.
+
+Durability: an answer leaves only once every event appended before it was computed is durable
+under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on an
+executor thread). A reader therefore never sees state that a crash could take back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import signal
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Callable
+
+from nameserver.acl import AccessController, exposure_notice, load_secret_store
+from nameserver.server.durable import DurableAnswers
+from nameserver.server.channel import RemotingChannel, encode_response
+from nameserver.codec import (
+    HeaderMemo,
+    MalformedFrame,
+    RemotingCommand,
+    RequestCode,
+    RequestKey,
+    ResponseCode,
+    encode_frame,
+    make_response,
+)
+from common.config import EventLogConfig, NameServerConfig, load_config
+from common.errors import UserError
+from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
+from nameserver.server.housekeeping import HousekeepingService
+from nameserver.server.kvconfig import NamesrvConfigStore
+from nameserver.server.processor import (
+    ConnectionContext,
+    RequestProcessor,
+    connection_event,
+    malformed_frame_event,
+)
+from nameserver.routes.manager import Event, RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+
+log = logging.getLogger(__name__)
+
+# How long a clean shutdown waits for in-flight answers and their bytes to leave.
+SHUTDOWN_DRAIN_S = 5.0
+_GET_ROUTEINFO_BY_TOPIC = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)  # a plain int: read on every request
+
+
+def wall_clock_ms() -> int:
+    """The server clock: wall time in epoch ms (the ``ts`` of every event)."""
+    return time.time_ns() // 1_000_000
+
+
+def package_version() -> str:
+    """This package's version, logged in ``ns_start``."""
+    try:
+        return metadata.version("nsaudit")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) to ``(host, port)``.
+
+    Raises:
+        UserError: not HOST:PORT or a port outside 0..65535.
+    """
+    host, sep, port_text = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UserError(f"--listen must be HOST:PORT with a port in 0..65535, not {text!r}")
+    return host, int(port_text)
+
+
+class NameServerController:
+    """One name-server run: its tables, its event log, its listening socket and housekeeping.
+
+    Args:
+        ns_id: the server id, the log folder under ``events_dir``.
+        events_dir: root of the event log.
+        config: timers, limits and defences.
+        eventlog_config: segments and durability.
+        clock: epoch-ms clock (tests may pass a fake one).
+        access: access control for route changes (``[security]``); None checks nothing.
+    """
+
+    def __init__(
+        self,
+        ns_id: str,
+        events_dir: str | Path,
+        config: NameServerConfig | None = None,
+        eventlog_config: EventLogConfig | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        access: AccessController | None = None,
+    ) -> None:
+        self.ns_id = ns_id
+        self.access = access
+        self.config = config or NameServerConfig()
+        self.eventlog_config = eventlog_config or EventLogConfig()
+        self._clock = clock
+        self._events_dir = Path(events_dir)
+        self.routes = RouteInfoManager(self.config.broker_expiry_ms)
+        self.processor: RequestProcessor | None = None
+        self.writer: EventLogWriter | None = None
+        self._answers: DurableAnswers | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._channels: dict[str, RemotingChannel] = {}
+        self._next_channel = 0
+        # one for every connection: clients repeat the same headers (route polls), whoever they are
+        self._header_memo = HeaderMemo()
+        self._tasks: list[asyncio.Task] = []
+        self._stopped = asyncio.Event()
+        self._stop_reason: str | None = None
+        self._stop_task: asyncio.Task | None = None  # held so the task is not garbage-collected
+        self._failure: BaseException | None = None
+        self.stopping = False  # no new connections, no new reads, no scans
+        self._log_closed = False  # after ns_stop: no request is handled any more
+        self.start_ts = 0
+        self.host = ""
+        self.port = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> tuple[str, int]:
+        """Open the log, append ``ns_start``, listen, start housekeeping.
+
+        Returns:
+            The bound ``(host, port)`` (the real port when asked for 0).
+
+        Raises:
+            OSError: the address cannot be bound or the log cannot be opened.
+        """
+        writer_config = self.eventlog_config
+        window = writer_config.group_commit_ms
+        if writer_config.durability == "fsync":
+            # Per-answer fsync, but off the loop: an immediate (0 ms window) commit per request
+            # burst instead of a blocking fsync inside append.
+            writer_config, window = dataclasses.replace(writer_config, durability="group"), 0
+        self.writer = EventLogWriter(self._events_dir, self.ns_id, writer_config).open()
+        commit = AsyncGroupCommit(self.writer, window) if writer_config.durability != "none" else None
+        self._answers = DurableAnswers(self.writer, commit, self._fatal)
+        host, port = parse_listen(self.config.listen)
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: RemotingChannel(self, self.config.max_frame_bytes, self._header_memo), host, port,
+                reuse_address=True, backlog=1024,
+            )
+        except OSError:
+            self.writer.close("bind failed")
+            raise
+        sock = self._server.sockets[0].getsockname()
+        self.host, self.port = sock[0], sock[1]
+        self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(self._own_properties()),
+                                          access=self.access)
+        self.start_ts = self._clock()
+        self._append(
+            ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())
+        )
+        await self._answers.wait_all_durable()
+        self._tasks = HousekeepingService(self, self._clock).start(loop)
+        log.info("name server %s listening on %s:%d", self.ns_id, self.host, self.port)
+        return self.host, self.port
+
+    def _own_properties(self) -> dict[str, str]:
+        cfg = self.config
+        return {
+            "listenPort": str(self.port),
+            "brokerExpiryMs": str(cfg.broker_expiry_ms),
+            "scanIntervalMs": str(cfg.scan_interval_ms),
+            "firstScanDelayMs": str(cfg.first_scan_delay_ms),
+            "channelIdleMs": str(cfg.channel_idle_ms),
+        }
+
+    def request_stop(self, reason: str) -> None:
+        """Ask for a clean shutdown (signal handlers call this)."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+            self._stop_task = asyncio.get_running_loop().create_task(self.shutdown(reason))
+
+    async def wait_stopped(self) -> None:
+        """Return when the server has shut down (cleanly or after a fatal log failure)."""
+        await self._stopped.wait()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The fatal error that stopped the server, if any."""
+        return self._failure
+
+    async def shutdown(self, reason: str = "shutdown") -> None:
+        """Stop accepting, finish in-flight answers, append ``ns_stop``, close the log.
+
+        Connections still open are closed without ``channel_close`` events: ``ns_stop`` ends
+        their brokers' liveness (interfaces spec).
+        """
+        if self.stopping:
+            await self._stopped.wait()
+            return
+        self.stopping = True
+        try:
+            if self._server is not None:
+                self._server.close()
+            for channel in list(self._channels.values()):
+                channel.stop_reading()
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._finish_in_flight()
+            self._log_closed = True  # ns_stop is the last event
+            if self.writer is not None and self._failure is None:
+                self._append(ns_stop_event(self._clock(), reason))
+                if self._answers is not None:
+                    await self._answers.drain_commits()
+                self.writer.close(reason)
+            elif self.writer is not None:
+                try:  # release the file; the failed writer keeps what it had written
+                    self.writer.close(reason)
+                except EventLogError:
+                    pass
+            for channel in list(self._channels.values()):
+                channel.close()
+            await self._wait_channels_gone()
+        finally:
+            self._stopped.set()
+
+    async def _finish_in_flight(self) -> None:
+        """Handle the requests already received, then wait until their answers have left."""
+        deadline = time.monotonic() + SHUTDOWN_DRAIN_S
+        while time.monotonic() < deadline and any(c.has_backlog for c in self._channels.values()):
+            await asyncio.sleep(0.005)
+        while self._answers is not None and self._answers.waiting and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        while time.monotonic() < deadline and any(c.write_buffer_size for c in self._channels.values()):
+            await asyncio.sleep(0.005)
+
+    async def _wait_channels_gone(self) -> None:
+        deadline = time.monotonic() + 1.0
+        while self._channels and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        for channel in list(self._channels.values()):
+            channel.abort()
+        await asyncio.sleep(0)
+
+    def _fatal(self, exc: BaseException) -> None:
+        """The log failed: the tables may now be ahead of it, so serving must stop (A7)."""
+        if self._failure is None:
+            self._failure = exc
+            log.critical("name server %s stops: event log failure: %s", self.ns_id, exc)
+            for channel in list(self._channels.values()):
+                channel.abort()
+            self.request_stop("event log failure")
+
+    # ------------------------------------------------------------------ events and answers
+
+    def _append(self, event: Event) -> int:
+        assert self.writer is not None
+        try:
+            return self.writer.append(event)
+        except EventLogError as exc:
+            self._fatal(exc)
+            raise
+
+    # ------------------------------------------------------------------ channel callbacks
+
+    def channel_opened(self, channel: RemotingChannel, remote: str) -> None:
+        """Admit a new connection, or refuse it beyond ``max_connections``."""
+        self._next_channel += 1
+        channel.ctx = ConnectionContext(f"c{self._next_channel}", remote)
+        if self.stopping or self._failure is not None:
+            channel.abort()
+            return
+        if len(self._channels) >= self.config.max_connections:
+            self._log_only(connection_event(self._clock(), channel.ctx, "connection_limit",
+                                            max_connections=self.config.max_connections))
+            channel.abort()
+            return
+        channel.admitted = True
+        self._channels[channel.ctx.channel] = channel
+
+    def channel_closed(self, channel: RemotingChannel) -> None:
+        """A connection ended: its brokers leave the tables (semantics §2.4), except at shutdown."""
+        if not channel.admitted:
+            return
+        channel.admitted = False
+        self._channels.pop(channel.ctx.channel, None)
+        if self.stopping or self._failure is not None or self.processor is None:
+            return
+        now = self._clock()
+        try:
+            for event in self.processor.on_channel_close(channel.ctx, now):
+                self._append(event)
+        except EventLogError:
+            return
+
+    def known_lookups(self) -> dict[RequestKey, tuple] | None:
+        """What a channel may answer straight from a request's bytes now
+        (``FrameDecoder.answer_known``), or None when every request must come to
+        :meth:`handle_command`.
+
+        Only while an answer would leave at once (nothing waits for an fsync, everything
+        appended is durable: a lookup shows state, A7) and while requests are handled at all.
+        Valid until the channel hands a command to :meth:`handle_command` (it may change the
+        tables or queue an answer behind an fsync); the known lookups themselves change nothing.
+        """
+        if self._log_closed or self._failure is not None or self.processor is None or not self._answers.immediate:
+            return None
+        return self.processor.known_lookups()
+
+    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand,
+                       key: RequestKey | None = None) -> None:
+        """Process one request: the table change and its events in one critical section (A7).
+
+        ``key``: the decoder's ``last_key`` for ``cmd``; a lookup answered from the cache with a
+        key becomes one of :meth:`known_lookups`.
+        """
+        if self._log_closed or self._failure is not None:
+            return
+        processor = self.processor
+        assert processor is not None
+        now = None
+        try:
+            if cmd.code == _GET_ROUTEINFO_BY_TOPIC:
+                # The commonest request by far: its answer comes encoded from the processor's
+                # cache (no clock, no events); None when it needs the ordinary path.
+                frame = processor.route_answer_frame(cmd, key)
+                if frame is not None:
+                    self._answers.send(channel, frame)
+                    return
+            now = self._clock()
+            outcome = processor.process(cmd, channel.ctx, now)
+            for event in outcome.events:
+                self._append(event)
+            if outcome.response is not None:
+                self._answers.send(channel, encode_response(outcome.response))
+        except EventLogError:
+            return  # _fatal already stopped the server
+        except Exception as exc:  # noqa: BLE001 - never die of client input (§9.2)
+            log.exception("internal error on %s", channel.ctx.channel)
+            self._internal_error(channel, cmd, self._clock() if now is None else now, exc)
+
+    def _internal_error(self, channel: RemotingChannel, cmd: RemotingCommand, now: int, exc: Exception) -> None:
+        detail = f"{type(exc).__name__}: {exc}"
+        ctx = RequestContext(channel.ctx.channel, channel.ctx.remote, cmd.code)
+        try:
+            self._append(rejected_event(now, "internal_error", ctx, detail=detail))
+            if not cmd.is_oneway and not cmd.is_response:
+                answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=detail[:1000])
+                self._answers.send(channel, encode_frame(answer))
+        except EventLogError:
+            return
+        except Exception:  # noqa: BLE001 - even the error answer failed: drop this connection
+            log.exception("cannot answer %s; closing it", channel.ctx.channel)
+            channel.abort()
+
+    def malformed_frame(self, channel: RemotingChannel, exc: MalformedFrame) -> None:
+        """§9.1: log ``rejected`` malformed_frame and close this connection only."""
+        self._log_only(malformed_frame_event(self._clock(), channel.ctx, exc))
+        channel.abort()
+
+    def drop_slow_reader(self, channel: RemotingChannel) -> None:
+        """A peer that stopped reading let our answers pile up: cut it off, others go on."""
+        self._log_only(connection_event(self._clock(), channel.ctx, "slow_reader",
+                                        write_buffer_bytes=channel.write_buffer_size))
+        channel.abort()
+
+    def _log_only(self, event: Event) -> None:
+        """Append an event that changes no table (refusals of connections and frames)."""
+        if self._log_closed or self._failure is not None:
+            return
+        try:
+            self._append(event)
+        except EventLogError:
+            pass
+
+    # ------------------------------------------------------------------ housekeeping's actions
+
+    def scan(self, now: int) -> None:
+        """One expiry scan (semantics §2.5) in one critical section, then close the expired
+        brokers' connections, as RocketMQ does; their closes log ``channel_close`` (§2.4)."""
+        assert self.processor is not None
+        if self.stopping or self._failure is not None:
+            return
+        try:
+            events, channels = self.processor.scan_not_active_broker(now)
+            for event in events:
+                self._append(event)
+        except EventLogError:
+            return
+        for channel_id in channels:
+            channel = self._channels.get(channel_id)
+            if channel is not None:
+                channel.abort()
+
+    def close_stuck_channel(self, channel: RemotingChannel, reason: str) -> None:
+        """Close a connection the watchdog found stuck (``frame_timeout``, ``slow_reader``, ``idle``).
+
+        An idle close is logged only as the ``channel_close`` every close gets (A4).
+        """
+        if reason == "slow_reader":
+            self.drop_slow_reader(channel)
+            return
+        if reason == "frame_timeout":
+            self._log_only(connection_event(self._clock(), channel.ctx, reason,
+                                            frame_timeout_ms=self.config.frame_timeout_ms))
+        channel.abort()
+
+    def open_channels(self) -> list[RemotingChannel]:
+        """The admitted connections, in the order they opened."""
+        return list(self._channels.values())
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def connection_count(self) -> int:
+        """Admitted connections currently open."""
+        return len(self._channels)
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessController | None]:
+    """``--config`` file overridden by the flags (interfaces spec, ``nameserver`` command), and the
+    access control of its ``[security]`` section (None when off). Secrets come only from the
+    file or environment variable that section names, never from flags.
+
+    Raises:
+        UserError: a bad config file or flag value, or secrets that cannot be loaded.
+    """
+    config = load_config(args.config)
+    ns = config.nameserver
+    overrides = {}
+    if args.listen is not None:
+        overrides["listen"] = args.listen
+    if args.broker_expiry_ms is not None:
+        overrides["broker_expiry_ms"] = args.broker_expiry_ms
+    if args.scan_interval_ms is not None:
+        overrides["scan_interval_ms"] = args.scan_interval_ms
+    ns = dataclasses.replace(ns, **overrides)
+    parse_listen(ns.listen)
+    for name in ("broker_expiry_ms", "scan_interval_ms"):
+        if getattr(ns, name) <= 0:
+            raise UserError(f"{name.replace('_', '-')} must be > 0, not {getattr(ns, name)}")
+    for name in ("first_scan_delay_ms", "channel_idle_ms", "frame_timeout_ms"):
+        if getattr(ns, name) < 0:
+            raise UserError(f"nameserver.{name} must be >= 0, not {getattr(ns, name)}")
+    if ns.max_connections < 1:
+        raise UserError(f"nameserver.max_connections must be >= 1, not {ns.max_connections}")
+    if not 1024 <= ns.max_frame_bytes <= 16_777_216:
+        raise UserError(f"nameserver.max_frame_bytes must be in 1024..16777216, not {ns.max_frame_bytes}")
+    if not args.ns_id or "/" in args.ns_id or args.ns_id.startswith("."):
+        raise UserError(f"--ns-id {args.ns_id!r} cannot be used as a folder name")
+    security = config.security
+    access = AccessController.from_config(security, load_secret_store(security)) if security.enabled else None
+    return ns, config.eventlog, access
+
+
+async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig,
+                access: AccessController | None = None) -> int:
+    """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections,
+    after a warning on stderr when the bound address is reachable from the network.
+
+    Returns:
+        0 after a clean shutdown, 1 after a fatal event-log failure.
+    """
+    controller = NameServerController(ns_id, events_dir, config, eventlog_config, access=access)
+    try:
+        host, port = await controller.start()
+    except (OSError, EventLogError) as exc:
+        raise UserError(f"cannot start name server {ns_id} on {config.listen}: {exc}") from None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, controller.request_stop, sig.name)
+    shown = f"[{host}]" if ":" in host else host
+    notice = exposure_notice(host, access is not None)
+    if notice is not None:
+        print(f"nameserver {ns_id}: {notice}", file=sys.stderr, flush=True)
+    sys.stdout.write(f"nameserver {ns_id} listening on {shown}:{port}\n")
+    sys.stdout.flush()
+    await controller.wait_stopped()
+    return 1 if controller.failure is not None else 0
+
+
+def run_from_cli(args) -> int:
+    """``nsaudit nameserver``: run in the foreground; exit 0 on SIGTERM/SIGINT."""
+    ns, eventlog_config, access = build_config(args)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(serve(args.ns_id, args.events, ns, eventlog_config, access))
