@@ -57,3 +57,15 @@ NS_DIVERGENCES_SCHEMA = StructType(
         StructField("exposure", DoubleType(), True),  # share of servers in the minority view x duration (ms)
     ]
 )
+
+# one row per audited day, written last (jobs.lake.audit_runs)
+AUDIT_RUNS_SCHEMA = StructType(
+    [
+        StructField("date", DateType(), False),
+        StructField("status", StringType(), False),  # ok
+        StructField("finished_ts", TimestampType(), False),
+        StructField("seconds", DoubleType(), False),
+        StructField("stages", StringType(), False),  # JSON list: stage, seconds, counts
+        StructField("findings", StringType(), False),  # JSON object: severity -> count
+    ]
+)

@@ -1,22 +1,32 @@
-"""Where each lake table lives: ``<lake>/<table name>/``, one Delta table per folder."""
+"""Where each lake table lives: ``<lake>/<table name>/``, one Delta table per folder.
+
+The names are declared in :mod:`schemas.tables`; they are re-exported here so that a stage says
+``lake.table_path(lake_dir, lake.EVENTS)``.
+"""
 
 from __future__ import annotations
 
 import os
 
-EVENTS = "events"
-QUARANTINE = "quarantine"
-INGEST_FILES = "ingest_files"
-FINDINGS = "findings"
-TOPIC_ROUTE_HISTORY = "topic_route_history"
-BROKER_ADDR_HISTORY = "broker_addr_history"
-CLUSTER_HISTORY = "cluster_history"
-FILTER_SERVER_HISTORY = "filter_server_history"
-NS_RUNS = "ns_runs"
-NS_STATE = "ns_state"
-ROUTE_SNAPSHOTS = "route_snapshots"
-LIVENESS_WINDOWS = "liveness_windows"
-NS_DIVERGENCES = "ns_divergences"
+from schemas.tables import (  # noqa: F401 (re-exported)
+    AUDIT_RUNS,
+    BROKER_ADDR_HISTORY,
+    BROKER_AVAILABILITY,
+    CLUSTER_HISTORY,
+    EVENTS,
+    FILTER_SERVER_HISTORY,
+    FINDINGS,
+    INGEST_FILES,
+    LIVENESS_WINDOWS,
+    NS_DIVERGENCES,
+    NS_RUNS,
+    NS_STATE,
+    QUARANTINE,
+    QUEUE_DISTRIBUTION,
+    ROUTE_SNAPSHOTS,
+    TOPIC_DISTRIBUTION,
+    TOPIC_ROUTE_HISTORY,
+)
 
 
 def table_path(lake: str | os.PathLike, name: str) -> str:

@@ -11,24 +11,12 @@ import json
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import types as T
 
 from jobs import lake as lake_tables
 from jobs.lake.tables import write_table
 from jobs.spark.session import local_frame
+from schemas.audit import AUDIT_RUNS_SCHEMA
 
-AUDIT_RUNS_SCHEMA = T.StructType(
-    [
-        T.StructField("date", T.DateType(), False),
-        T.StructField("status", T.StringType(), False),  # ok
-        T.StructField("finished_ts", T.TimestampType(), False),
-        T.StructField("seconds", T.DoubleType(), False),
-        T.StructField("stages", T.StringType(), False),  # JSON list: stage, seconds, counts
-        T.StructField("findings", T.StringType(), False),  # JSON object: severity -> count
-    ]
-)
-
-AUDIT_RUNS = "audit_runs"
 
 
 def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: list[dict[str, Any]],
@@ -43,5 +31,5 @@ def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: li
         json.dumps(findings_by_severity, sort_keys=True),
     )
     df = local_frame(spark, [row], AUDIT_RUNS_SCHEMA)
-    write_table(df, lake_tables.table_path(lake, AUDIT_RUNS), mode="overwrite", partition_by=("date",),
+    write_table(df, lake_tables.table_path(lake, lake_tables.AUDIT_RUNS), mode="overwrite", partition_by=("date",),
                 replace_where={"date": day}, schema=AUDIT_RUNS_SCHEMA, few_rows=True)

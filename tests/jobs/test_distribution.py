@@ -514,7 +514,7 @@ def test_run_distribution_writes_the_day_and_replaces_it(spark, tmp_path):
         {"cluster": "C1", "broker_name": "broker-b", "topic": "t1", "write_queue_nums": 8},
     ]
     where = {"date": DAY}
-    queue_path, topic_path = (lake.table_path(tmp_path, name) for name in (D.QUEUE_DISTRIBUTION, D.TOPIC_DISTRIBUTION))
+    queue_path, topic_path = (lake.table_path(tmp_path, name) for name in (lake.QUEUE_DISTRIBUTION, lake.TOPIC_DISTRIBUTION))
     queue_df = read_table(spark, queue_path, QUEUE_DISTRIBUTION_SCHEMA, where=where)
     assert queue_df.count() == 2 * instants
     end_df = queue_df.where(F.col("snapshot_ts") == at(END))

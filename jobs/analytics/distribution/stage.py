@@ -95,8 +95,6 @@ from schemas.routes import (
 )
 
 CATEGORY = "distribution"
-QUEUE_DISTRIBUTION = "queue_distribution"
-TOPIC_DISTRIBUTION = "topic_distribution"
 
 SEVERITY = {
     "no_writable_queue": "critical",
@@ -993,10 +991,10 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     try:
         where = {"date": day}
         # the write tasks make the instant rows of the segments
-        write_table(topic_segments_df, lake.table_path(lake_dir, TOPIC_DISTRIBUTION),
+        write_table(topic_segments_df, lake.table_path(lake_dir, lake.TOPIC_DISTRIBUTION),
                     mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=TOPIC_DISTRIBUTION_SCHEMA,
                     expansion=topic_distribution_expansion(day, params.snapshot_interval_ms))
-        write_table(agg_queue_distribution(group_rows_df), lake.table_path(lake_dir, QUEUE_DISTRIBUTION),
+        write_table(agg_queue_distribution(group_rows_df), lake.table_path(lake_dir, lake.QUEUE_DISTRIBUTION),
                     mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=QUEUE_DISTRIBUTION_SCHEMA)
         findings_df = frames.findings_df.persist(StorageLevel.MEMORY_AND_DISK)
         try:

@@ -690,8 +690,6 @@ def build_liveness(
 
 # ---------------------------------------------------------------------------- the job
 
-BROKER_AVAILABILITY = "broker_availability"  # table name in the lake
-
 
 def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> LivenessResult:
     """Audit liveness for ``day``: replaces the day in ``liveness_windows``, ``broker_availability``
@@ -714,7 +712,7 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
                             day, params)
     try:
         _replace_day(frames.windows_df, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
-        _replace_day(frames.availability_df, lake_dir, BROKER_AVAILABILITY, BROKER_AVAILABILITY_SCHEMA, day)
+        _replace_day(frames.availability_df, lake_dir, lake.BROKER_AVAILABILITY, BROKER_AVAILABILITY_SCHEMA, day)
         write_findings(frames.findings_df, lake_dir, day, category=CATEGORY)
         # one small row of counts and a row per finding kind: the job's log, not data
         totals = frames.windows_df.agg(
@@ -726,7 +724,7 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
         events = events_df.count()
     finally:
         frames.release()
-    availability_df = read_table(spark, lake.table_path(lake_dir, BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA,
+    availability_df = read_table(spark, lake.table_path(lake_dir, lake.BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA,
                                  where={"date": day})
     return LivenessResult(day, events, totals["windows"], totals["open_windows"], totals["broker_addrs"],
                           by_kind, availability_df)
