@@ -121,6 +121,15 @@ EVENT_TYPES = (
     "rejected",
 )
 
+# the events that remove a broker address from a server's live table (RouteInfoManager's
+# unregisterBroker, onChannelDestroy and scanNotActiveBroker)
+REMOVAL_TYPES = ("unregister", "expire", "channel_close")
+# the events that reset a server's tables: a run ends at ns_stop and a new one starts empty
+RESET_TYPES = ("ns_start", "ns_stop")
+# admin requests that change the route tables (mqadmin wipeWritePerm, addWritePerm, deleteTopic)
+# plus a broker's own unregister
+ADMIN_TYPES = ("unregister", "wipe_write_perm", "add_write_perm", "delete_topic")
+
 EVENT_KEYS: tuple[Key, ...] = (
     # every event
     Key("v", INT32, "format version", required=True, nullable=False, json_extra=(("const", FORMAT_VERSION),)),
