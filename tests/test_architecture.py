@@ -1,0 +1,158 @@
+"""The house's shape: every module imports, no import cycle, and layers point one way.
+
+Imports are read from the source (every ``import``, also inside functions and under
+``TYPE_CHECKING``), so a cycle or an arrow back up fails here even where Python would tolerate it at
+run time. A module's layer is that of the longest prefix named in ``LAYERS``; it may import its own
+layer and the ones below, never one above.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("common", "schemas", "nameserver", "jobs", "nsaudit")
+
+# lowest first; the command line above both halves, config/errors/time and schemas below both
+LAYERS: dict[str, int] = {
+    "common": 0,
+    "schemas": 1,
+    # the server half
+    "nameserver.model": 10,
+    "nameserver.codec": 11,
+    "nameserver.routes": 12,
+    "nameserver.eventlog": 12,
+    "nameserver.acl": 12,
+    "nameserver.server": 13,
+    "nameserver.client": 13,
+    "nameserver.layout": 13,
+    "nameserver.fleet": 14,
+    "nameserver.sim": 14,
+    "nameserver.command": 15,
+    "nameserver.__main__": 16,
+    # the batch half
+    "jobs.spark": 20,
+    "jobs.lake": 21,
+    "jobs.ingest": 22,
+    "jobs.rebuild": 23,
+    "jobs.snapshots": 24,
+    "jobs.analytics": 25,
+    "jobs.report": 26,
+    "jobs.query": 26,
+    "jobs.nightly_audit": 27,
+    # the command line
+    "nsaudit": 30,
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The project modules ``name`` imports (a ``from pkg import mod`` counts as ``pkg.mod``)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                targets.add(full if full in MODULES else base)
+    return {t for t in targets if t in MODULES and t != name}
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _layer(name: str) -> int:
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:i])
+        if prefix in LAYERS:
+            return LAYERS[prefix]
+    raise AssertionError(f"{name} has no layer: add its package to LAYERS in {Path(__file__).name}")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if not n.endswith("__main__")))
+def test_every_module_imports(name):
+    importlib.import_module(name)
+
+
+def test_no_arrow_runs_back_up():
+    upward = [f"{a} ({_layer(a)}) imports {b} ({_layer(b)})"
+              for a, targets in sorted(GRAPH.items()) for b in sorted(targets) if _layer(b) > _layer(a)]
+    assert upward == []
+
+
+def test_the_server_half_never_imports_the_batch_half():
+    wrong = [f"{a} imports {b}" for a, targets in sorted(GRAPH.items()) if a.split(".")[0] in ("nameserver", "common", "schemas")
+             for b in sorted(targets) if b.split(".")[0] in ("jobs", "nsaudit")]
+    assert wrong == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter[0]
+                    counter[0] += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycle():
+    assert _cycles(GRAPH) == []
+
+
+def test_cycle_finder_sees_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
