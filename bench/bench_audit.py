@@ -1,24 +1,23 @@
 """Benchmark the nightly audit on the reference day, stage by stage, against a Python replay.
 
-The reference day is the issues' acceptance run: 3 name servers, 1000 brokers (500 groups of a
-master and one slave), 2000 topics, 24 simulated hours, every fault (about 8.6 M events). The
-simulator writes it once into ``--work`` (kept, so later runs reuse it).
+The reference day is the audit's acceptance workload: 3 name servers, 1000 brokers (500 groups
+of a master and one slave), 2000 topics, 24 simulated hours, every fault (about 8.6 M events).
+The simulator writes it once into ``--work`` (kept, so later runs reuse it).
 
 Each run audits the day into a fresh lake with ``jobs.nightly_audit.run`` in this process (one
 SparkSession, ``--master``, default ``local[2]``) and prints every stage's seconds and events/s.
-The first run is what a nightly ``nsaudit audit`` does (a fresh JVM, its JIT cold); later runs reuse
-the warm JVM, so the summary shows the first run beside the median of all runs.
-Then, after the last run and in the same process, the baseline: the day's events read back from the lake's ``events``
-table with pyarrow and replayed through the Python route table (``nameserver.routes.replay``), one
-server after another, which is what a single-process rebuild would do. The ratio
-``replay seconds / rebuild seconds`` is the rebuild's speed-up over it.
+The first run is what a nightly ``nsaudit audit`` does (a fresh JVM, its JIT cold); later runs
+reuse the warm JVM, so the summary shows the first run beside the median of all runs. Then, after
+the last run and in the same process, the baseline: the day's events read back from the lake's
+``events`` table with pyarrow and replayed through the Python route table
+(``nameserver.routes.replay``), one server after another, which is what a single-process rebuild
+would do. The ratio ``replay seconds / rebuild seconds`` is the rebuild's speed-up over it.
 
 Driver memory is sampled every 0.2 s: the peak RSS of this Python process plus the Spark JVM
 (the driver; in local mode executors run inside it) and, separately, of the Python workers.
 
-Targets (issues 4-6): ingest >= 200,000 lines/s; rebuild >= 3x the Python replay; ingest plus
-rebuild < 90 s; liveness + divergence + distribution <= 60 s; the whole audit < 3 min; driver
-< 4 GiB.
+Targets: ingest >= 200,000 lines/s; rebuild >= 3x the Python replay; ingest plus rebuild
+< 90 s; liveness + divergence + distribution <= 60 s; the whole audit < 3 min; driver < 4 GiB.
 
 Usage:
     .venv/bin/python bench/bench_audit.py                         # reference day, one run

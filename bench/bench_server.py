@@ -261,7 +261,7 @@ def seed_lookup_tables(port: int) -> socket.socket:
     """100 brokers, 500 topics, each topic on 2 brokers (routes of ~400 bytes).
 
     Returns:
-        The brokers' connection: it must stay open, or its brokers leave with it (SEM §2.4).
+        The brokers' connection: it must stay open, or its brokers leave (docs/nameserver-semantics.md §2.4).
     """
     sock = socket.create_connection(("127.0.0.1", port))
     decoder = FrameDecoder()

@@ -1,8 +1,8 @@
 """Benchmark ``nsaudit simulate`` on the reference day, against bare serialization.
 
-The reference day is the issue's acceptance run: 3 name servers, 1000 brokers (500 groups of a
-master and one slave), 2000 topics, 24 simulated hours, every fault at the default rate, about
-8.6 M events. Target: >= 50,000 events/s on one core, peak RSS < 2 GiB.
+The reference day is the simulator's acceptance workload: 3 name servers, 1000 brokers (500
+groups of a master and one slave), 2000 topics, 24 simulated hours, every fault at the default
+rate, about 8.6 M events. Target: >= 50,000 events/s on one core, peak RSS < 2 GiB.
 
 For each run it prints events, wall and CPU seconds and events/s by both. CPU time is the
 process's own (``time.process_time``) and is what "on one core" means when the machine is shared:

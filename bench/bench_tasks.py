@@ -9,7 +9,7 @@ What it runs, in one SparkSession on ``--master`` (default ``local[2]``): a job 
 ``mapInArrow`` tasks that each pass a handful of rows through, alternately
 
 * **baseline**: the task body puts Python's ``invalidate_caches`` back on the importers, so the
-  next task in that worker pays Spark's reset in full (as every task did before);
+  next task in that worker pays Spark's reset in full (as an unpatched task does);
 * **kept**: the task body calls ``keep_archive_listings()``, as the project's tasks do;
 
 ``--runs`` times each (after one warm-up job of each). It prints the wall time of every job, the
