@@ -9,10 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # pragma: no cover - the writer imports this module
-    from nameserver.eventlog.writer import EventLogWriter
+from common.config import EventLogConfig
+
+
+class SyncableLog(Protocol):
+    """What group commit needs of the log (``EventLogWriter``)."""
+
+    config: EventLogConfig
+
+    @property
+    def last_seq(self) -> int: ...
+
+    @property
+    def durable_seq(self) -> int: ...
+
+    def sync(self) -> int: ...
 
 
 class AsyncGroupCommit:
@@ -37,7 +50,7 @@ class AsyncGroupCommit:
         >>> await commit.wait_durable(seq)   # now answer the broker
     """
 
-    def __init__(self, writer: EventLogWriter, window_ms: float | None = None, executor: Executor | None = None) -> None:
+    def __init__(self, writer: SyncableLog, window_ms: float | None = None, executor: Executor | None = None) -> None:
         self._writer = writer
         self._window_s = (writer.config.group_commit_ms if window_ms is None else window_ms) / 1000
         self._executor = executor
