@@ -18,11 +18,11 @@ import sys
 import time
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from common.config import EventLogConfig, NameServerConfig
+from nameserver import package_version
 from nameserver.layout import FleetLayout, build_layout
 from nameserver.sim.faults import FaultInjector
 from nameserver.sim.brokers import MESSAGE_JITTER_MS, Payload, SimBroker, SimGroup, build_fleet
@@ -37,14 +37,6 @@ PERIOD_LATENESS_MS = 100  # a fixed-rate scheduler fires late by a little, never
 BOOT_SPREAD_MS = 10_000  # brokers come up over the first seconds after the servers
 PROGRESS_EVERY_MS = 3 * 3_600_000
 
-
-
-def package_version() -> str:
-    """This package's version, logged in ``ns_start`` (the same value the real server logs)."""
-    try:
-        return metadata.version("nsaudit")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
 
 
 @dataclass(frozen=True)
