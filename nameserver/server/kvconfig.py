@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from common.config import NameServerConfig
+
 # REGISTER_BROKER answers with this namespace's KVTable when it exists (protocol §7, code 103).
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
@@ -94,3 +96,14 @@ class NamesrvConfigStore:
     def snapshot(self) -> dict[str, str]:
         """A copy of every property."""
         return dict(self.properties)
+
+
+def own_properties(config: NameServerConfig, listen_port: int) -> dict[str, str]:
+    """This run's listen port and timers, as :class:`NamesrvConfigStore` shows them."""
+    return {
+        "listenPort": str(listen_port),
+        "brokerExpiryMs": str(config.broker_expiry_ms),
+        "scanIntervalMs": str(config.scan_interval_ms),
+        "firstScanDelayMs": str(config.first_scan_delay_ms),
+        "channelIdleMs": str(config.channel_idle_ms),
+    }

@@ -22,7 +22,8 @@ from common.config import ConfigError, EventLogConfig, NameServerConfig, Securit
 from nameserver.eventlog.writer import read_events
 from nameserver.fleet.live import Fleet, FleetOptions, options_from_args
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.controller import NameServerController, build_config, serve
+from nameserver.server.controller import NameServerController
+from nameserver.server.launcher import build_config, serve
 from tests.nameserver.test_server import arun, start_server, stop_server
 
 SECRET = "Zx8-broker-SECRET-q4"
