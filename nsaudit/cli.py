@@ -67,7 +67,7 @@ def _fleet(sub) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="TOML config; [security] there gives the access key to sign with (secrets never on the command line)")
-    p.set_defaults(run="nameserver.fleet.live:run_from_cli")
+    p.set_defaults(run="nameserver.fleet.launcher:run_from_cli")
 
 
 def _audit(sub) -> None:
