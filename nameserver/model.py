@@ -28,25 +28,6 @@ SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"
 
 
-def is_readable(perm: int) -> bool:
-    """``perm & PERM_READ``: consumers may read the queues."""
-    return perm & PERM_READ == PERM_READ
-
-
-def is_writeable(perm: int) -> bool:
-    """``perm & PERM_WRITE``: producers may write the queues."""
-    return perm & PERM_WRITE == PERM_WRITE
-
-
-def perm_to_string(perm: int) -> str:
-    """RocketMQ's ``PermName.perm2String``: 6 -> ``RW-``, 7 -> ``RWX``, 4 -> ``R--``."""
-    return (
-        ("R" if perm & PERM_READ else "-")
-        + ("W" if perm & PERM_WRITE else "-")
-        + ("X" if perm & PERM_INHERIT else "-")
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class DataVersion:
     """A broker's topic-config version; equal iff timestamp and counter are equal (§1.3)."""

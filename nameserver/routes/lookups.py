@@ -91,7 +91,3 @@ class RouteAnswers(RouteTables):
             if flag & with_flag == with_flag and not (without_flag and flag & without_flag == without_flag):
                 result.append(topic)
         return sorted(result)
-
-    def live_addresses(self) -> list[str]:
-        """Addresses with a live entry, ascending."""
-        return sorted(self.broker_live_table)

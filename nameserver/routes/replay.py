@@ -49,12 +49,6 @@ class RouteReplayer:
         self.last_seq = event.get("seq", self.last_seq)
         self.last_ts = now
 
-    def apply_all(self, events: Iterable[Mapping[str, Any]]) -> "RouteReplayer":
-        """Apply events in the order given (callers sort by ``seq``)."""
-        for event in events:
-            self.apply(event)
-        return self
-
     # ------------------------------------------------------------------ handlers
 
     def _ns_start(self, event, now) -> None:

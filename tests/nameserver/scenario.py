@@ -26,7 +26,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from nameserver.model import MASTER_ID, DataVersion, TopicConfig, is_readable, is_writeable
+from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
 from nameserver.routes.replay import RouteReplayer
 from nameserver.routes.manager import (
     RegisterResult,
@@ -86,7 +86,7 @@ def publish_queues(route: TopicRouteData | None) -> list[tuple[str, int]]:
     broker_datas = {b.broker_name: b for b in route.broker_datas}
     queues = []
     for queue_data in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        if not is_writeable(queue_data.perm):
+        if queue_data.perm & PERM_WRITE != PERM_WRITE:
             continue
         broker_data = broker_datas.get(queue_data.broker_name)
         if broker_data is None or MASTER_ID not in broker_data.broker_addrs:
@@ -101,7 +101,7 @@ def subscribe_queues(route: TopicRouteData | None) -> list[tuple[str, int]]:
         return []
     queues = []
     for queue_data in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        if is_readable(queue_data.perm):
+        if queue_data.perm & PERM_READ == PERM_READ:
             queues.extend((queue_data.broker_name, i) for i in range(queue_data.read_queue_nums))
     return queues
 
@@ -420,3 +420,11 @@ class Scenario:
     def snapshot(self) -> dict[str, Any]:
         """The tables now, to assert "no change" after a later step."""
         return table_state(self.core)
+
+
+def replay(events: Iterable[dict], replayer: RouteReplayer | None = None) -> RouteReplayer:
+    """Apply ``events`` in the order given to ``replayer`` (a fresh one by default)."""
+    replayer = RouteReplayer() if replayer is None else replayer
+    for event in events:
+        replayer.apply(event)
+    return replayer

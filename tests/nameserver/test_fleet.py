@@ -21,6 +21,7 @@ from common.errors import UserError
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.fleet.live import FAULTS, Fleet, FleetOptions, parse_faults
 from nameserver.routes.replay import RouteReplayer
+from tests.nameserver.scenario import replay
 from tests.nameserver.test_server import arun, start_server, stop_server
 
 EXPIRY_MS = 3000
@@ -35,7 +36,7 @@ first_scan_delay_ms = 1000
 def replayed(events_dir: Path, ns_id: str) -> tuple[RouteReplayer, int]:
     """The server's tables rebuilt from its log, and the last seq applied."""
     events = list(read_events(events_dir, ns_id))
-    return RouteReplayer(EXPIRY_MS).apply_all(events), events[-1]["seq"]
+    return replay(events, RouteReplayer(EXPIRY_MS)), events[-1]["seq"]
 
 
 async def live_matches_log(client: RemotingClient, events_dir: Path, ns_id: str, topics: set[str]) -> int:
