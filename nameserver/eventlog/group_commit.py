@@ -72,6 +72,11 @@ class AsyncGroupCommit:
             self._task = loop.create_task(self._run(loop))
         await future
 
+    @property
+    def running(self) -> bool:
+        """A commit run (window, then fsyncs) is in progress."""
+        return self._task is not None
+
     async def drain(self) -> None:
         """Wait until no commit run is in progress (call before closing the writer)."""
         while self._task is not None:

@@ -142,14 +142,14 @@ class Fleet:
         duration = self.options.duration_s
         for kind in self.options.faults:
             if kind in LAYOUT_FAULTS:
-                await self._inject(kind)
+                await self.inject(kind)
         faults = [kind for kind in self.options.faults if kind not in LAYOUT_FAULTS]
         began = time.monotonic()
         for n, kind in enumerate(faults):
             at = began + duration * 0.6 * (n + 1) / (len(faults) + 1)
             if await self._sleep_until(at):
                 return
-            await self._inject(kind)
+            await self.inject(kind)
         await self._sleep_until(began + duration)
 
     async def _sleep_until(self, deadline: float) -> bool:
@@ -174,7 +174,8 @@ class Fleet:
 
     # ------------------------------------------------------------------ faults
 
-    async def _inject(self, kind: str) -> None:
+    async def inject(self, kind: str) -> None:
+        """Inject one fault of ``kind`` now and announce it (or announce that it was skipped)."""
         line = await self._STRIKES[kind](self)
         if line is None:
             line = f"skipped: no eligible target for {kind}"

@@ -46,6 +46,20 @@ class RegisterBodyCache:
         self.hits = 0
         self.misses = 0
 
+    def __len__(self) -> int:
+        """Bodies held."""
+        return len(self._entries)
+
+    @property
+    def topic_count(self) -> int:
+        """Topic configs held, over all bodies."""
+        return self._topics
+
+    @property
+    def byte_count(self) -> int:
+        """Body bytes held, over all bodies."""
+        return self._bytes
+
     def decode(self, body: bytes | None, *, version: int, compressed: bool, body_crc32: int,
                now: int) -> tuple[RegisterBrokerBody, str]:
         """Decode (or recall) a body after the checks of protocol §8.1-§8.2.

@@ -178,7 +178,7 @@ def test_layout_faults_shape_the_fleet_and_are_announced_with_their_subjects():
     assert [(g.broker_name, g.topics) for g in fleet.groups] == [
         (g.broker_name, {t.topic: t for t in g.topics}) for g in layout.groups]
     for kind in ("read_lt_write", "queue_skew"):
-        arun(fleet._inject(kind), timeout=5)
+        arun(fleet.inject(kind), timeout=5)
     subjects = {kind: [a.subject for a in layout_anomalies(layout) if a.kind == kind]
                 for kind in ("read_lt_write", "queue_skew")}
     assert subjects["read_lt_write"] and subjects["queue_skew"] == ["cluster-0", "cluster-1"]

@@ -429,7 +429,7 @@ def test_register_body_cache_is_bounded():
     for n in range(10):
         body = register_broker_request("C1", M, "a", 0, "h", DataVersion(1, n), [A, B]).body
         cache.decode(body, version=407, compressed=False, body_crc32=0, now=0)
-    assert cache._topics <= 25 and len(cache._entries) == 8  # (2 topics + 1) per entry
+    assert cache.topic_count <= 25 and len(cache) == 8  # (2 topics + 1) per entry
 
 
 def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
@@ -440,7 +440,7 @@ def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
     for n in range(10):  # few topics, many bytes: whitespace the JSON allows
         body = plain[:-1] + b" " * (3000 + n) + b"}"
         cache.decode(body, version=407, compressed=False, body_crc32=0, now=0)
-    assert cache._bytes <= 10_000 and len(cache._entries) == 3
+    assert cache.byte_count <= 10_000 and len(cache) == 3
     first, _ = cache.decode(plain, version=407, compressed=False, body_crc32=0, now=0)
     assert cache.decode(bytes(plain), version=407, compressed=False, body_crc32=0, now=0)[0] is first
     assert cache.decode(bytearray(plain), version=407, compressed=False, body_crc32=0, now=0)[0] is first
