@@ -1,4 +1,4 @@
-"""Replay of the event log into a ``RouteInfoManager`` (semantics spec §6).
+"""Replay of the event log into a ``RouteInfoManager`` (docs/nameserver-semantics.md §6).
 
 Events are applied per name server in ``seq`` order with ``now`` = the event's ``ts``. The replay
 never runs scans: expiries are in the log. The result is the server's exact table state, which is

@@ -3,8 +3,9 @@
 The protocol object only moves bytes: it feeds the decoder, hands every decoded command to the
 controller (which runs the pure processor and appends the events) and writes what the controller
 answers. It also keeps the per-connection facts the controller's housekeeping needs for its
-defences: when the connection last moved bytes (idle close, semantics A4), since when it has held
-a partial frame (slowloris close), and whether its peer stopped reading (back-pressure).
+defences: when the connection last moved bytes (idle close, docs/nameserver-semantics.md A4), since
+when it has held a partial frame (slowloris close), and whether its peer stopped reading
+(back-pressure).
 
 Fairness: one turn handles at most ``MAX_FRAMES_PER_TURN`` frames or ``MAX_TURN_S`` of work, then
 yields the event loop to the other connections and carries on in a later turn; while frames wait
@@ -158,7 +159,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
             self._turn(now)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Hand the close to the controller (semantics §2.4)."""
+        """Hand the close to the controller (docs/nameserver-semantics.md §2.4)."""
         self.closing = True
         self._controller.channel_closed(self)
 

@@ -4,9 +4,9 @@ RocketMQ's split: the controller owns the lifecycle, the event log and the house
 (expiry scan, connection defences); :class:`nameserver.server.processor.RequestProcessor` owns the route
 tables; :class:`nameserver.server.channel.RemotingChannel` moves bytes.
 
-Critical section (semantics A7): the event loop is the only thread that touches the tables, and
-every table change is applied and its events appended back to back with no ``await`` in between,
-using one clock reading. So the log's order is the order of application.
+Critical section (docs/nameserver-semantics.md A7): the event loop is the only thread that touches
+the tables, and every table change is applied and its events appended back to back with no ``await``
+in between, using one clock reading. So the log's order is the order of application.
 
 Durability: an answer leaves only once every event appended before it was computed is durable
 under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on an
@@ -257,7 +257,8 @@ class NameServerController:
         self._channels[channel.ctx.channel] = channel
 
     def channel_closed(self, channel: RemotingChannel) -> None:
-        """A connection ended: its brokers leave the tables (semantics §2.4), except at shutdown."""
+        """A connection ended: its brokers leave the tables (docs/nameserver-semantics.md §2.4),
+        except at shutdown."""
         if not channel.admitted:
             return
         channel.admitted = False
@@ -354,8 +355,9 @@ class NameServerController:
     # ------------------------------------------------------------------ housekeeping's actions
 
     def scan(self, now: int) -> None:
-        """One expiry scan (semantics §2.5) in one critical section, then close the expired
-        brokers' connections, as RocketMQ does; their closes log ``channel_close`` (§2.4)."""
+        """One expiry scan (docs/nameserver-semantics.md §2.5) in one critical section, then close
+        the expired brokers' connections, as RocketMQ does; their closes log ``channel_close``
+        (§2.4)."""
         assert self.processor is not None
         if self.stopping or self._failure is not None:
             return

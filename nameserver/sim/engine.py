@@ -2,12 +2,13 @@
 
 Every action is ``fn(now, *args)`` popped in ``(time, sequence)`` order, so ties resolve in the
 order they were scheduled and a run is reproducible for its options. Name servers share nothing
-(semantics spec §7): each delivery touches one server, and only the brokers know about several.
+(docs/nameserver-semantics.md §7): each delivery touches one server, and only the brokers know about
+several.
 
-Broker traffic (semantics spec §4): a forced registration when a broker process starts, the
-first periodic one 10 s later, then one every 30 s plus a little scheduler lateness, each sent
-to every server over that broker's long-lived connection to it, with a seeded per-link latency.
-Messages on one connection arrive in the order sent, as TCP delivers them.
+Broker traffic (docs/nameserver-semantics.md §4): a forced registration when a broker process
+starts, the first periodic one 10 s later, then one every 30 s plus a little scheduler lateness,
+each sent to every server over that broker's long-lived connection to it, with a seeded per-link
+latency. Messages on one connection arrive in the order sent, as TCP delivers them.
 """
 
 from __future__ import annotations

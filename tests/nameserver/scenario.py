@@ -1,6 +1,6 @@
-"""A tiny DSL for route-table tests in the notation of the semantics spec §8.1.
+"""A tiny DSL for route-table tests in the notation of docs/nameserver-semantics.md §8.1.
 
-Steps read like the spec's scenario tables::
+Steps read like the scenario tables of docs/nameserver-semantics.md §8::
 
     s = Scenario()                                     # ns_start @0
     s.reg("C1", M, "broker-a", 0, dv1, [A], t=1000, c="c1")
@@ -8,15 +8,15 @@ Steps read like the spec's scenario tables::
     assert s.R("TopicA") == "[broker-a(C1){0:M}] | [broker-a 8/8/6/0]"
     assert s.pub("TopicA") == "a:0-7"
 
-Every step checks A7 (each event it caused carries the step's clock reading as ``ts``) and keeps
-the events, numbered with ``seq``, as the event log would. With ``replay=True`` each step also
-feeds its events, JSON round-tripped through orjson, into a ``RouteReplayer`` and asserts that the
-replayed tables equal the live ones (semantics spec §6). ``strip_topics=True`` additionally drops
-``topics`` the way the log writer does (event-log spec, payload keys), so the replay must resolve
-them by digest.
+Every step checks A7 (each event it caused carries the step's clock reading as ``ts``) and keeps the
+events, numbered with ``seq``, as the event log would. With ``replay=True`` each step also feeds its
+events, JSON round-tripped through orjson, into a ``RouteReplayer`` and asserts that the replayed
+tables equal the live ones (docs/nameserver-semantics.md §6). ``strip_topics=True`` additionally
+drops ``topics`` the way the log writer does (docs/event-log.md, payload keys), so the replay must
+resolve them by digest.
 
-The client derivation (publish/subscribe queue sets, semantics spec §3) lives here because no
-production module provides it yet.
+The client derivation (publish/subscribe queue sets, docs/nameserver-semantics.md §3) lives here
+because no production module provides it yet.
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ class Scenario:
         return events
 
     def _strip(self, line: dict) -> dict:
-        # event-log spec: topics only on an address's first digest-carrying event in a segment
+        # docs/event-log.md: topics only on an address's first digest-carrying event in a segment
         # and whenever its digest differs from that address's previous one
         if line["type"] == "ns_start":
             self._segment_digests.clear()
@@ -395,7 +395,7 @@ class Scenario:
         """``route(T)``: GET_ROUTEINFO_BY_TOPIC's answer, None for TOPIC_NOT_EXIST."""
         return self.core.pickup_topic_route_data(topic_name)
 
-    def R(self, topic_name: str) -> str:  # noqa: N802 - the spec's name
+    def R(self, topic_name: str) -> str:  # noqa: N802 - the docs' name
         """``R(T)`` in §8.1 notation."""
         return render_route(self.route(topic_name))
 

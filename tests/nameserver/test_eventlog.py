@@ -1,4 +1,4 @@
-"""The event-log writer and readers against the event-log spec (format v1)."""
+"""The event-log writer and readers against docs/event-log.md (format v1)."""
 
 from __future__ import annotations
 

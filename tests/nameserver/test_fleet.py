@@ -2,7 +2,7 @@
 
 The pure ``RouteReplayer`` fed a server's event log must reproduce exactly what that server
 answers to GET_ROUTEINFO_BY_TOPIC (every topic) and GET_BROKER_CLUSTER_INFO, byte for byte
-(semantics A7 and §6).
+(docs/nameserver-semantics.md A7 and §6).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The request processor alone: pure, one command in, response + events out (protocol §7, §9.2).
+"""The request processor alone: pure, one command in, response + events out
+(docs/remoting-protocol.md §7, §9.2).
 
-Byte vectors are the remoting protocol spec's §11 (G5-G9, D2-D4); the server tests import them
+Byte vectors are docs/remoting-protocol.md §11 (G5-G9, D2-D4); the server tests import them
 from here to replay the same requests over a socket.
 """
 
@@ -23,7 +24,7 @@ from nameserver.model import DataVersion, TopicConfig
 from nameserver.server.processor import SUPPORTED_CODES, ConnectionContext, RequestProcessor
 from nameserver.routes.manager import RouteInfoManager
 
-# ---------------------------------------------------------------------- spec vectors (§11.2, §11.3)
+# -------------------------------------------- docs/remoting-protocol.md vectors (§11.2, §11.3)
 
 G5_EXT = (
     '{"brokerId":"0","bodyCrc32":"1308328594","clusterName":"DefaultCluster","brokerAddr":"192.168.0.10:10911",'

@@ -1,4 +1,4 @@
-"""Replaying the event log gives the live server's tables (semantics spec §6).
+"""Replaying the event log gives the live server's tables (docs/nameserver-semantics.md §6).
 
 Every worked scenario of ``test_routes_scenarios`` is run again with a scenario that, after each
 step, feeds the step's events (with ``seq``, JSON round-tripped through orjson, as in the log) into

@@ -2,7 +2,7 @@
 
 Most tests run a :class:`NameServerController` in the test's own event loop so they can look
 inside; the lifecycle tests (ready line, SIGTERM, crash) run ``python -m nameserver`` as the
-interfaces spec describes.
+docs/interfaces.md describes.
 """
 
 from __future__ import annotations
@@ -558,7 +558,8 @@ def test_internal_error_answers_system_error_and_serving_goes_on(tmp_path):
 def test_scan_ticks_are_aligned_to_ns_start():
     from nameserver.server.housekeeping import next_scan_tick
 
-    # semantics §2.5: start + 5000, + 15000, ...; an entry expiring exactly on a tick survives it (W17)
+    # docs/nameserver-semantics.md §2.5: start + 5000, + 15000, ...; an entry expiring exactly on a
+    # tick survives it (W17)
     assert [next_scan_tick(1000, 5000, 10000, t) for t in (0, 5999, 6000, 15999, 16000)] == [
         6000, 6000, 16000, 16000, 26000]
 
@@ -628,7 +629,7 @@ def test_shutdown_answers_every_request_already_received(tmp_path, monkeypatch):
     assert [e["type"] for e in events_of(tmp_path)] == ["ns_start", "ns_stop"]
 
 
-# ---------------------------------------------------------------------- the process (interfaces spec)
+# ------------------------------------------------------------ the process (docs/interfaces.md)
 
 
 def start_server(events_dir: Path, ns_id: str, *args: str, config: Path | None = None) -> tuple[subprocess.Popen, str, int]:

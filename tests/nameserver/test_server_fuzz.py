@@ -1,6 +1,6 @@
 """Fuzzing a running server with over 10,000 bad frames while a good client keeps being served.
 
-Two kinds of bad input (remoting protocol §9):
+Two kinds of bad input (docs/remoting-protocol.md §9):
 
 * **refused requests** (§9.2): well-formed frames the server must answer with an error and log as
   ``rejected`` (unknown codes, missing or unparsable required fields, undecodable or

@@ -38,7 +38,7 @@ def _name_key(fields: tuple) -> str:
 
 
 def _sorted_ids(addrs: Mapping[Any, str]) -> list[tuple[int, str]]:
-    """Broker ids in numeric order (SEM A3), null addresses dropped."""
+    """Broker ids in numeric order (docs/nameserver-semantics.md A3), null addresses dropped."""
     try:
         ids = sorted(addrs.items())  # keys are unique: only keys are compared
         if not ids or type(ids[0][0]) is int:

@@ -89,7 +89,7 @@ def _parse_broker_data(obj: Any) -> dict:
 
 def _parse_queue_data(obj: Any) -> dict:
     obj = _object(obj, "QueueData")
-    # 4.8 and older spell it topicSynFlag (issue #2800); our tools read either (§10.2).
+    # 4.8 and older spell it topicSynFlag (renamed in RocketMQ 4.9.0); our tools read either (§10.2).
     flag = obj.get("topicSysFlag")
     if flag is None:
         flag = obj.get("topicSynFlag")

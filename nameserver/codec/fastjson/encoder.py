@@ -85,7 +85,7 @@ def java_double_text(value: float) -> str:
 def _sorted_items(mapping: Mapping[Any, Any]) -> list[tuple[Any, Any]]:
     items = [(k, v) for k, v in mapping.items() if v is not None]  # null map values omitted
     if all(isinstance(k, int) and not isinstance(k, bool) for k, _ in items):
-        return sorted(items)  # broker ids numerically (SEM A3)
+        return sorted(items)  # broker ids numerically (docs/nameserver-semantics.md A3)
     return sorted(items, key=lambda kv: str(kv[0]))
 
 

@@ -1,4 +1,5 @@
-"""REGISTER_BROKER bodies as brokers send them, for our own tools (fleet, simulator, tests)."""
+"""REGISTER_BROKER bodies as brokers send them, for our own tools (fleet, simulator, tests); the
+G7-G9 vectors are those of docs/remoting-protocol.md §11."""
 
 from __future__ import annotations
 

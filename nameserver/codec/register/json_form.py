@@ -57,7 +57,7 @@ def _data_version_from_obj(obj: Any, now: int) -> DataVersion:
 
 
 def parse_data_version(data: Mapping[str, Any] | bytes | str, now: int) -> DataVersion:
-    """A DataVersion from its JSON text or parsed object (SEM §1.3).
+    """A DataVersion from its JSON text or parsed object (docs/nameserver-semantics.md §1.3).
 
     Missing ``counter`` -> 0, missing ``timestamp`` -> ``now``; ``stateVersion`` (5.x) and unknown
     keys are ignored.
@@ -89,8 +89,9 @@ def load_json(body: bytes | str, what: str) -> Any:
 
 
 def _topic_from_json(key: str, obj: Any) -> TopicConfig:
-    # What every broker writes (G7): all seven fields, each of its JSON type, ints in range. That
-    # needs none of the defaults or coercions below, so it is checked in one expression.
+    # What every broker writes (docs/remoting-protocol.md §11, G7): all seven fields, each of its
+    # JSON type, ints in range. That needs none of the defaults or coercions below, so it is checked
+    # in one expression.
     if type(obj) is dict:
         try:
             name, read, write, perm, flag, order, filter_type = _G7_FIELDS(obj)
@@ -105,12 +106,13 @@ def _topic_from_json(key: str, obj: Any) -> TopicConfig:
 
 
 def _topic_from_json_lenient(key: str, obj: Any) -> TopicConfig:
-    """Absent fields take RocketMQ's defaults, numeric strings coerce (SEM §1.3); else BadBody."""
+    """Absent fields take RocketMQ's defaults, numeric strings coerce (docs/nameserver-semantics.md
+    §1.3); else BadBody."""
     if not isinstance(obj, Mapping):
         raise BadBody(f"Failed to decode RegisterBrokerBody: topic {key!r} is not an object")
     name = obj.get("topicName")
     if name is None:
-        name = key  # SEM §1.3: an absent topicName takes the map key
+        name = key  # docs/nameserver-semantics.md §1.3: an absent topicName takes the map key
     filter_type = obj.get("topicFilterType")
     if filter_type is None:
         filter_type = SINGLE_TAG
@@ -129,7 +131,8 @@ def _topic_from_json_lenient(key: str, obj: Any) -> TopicConfig:
 
 def sorted_topics(topics: dict[str, TopicConfig]) -> tuple[TopicConfig, ...]:
     """The configs by topic name, in name order."""
-    return tuple(map(topics.__getitem__, sorted(topics)))  # SEM A3: emit in order
+    # docs/nameserver-semantics.md A3: emit in order
+    return tuple(map(topics.__getitem__, sorted(topics)))
 
 
 def decode_wrapper(obj: Any, now: int) -> tuple[DataVersion, tuple[TopicConfig, ...]]:

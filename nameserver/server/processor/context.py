@@ -23,7 +23,7 @@ class Outcome:
 
     Attributes:
         response: the command to send back, or None (oneway request, stray response).
-        events: the events to append, in order (event-log spec, without v/ns/seq).
+        events: the events to append, in order (docs/event-log.md, without v/ns/seq).
         changed: True when a route table (live table included) may have changed.
     """
 

@@ -112,7 +112,7 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         return outcome
 
     def on_channel_close(self, conn: ConnectionContext, now: int) -> list[Event]:
-        """A connection ended (semantics §2.4): its live addresses are removed."""
+        """A connection ended (docs/nameserver-semantics.md §2.4): its live addresses are removed."""
         return self.routes.on_channel_close(conn.channel, now, conn.remote)
 
     def scan_not_active_broker(self, now: int) -> tuple[list[Event], list[str]]:
