@@ -141,7 +141,8 @@ class AccessController:
         return None
 
     def _check_registration(self, ext: Mapping[str, str], remote: str) -> Denial | None:
-        # A missing clusterName or brokerAddr is left to the handler's bad_header answer (§6).
+        # A missing clusterName or brokerAddr is left to the handler's bad_header answer
+        # (docs/remoting-protocol.md §6).
         access_key = ext.get(ACCESS_KEY)
         cluster, broker_addr = ext.get("clusterName"), ext.get("brokerAddr")
         if self.allowed_clusters and cluster is not None and cluster not in self.allowed_clusters:

@@ -334,7 +334,7 @@ def encode_response(cmd: RemotingCommand) -> bytes:
         header = b"%s%d%s" % (_SUCCESS_HEADS[None if ext is None else 0], cmd.opaque, _SUCCESS_TAIL)
         body = cmd.body or b""
         if 4 + len(header) + len(body) > MAX_FRAME_LENGTH:
-            return encode_frame(cmd)  # raises: over 16 MiB (§2)
+            return encode_frame(cmd)  # raises: over 16 MiB (docs/remoting-protocol.md §2)
         return b"".join(((4 + len(header) + len(body)).to_bytes(4, "big"), len(header).to_bytes(4, "big"),
                          header, body))
     return encode_frame(cmd)

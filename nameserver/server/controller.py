@@ -314,7 +314,8 @@ class NameServerController:
                 self._answers.send(channel, encode_response(outcome.response))
         except EventLogError:
             return  # _fatal already stopped the server
-        except Exception as exc:  # noqa: BLE001 - never die of client input (§9.2)
+        except Exception as exc:  # noqa: BLE001 - never die of client input
+            # (docs/remoting-protocol.md §9.2)
             log.exception("internal error on %s", channel.ctx.channel)
             self._internal_error(channel, cmd, self._clock() if now is None else now, exc)
 
@@ -333,7 +334,8 @@ class NameServerController:
             channel.abort()
 
     def malformed_frame(self, channel: RemotingChannel, exc: MalformedFrame) -> None:
-        """§9.1: log ``rejected`` malformed_frame and close this connection only."""
+        """Log ``rejected`` malformed_frame and close this connection only
+        (docs/remoting-protocol.md §9.1)."""
         self._log_only(malformed_frame_event(self._clock(), channel.ctx, exc))
         channel.abort()
 

@@ -2,7 +2,7 @@
 
 Encoded answers stay valid while the tables' revision stays: lookups dominate the traffic (every
 client polls every topic every 30 s) while the tables change far more rarely (a periodic
-re-registration changes no cell, so it keeps them).
+re-registration changes no cell, so it keeps them). Sections cited are docs/remoting-protocol.md's.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from nameserver.server.processor.context import ConnectionContext
 
 
 def malformed_frame_event(now: int, conn: ConnectionContext, exc: MalformedFrame) -> Event:
-    """The ``rejected`` event of a frame that closes its connection (§9.1): reason
+    """The ``rejected`` event of a frame that closes its connection (docs/remoting-protocol.md
+    §9.1): reason
     ``malformed_frame``, the decoder's reason as ``detail``, plus whatever was decoded."""
     decoded = dict(exc.decoded_so_far)
     code = decoded.pop("code", None)

@@ -116,7 +116,8 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         return self.routes.on_channel_close(conn.channel, now, conn.remote)
 
     def scan_not_active_broker(self, now: int) -> tuple[list[Event], list[str]]:
-        """The expiry scan (§2.5): ``expire`` events and the channels to close."""
+        """The expiry scan (docs/nameserver-semantics.md §2.5): ``expire`` events and the channels
+        to close."""
         return self.routes.scan_not_active_broker(now)
 
     # ------------------------------------------------------------------ errors
@@ -139,7 +140,8 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         )
 
     def _refused(self, cmd: RemotingCommand, conn: ConnectionContext, now: int, exc: RequestError) -> Outcome:
-        # 103's own CRC answer carries extFields {}; exception-path answers carry none (§4).
+        # 103's own CRC answer carries extFields {}; exception-path answers carry none
+        # (docs/remoting-protocol.md §4).
         ext = {} if isinstance(exc, CrcMismatch) else None
         return Outcome(
             make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=exc.remark, ext_fields=ext),

@@ -32,7 +32,8 @@ class RouteHandlers:
 
     def _register_broker(self, cmd, conn, now) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, _REGISTER_HEADER)
-        # §8: negative version, CRC, then the body; every refusal happens before any table change.
+        # docs/remoting-protocol.md §8: negative version, CRC, then the body; every refusal happens
+        # before any table change.
         body, digest = self.register_bodies.decode(
             cmd.body, version=cmd.version, compressed=h["compressed"], body_crc32=h["bodyCrc32"], now=now
         )
@@ -42,7 +43,8 @@ class RouteHandlers:
             request_version=cmd.version, digest=digest,
         )
         ext: dict[str, str] = {}
-        if result.master_addr is not None:  # §2.1 step 8: a slave learns its live master
+        # a slave learns its live master (docs/nameserver-semantics.md §2.1 step 8)
+        if result.master_addr is not None:
             ext["masterAddr"] = result.master_addr
             if result.ha_server_addr is not None:
                 ext["haServerAddr"] = result.ha_server_addr
