@@ -29,8 +29,8 @@ Example:
     >>> dumps({1: "b", 0: "a"})
     b'{0:"a",1:"b"}'
 
-Parts: :mod:`~nameserver.codec.fastjson.encoder` (values to bytes),
-:mod:`~nameserver.codec.fastjson.bodies` (answer bodies), :mod:`~nameserver.codec.fastjson.decoder`
+Parts: :mod:`~nameserver.codec.fastjson.serializer` (values to bytes),
+:mod:`~nameserver.codec.fastjson.bodies` (answer bodies), :mod:`~nameserver.codec.fastjson.parser`
 (bytes to values, body parsers).
 """
 
@@ -41,7 +41,7 @@ from nameserver.codec.fastjson.bodies import (
     encode_route,
     encode_topic_list,
 )
-from nameserver.codec.fastjson.decoder import (
+from nameserver.codec.fastjson.parser import (
     FastjsonError,
     loads,
     parse_cluster_info,
@@ -49,7 +49,7 @@ from nameserver.codec.fastjson.decoder import (
     parse_route,
     parse_topic_list,
 )
-from nameserver.codec.fastjson.encoder import dumps, java_double_text, quote
+from nameserver.codec.fastjson.serializer import dumps, java_double_text, quote
 
 __all__ = [
     "FastjsonError", "dumps", "encode_cluster_info", "encode_data_version", "encode_kv_table", "encode_route",

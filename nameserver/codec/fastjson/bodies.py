@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from typing import Any
 
-from nameserver.codec.fastjson.encoder import dumps, quote
+from nameserver.codec.fastjson.serializer import dumps, quote
 from nameserver.model import DataVersion
 
 

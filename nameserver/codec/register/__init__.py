@@ -7,7 +7,7 @@ request handler turns into SYSTEM_ERROR responses (§9.2). The encoders exist fo
 
 Parts: :mod:`~nameserver.codec.register.body` (types, errors, CRC),
 :mod:`~nameserver.codec.register.json_form`, :mod:`~nameserver.codec.register.compressed`,
-:mod:`~nameserver.codec.register.decoder`, :mod:`~nameserver.codec.register.encoder`.
+:mod:`~nameserver.codec.register.body_decoder`, :mod:`~nameserver.codec.register.body_encoder`.
 
 Example:
     >>> body = encode_register_body(DataVersion(1700000000000, 3), [TopicConfig("T", 4, 4)])
@@ -23,9 +23,9 @@ from nameserver.codec.register.body import (
     body_crc32,
     check_body_crc32,
 )
+from nameserver.codec.register.body_decoder import decode_register_body
+from nameserver.codec.register.body_encoder import encode_register_body, topic_config_json, topic_config_text
 from nameserver.codec.register.compressed import parse_topic_config_text
-from nameserver.codec.register.decoder import decode_register_body
-from nameserver.codec.register.encoder import encode_register_body, topic_config_json, topic_config_text
 from nameserver.codec.register.json_form import decode_data_version_body, parse_data_version
 
 __all__ = [

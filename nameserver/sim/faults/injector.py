@@ -14,8 +14,8 @@ fault holds (a broker group whose members are all alive, a server that is up); w
 none, the arrival is skipped and nothing is recorded. A fault holds its group until shortly
 after it ends, so faults never overlap on one group and their effects stay attributable.
 
-Each kind's module says what it does: :mod:`~nameserver.sim.faults.broker`,
-:mod:`~nameserver.sim.faults.topic`, :mod:`~nameserver.sim.faults.server`.
+Each kind's module says what it does: :mod:`~nameserver.sim.faults.broker_faults`,
+:mod:`~nameserver.sim.faults.topic_faults`, :mod:`~nameserver.sim.faults.server_faults`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from typing import Callable
 
 from nameserver.model import MASTER_ID
 from nameserver.sim.brokers import SimBroker
-from nameserver.sim.faults.broker import BrokerFaults
+from nameserver.sim.faults.broker_faults import BrokerFaults
 from nameserver.sim.faults.core import FOREVER, WARMUP_MS
-from nameserver.sim.faults.server import ServerFaults
-from nameserver.sim.faults.topic import TopicFaults
+from nameserver.sim.faults.server_faults import ServerFaults
+from nameserver.sim.faults.topic_faults import TopicFaults
 from nameserver.sim.truth import Record, write_truth
 
 
