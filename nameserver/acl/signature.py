@@ -1,30 +1,5 @@
 """RocketMQ's ACL signature, as ``AclClientRPCHook`` writes it (``AclUtils.combineRequestContent``
-and ``AclSigner``): the client puts ``AccessKey`` (and ``SecurityToken`` when it has one) into
-extFields, then
-
-    content   = UTF-8(concatenation of the extFields values, sorted by key, except Signature)
-                + body bytes
-    Signature = Base64(HmacSHA1(key = UTF-8(secretKey), content))
-
-and adds ``Signature`` to extFields. Keys are sorted as Java's ``TreeMap<String, String>`` sorts
-them (UTF-16 code units); values are concatenated with no separator, and the keys themselves are
-not signed.
-
-Worked vector (``tests/nameserver/test_acl.py`` recomputes it independently)::
-
-    extFields  {"clusterName": "DefaultCluster", "brokerName": "broker-a",
-                "brokerAddr": "10.0.0.5:10911", "brokerId": "0", "AccessKey": "rocketmq2"}
-    body       b'{"counter":3,"timestamp":1700000000000}'
-    secretKey  "12345678"
-    sorted     AccessKey, brokerAddr, brokerId, brokerName, clusterName  (upper case first)
-    content    b'rocketmq2' b'10.0.0.5:10911' b'0' b'broker-a' b'DefaultCluster' + body
-    Signature  "sy0mL++DitBbB75iBKWN0+mPqiQ="
-
-Who signs: RocketMQ's mqadmin signs with the keys of ``conf/tools.yml``; 5.x brokers sign what
-they send to name servers with ``innerClientAuthenticationCredentials``; a stock 4.9 broker signs
-nothing unless an RPC hook is registered, so with access control on its registrations are
-refused. Our ``RemotingClient`` and ``nsaudit fleet`` sign when given credentials.
-"""
+and ``AclSigner``), and the credentials a client signs with."""
 
 from __future__ import annotations
 
@@ -100,6 +75,32 @@ class Credentials:
 
 def sign_request(cmd: RemotingCommand, credentials: Credentials) -> RemotingCommand:
     """Add ``AccessKey``, ``SecurityToken`` (if any) and ``Signature`` to ``cmd`` and return it.
+
+    As RocketMQ's ``AclClientRPCHook``: the client puts ``AccessKey`` (and ``SecurityToken`` when
+    it has one) into extFields, then::
+
+        content   = UTF-8(concatenation of the extFields values, sorted by key, except Signature)
+                    + body bytes
+        Signature = Base64(HmacSHA1(key = UTF-8(secretKey), content))
+
+    and adds ``Signature`` to extFields. Keys are sorted as Java's ``TreeMap<String, String>`` sorts
+    them (UTF-16 code units); values are concatenated with no separator, and the keys themselves are
+    not signed.
+
+    Worked vector (``tests/nameserver/test_acl.py`` recomputes it independently)::
+
+        extFields  {"clusterName": "DefaultCluster", "brokerName": "broker-a",
+                    "brokerAddr": "10.0.0.5:10911", "brokerId": "0", "AccessKey": "rocketmq2"}
+        body       b'{"counter":3,"timestamp":1700000000000}'
+        secretKey  "12345678"
+        sorted     AccessKey, brokerAddr, brokerId, brokerName, clusterName  (upper case first)
+        content    b'rocketmq2' b'10.0.0.5:10911' b'0' b'broker-a' b'DefaultCluster' + body
+        Signature  "sy0mL++DitBbB75iBKWN0+mPqiQ="
+
+    Who signs: RocketMQ's mqadmin signs with the keys of ``conf/tools.yml``; 5.x brokers sign what
+    they send to name servers with ``innerClientAuthenticationCredentials``; a stock 4.9 broker signs
+    nothing unless an RPC hook is registered, so with access control on its registrations are
+    refused. Our ``RemotingClient`` and ``nsaudit fleet`` sign when given credentials.
 
     Signing again (a resent command) gives the same signature: ``Signature`` is not signed.
     """

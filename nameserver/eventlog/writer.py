@@ -2,45 +2,12 @@
 
 The route table returns event dicts without ``v``, ``ns`` and ``seq``; :class:`EventLogWriter`
 stamps them, applies the per-segment ``topics`` rule and writes one compact JSON line per event
-into segments bounded by the UTC day and a size limit::
-
-    <events_dir>/<ns>/<YYYY-MM-DD>/events-<first_seq:020d>.jsonl.open   being written (one at most)
-    <events_dir>/<ns>/<YYYY-MM-DD>/events-<first_seq:020d>.jsonl        closed, immutable
-    <events_dir>/<ns>/<YYYY-MM-DD>/events-<first_seq:020d>.jsonl.gz     closed and compressed
-
-Every event of a segment has the segment's UTC date, so one day's events are exactly the files
-under that day's folder.
-
-Durability (``EventLogConfig.durability``), stated as what :attr:`EventLogWriter.durable_seq`
-promises: every event with ``seq <= durable_seq`` survives a crash of the machine (its bytes,
-its segment's directory entry and any new date folder were fsynced), except with ``"none"``.
-
-* ``"fsync"``: ``append`` fsyncs before it returns, so ``durable_seq`` is the event's seq.
-* ``"group"``: ``append`` hands the line to the OS before it returns (it survives a crash of the
-  process, not of the machine); ``durable_seq`` advances when :meth:`EventLogWriter.sync` or a
-  segment close fsyncs. :class:`AsyncGroupCommit` batches the waiters of one window into one
-  ``sync`` on an executor thread.
-* ``"none"`` (the simulator): nothing is ever fsynced and lines are buffered in the process;
-  ``sync`` and segment closes hand them to the OS and advance ``durable_seq``, which then means
-  "survives a crash of the process" only.
-
-Closing a segment (day boundary, size limit, :meth:`EventLogWriter.close`) flushes, fsyncs,
-renames ``.open`` away atomically and fsyncs the folder, in the appending thread; it happens once
-per segment. Optional gzip runs on a background thread and replaces the plain file only after the
-``.gz`` is durable. One writer per ``<events_dir>/<ns>`` at a time; the writer takes no lock file.
-
-The log's modules are re-exported here (import from this one): the writer; the line format
+into segments bounded by the UTC day and a size limit (docs/event-log.md, Files). The log's
+modules are re-exported here (import from this one): the writer; the line format
 (:mod:`~nameserver.eventlog.line_format`); segment names, listing and the readers
 (:mod:`~nameserver.eventlog.segments`); crash recovery and compression
 (:mod:`~nameserver.eventlog.recovery`); group commit (:mod:`~nameserver.eventlog.group_commit`).
-
-Example:
-    >>> writer = EventLogWriter(events_dir, "ns-a", EventLogConfig(durability="none")).open()
-    >>> writer.append({"ts": 1795219200000, "type": "ns_stop", "reason": "SIGTERM"})
-    1
-    >>> writer.close()
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -93,7 +60,28 @@ log = logging.getLogger(__name__)
 
 
 class EventLogWriter:
-    """Writes one name server's events (docs/event-log.md, v1); see the module docstring.
+    """Writes one name server's events (docs/event-log.md, v1).
+
+    Every event of a segment has the segment's UTC date, so one day's events are exactly the files
+    under that day's folder; gzip-compressed closed segments end in ``.jsonl.gz``.
+
+    Durability (``EventLogConfig.durability``), stated as what :attr:`durable_seq` promises: every
+    event with ``seq <= durable_seq`` survives a crash of the machine (its bytes, its segment's
+    directory entry and any new date folder were fsynced), except with ``"none"``.
+
+    * ``"fsync"``: ``append`` fsyncs before it returns, so ``durable_seq`` is the event's seq.
+    * ``"group"``: ``append`` hands the line to the OS before it returns (it survives a crash of
+      the process, not of the machine); ``durable_seq`` advances when :meth:`sync` or a segment
+      close fsyncs. :class:`AsyncGroupCommit` batches the waiters of one window into one ``sync``
+      on an executor thread.
+    * ``"none"`` (the simulator): nothing is ever fsynced and lines are buffered in the process;
+      ``sync`` and segment closes hand them to the OS and advance ``durable_seq``, which then
+      means "survives a crash of the process" only.
+
+    Closing a segment (day boundary, size limit, :meth:`close`) flushes, fsyncs, renames ``.open``
+    away atomically and fsyncs the folder, in the appending thread; it happens once per segment.
+    Optional gzip runs on a background thread and replaces the plain file only after the ``.gz``
+    is durable. One writer per ``<events_dir>/<ns>`` at a time; the writer takes no lock file.
 
     Thread safety: ``append`` is meant for one thread (the event loop or the simulator);
     ``sync`` and ``durable_seq`` may be used from any thread, concurrently with ``append``.
@@ -102,6 +90,12 @@ class EventLogWriter:
         events_dir: the root of the log (``--events``).
         ns_id: this name server's id, the folder under ``events_dir``.
         config: segment size, durability, gzip.
+
+    Example:
+        >>> writer = EventLogWriter(events_dir, "ns-a", EventLogConfig(durability="none")).open()
+        >>> writer.append({"ts": 1795219200000, "type": "ns_stop", "reason": "SIGTERM"})
+        1
+        >>> writer.close()
     """
 
     def __init__(self, events_dir: str | os.PathLike, ns_id: str, config: EventLogConfig | None = None) -> None:
@@ -142,7 +136,7 @@ class EventLogWriter:
 
     @property
     def durable_seq(self) -> int:
-        """Every event with ``seq <= durable_seq`` is durable (see the module docstring)."""
+        """Every event with ``seq <= durable_seq`` is durable (see the class docstring)."""
         return self._durable_seq
 
     @property

@@ -1,24 +1,4 @@
-"""``nsaudit fleet``: live broker agents registering with real name servers over sockets.
-
-The fleet is :func:`nameserver.layout.build_layout`'s, the same one the simulator drives, so a
-live run and a simulated run of the same arguments describe the same estate. Each broker process
-keeps one long-lived connection per name server, sends a forced REGISTER_BROKER at start and then
-one every period with its full topic table (docs/nameserver-semantics.md §4), and on a clean stop sends
-UNREGISTER_BROKER to every server and closes. Some brokers send compressed bodies
-(docs/remoting-protocol.md §8.3), some speak 5.x (version 479); every body carries its CRC (§8.2).
-
-Faults mirror the simulator's (:mod:`nameserver.sim.faults`), each announced by one stdout line.
-The layout faults ``read_lt_write`` (topics with fewer read than write queues) and
-``queue_skew`` (Zipf-weighted placement, the busiest group of each cluster scaled up) shape the
-fleet from its first registration (:mod:`nameserver.layout`) and are announced first, naming
-their topics and clusters; without them the fleet is balanced. Then, during the run: ``expire``
-(silent death, sockets stay open), ``shutdown`` (clean), ``lost_unregister`` (one server gets
-neither the unregister nor the close), ``partition`` (stop sending to one server),
-``promotion`` (the master crashes, a slave re-registers as id 0), ``topic_change`` (new data
-version, incremental registration at once), ``wipe`` (205 to one server, sometimes 327 later),
-``delete_topic`` (on the brokers, then 216 on every server). ``ns_restart`` needs control of a
-server process, which a fleet does not have: it is announced as skipped.
-"""
+"""``nsaudit fleet``: live broker agents registering with real name servers over sockets."""
 
 from __future__ import annotations
 
@@ -83,6 +63,26 @@ def parse_faults(text: str) -> tuple[str, ...]:
 
 class Fleet:
     """A live fleet: start, run with faults, stop cleanly.
+
+    The fleet is :func:`nameserver.layout.build_layout`'s, the same one the simulator drives, so a
+    live run and a simulated run of the same arguments describe the same estate. Each broker process
+    keeps one long-lived connection per name server, sends a forced REGISTER_BROKER at start and
+    then one every period with its full topic table (docs/nameserver-semantics.md §4), and on a
+    clean stop sends UNREGISTER_BROKER to every server and closes. Some brokers send compressed
+    bodies (docs/remoting-protocol.md §8.3), some speak 5.x (version 479); every body carries its
+    CRC (§8.2).
+
+    Faults mirror the simulator's (:mod:`nameserver.sim.faults`), each announced by one stdout line.
+    The layout faults ``read_lt_write`` (topics with fewer read than write queues) and
+    ``queue_skew`` (Zipf-weighted placement, the busiest group of each cluster scaled up) shape the
+    fleet from its first registration (:mod:`nameserver.layout`) and are announced first, naming
+    their topics and clusters; without them the fleet is balanced. Then, during the run: ``expire``
+    (silent death, sockets stay open), ``shutdown`` (clean), ``lost_unregister`` (one server gets
+    neither the unregister nor the close), ``partition`` (stop sending to one server),
+    ``promotion`` (the master crashes, a slave re-registers as id 0), ``topic_change`` (new data
+    version, incremental registration at once), ``wipe`` (205 to one server, sometimes 327 later),
+    ``delete_topic`` (on the brokers, then 216 on every server). ``ns_restart`` needs control of a
+    server process, which a fleet does not have: it is announced as skipped.
 
     Args:
         options: what to run.

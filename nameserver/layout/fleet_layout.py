@@ -71,7 +71,30 @@ class TopicLayout:
 
 @dataclass(frozen=True, slots=True)
 class FleetLayout:
-    """The whole fleet; :mod:`nameserver.layout` describes the distribution.
+    """The whole fleet; :mod:`nameserver.layout.builder` and :mod:`nameserver.layout.placement`
+    describe the distribution.
+
+    **Layout faults** (:data:`LAYOUT_FAULTS`, part of the simulator's and the fleet's fault
+    vocabulary) are the misconfigurations an estate is born with rather than events of the day:
+
+    * ``read_lt_write``: ~2% of the topics (at least one once there are 10) are placed like regular
+      ones with fewer read than write queues (4/8 or 8/16), the scale-out mistake behind the audit's
+      ``read_write_mismatch``. Without it no topic has read != write queues.
+    * ``queue_skew``: groups within a cluster are picked by Zipf-like weights ``1/(rank+1)**0.8``
+      over a seeded ranking and clusters at random by their number of groups, so a few groups carry
+      many more queues than the others; and in every cluster of two or more groups the busiest
+      group was scaled up: each of its topics has :data:`SCALE_UP` times the read and write queues
+      there. That puts every such cluster over the audit's default thresholds (coefficient of
+      variation 0.5, max/mean 2: the busiest group at 4x at least the others' load makes the ratio
+      over 2 from four groups on, the variation at least 0.6 with two and 0.7 with three), where
+      Zipf weights alone only skew clusters of a dozen groups or more.
+      :func:`nameserver.layout.layout_anomalies` names the clusters.
+
+      Without it placement is balanced, as an operator placing each new topic on the emptiest
+      brokers would: every topic goes to the cluster with the fewest write queues per group and,
+      there, to the groups with the fewest (seeded ties). Each group then stays within one topic's
+      queues (16) of every other group of its cluster, so a cluster whose groups average 16 write
+      queues or more (about two regular topics per group) is within the default thresholds.
 
     Attributes:
         faults: the layout faults it was built with, in :data:`LAYOUT_FAULTS` order.

@@ -1,21 +1,4 @@
-"""Topic placement: which groups carry each topic, with how many queues.
-
-Topics (``topic-0000``, ...) have ``topic_sys_flag`` 0, perm 6, read = write queues unless said
-otherwise:
-
-- ``hot`` (~2%, at least one once there are 10 topics): on 50-100% of the groups of one to all
-  clusters, 8 or 16 queues.
-- ``single`` (~3%): exactly one group (``single_broker_topic``, an info finding).
-- ``regular`` (the rest): 2-4 groups of one cluster, queues 4/8/16 with weights 50/35/15.
-- ``read_lt_write`` (layout fault, ~2%, at least one once there are 10): placed like regular
-  ones with fewer read than write queues (4/8 or 8/16).
-
-With the ``queue_skew`` layout fault, groups within a cluster are picked by Zipf-like weights
-``1/(rank+1)**0.8`` over a seeded ranking and clusters at random by their number of groups.
-Without it placement is balanced, as an operator placing each new topic on the emptiest brokers
-would: the cluster with the fewest write queues per group and, there, the groups with the fewest
-(seeded ties).
-"""
+"""Topic placement: which groups carry each topic, with how many queues."""
 
 from __future__ import annotations
 
@@ -37,6 +20,22 @@ def place_topics(
     faults: tuple[str, ...],
 ) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
     """``(topic, kind, read, write, broker names)`` for every topic, in topic order.
+
+    Topics (``topic-0000``, ...) have ``topic_sys_flag`` 0, perm 6, read = write queues unless said
+    otherwise:
+
+    - ``hot`` (~2%, at least one once there are 10 topics): on 50-100% of the groups of one to all
+      clusters, 8 or 16 queues.
+    - ``single`` (~3%): exactly one group (``single_broker_topic``, an info finding).
+    - ``regular`` (the rest): 2-4 groups of one cluster, queues 4/8/16 with weights 50/35/15.
+    - ``read_lt_write`` (layout fault, ~2%, at least one once there are 10): placed like regular
+      ones with fewer read than write queues (4/8 or 8/16).
+
+    With the ``queue_skew`` layout fault, groups within a cluster are picked by Zipf-like weights
+    ``1/(rank+1)**0.8`` over a seeded ranking and clusters at random by their number of groups.
+    Without it placement is balanced, as an operator placing each new topic on the emptiest brokers
+    would: the cluster with the fewest write queues per group and, there, the groups with the fewest
+    (seeded ties).
 
     With ``queue_skew`` the draws are the ones this layout always made (the default layout
     does not change); without it :class:`_Balancer` picks the clusters and groups.

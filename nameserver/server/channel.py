@@ -6,16 +6,6 @@ answers. It also keeps the per-connection facts the controller's housekeeping ne
 defences: when the connection last moved bytes (idle close, docs/nameserver-semantics.md A4), since
 when it has held a partial frame (slowloris close), and whether its peer stopped reading
 (back-pressure).
-
-Fairness: one turn handles at most ``MAX_FRAMES_PER_TURN`` frames or ``MAX_TURN_S`` of work, then
-yields the event loop to the other connections and carries on in a later turn; while frames wait
-like this, or while the peer does not read our answers, the socket is not read, so TCP pushes
-back on the sender instead of our memory filling up.
-
-Reads: a buffered protocol, so asyncio reads into one receive buffer per thread
-(``recv_into``) and the decoder copies the bytes from there. A plain ``Protocol`` is handed a
-fresh ``bytes`` per read from ``recv(256 KiB)``, an allocation glibc serves with ``mmap``: page
-faults on every read, which cost more than decoding and handling a route lookup.
 """
 
 from __future__ import annotations
@@ -83,6 +73,16 @@ class ChannelOwner(Protocol):
 
 class RemotingChannel(asyncio.BufferedProtocol):
     """A connection (RocketMQ/Netty: a channel) to one peer.
+
+    Fairness: one turn handles at most ``MAX_FRAMES_PER_TURN`` frames or ``MAX_TURN_S`` of work, then
+    yields the event loop to the other connections and carries on in a later turn; while frames wait
+    like this, or while the peer does not read our answers, the socket is not read, so TCP pushes
+    back on the sender instead of our memory filling up.
+
+    Reads: a buffered protocol, so asyncio reads into one receive buffer per thread
+    (``recv_into``) and the decoder copies the bytes from there. A plain ``Protocol`` is handed a
+    fresh ``bytes`` per read from ``recv(256 KiB)``, an allocation glibc serves with ``mmap``: page
+    faults on every read, which cost more than decoding and handling a route lookup.
 
     Args:
         controller: the server this connection belongs to.

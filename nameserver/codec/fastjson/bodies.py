@@ -1,5 +1,15 @@
 """Body builders (docs/remoting-protocol.md §10.6): the route, cluster info, topic lists, KV
-tables and data versions as a 4.9 name server answers them."""
+tables and data versions as a 4.9 name server answers them.
+
+Body builders take the route table's value objects *or* plain mappings with the same
+snake_case names (duck typed), so the server passes its dataclasses straight in:
+
+* TopicRouteData: ``broker_datas``, ``queue_datas``, ``filter_server_table``
+* BrokerData: ``cluster``, ``broker_name``, ``broker_addrs`` (``{int: str}``)
+* QueueData: ``broker_name``, ``read_queue_nums``, ``write_queue_nums``, ``perm``,
+  ``topic_sys_flag`` (``nameserver.model.QueueData``)
+* ClusterInfo: ``broker_addr_table`` (name -> BrokerData), ``cluster_addr_table`` (cluster -> names)
+"""
 
 from __future__ import annotations
 

@@ -133,6 +133,18 @@ def dumps(value: Any, standard: bool = False) -> bytes:
 
     Maps are written with sorted keys and without their ``None`` values; sets become sorted
     arrays. Map keys that are ints are unquoted in the default form.
+
+    Two output forms (§10.1, §10.3):
+
+    * **default form** (``standard=False``): non-string map keys (broker ids) unquoted,
+      ``{0:"addr"}``, which is not valid JSON; non-ASCII written as raw UTF-8.
+    * **standard form** (``standard=True``, fastjson ``BrowserCompatible``): every key quoted,
+      ``/`` written ``\\/`` and every character >= U+007F written ``\\uXXXX`` (uppercase UTF-16
+      units).
+
+    Both forms: no whitespace, object fields in alphabetical order, null fields omitted, map keys
+    sorted (strings by code point, which is UTF-8 byte order; broker ids numerically;
+    docs/nameserver-semantics.md A3).
     """
     out: list[str] = []
     _write(value, out, standard)

@@ -1,22 +1,4 @@
-"""Fault injection: when each fault strikes, whom it hits, and the ground truth it leaves.
-
-The layout faults (``read_lt_write``, ``queue_skew``) are built into the fleet by
-:func:`nameserver.layout.build_layout`; here they only get their truth records, one per topic
-or cluster of :func:`nameserver.layout.layout_anomalies`, whose effects are the first
-registrations of the groups concerned. A ``read_lt_write`` record ends when topic changes or
-deletions leave no group of the topic with fewer read than write queues; a ``queue_skew``
-record describes the cluster as laid out and stays open (later faults move queues too).
-
-Each enabled runtime kind arrives as a Poisson process (its own seeded stream, so switching one
-kind off leaves the others' arrival times alone) at ``DEFAULT_FAULTS_PER_DAY[kind] * fault_rate``
-per simulated day, from one minute after the start. An arrival picks a subject that no other
-fault holds (a broker group whose members are all alive, a server that is up); when there is
-none, the arrival is skipped and nothing is recorded. A fault holds its group until shortly
-after it ends, so faults never overlap on one group and their effects stay attributable.
-
-Each kind's module says what it does: :mod:`~nameserver.sim.faults.broker_faults`,
-:mod:`~nameserver.sim.faults.topic_faults`, :mod:`~nameserver.sim.faults.server_faults`.
-"""
+"""Fault injection: when each fault strikes, whom it hits, and the ground truth it leaves."""
 
 from __future__ import annotations
 
@@ -35,6 +17,23 @@ from nameserver.sim.truth import Record, write_truth
 
 class FaultInjector(BrokerFaults, TopicFaults, ServerFaults):
     """Schedules the enabled faults on a simulation and keeps their records.
+
+    The layout faults (``read_lt_write``, ``queue_skew``) are built into the fleet by
+    :func:`nameserver.layout.build_layout`; here they only get their truth records, one per topic
+    or cluster of :func:`nameserver.layout.layout_anomalies`, whose effects are the first
+    registrations of the groups concerned. A ``read_lt_write`` record ends when topic changes or
+    deletions leave no group of the topic with fewer read than write queues; a ``queue_skew``
+    record describes the cluster as laid out and stays open (later faults move queues too).
+
+    Each enabled runtime kind arrives as a Poisson process (its own seeded stream, so switching one
+    kind off leaves the others' arrival times alone) at ``DEFAULT_FAULTS_PER_DAY[kind] * fault_rate``
+    per simulated day, from one minute after the start. An arrival picks a subject that no other
+    fault holds (a broker group whose members are all alive, a server that is up); when there is
+    none, the arrival is skipped and nothing is recorded. A fault holds its group until shortly
+    after it ends, so faults never overlap on one group and their effects stay attributable.
+
+    Each kind's module says what it does: :mod:`~nameserver.sim.faults.broker_faults`,
+    :mod:`~nameserver.sim.faults.topic_faults`, :mod:`~nameserver.sim.faults.server_faults`.
 
     Args:
         sim: the simulation to disturb.
