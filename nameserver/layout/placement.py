@@ -21,16 +21,6 @@ def place_topics(
 ) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
     """``(topic, kind, read, write, broker names)`` for every topic, in topic order.
 
-    Topics (``topic-0000``, ...) have ``topic_sys_flag`` 0, perm 6, read = write queues unless said
-    otherwise:
-
-    - ``hot`` (~2%, at least one once there are 10 topics): on 50-100% of the groups of one to all
-      clusters, 8 or 16 queues.
-    - ``single`` (~3%): exactly one group (``single_broker_topic``, an info finding).
-    - ``regular`` (the rest): 2-4 groups of one cluster, queues 4/8/16 with weights 50/35/15.
-    - ``read_lt_write`` (layout fault, ~2%, at least one once there are 10): placed like regular
-      ones with fewer read than write queues (4/8 or 8/16).
-
     With the ``queue_skew`` layout fault, groups within a cluster are picked by Zipf-like weights
     ``1/(rank+1)**0.8`` over a seeded ranking and clusters at random by their number of groups.
     Without it placement is balanced, as an operator placing each new topic on the emptiest brokers
@@ -76,7 +66,18 @@ def place_topics(
 
 
 def _topic_kinds(rng: random.Random, n_topics: int, faults: tuple[str, ...]) -> list[str]:
-    """The kind of every topic, in topic order."""
+    """The kind of every topic, in topic order.
+
+    Topics (``topic-0000``, ...) have ``topic_sys_flag`` 0, perm 6, read = write queues unless said
+    otherwise:
+
+    - ``hot`` (~2%, at least one once there are 10 topics): on 50-100% of the groups of one to all
+      clusters, 8 or 16 queues.
+    - ``single`` (~3%): exactly one group (``single_broker_topic``, an info finding).
+    - ``regular`` (the rest): 2-4 groups of one cluster, queues 4/8/16 with weights 50/35/15.
+    - ``read_lt_write`` (layout fault, ~2%, at least one once there are 10): placed like regular
+      ones with fewer read than write queues (4/8 or 8/16).
+    """
     n_hot = max(1 if n_topics >= 10 else 0, round(n_topics * _HOT_SHARE))
     n_rlw = 0
     if "read_lt_write" in faults:
