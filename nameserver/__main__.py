@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from nameserver.command import main
+from nameserver.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

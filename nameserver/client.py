@@ -1,9 +1,9 @@
 """A small asyncio remoting client: what our tests, the live fleet and the benches talk through.
 
-One connection, pipelined requests matched to answers by ``opaque`` (protocol §3.3), oneway sends,
-and request builders for the codes the name server handles, with the right extFields (§6, §7)
-and bodies (§8). The builders are plain functions, so a caller can also encode a frame once and
-send it many times.
+One connection, pipelined requests matched to answers by ``opaque`` (docs/remoting-protocol.md
+§3.3), oneway sends, and request builders for the codes the name server handles, with the right
+extFields (§6, §7) and bodies (§8). The builders are plain functions, so a caller can also encode a
+frame once and send it many times.
 
 Example:
     >>> client = await RemotingClient.connect("127.0.0.1", 9876)

@@ -1,4 +1,4 @@
-"""Value types of the route tables (semantics spec §1), RocketMQ's nouns in snake_case.
+"""Value types of the route tables (docs/nameserver-semantics.md §1), RocketMQ's nouns in snake_case.
 
 Plain frozen data: no clocks, no I/O. ``TopicConfig`` is what a broker sends per topic;
 ``QueueData`` is what the name server keeps of it per (topic, broker name).
@@ -26,25 +26,6 @@ FLAG_UNIT_SUB = 2
 
 SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"
-
-
-def is_readable(perm: int) -> bool:
-    """``perm & PERM_READ``: consumers may read the queues."""
-    return perm & PERM_READ == PERM_READ
-
-
-def is_writeable(perm: int) -> bool:
-    """``perm & PERM_WRITE``: producers may write the queues."""
-    return perm & PERM_WRITE == PERM_WRITE
-
-
-def perm_to_string(perm: int) -> str:
-    """RocketMQ's ``PermName.perm2String``: 6 -> ``RW-``, 7 -> ``RWX``, 4 -> ``R--``."""
-    return (
-        ("R" if perm & PERM_READ else "-")
-        + ("W" if perm & PERM_WRITE else "-")
-        + ("X" if perm & PERM_INHERIT else "-")
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +66,8 @@ class TopicConfig:
         topic_filter_type: str = SINGLE_TAG,
     ) -> None:
         # The dataclass's own __init__ for a frozen class sets each field through
-        # object.__setattr__ (0.8 us for these seven); the slots' descriptors take about half
-        # that. A decoded REGISTER_BROKER body holds one per topic (2,000 for a large broker).
+        # object.__setattr__; the slots' descriptors are cheaper. A decoded REGISTER_BROKER body
+        # holds one per topic (2,000 for a large broker).
         _set_topic(self, topic)
         _set_read_queue_nums(self, read_queue_nums)
         _set_write_queue_nums(self, write_queue_nums)
@@ -96,7 +77,7 @@ class TopicConfig:
         _set_topic_filter_type(self, topic_filter_type)
 
     def to_json_obj(self) -> dict:
-        """The event-log topic object (event-log spec, "A topic object")."""
+        """The event-log topic object (docs/event-log.md, "A topic object")."""
         return {
             "topic": self.topic,
             "read_queue_nums": self.read_queue_nums,
@@ -145,5 +126,5 @@ _TOPIC_NAME = attrgetter("topic")
 
 
 def topics_digest(topics: Iterable[TopicConfig]) -> str:
-    """Hex SHA-256 of the canonical topic list as compact JSON (event-log spec, payload keys)."""
+    """Hex SHA-256 of the canonical topic list as compact JSON (docs/event-log.md, payload keys)."""
     return hashlib.sha256(orjson.dumps(topics_to_json_list(topics))).hexdigest()

@@ -11,7 +11,7 @@ import sys
 from typing import Callable, Sequence
 
 from common.errors import UserError
-from nameserver import command
+from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
 _EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds."
@@ -20,7 +20,7 @@ _EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch millis
 def _nameserver(sub) -> None:
     p = sub.add_parser("nameserver", help="run one name server in the foreground", description=command.DESCRIPTION)
     command.add_arguments(p)
-    p.set_defaults(run="nameserver.command:run")
+    p.set_defaults(run="nameserver.cli:run")
 
 
 def _simulate(sub) -> None:
@@ -67,7 +67,7 @@ def _fleet(sub) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="TOML config; [security] there gives the access key to sign with (secrets never on the command line)")
-    p.set_defaults(run="nameserver.fleet.live:run_from_cli")
+    p.set_defaults(run="nameserver.fleet.launcher:run_from_cli")
 
 
 def _audit(sub) -> None:

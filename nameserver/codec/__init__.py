@@ -1,10 +1,12 @@
-"""The remoting wire codec (remoting protocol spec): commands, frames, headers, bodies.
+"""The remoting wire codec (docs/remoting-protocol.md): commands, frames, headers, bodies.
 
 Pure code: bytes in, bytes out, no sockets, clocks or files. One import point for the whole
 codec, which lives in small modules by subject:
 
 * command and frame encoding (§2-§5): :mod:`nameserver.codec.command`
-* incremental frame decoding, malformed frames (§9.1): :mod:`nameserver.codec.decoder`
+* incremental frame decoding: :mod:`nameserver.codec.decoder`
+* JSON and ROCKETMQ headers decoded, malformed frames (§4, §5, §9.1):
+  :mod:`nameserver.codec.command_header`
 * JSON headers decoded before, recalled by the decoder: :mod:`nameserver.codec.memo`
 * codes, languages, versions, flags, limits: :mod:`nameserver.codec.constants`
 * custom headers <-> extFields (§6): :mod:`nameserver.codec.headers`
@@ -49,7 +51,7 @@ from nameserver.codec.constants import (
     is_oneway,
     is_response,
 )
-from nameserver.codec.decoder import (
+from nameserver.codec.command_header import (
     REASON_FRAME_TOO_LARGE,
     REASON_HEADER_LENGTH_OVERRUN,
     REASON_JSON_HEADER_FIELD,
@@ -60,11 +62,9 @@ from nameserver.codec.decoder import (
     REASON_ROCKETMQ_HEADER_LENGTH,
     REASON_ROCKETMQ_HEADER_SHORT,
     REASON_UNKNOWN_SERIALIZE_TYPE,
-    FrameDecoder,
     MalformedFrame,
-    RequestKey,
-    decode_frame,
 )
+from nameserver.codec.decoder import FrameDecoder, RequestKey, decode_frame
 from nameserver.codec.memo import HeaderMemo
 from nameserver.codec.headers import (
     BOOL,

@@ -1,4 +1,4 @@
-"""The remoting command and its encoding into frames (remoting protocol §2-§5).
+"""The remoting command and its encoding into frames (docs/remoting-protocol.md §2-§5).
 
 Re-exported by :mod:`nameserver.codec`; import from there.
 """

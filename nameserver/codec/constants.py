@@ -1,7 +1,7 @@
 """Numbers of the remoting protocol: codes, languages, versions, flag bits, limits.
 
-Re-exported by :mod:`nameserver.codec`; import them from there. Sections cited are those of the
-remoting protocol spec.
+Re-exported by :mod:`nameserver.codec`; import them from there. Sections cited are those of
+docs/remoting-protocol.md.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ SERVER_VERSION = Version.V4_9_7
 
 
 class RequestCode(IntEnum):
-    """Request codes of the name server's world (§7; fact sheet §5.6)."""
+    """Request codes of the name server's world (§7), as RocketMQ's ``RequestCode`` numbers them."""
 
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
@@ -92,7 +92,7 @@ class RequestCode(IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_TOPIC_IN_BROKER = 215  # broker-side; not handled by the name server
     DELETE_TOPIC_IN_NAMESRV = 216
-    REGISTER_TOPIC_IN_NAMESRV = 217  # 5.x; not supported here (SEM D6)
+    REGISTER_TOPIC_IN_NAMESRV = 217  # 5.x; not supported here (docs/nameserver-semantics.md D6)
     GET_KVLIST_BY_NAMESPACE = 219
     GET_TOPICS_BY_CLUSTER = 224
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
@@ -103,7 +103,7 @@ class RequestCode(IntEnum):
     GET_NAMESRV_CONFIG = 319
     QUERY_DATA_VERSION = 322
     ADD_WRITE_PERM_OF_BROKER = 327
-    GET_BROKER_MEMBER_GROUP = 901  # 5.x; not supported here (SEM D6)
+    GET_BROKER_MEMBER_GROUP = 901  # 5.x; not supported here (docs/nameserver-semantics.md D6)
     BROKER_HEARTBEAT = 904
     NOTIFY_MIN_BROKER_ID_CHANGE = 905  # never sent (§7 notes)
 

@@ -1,4 +1,4 @@
-"""Custom headers <-> extFields (remoting protocol §6), and the request errors they raise.
+"""Custom headers <-> extFields (docs/remoting-protocol.md §6), and the request errors they raise.
 
 Typed request and response headers travel only as ``extFields`` strings. Parsing follows §6:
 int32/int64 by the regex ``^[+-]?[0-9]+$`` plus range, booleans as Java

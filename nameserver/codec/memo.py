@@ -1,4 +1,5 @@
-"""Decoded JSON headers recalled when a client sends the same one again (remoting protocol §4).
+"""Decoded JSON headers recalled when a client sends the same one again (docs/remoting-protocol.md
+§4).
 
 Re-exported by :mod:`nameserver.codec`; import from there.
 """

@@ -1,7 +1,7 @@
 """Java ``.properties`` bodies of UPDATE_NAMESRV_CONFIG (318) and GET_NAMESRV_CONFIG (319).
 
-Parsing follows ``java.util.Properties.load`` (remoting protocol §7 notes) but on UTF-8 text, so
-non-ASCII survives where 4.9.7 would mangle it. Formatting follows RocketMQ's
+Parsing follows ``java.util.Properties.load`` (docs/remoting-protocol.md §7 notes) but on UTF-8
+text, so non-ASCII survives where 4.9.7 would mangle it. Formatting follows RocketMQ's
 ``MixAll.properties2String``: one ``key=value`` line per entry, no escaping. Re-exported by
 :mod:`nameserver.codec`.
 

@@ -9,10 +9,23 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # pragma: no cover - the writer imports this module
-    from nameserver.eventlog.writer import EventLogWriter
+from common.config import EventLogConfig
+
+
+class SyncableLog(Protocol):
+    """What group commit needs of the log (``EventLogWriter``)."""
+
+    config: EventLogConfig
+
+    @property
+    def last_seq(self) -> int: ...
+
+    @property
+    def durable_seq(self) -> int: ...
+
+    def sync(self) -> int: ...
 
 
 class AsyncGroupCommit:
@@ -37,7 +50,7 @@ class AsyncGroupCommit:
         >>> await commit.wait_durable(seq)   # now answer the broker
     """
 
-    def __init__(self, writer: EventLogWriter, window_ms: float | None = None, executor: Executor | None = None) -> None:
+    def __init__(self, writer: SyncableLog, window_ms: float | None = None, executor: Executor | None = None) -> None:
         self._writer = writer
         self._window_s = (writer.config.group_commit_ms if window_ms is None else window_ms) / 1000
         self._executor = executor
@@ -58,6 +71,11 @@ class AsyncGroupCommit:
         if self._task is None:
             self._task = loop.create_task(self._run(loop))
         await future
+
+    @property
+    def running(self) -> bool:
+        """A commit run (window, then fsyncs) is in progress."""
+        return self._task is not None
 
     async def drain(self) -> None:
         """Wait until no commit run is in progress (call before closing the writer)."""

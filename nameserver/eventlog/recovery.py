@@ -1,7 +1,7 @@
 """Crash recovery of one name server's log folder, and compression of closed segments.
 
-What :meth:`nameserver.eventlog.writer.EventLogWriter.open` does before the first append (event-log
-spec): a leftover ``.open`` segment (a crash) keeps its bytes, a cut-short last line included,
+What :meth:`nameserver.eventlog.writer.EventLogWriter.open` does before the first append
+(docs/event-log.md): a leftover ``.open`` segment (a crash) keeps its bytes, a cut-short last line included,
 and takes its closed name, an empty one is removed; a compression cut short is finished; then
 the last seq on disk is found, so the new run continues after it. Nothing existing is rewritten
 or truncated. Compression (:func:`gzip_segment`) replaces a plain segment only once its ``.gz``

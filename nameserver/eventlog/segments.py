@@ -1,4 +1,4 @@
-"""Event-log segment files (event-log spec): their names, listing them, reading them back.
+"""Event-log segment files (docs/event-log.md): their names, listing them, reading them back.
 
 One name server's log is ``<events_dir>/<ns>/<YYYY-MM-DD>/events-<first_seq:020d>.jsonl``, with
 ``.open`` while it is written and ``.gz`` once compressed (see :mod:`nameserver.eventlog.writer`). The
@@ -31,7 +31,7 @@ log = logging.getLogger("nameserver.eventlog.writer")  # one logger for the whol
 
 
 class EventLogError(OSError):
-    """The log cannot be written as the spec requires; after one, the writer refuses appends.
+    """The log cannot be written as docs/event-log.md requires; after one, the writer refuses appends.
 
     Readers raise it too, for a segment that cannot be read at all (a ``.gz`` that is not gzip).
     """

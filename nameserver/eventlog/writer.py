@@ -1,50 +1,16 @@
-"""The name server's append-only event log, format v1 (event-log spec): the writer.
+"""The name server's append-only event log, format v1 (docs/event-log.md): the writer.
 
 The route table returns event dicts without ``v``, ``ns`` and ``seq``; :class:`EventLogWriter`
 stamps them, applies the per-segment ``topics`` rule and writes one compact JSON line per event
-into segments bounded by the UTC day and a size limit::
-
-    <events_dir>/<ns>/<YYYY-MM-DD>/events-<first_seq:020d>.jsonl.open   being written (one at most)
-    <events_dir>/<ns>/<YYYY-MM-DD>/events-<first_seq:020d>.jsonl        closed, immutable
-    <events_dir>/<ns>/<YYYY-MM-DD>/events-<first_seq:020d>.jsonl.gz     closed and compressed
-
-Every event of a segment has the segment's UTC date, so one day's events are exactly the files
-under that day's folder.
-
-Durability (``EventLogConfig.durability``), stated as what :attr:`EventLogWriter.durable_seq`
-promises: every event with ``seq <= durable_seq`` survives a crash of the machine (its bytes,
-its segment's directory entry and any new date folder were fsynced), except with ``"none"``.
-
-* ``"fsync"``: ``append`` fsyncs before it returns, so ``durable_seq`` is the event's seq.
-* ``"group"``: ``append`` hands the line to the OS before it returns (it survives a crash of the
-  process, not of the machine); ``durable_seq`` advances when :meth:`EventLogWriter.sync` or a
-  segment close fsyncs. :class:`AsyncGroupCommit` batches the waiters of one window into one
-  ``sync`` on an executor thread.
-* ``"none"`` (the simulator): nothing is ever fsynced and lines are buffered in the process;
-  ``sync`` and segment closes hand them to the OS and advance ``durable_seq``, which then means
-  "survives a crash of the process" only.
-
-Closing a segment (day boundary, size limit, :meth:`EventLogWriter.close`) flushes, fsyncs,
-renames ``.open`` away atomically and fsyncs the folder, in the appending thread; it happens once
-per segment. Optional gzip runs on a background thread and replaces the plain file only after the
-``.gz`` is durable. One writer per ``<events_dir>/<ns>`` at a time; the writer takes no lock file.
-
-The log lives in four modules, all re-exported here (import from this one): the writer;
-segment names, listing and the readers (:mod:`nameserver.eventlog.segments`); crash recovery
-and compression (:mod:`nameserver.eventlog.recovery`); group commit for asyncio servers
-(:mod:`nameserver.eventlog.group_commit`).
-
-Example:
-    >>> writer = EventLogWriter(events_dir, "ns-a", EventLogConfig(durability="none")).open()
-    >>> writer.append({"ts": 1795219200000, "type": "ns_stop", "reason": "SIGTERM"})
-    1
-    >>> writer.close()
+into segments bounded by the UTC day and a size limit (docs/event-log.md, Files). The log's
+modules are re-exported here (import from this one): the writer; the line format
+(:mod:`~nameserver.eventlog.line_format`); segment names, listing and the readers
+(:mod:`~nameserver.eventlog.segments`); crash recovery and compression
+(:mod:`~nameserver.eventlog.recovery`); group commit (:mod:`~nameserver.eventlog.group_commit`).
 """
-
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 import os
 import threading
@@ -56,6 +22,14 @@ import orjson
 
 from common.config import EventLogConfig
 from nameserver.eventlog.group_commit import AsyncGroupCommit
+from nameserver.eventlog.line_format import (
+    DAY_MS,
+    FORMAT_VERSION,
+    OPT_LINE,
+    close_quietly,
+    day_date,
+    json_default,
+)
 from nameserver.eventlog.recovery import GZIP_LEVEL, find_last_seq, fsync_dir, gzip_segment, recover_folder
 from nameserver.eventlog.segments import (
     EventLogError,
@@ -74,39 +48,40 @@ __all__ = [
     "segment_name",
 ]
 
-FORMAT_VERSION = 1
-DAY_MS = 86_400_000
 # Buffer of the segment file: with durability "none" lines reach the OS in chunks this big.
 WRITE_BUFFER_BYTES = 1 << 20
 
-_EPOCH = dt.date(1970, 1, 1)
 _DUMPS = orjson.dumps
-# orjson's own dataclass path costs about twice what calling ``to_json_obj`` does (measured on
-# DataVersion and TopicConfig), so dataclasses go through _json_default.
-_OPT_LINE = orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATACLASS
 
 log = logging.getLogger(__name__)
-
-
-def _json_default(value: Any) -> Any:
-    """JSON form of a value orjson does not write itself: ``to_json_obj()``, else a dataclass's fields."""
-    to_json_obj = getattr(value, "to_json_obj", None)
-    if to_json_obj is not None:
-        return to_json_obj()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _day_date(day: int) -> str:
-    return (_EPOCH + dt.timedelta(days=day)).isoformat()
 
 
 # ------------------------------------------------------------------------------------------ writer
 
 
 class EventLogWriter:
-    """Writes one name server's events (event-log spec v1); see the module docstring.
+    """Writes one name server's events (docs/event-log.md, v1).
+
+    Every event of a segment has the segment's UTC date, so one day's events are exactly the files
+    under that day's folder; gzip-compressed closed segments end in ``.jsonl.gz``.
+
+    Durability (``EventLogConfig.durability``), stated as what :attr:`durable_seq` promises: every
+    event with ``seq <= durable_seq`` survives a crash of the machine (its bytes, its segment's
+    directory entry and any new date folder were fsynced), except with ``"none"``.
+
+    * ``"fsync"``: ``append`` fsyncs before it returns, so ``durable_seq`` is the event's seq.
+    * ``"group"``: ``append`` hands the line to the OS before it returns (it survives a crash of
+      the process, not of the machine); ``durable_seq`` advances when :meth:`sync` or a segment
+      close fsyncs. :class:`AsyncGroupCommit` batches the waiters of one window into one ``sync``
+      on an executor thread.
+    * ``"none"`` (the simulator): nothing is ever fsynced and lines are buffered in the process;
+      ``sync`` and segment closes hand them to the OS and advance ``durable_seq``, which then
+      means "survives a crash of the process" only.
+
+    Closing a segment (day boundary, size limit, :meth:`close`) flushes, fsyncs, renames ``.open``
+    away atomically and fsyncs the folder, in the appending thread; it happens once per segment.
+    Optional gzip runs on a background thread and replaces the plain file only after the ``.gz``
+    is durable. One writer per ``<events_dir>/<ns>`` at a time; the writer takes no lock file.
 
     Thread safety: ``append`` is meant for one thread (the event loop or the simulator);
     ``sync`` and ``durable_seq`` may be used from any thread, concurrently with ``append``.
@@ -115,6 +90,12 @@ class EventLogWriter:
         events_dir: the root of the log (``--events``).
         ns_id: this name server's id, the folder under ``events_dir``.
         config: segment size, durability, gzip.
+
+    Example:
+        >>> writer = EventLogWriter(events_dir, "ns-a", EventLogConfig(durability="none")).open()
+        >>> writer.append({"ts": 1795219200000, "type": "ns_stop", "reason": "SIGTERM"})
+        1
+        >>> writer.close()
     """
 
     def __init__(self, events_dir: str | os.PathLike, ns_id: str, config: EventLogConfig | None = None) -> None:
@@ -155,7 +136,7 @@ class EventLogWriter:
 
     @property
     def durable_seq(self) -> int:
-        """Every event with ``seq <= durable_seq`` is durable (see the module docstring)."""
+        """Every event with ``seq <= durable_seq`` is durable (see the class docstring)."""
         return self._durable_seq
 
     @property
@@ -212,7 +193,7 @@ class EventLogWriter:
                 raise self._fail(exc) from exc
             finally:
                 if self._file is not None:  # failed writer: release the handle, keep the bytes
-                    _close_quietly(self._file)
+                    close_quietly(self._file)
                     self._file = None
                 if self._gzip_pool is not None:
                     self._gzip_pool.shutdown(wait=True)
@@ -262,7 +243,7 @@ class EventLogWriter:
             if digest is not None:
                 self._apply_topics_rule(line, digest)
             try:
-                data = _DUMPS(line, _json_default, _OPT_LINE)
+                data = _DUMPS(line, json_default, OPT_LINE)
             except orjson.JSONEncodeError as exc:
                 raise ValueError(f"event {event.get('type')!r} cannot be written as JSON: {exc}") from None
             try:
@@ -356,7 +337,7 @@ class EventLogWriter:
         try:
             if self._file is not None:
                 self._close_segment()
-            date_dir = self._ns_dir / _day_date(day)
+            date_dir = self._ns_dir / day_date(day)
             try:
                 date_dir.mkdir()
                 self._pending_dirs.append(self._ns_dir)
@@ -386,7 +367,7 @@ class EventLogWriter:
             if self._fsync:
                 os.fsync(f.fileno())
         finally:
-            _close_quietly(f)
+            close_quietly(f)
         if self._seg_bytes == 0:
             # Only a failed first append leaves a segment empty; its name would be reused.
             path.unlink()
@@ -418,10 +399,3 @@ class EventLogWriter:
                 log.error("event log: compressing a closed segment failed (plain file kept): %s", exc)
         self._gzip_jobs = []
 
-
-def _close_quietly(f: Any) -> None:
-    """Close a file whose flush may fail again; the failure was already reported."""
-    try:
-        f.close()
-    except OSError:
-        pass

@@ -1,9 +1,9 @@
 """A live broker process as the fleet runs it: its connections, registrations and unregistration.
 
 One :class:`BrokerAgent` per broker process of the layout, sharing its group's topic table and
-DataVersion (:class:`GroupState`, as RocketMQ slaves copy their master's). Registration follows
-the broker side of the semantics spec (§4): REGISTER_BROKER in parallel to every name server over
-one long-lived connection each, UNREGISTER_BROKER to every server on a clean stop.
+DataVersion (:class:`GroupState`, as RocketMQ slaves copy their master's). Registration follows the
+broker side of docs/nameserver-semantics.md (§4): REGISTER_BROKER in parallel to every name server
+over one long-lived connection each, UNREGISTER_BROKER to every server on a clean stop.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from nameserver.codec import RemotingCommand
 from nameserver.layout import BrokerGroup, BrokerMember
 from nameserver.model import DataVersion, TopicConfig
 
-REQUEST_TIMEOUT_S = 6.0  # 4.x broker's registration timeout (semantics §4)
+REQUEST_TIMEOUT_S = 6.0  # 4.x broker's registration timeout (docs/nameserver-semantics.md §4)
 
 
 class GroupState:

@@ -1,40 +1,19 @@
-"""``nsaudit fleet``: live broker agents registering with real name servers over sockets.
-
-The fleet is :func:`nameserver.layout.build_layout`'s, the same one the simulator drives, so a
-live run and a simulated run of the same arguments describe the same estate. Each broker process
-keeps one long-lived connection per name server, sends a forced REGISTER_BROKER at start and then
-one every period with its full topic table (semantics §4), and on a clean stop sends
-UNREGISTER_BROKER to every server and closes. Some brokers send compressed bodies (§8.3), some
-speak 5.x (version 479); every body carries its CRC (§8.2).
-
-Faults mirror the simulator's (``nameserver/sim/faults.py``), each announced by one stdout line.
-The layout faults ``read_lt_write`` (topics with fewer read than write queues) and
-``queue_skew`` (Zipf-weighted placement, the busiest group of each cluster scaled up) shape the
-fleet from its first registration (``nameserver/layout.py``) and are announced first, naming
-their topics and clusters; without them the fleet is balanced. Then, during the run: ``expire``
-(silent death, sockets stay open), ``shutdown`` (clean), ``lost_unregister`` (one server gets
-neither the unregister nor the close), ``partition`` (stop sending to one server),
-``promotion`` (the master crashes, a slave re-registers as id 0), ``topic_change`` (new data
-version, incremental registration at once), ``wipe`` (205 to one server, sometimes 327 later),
-``delete_topic`` (on the brokers, then 216 on every server). ``ns_restart`` needs control of a
-server process, which a fleet does not have: it is announced as skipped.
-"""
+"""``nsaudit fleet``: live broker agents registering with real name servers over sockets."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import random
-import signal
 import sys
 import time
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
-from nameserver.acl import Credentials, client_credentials
+from nameserver.acl import Credentials
 from nameserver.fleet.agent import REQUEST_TIMEOUT_S, BrokerAgent, GroupState
-from nameserver.client import RemotingClient, RemotingError, parse_host_port, simple_request
+from nameserver.client import RemotingClient, RemotingError, simple_request
 from nameserver.codec import RemotingCommand, RequestCode, Version
-from common.config import load_config
 from common.errors import UserError
 from nameserver.layout import LAYOUT_FAULTS, Anomaly, build_layout, layout_anomalies
 from nameserver.model import DataVersion, TopicConfig
@@ -84,6 +63,26 @@ def parse_faults(text: str) -> tuple[str, ...]:
 
 class Fleet:
     """A live fleet: start, run with faults, stop cleanly.
+
+    The fleet is :func:`nameserver.layout.build_layout`'s, the same one the simulator drives, so a
+    live run and a simulated run of the same arguments describe the same estate. Each broker process
+    keeps one long-lived connection per name server, sends a forced REGISTER_BROKER at start and
+    then one every period with its full topic table (docs/nameserver-semantics.md §4), and on a
+    clean stop sends UNREGISTER_BROKER to every server and closes. Some brokers send compressed
+    bodies (docs/remoting-protocol.md §8.3), some speak 5.x (version 479); every body carries its
+    CRC (§8.2).
+
+    Faults mirror the simulator's (:mod:`nameserver.sim.faults`), each announced by one stdout line.
+    The layout faults ``read_lt_write`` (topics with fewer read than write queues) and
+    ``queue_skew`` (Zipf-weighted placement, the busiest group of each cluster scaled up) shape the
+    fleet from its first registration (:mod:`nameserver.layout`) and are announced first, naming
+    their topics and clusters; without them the fleet is balanced. Then, during the run: ``expire``
+    (silent death, sockets stay open), ``shutdown`` (clean), ``lost_unregister`` (one server gets
+    neither the unregister nor the close), ``partition`` (stop sending to one server),
+    ``promotion`` (the master crashes, a slave re-registers as id 0), ``topic_change`` (new data
+    version, incremental registration at once), ``wipe`` (205 to one server, sometimes 327 later),
+    ``delete_topic`` (on the brokers, then 216 on every server). ``ns_restart`` needs control of a
+    server process, which a fleet does not have: it is announced as skipped.
 
     Args:
         options: what to run.
@@ -143,14 +142,14 @@ class Fleet:
         duration = self.options.duration_s
         for kind in self.options.faults:
             if kind in LAYOUT_FAULTS:
-                await self._inject(kind)
+                await self.inject(kind)
         faults = [kind for kind in self.options.faults if kind not in LAYOUT_FAULTS]
         began = time.monotonic()
         for n, kind in enumerate(faults):
             at = began + duration * 0.6 * (n + 1) / (len(faults) + 1)
             if await self._sleep_until(at):
                 return
-            await self._inject(kind)
+            await self.inject(kind)
         await self._sleep_until(began + duration)
 
     async def _sleep_until(self, deadline: float) -> bool:
@@ -175,8 +174,9 @@ class Fleet:
 
     # ------------------------------------------------------------------ faults
 
-    async def _inject(self, kind: str) -> None:
-        line = await getattr(self, f"_fault_{kind}")()
+    async def inject(self, kind: str) -> None:
+        """Inject one fault of ``kind`` now and announce it (or announce that it was skipped)."""
+        line = await self._STRIKES[kind](self)
         if line is None:
             line = f"skipped: no eligible target for {kind}"
         self.injected.append(kind)
@@ -345,58 +345,17 @@ class Fleet:
             f"{a.subject} ({a.detail['scaled_up']} scaled up; cv {a.detail['cv']:.2f}, "
             f"max/mean {a.detail['max_over_mean']:.2f})" for a in found)
 
-
-# ---------------------------------------------------------------------- command line
-
-
-def options_from_args(args) -> FleetOptions:
-    """Validate the ``nsaudit fleet`` arguments.
-
-    Credentials come from the ``[security]`` section of ``--config`` (default
-    ``conf/nsaudit.toml``): ``access_key`` and its secret from ``secrets_file`` / ``secrets_env``.
-
-    Raises:
-        UserError: a bad server list, count, duration, period or fault name, or unloadable secrets.
-    """
-    servers = []
-    for item in (args.ns or "").split(","):
-        if item.strip():
-            try:
-                servers.append(parse_host_port(item))
-            except ValueError:
-                raise UserError(f"--ns takes HOST:PORT,...; {item.strip()!r} is not HOST:PORT") from None
-    if not servers:
-        raise UserError("--ns needs at least one HOST:PORT")
-    for name in ("brokers", "topics"):
-        if getattr(args, name) < 0:
-            raise UserError(f"--{name} must be >= 0, not {getattr(args, name)}")
-    if not 0 <= args.slaves <= 253:
-        raise UserError(f"--slaves must be in 0..253, not {args.slaves}")
-    if not args.duration > 0:
-        raise UserError(f"--duration must be > 0 seconds, not {args.duration}")
-    if args.period_ms < 100:
-        raise UserError(f"--period-ms must be >= 100, not {args.period_ms}")
-    credentials = client_credentials(load_config(getattr(args, "config", None)).security)
-    return FleetOptions(tuple(servers), args.brokers, args.slaves, args.topics, args.duration,
-                        args.period_ms, parse_faults(args.faults), args.seed, credentials)
-
-
-async def run_fleet(options: FleetOptions) -> int:
-    """Start, run with faults until the duration ends or SIGTERM/SIGINT, stop cleanly."""
-    fleet = Fleet(options)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, fleet.request_stop)
-    await fleet.start()
-    try:
-        await fleet.run()
-    finally:
-        await fleet.stop()
-    errors = sum(a.errors for a in fleet.agents)
-    fleet.say(f"fleet: stopped; {len(fleet.injected)} faults injected, {errors} failed requests")
-    return 0
-
-
-def run_from_cli(args) -> int:
-    """``nsaudit fleet``."""
-    return asyncio.run(run_fleet(options_from_args(args)))
+    # fault kind -> what injecting it does (returns the announcement, None when skipped)
+    _STRIKES: dict[str, Callable[["Fleet"], Awaitable[str | None]]] = {
+        "expire": _fault_expire,
+        "shutdown": _fault_shutdown,
+        "lost_unregister": _fault_lost_unregister,
+        "partition": _fault_partition,
+        "promotion": _fault_promotion,
+        "topic_change": _fault_topic_change,
+        "wipe": _fault_wipe,
+        "delete_topic": _fault_delete_topic,
+        "ns_restart": _fault_ns_restart,
+        "read_lt_write": _fault_read_lt_write,
+        "queue_skew": _fault_queue_skew,
+    }

@@ -1,4 +1,5 @@
-"""The read side of the route tables: what the lookup requests answer (semantics spec §2.10-§2.11).
+"""The read side of the route tables: what the lookup requests answer (docs/nameserver-semantics.md
+§2.10-§2.11).
 
 :class:`RouteAnswers` adds the reads to :class:`nameserver.routes.tables.RouteTables`; they
 change nothing and return detached values (copies sorted as RocketMQ 4.9 answers, A3).
@@ -91,7 +92,3 @@ class RouteAnswers(RouteTables):
             if flag & with_flag == with_flag and not (without_flag and flag & without_flag == without_flag):
                 result.append(topic)
         return sorted(result)
-
-    def live_addresses(self) -> list[str]:
-        """Addresses with a live entry, ascending."""
-        return sorted(self.broker_live_table)

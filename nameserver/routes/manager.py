@@ -1,24 +1,35 @@
-"""The five route tables and every operation on them (semantics spec §1-§2), RocketMQ 4.9 rules.
+"""The five route tables and every operation on them (docs/nameserver-semantics.md §1-§2),
+RocketMQ 4.9 rules.
 
 ``RouteInfoManager`` is pure: time is the ``now`` argument, there is no lock, socket or file.
-Every mutation returns the events it caused (event-log spec, without ``v``/``ns``/``seq``, which
-the writer stamps). The asyncio server, the simulator and the Spark replay all drive this one
-class, so the log means exactly what the server did.
+Every mutation returns the events it caused. The asyncio server, the simulator and the Spark
+replay all drive this one class, so the log means exactly what the server did.
 
 Event values are plain JSON types or frozen dataclasses (``DataVersion``, ``TopicConfig``);
 orjson writes dataclasses as objects in field order, which is the event-log key order.
 
 The class is built in three layers, each in its module and all re-exported here (import from
 this one): the tables, their indexes and cell writes (:mod:`nameserver.routes.tables`), the
-reads the lookups answer (:mod:`nameserver.routes.lookups`), and the operations of §2 (here).
+reads the lookups answer (:mod:`nameserver.routes.lookups`), and the operations of §2 (here);
+the events they return are built in :mod:`nameserver.routes.events`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 from nameserver.model import MASTER_ID, PERM_WRITE, DataVersion, QueueData, TopicConfig, topics_digest
+from nameserver.routes.events import (
+    Event,
+    RequestContext,
+    iter_topic_configs,
+    ns_start_event,
+    ns_stop_event,
+    register_event,
+    rejected_event,
+    topic_key,
+)
 from nameserver.routes.lookups import UNIT_FLAGS, ClusterInfo, RouteAnswers, TopicRouteData
 from nameserver.routes.tables import BrokerData, BrokerLiveInfo, RouteTables
 
@@ -28,8 +39,6 @@ __all__ = [
     "ns_stop_event", "rejected_event",
 ]
 
-Event = dict[str, Any]
-
 
 @dataclass(frozen=True, slots=True)
 class RegisterResult:
@@ -38,15 +47,6 @@ class RegisterResult:
     master_addr: str | None
     ha_server_addr: str | None
     events: list[Event]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Where a request came from; copied into its event (event-log spec, request events)."""
-
-    channel: str
-    remote: str
-    request_code: int
 
 
 class RouteInfoManager(RouteAnswers):
@@ -93,26 +93,39 @@ class RouteInfoManager(RouteAnswers):
             filter_servers: ``None`` when the request used the pre-3.0.11 body (no change).
         """
         if digest is None:
-            topics = tuple(sorted(topics, key=_topic_key))
+            topics = tuple(sorted(topics, key=topic_key))
             digest = topics_digest(topics)
-        was_live = broker_addr in self.broker_live_table
-        event: Event = {
-            "ts": now,
-            "type": "heartbeat" if was_live else "register",
-            "request_code": ctx.request_code,
-            "channel": ctx.channel,
-            "remote": ctx.remote,
-            "cluster": cluster,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "broker_addr": broker_addr,
-            "ha_addr": ha_addr,
-            "data_version": data_version,
-            "topics_digest": digest,
-            "topics": topics,
-            "filter_servers": filter_servers,
-            "request_version": request_version,
-        }
+        event = register_event(broker_addr in self.broker_live_table, cluster, broker_addr, broker_name, broker_id,
+                               ha_addr, data_version, digest, topics, filter_servers, now, ctx, request_version)
+        # 1-4. cluster set, group, role switch and put
+        broker_data, register_first = self._put_broker_addr(cluster, broker_addr, broker_name, broker_id)
+        # 5. topics, masters only, when the address's stored data version differs or first
+        if broker_id == MASTER_ID:
+            live = self.broker_live_table.get(broker_addr)
+            # ``is`` first: a re-sent body is decoded once (the body cache), so the stored
+            # version is then the very same object and the dataclass comparison is skipped
+            stored = live.data_version if live is not None else None
+            if live is None or (stored is not data_version and stored != data_version) or register_first:
+                self._create_and_update_queue_data(broker_name, topics)
+        # 6. live entry, always replaced (connection and data version too)
+        self._update_live(cluster, broker_addr, broker_name, broker_id, ha_addr, data_version, now, ctx.channel)
+        # 7. filter servers: None = untouched, [] = cleared
+        if filter_servers is not None:
+            self._set_filter(broker_addr, filter_servers)
+        # 8. result: slaves learn their master while it is live
+        master_addr = ha_server_addr = None
+        if broker_id != MASTER_ID:
+            master = broker_data.broker_addrs.get(MASTER_ID)
+            if master is not None:
+                master_live = self.broker_live_table.get(master)
+                if master_live is not None:
+                    master_addr, ha_server_addr = master, master_live.ha_server_addr
+        return RegisterResult(master_addr, ha_server_addr, [event])
+
+    def _put_broker_addr(self, cluster: str, broker_addr: str, broker_name: str,
+                         broker_id: int) -> tuple[BrokerData, bool]:
+        """registerBroker steps 1-4: the cluster set, the group, the role switch and the put of
+        ``broker_id -> broker_addr``; returns the group and RocketMQ's ``registerFirst``."""
         # 1. cluster set (never removed from another cluster's set)
         self._cluster_add(cluster, broker_name)
         # 2. group
@@ -131,51 +144,31 @@ class RouteInfoManager(RouteAnswers):
         # 4. put
         if previous != broker_addr:
             self._set_addr(broker_data, broker_id, broker_addr)
-        if previous is None:
-            register_first = True
-        # 5. topics, masters only, when the address's stored data version differs or first
-        if broker_id == MASTER_ID:
-            live = self.broker_live_table.get(broker_addr)
-            # ``is`` first: a re-sent body is decoded once (the body cache), so the stored
-            # version is then the very same object and the dataclass comparison is skipped
-            stored = live.data_version if live is not None else None
-            if live is None or (stored is not data_version and stored != data_version) or register_first:
-                pool = self._queue_data_pool
-                for topic in topics:
-                    key = (broker_name, topic.read_queue_nums, topic.write_queue_nums, topic.perm, topic.topic_sys_flag)
-                    queue_data = pool.get(key)
-                    if queue_data is None:
-                        queue_data = pool[key] = QueueData(*key)
-                    self._put_queue(topic.topic, queue_data)
-        # 6. live entry, always replaced (connection and data version too)
+        return broker_data, register_first or previous is None
+
+    def _create_and_update_queue_data(self, broker_name: str, topics: Sequence[TopicConfig]) -> None:
+        """registerBroker step 5: one QueueData per topic config (RocketMQ's createAndUpdateQueueData)."""
+        pool = self._queue_data_pool
+        for topic in topics:
+            key = (broker_name, topic.read_queue_nums, topic.write_queue_nums, topic.perm, topic.topic_sys_flag)
+            queue_data = pool.get(key)
+            if queue_data is None:
+                queue_data = pool[key] = QueueData(*key)
+            self._put_queue(topic.topic, queue_data)
+
+    def _update_live(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_addr: str | None,
+                     data_version: DataVersion, now: int, channel: str) -> None:
+        """registerBroker step 6: the address's live entry, always replaced."""
         live_info = self.broker_live_table.get(broker_addr)
-        if (
-            live_info is not None
-            and live_info.channel == ctx.channel
-            and now >= self._live_max_update
-        ):
+        if live_info is not None and live_info.channel == channel and now >= self._live_max_update:
             # fast path for the steady heartbeat: same connection, update in place
             live_info.data_version = data_version
             live_info.ha_server_addr = ha_addr
             live_info.cluster, live_info.broker_name, live_info.broker_id = cluster, broker_name, broker_id
             self._refresh_live(broker_addr, live_info, now)
         else:
-            self._put_live(
-                broker_addr,
-                BrokerLiveInfo(now, data_version, ctx.channel, ha_addr, cluster, broker_name, broker_id),
-            )
-        # 7. filter servers: None = untouched, [] = cleared
-        if filter_servers is not None:
-            self._set_filter(broker_addr, filter_servers)
-        # 8. result: slaves learn their master while it is live
-        master_addr = ha_server_addr = None
-        if broker_id != MASTER_ID:
-            master = addrs.get(MASTER_ID)
-            if master is not None:
-                master_live = self.broker_live_table.get(master)
-                if master_live is not None:
-                    master_addr, ha_server_addr = master, master_live.ha_server_addr
-        return RegisterResult(master_addr, ha_server_addr, [event])
+            self._put_live(broker_addr,
+                           BrokerLiveInfo(now, data_version, channel, ha_addr, cluster, broker_name, broker_id))
 
     def unregister_broker(
         self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, now: int, ctx: RequestContext
@@ -404,40 +397,3 @@ class RouteInfoManager(RouteAnswers):
                     self._del_queue(topic, name)
         return [event]
 
-
-def _topic_key(topic: TopicConfig) -> str:
-    return topic.topic
-
-
-def ns_start_event(now: int, broker_expiry_ms: int, scan_interval_ms: int, version: str) -> Event:
-    """The first event of every server run; its tables start empty."""
-    return {
-        "ts": now,
-        "type": "ns_start",
-        "broker_expiry_ms": broker_expiry_ms,
-        "scan_interval_ms": scan_interval_ms,
-        "semantics": "rocketmq-4.9",
-        "version": version,
-    }
-
-
-def ns_stop_event(now: int, reason: str) -> Event:
-    """The last event of a clean shutdown."""
-    return {"ts": now, "type": "ns_stop", "reason": reason}
-
-
-def rejected_event(now: int, reason: str, ctx: RequestContext | None, **decoded: Any) -> Event:
-    """A refused request: the reason plus whatever was decoded (never secrets)."""
-    event: Event = {"ts": now, "type": "rejected"}
-    if ctx is not None:
-        event.update(request_code=ctx.request_code, channel=ctx.channel, remote=ctx.remote)
-    event["reason"] = reason
-    event.update({k: v for k, v in decoded.items() if v is not None})
-    return event
-
-
-def iter_topic_configs(objs: Iterable[dict]) -> tuple[TopicConfig, ...]:
-    """Event-log topic objects (or ``TopicConfig`` values, from in-memory events) to a sorted tuple."""
-    return tuple(
-        sorted((o if isinstance(o, TopicConfig) else TopicConfig.from_json_obj(o) for o in objs), key=_topic_key)
-    )

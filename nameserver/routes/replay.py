@@ -1,4 +1,4 @@
-"""Replay of the event log into a ``RouteInfoManager`` (semantics spec §6).
+"""Replay of the event log into a ``RouteInfoManager`` (docs/nameserver-semantics.md §6).
 
 Events are applied per name server in ``seq`` order with ``now`` = the event's ``ts``. The replay
 never runs scans: expiries are in the log. The result is the server's exact table state, which is
@@ -48,12 +48,6 @@ class RouteReplayer:
         handler(self, event, now)
         self.last_seq = event.get("seq", self.last_seq)
         self.last_ts = now
-
-    def apply_all(self, events: Iterable[Mapping[str, Any]]) -> "RouteReplayer":
-        """Apply events in the order given (callers sort by ``seq``)."""
-        for event in events:
-            self.apply(event)
-        return self
 
     # ------------------------------------------------------------------ handlers
 

@@ -1,10 +1,11 @@
-"""The five route tables, their indexes and every cell write (semantics spec §1).
+"""The five route tables, their indexes and every cell write (docs/nameserver-semantics.md §1).
 
 :class:`RouteTables` holds ``topic_queue_table``, ``broker_addr_table``, ``cluster_addr_table``,
-``broker_live_table`` and ``filter_server_table`` and the indexes that keep the operations off
-full scans; every change of a cell goes through one of its methods, which keep the indexes and
-the journal in step. The operations of semantics §2 are :class:`nameserver.routes.manager.RouteInfoManager`,
-built on this class; import from :mod:`nameserver.routes.manager`. Pure: no clock, lock, socket or file.
+``broker_live_table`` and ``filter_server_table`` and the indexes that keep the operations off full
+scans; every change of a cell goes through one of its methods, which keep the indexes and the
+journal in step. The operations of docs/nameserver-semantics.md §2 are
+:class:`nameserver.routes.manager.RouteInfoManager`, built on this class; import from
+:mod:`nameserver.routes.manager`. Pure: no clock, lock, socket or file.
 """
 
 from __future__ import annotations

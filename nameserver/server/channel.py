@@ -3,19 +3,9 @@
 The protocol object only moves bytes: it feeds the decoder, hands every decoded command to the
 controller (which runs the pure processor and appends the events) and writes what the controller
 answers. It also keeps the per-connection facts the controller's housekeeping needs for its
-defences: when the connection last moved bytes (idle close, semantics A4), since when it has held
-a partial frame (slowloris close), and whether its peer stopped reading (back-pressure).
-
-Fairness: one turn handles at most ``MAX_FRAMES_PER_TURN`` frames or ``MAX_TURN_S`` of work, then
-yields the event loop to the other connections and carries on in a later turn; while frames wait
-like this, or while the peer does not read our answers, the socket is not read, so TCP pushes
-back on the sender instead of our memory filling up.
-
-Reads: a buffered protocol, so asyncio reads into one receive buffer per thread
-(``recv_into``) and the decoder copies the bytes from there. A plain ``Protocol`` is handed a
-fresh ``bytes`` per read from ``recv(256 KiB)``, an allocation glibc serves with ``mmap``: two
-page faults and 10-20 us per read on this kind of machine (measured on loopback), more than
-decoding and handling a route lookup.
+defences: when the connection last moved bytes (idle close, docs/nameserver-semantics.md A4), since
+when it has held a partial frame (slowloris close), and whether its peer stopped reading
+(back-pressure).
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from nameserver.codec import (
     MAX_FRAME_LENGTH,
@@ -33,13 +23,11 @@ from nameserver.codec import (
     LanguageCode,
     MalformedFrame,
     RemotingCommand,
+    RequestKey,
     SerializeType,
     encode_frame,
 )
 from nameserver.server.processor import ConnectionContext
-
-if TYPE_CHECKING:  # pragma: no cover - import cycle only for type checkers
-    from nameserver.server.controller import NameServerController
 
 # Transport write-buffer marks: above HIGH the peer is reading too slowly, so we stop reading its
 # requests (it cannot make us buffer more answers); at HARD_LIMIT it is dropped outright.
@@ -64,8 +52,37 @@ def _recv_buffer() -> memoryview:
     return view
 
 
+class ChannelOwner(Protocol):
+    """What a connection needs of its server (``NameServerController``)."""
+
+    stopping: bool
+
+    def channel_opened(self, channel: "RemotingChannel", remote: str) -> None: ...
+
+    def channel_closed(self, channel: "RemotingChannel") -> None: ...
+
+    def known_lookups(self) -> dict[RequestKey, tuple] | None: ...
+
+    def handle_command(self, channel: "RemotingChannel", cmd: RemotingCommand,
+                       key: RequestKey | None = None) -> None: ...
+
+    def malformed_frame(self, channel: "RemotingChannel", exc: MalformedFrame) -> None: ...
+
+    def drop_slow_reader(self, channel: "RemotingChannel") -> None: ...
+
+
 class RemotingChannel(asyncio.BufferedProtocol):
     """A connection (RocketMQ/Netty: a channel) to one peer.
+
+    Fairness: one turn handles at most ``MAX_FRAMES_PER_TURN`` frames or ``MAX_TURN_S`` of work, then
+    yields the event loop to the other connections and carries on in a later turn; while frames wait
+    like this, or while the peer does not read our answers, the socket is not read, so TCP pushes
+    back on the sender instead of our memory filling up.
+
+    Reads: a buffered protocol, so asyncio reads into one receive buffer per thread
+    (``recv_into``) and the decoder copies the bytes from there. A plain ``Protocol`` is handed a
+    fresh ``bytes`` per read from ``recv(256 KiB)``, an allocation glibc serves with ``mmap``: page
+    faults on every read, which cost more than decoding and handling a route lookup.
 
     Args:
         controller: the server this connection belongs to.
@@ -80,7 +97,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
         paused_since: monotonic time since which the peer has not drained our answers, or None.
     """
 
-    def __init__(self, controller: "NameServerController", max_frame_bytes: int,
+    def __init__(self, controller: ChannelOwner, max_frame_bytes: int,
                  header_memo: HeaderMemo | None = None) -> None:
         self._controller = controller
         self._decoder = FrameDecoder(max_frame_bytes, header_memo)
@@ -142,7 +159,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
             self._turn(now)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Hand the close to the controller (semantics §2.4)."""
+        """Hand the close to the controller (docs/nameserver-semantics.md §2.4)."""
         self.closing = True
         self._controller.channel_closed(self)
 
@@ -209,8 +226,13 @@ class RemotingChannel(asyncio.BufferedProtocol):
             batch, self._batch = self._batch, None
         if batch:
             self.write_many(batch)
-        if self.closing:
-            return
+        if not self.closing:
+            self._end_turn(started, handled, more)
+
+    def _end_turn(self, started: float, handled: int, more: bool) -> None:
+        """After a turn: schedule the next one if frames wait, run the slowloris clock, and start
+        or stop reading the socket."""
+        decoder, controller = self._decoder, self._controller
         self._backlog = more
         if more and self.paused_since is None:
             asyncio.get_running_loop().call_soon(self._turn)
@@ -312,7 +334,7 @@ def encode_response(cmd: RemotingCommand) -> bytes:
         header = b"%s%d%s" % (_SUCCESS_HEADS[None if ext is None else 0], cmd.opaque, _SUCCESS_TAIL)
         body = cmd.body or b""
         if 4 + len(header) + len(body) > MAX_FRAME_LENGTH:
-            return encode_frame(cmd)  # raises: over 16 MiB (§2)
+            return encode_frame(cmd)  # raises: over 16 MiB (docs/remoting-protocol.md §2)
         return b"".join(((4 + len(header) + len(body)).to_bytes(4, "big"), len(header).to_bytes(4, "big"),
                          header, body))
     return encode_frame(cmd)

@@ -1,12 +1,12 @@
-"""The name server's asyncio shell: ``NameServerController`` (start -> serve -> shutdown) and the CLI.
+"""The name server's asyncio shell: ``NameServerController`` (start -> serve -> shutdown).
 
 RocketMQ's split: the controller owns the lifecycle, the event log and the housekeeping tasks
 (expiry scan, connection defences); :class:`nameserver.server.processor.RequestProcessor` owns the route
 tables; :class:`nameserver.server.channel.RemotingChannel` moves bytes.
 
-Critical section (semantics A7): the event loop is the only thread that touches the tables, and
-every table change is applied and its events appended back to back with no ``await`` in between,
-using one clock reading. So the log's order is the order of application.
+Critical section (docs/nameserver-semantics.md A7): the event loop is the only thread that touches
+the tables, and every table change is applied and its events appended back to back with no ``await``
+in between, using one clock reading. So the log's order is the order of application.
 
 Durability: an answer leaves only once every event appended before it was computed is durable
 under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on an
@@ -18,16 +18,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal
-import sys
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from nameserver.acl import AccessController, exposure_notice, load_secret_store
-from nameserver.server.durable import DurableAnswers
-from nameserver.server.channel import RemotingChannel, encode_response
+from common.config import EventLogConfig, NameServerConfig
+from nameserver import package_version
+from nameserver.acl import AccessController
 from nameserver.codec import (
     HeaderMemo,
     MalformedFrame,
@@ -38,18 +35,19 @@ from nameserver.codec import (
     encode_frame,
     make_response,
 )
-from common.config import EventLogConfig, NameServerConfig, load_config
-from common.errors import UserError
 from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
+from nameserver.routes.manager import Event, RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+from nameserver.server.address import parse_listen
+from nameserver.server.channel import RemotingChannel, encode_response
+from nameserver.server.durable import DurableAnswers
 from nameserver.server.housekeeping import HousekeepingService
-from nameserver.server.kvconfig import NamesrvConfigStore
+from nameserver.server.kvconfig import NamesrvConfigStore, own_properties
 from nameserver.server.processor import (
     ConnectionContext,
     RequestProcessor,
     connection_event,
     malformed_frame_event,
 )
-from nameserver.routes.manager import Event, RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 
 log = logging.getLogger(__name__)
 
@@ -61,27 +59,6 @@ _GET_ROUTEINFO_BY_TOPIC = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)  # a plain int
 def wall_clock_ms() -> int:
     """The server clock: wall time in epoch ms (the ``ts`` of every event)."""
     return time.time_ns() // 1_000_000
-
-
-def package_version() -> str:
-    """This package's version, logged in ``ns_start``."""
-    try:
-        return metadata.version("nsaudit")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` too) to ``(host, port)``.
-
-    Raises:
-        UserError: not HOST:PORT or a port outside 0..65535.
-    """
-    host, sep, port_text = text.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise UserError(f"--listen must be HOST:PORT with a port in 0..65535, not {text!r}")
-    return host, int(port_text)
 
 
 class NameServerController:
@@ -163,7 +140,7 @@ class NameServerController:
             raise
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
-        self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(self._own_properties()),
+        self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
                                           access=self.access)
         self.start_ts = self._clock()
         self._append(
@@ -173,16 +150,6 @@ class NameServerController:
         self._tasks = HousekeepingService(self, self._clock).start(loop)
         log.info("name server %s listening on %s:%d", self.ns_id, self.host, self.port)
         return self.host, self.port
-
-    def _own_properties(self) -> dict[str, str]:
-        cfg = self.config
-        return {
-            "listenPort": str(self.port),
-            "brokerExpiryMs": str(cfg.broker_expiry_ms),
-            "scanIntervalMs": str(cfg.scan_interval_ms),
-            "firstScanDelayMs": str(cfg.first_scan_delay_ms),
-            "channelIdleMs": str(cfg.channel_idle_ms),
-        }
 
     def request_stop(self, reason: str) -> None:
         """Ask for a clean shutdown (signal handlers call this)."""
@@ -203,7 +170,7 @@ class NameServerController:
         """Stop accepting, finish in-flight answers, append ``ns_stop``, close the log.
 
         Connections still open are closed without ``channel_close`` events: ``ns_stop`` ends
-        their brokers' liveness (interfaces spec).
+        their brokers' liveness (docs/interfaces.md).
         """
         if self.stopping:
             await self._stopped.wait()
@@ -290,7 +257,8 @@ class NameServerController:
         self._channels[channel.ctx.channel] = channel
 
     def channel_closed(self, channel: RemotingChannel) -> None:
-        """A connection ended: its brokers leave the tables (semantics §2.4), except at shutdown."""
+        """A connection ended: its brokers leave the tables (docs/nameserver-semantics.md §2.4),
+        except at shutdown."""
         if not channel.admitted:
             return
         channel.admitted = False
@@ -346,7 +314,8 @@ class NameServerController:
                 self._answers.send(channel, encode_response(outcome.response))
         except EventLogError:
             return  # _fatal already stopped the server
-        except Exception as exc:  # noqa: BLE001 - never die of client input (§9.2)
+        except Exception as exc:  # noqa: BLE001 - never die of client input
+            # (docs/remoting-protocol.md §9.2)
             log.exception("internal error on %s", channel.ctx.channel)
             self._internal_error(channel, cmd, self._clock() if now is None else now, exc)
 
@@ -365,7 +334,8 @@ class NameServerController:
             channel.abort()
 
     def malformed_frame(self, channel: RemotingChannel, exc: MalformedFrame) -> None:
-        """§9.1: log ``rejected`` malformed_frame and close this connection only."""
+        """Log ``rejected`` malformed_frame and close this connection only
+        (docs/remoting-protocol.md §9.1)."""
         self._log_only(malformed_frame_event(self._clock(), channel.ctx, exc))
         channel.abort()
 
@@ -387,8 +357,9 @@ class NameServerController:
     # ------------------------------------------------------------------ housekeeping's actions
 
     def scan(self, now: int) -> None:
-        """One expiry scan (semantics §2.5) in one critical section, then close the expired
-        brokers' connections, as RocketMQ does; their closes log ``channel_close`` (§2.4)."""
+        """One expiry scan (docs/nameserver-semantics.md §2.5) in one critical section, then close
+        the expired brokers' connections, as RocketMQ does; their closes log ``channel_close``
+        (§2.4)."""
         assert self.processor is not None
         if self.stopping or self._failure is not None:
             return
@@ -426,75 +397,3 @@ class NameServerController:
     def connection_count(self) -> int:
         """Admitted connections currently open."""
         return len(self._channels)
-
-
-# ---------------------------------------------------------------------- command line
-
-
-def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessController | None]:
-    """``--config`` file overridden by the flags (interfaces spec, ``nameserver`` command), and the
-    access control of its ``[security]`` section (None when off). Secrets come only from the
-    file or environment variable that section names, never from flags.
-
-    Raises:
-        UserError: a bad config file or flag value, or secrets that cannot be loaded.
-    """
-    config = load_config(args.config)
-    ns = config.nameserver
-    overrides = {}
-    if args.listen is not None:
-        overrides["listen"] = args.listen
-    if args.broker_expiry_ms is not None:
-        overrides["broker_expiry_ms"] = args.broker_expiry_ms
-    if args.scan_interval_ms is not None:
-        overrides["scan_interval_ms"] = args.scan_interval_ms
-    ns = dataclasses.replace(ns, **overrides)
-    parse_listen(ns.listen)
-    for name in ("broker_expiry_ms", "scan_interval_ms"):
-        if getattr(ns, name) <= 0:
-            raise UserError(f"{name.replace('_', '-')} must be > 0, not {getattr(ns, name)}")
-    for name in ("first_scan_delay_ms", "channel_idle_ms", "frame_timeout_ms"):
-        if getattr(ns, name) < 0:
-            raise UserError(f"nameserver.{name} must be >= 0, not {getattr(ns, name)}")
-    if ns.max_connections < 1:
-        raise UserError(f"nameserver.max_connections must be >= 1, not {ns.max_connections}")
-    if not 1024 <= ns.max_frame_bytes <= 16_777_216:
-        raise UserError(f"nameserver.max_frame_bytes must be in 1024..16777216, not {ns.max_frame_bytes}")
-    if not args.ns_id or "/" in args.ns_id or args.ns_id.startswith("."):
-        raise UserError(f"--ns-id {args.ns_id!r} cannot be used as a folder name")
-    security = config.security
-    access = AccessController.from_config(security, load_secret_store(security)) if security.enabled else None
-    return ns, config.eventlog, access
-
-
-async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig,
-                access: AccessController | None = None) -> int:
-    """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections,
-    after a warning on stderr when the bound address is reachable from the network.
-
-    Returns:
-        0 after a clean shutdown, 1 after a fatal event-log failure.
-    """
-    controller = NameServerController(ns_id, events_dir, config, eventlog_config, access=access)
-    try:
-        host, port = await controller.start()
-    except (OSError, EventLogError) as exc:
-        raise UserError(f"cannot start name server {ns_id} on {config.listen}: {exc}") from None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, controller.request_stop, sig.name)
-    shown = f"[{host}]" if ":" in host else host
-    notice = exposure_notice(host, access is not None)
-    if notice is not None:
-        print(f"nameserver {ns_id}: {notice}", file=sys.stderr, flush=True)
-    sys.stdout.write(f"nameserver {ns_id} listening on {shown}:{port}\n")
-    sys.stdout.flush()
-    await controller.wait_stopped()
-    return 1 if controller.failure is not None else 0
-
-
-def run_from_cli(args) -> int:
-    """``nsaudit nameserver``: run in the foreground; exit 0 on SIGTERM/SIGINT."""
-    ns, eventlog_config, access = build_config(args)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(args.ns_id, args.events, ns, eventlog_config, access))

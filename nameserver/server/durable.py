@@ -11,12 +11,17 @@ Answers keep their order: once one waits, later ones queue behind it.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
 
-if TYPE_CHECKING:  # pragma: no cover
-    from nameserver.server.channel import RemotingChannel
+
+class AnswerChannel(Protocol):
+    """Where answers are written (``RemotingChannel``)."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def write_many(self, frames: list[bytes]) -> None: ...
 
 
 class DurableAnswers:
@@ -33,7 +38,7 @@ class DurableAnswers:
         self._writer = writer
         self._commit = commit
         self._on_failure = on_failure
-        self._pending: list[tuple[int, "RemotingChannel", bytes]] = []
+        self._pending: list[tuple[int, AnswerChannel, bytes]] = []
         self._flusher: asyncio.Task | None = None
 
     @property
@@ -47,7 +52,7 @@ class DurableAnswers:
         writer = self._writer
         return self._commit is None or (not self._pending and writer.last_seq <= writer.durable_seq)
 
-    def send(self, channel: "RemotingChannel", data: bytes) -> None:
+    def send(self, channel: AnswerChannel, data: bytes) -> None:
         """Send ``data`` on ``channel`` now if everything appended so far is durable, else later."""
         writer = self._writer
         if self._commit is None or (not self._pending and writer.last_seq <= writer.durable_seq):
@@ -79,7 +84,7 @@ class DurableAnswers:
                     return
                 durable = self._writer.durable_seq
                 ready = 0
-                by_channel: dict["RemotingChannel", list[bytes]] = {}
+                by_channel: dict[AnswerChannel, list[bytes]] = {}
                 for seq, channel, data in self._pending:
                     if seq > durable:
                         break

@@ -1,10 +1,10 @@
 """The name server's timed tasks: the expiry scan and the connection watchdog.
 
 RocketMQ's ``NamesrvController`` schedules ``scanNotActiveBroker`` on a fixed period; this module
-does the same on the asyncio loop, on ticks aligned to the ``ns_start`` time as the semantics
-spec (§2.5) and the audit's ``late_expiry`` check expect. The watchdog enforces the connection
-defences: a frame left incomplete too long (slowloris), a peer that stopped reading our answers,
-and the optional idle close (A4). The actions themselves (scan + events, closing) are the
+does the same on the asyncio loop, on ticks aligned to the ``ns_start`` time as
+docs/nameserver-semantics.md §2.5 and the audit's ``late_expiry`` check expect. The watchdog
+enforces the connection defences: a frame left incomplete too long (slowloris), a peer that
+stopped reading our answers, and the optional idle close (A4). The actions themselves (scan + events, closing) are the
 controller's, so every table change stays in its critical section.
 """
 
@@ -13,12 +13,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from nameserver.server.controller import NameServerController
+from common.config import NameServerConfig
 
 log = logging.getLogger(__name__)
+
+
+class WatchedChannel(Protocol):
+    """What the watchdog reads of a connection (``RemotingChannel``)."""
+
+    closing: bool
+    last_activity: float
+    partial_since: float | None
+    paused_since: float | None
+
+
+class HousekeptServer(Protocol):
+    """What housekeeping needs of its server (``NameServerController``)."""
+
+    config: NameServerConfig
+    start_ts: int
+    stopping: bool
+
+    def scan(self, now: int) -> None: ...
+
+    def open_channels(self) -> list[WatchedChannel]: ...
+
+    def close_stuck_channel(self, channel: WatchedChannel, reason: str) -> None: ...
 
 
 def next_scan_tick(start_ts: int, first_scan_delay_ms: int, scan_interval_ms: int, now: int) -> int:
@@ -42,7 +64,7 @@ class HousekeepingService:
         clock: the controller's epoch-ms clock.
     """
 
-    def __init__(self, controller: "NameServerController", clock: Callable[[], int]) -> None:
+    def __init__(self, controller: HousekeptServer, clock: Callable[[], int]) -> None:
         self._controller = controller
         self._clock = clock
 

@@ -2,8 +2,9 @@
 
 RocketMQ keeps both next to the route tables: ``KVConfigManager`` (``namesrv/kvconfig``) and the
 ``Configuration`` built from ``NamesrvConfig`` + ``NettyServerConfig``. Neither affects routes
-(semantics A5, A6): the processor only reads ``ORDER_TOPIC_CONFIG`` to answer REGISTER_BROKER.
-Both live in memory only; persisting KV is optional (protocol §7 notes) and not done here.
+(docs/nameserver-semantics.md A5, A6): the processor only reads ``ORDER_TOPIC_CONFIG`` to answer
+REGISTER_BROKER. Both live in memory only; persisting KV is optional (docs/remoting-protocol.md §7
+notes) and not done here.
 
 Pure: no clock, no I/O.
 """
@@ -12,13 +13,17 @@ from __future__ import annotations
 
 from typing import Mapping
 
-# REGISTER_BROKER answers with this namespace's KVTable when it exists (protocol §7, code 103).
+from common.config import NameServerConfig
+
+# REGISTER_BROKER answers with this namespace's KVTable when it exists (docs/remoting-protocol.md
+# §7, code 103).
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 # 318: these two answer "Can not update config path" (4.9.7's explicit check, before the blacklist).
 CONFIG_PATH_KEYS = frozenset({"kvConfigPath", "configStorePath"})
-# 318: RocketMQ's default blacklist plus rocketmqHome (always blacklisted by 4.9.7) plus every
-# key naming one of our route timers (semantics A6: timers are fixed for a run, logged in ns_start).
+# 318: RocketMQ's default blacklist plus rocketmqHome (always blacklisted by 4.9.7) plus every key
+# naming one of our route timers (docs/nameserver-semantics.md A6: timers are fixed for a run,
+# logged in ns_start).
 CONFIG_BLACKLIST = frozenset({
     "configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome",
     "brokerExpiryMs", "broker_expiry_ms", "scanIntervalMs", "scan_interval_ms",
@@ -60,9 +65,10 @@ class KVConfigManager:
 class NamesrvConfigStore:
     """The properties GET_NAMESRV_CONFIG (319) lists and UPDATE_NAMESRV_CONFIG (318) changes.
 
-    Starts with RocketMQ 4.x ``NamesrvConfig`` keys (fact sheet §1.14), the listen port and our
-    timers (read-only, A6). Updates may add keys; like RocketMQ's ``Configuration.update`` they
-    land in the map whether or not anything reads them, and none of them changes routing.
+    Starts with the keys of RocketMQ 4.x's ``NamesrvConfig`` and their defaults, the listen port
+    and our timers (read-only, docs/nameserver-semantics.md A6). Updates may add keys; like
+    RocketMQ's ``Configuration.update`` they land in the map whether or not anything reads them,
+    and none of them changes routing.
 
     Args:
         initial: extra or overriding entries (e.g. the timers of this run).
@@ -94,3 +100,14 @@ class NamesrvConfigStore:
     def snapshot(self) -> dict[str, str]:
         """A copy of every property."""
         return dict(self.properties)
+
+
+def own_properties(config: NameServerConfig, listen_port: int) -> dict[str, str]:
+    """This run's listen port and timers, as :class:`NamesrvConfigStore` shows them."""
+    return {
+        "listenPort": str(listen_port),
+        "brokerExpiryMs": str(config.broker_expiry_ms),
+        "scanIntervalMs": str(config.scan_interval_ms),
+        "firstScanDelayMs": str(config.first_scan_delay_ms),
+        "channelIdleMs": str(config.channel_idle_ms),
+    }

@@ -2,12 +2,13 @@
 
 Every action is ``fn(now, *args)`` popped in ``(time, sequence)`` order, so ties resolve in the
 order they were scheduled and a run is reproducible for its options. Name servers share nothing
-(semantics spec §7): each delivery touches one server, and only the brokers know about several.
+(docs/nameserver-semantics.md §7): each delivery touches one server, and only the brokers know about
+several.
 
-Broker traffic (semantics spec §4): a forced registration when a broker process starts, the
-first periodic one 10 s later, then one every 30 s plus a little scheduler lateness, each sent
-to every server over that broker's long-lived connection to it, with a seeded per-link latency.
-Messages on one connection arrive in the order sent, as TCP delivers them.
+Broker traffic (docs/nameserver-semantics.md §4): a forced registration when a broker process
+starts, the first periodic one 10 s later, then one every 30 s plus a little scheduler lateness,
+each sent to every server over that broker's long-lived connection to it, with a seeded per-link
+latency. Messages on one connection arrive in the order sent, as TCP delivers them.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import sys
 import time
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from common.config import EventLogConfig, NameServerConfig
+from nameserver import package_version
 from nameserver.layout import FleetLayout, build_layout
 from nameserver.sim.faults import FaultInjector
 from nameserver.sim.brokers import MESSAGE_JITTER_MS, Payload, SimBroker, SimGroup, build_fleet
@@ -37,14 +38,6 @@ PERIOD_LATENESS_MS = 100  # a fixed-rate scheduler fires late by a little, never
 BOOT_SPREAD_MS = 10_000  # brokers come up over the first seconds after the servers
 PROGRESS_EVERY_MS = 3 * 3_600_000
 
-
-
-def package_version() -> str:
-    """This package's version, logged in ``ns_start`` (the same value the real server logs)."""
-    try:
-        return metadata.version("nsaudit")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
 
 
 @dataclass(frozen=True)

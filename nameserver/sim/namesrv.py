@@ -75,7 +75,7 @@ class SimServer:
     def stop(self, now: int, reason: str) -> None:
         """Clean shutdown: ``ns_stop``, close the segment, drop every table and connection.
 
-        No ``channel_close`` is logged for connected brokers (interfaces spec: ``ns_stop``
+        No ``channel_close`` is logged for connected brokers (docs/interfaces.md: ``ns_stop``
         ends their liveness windows); they notice the reset and reconnect after the restart.
         """
         self._log(ns_stop_event(now, reason))
@@ -157,7 +157,7 @@ class SimServer:
         events = result.events
         for event in events:
             # Same bytes, less work: the writer serializes a plain dict natively but a
-            # DataVersion through a callback (~1.2 us), and the payload's dict is built once.
+            # DataVersion through a callback, and the payload's dict is built once.
             event["data_version"] = p.data_version_json
             append(event)
         self.events += len(events)

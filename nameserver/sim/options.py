@@ -26,8 +26,8 @@ FAULTS = LAYOUT_FAULTS + RUNTIME_FAULTS
 
 # Expected runtime faults per simulated day at --fault-rate 1, for the whole fleet. Fleet-wide rather
 # than per broker so that small demo fleets see every fault too; for the reference fleet
-# (1000 brokers) these are the "handful of each" the issue asks for; with at least 3 a day, a
-# day without some kind is rare (Poisson: under 5%).
+# (1000 brokers) these give a handful of each kind a day; with at least 3 a day, a day without
+# some kind is rare (Poisson: under 5%).
 DEFAULT_FAULTS_PER_DAY = {
     "expire": 6.0,
     "shutdown": 5.0,

@@ -37,7 +37,7 @@ def simulate(options: SimOptions, ns_config: NameServerConfig | None = None,
 
     Args:
         options: what to simulate.
-        ns_config: server timers; default the spec's (expiry 120000 ms, scan every 10000 ms,
+        ns_config: server timers; default ``NameServerConfig``'s (expiry 120000 ms, scan every 10000 ms,
             first scan after 5000 ms).
         progress: stream for progress lines, default stderr (none with ``options.quiet``).
 

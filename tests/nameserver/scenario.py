@@ -1,6 +1,6 @@
-"""A tiny DSL for route-table tests in the notation of the semantics spec §8.1.
+"""A tiny DSL for route-table tests in the notation of docs/nameserver-semantics.md §8.1.
 
-Steps read like the spec's scenario tables::
+Steps read like the scenario tables of docs/nameserver-semantics.md §8::
 
     s = Scenario()                                     # ns_start @0
     s.reg("C1", M, "broker-a", 0, dv1, [A], t=1000, c="c1")
@@ -8,15 +8,15 @@ Steps read like the spec's scenario tables::
     assert s.R("TopicA") == "[broker-a(C1){0:M}] | [broker-a 8/8/6/0]"
     assert s.pub("TopicA") == "a:0-7"
 
-Every step checks A7 (each event it caused carries the step's clock reading as ``ts``) and keeps
-the events, numbered with ``seq``, as the event log would. With ``replay=True`` each step also
-feeds its events, JSON round-tripped through orjson, into a ``RouteReplayer`` and asserts that the
-replayed tables equal the live ones (semantics spec §6). ``strip_topics=True`` additionally drops
-``topics`` the way the log writer does (event-log spec, payload keys), so the replay must resolve
-them by digest.
+Every step checks A7 (each event it caused carries the step's clock reading as ``ts``) and keeps the
+events, numbered with ``seq``, as the event log would. With ``replay=True`` each step also feeds its
+events, JSON round-tripped through orjson, into a ``RouteReplayer`` and asserts that the replayed
+tables equal the live ones (docs/nameserver-semantics.md §6). ``strip_topics=True`` additionally
+drops ``topics`` the way the log writer does (docs/event-log.md, payload keys), so the replay must
+resolve them by digest.
 
-The client derivation (publish/subscribe queue sets, semantics spec §3) lives here because no
-production module provides it yet.
+The client derivation (publish/subscribe queue sets, docs/nameserver-semantics.md §3) lives here
+because no production module provides it yet.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Iterable, Sequence
 
 import orjson
 
-from nameserver.model import MASTER_ID, DataVersion, TopicConfig, is_readable, is_writeable
+from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
 from nameserver.routes.replay import RouteReplayer
 from nameserver.routes.manager import (
     RegisterResult,
@@ -86,7 +86,7 @@ def publish_queues(route: TopicRouteData | None) -> list[tuple[str, int]]:
     broker_datas = {b.broker_name: b for b in route.broker_datas}
     queues = []
     for queue_data in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        if not is_writeable(queue_data.perm):
+        if queue_data.perm & PERM_WRITE != PERM_WRITE:
             continue
         broker_data = broker_datas.get(queue_data.broker_name)
         if broker_data is None or MASTER_ID not in broker_data.broker_addrs:
@@ -101,7 +101,7 @@ def subscribe_queues(route: TopicRouteData | None) -> list[tuple[str, int]]:
         return []
     queues = []
     for queue_data in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        if is_readable(queue_data.perm):
+        if queue_data.perm & PERM_READ == PERM_READ:
             queues.extend((queue_data.broker_name, i) for i in range(queue_data.read_queue_nums))
     return queues
 
@@ -278,7 +278,7 @@ class Scenario:
         return events
 
     def _strip(self, line: dict) -> dict:
-        # event-log spec: topics only on an address's first digest-carrying event in a segment
+        # docs/event-log.md: topics only on an address's first digest-carrying event in a segment
         # and whenever its digest differs from that address's previous one
         if line["type"] == "ns_start":
             self._segment_digests.clear()
@@ -395,7 +395,7 @@ class Scenario:
         """``route(T)``: GET_ROUTEINFO_BY_TOPIC's answer, None for TOPIC_NOT_EXIST."""
         return self.core.pickup_topic_route_data(topic_name)
 
-    def R(self, topic_name: str) -> str:  # noqa: N802 - the spec's name
+    def R(self, topic_name: str) -> str:  # noqa: N802 - the docs' name
         """``R(T)`` in §8.1 notation."""
         return render_route(self.route(topic_name))
 
@@ -420,3 +420,11 @@ class Scenario:
     def snapshot(self) -> dict[str, Any]:
         """The tables now, to assert "no change" after a later step."""
         return table_state(self.core)
+
+
+def replay(events: Iterable[dict], replayer: RouteReplayer | None = None) -> RouteReplayer:
+    """Apply ``events`` in the order given to ``replayer`` (a fresh one by default)."""
+    replayer = RouteReplayer() if replayer is None else replayer
+    for event in events:
+        replayer.apply(event)
+    return replayer

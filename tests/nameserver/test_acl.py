@@ -108,7 +108,8 @@ def test_signing_adds_keys_and_is_stable_when_repeated():
 def test_a_signature_survives_the_wire_in_both_header_forms(serialize_type):
     controller = AccessController(SecretStore({"broker-ak": SECRET}))
     cmd = signed(register(serialize_type=serialize_type))
-    cmd.ext_fields["emptyValue"] = ""  # ROCKETMQ drops empty values (§5); they sign as nothing
+    # ROCKETMQ drops empty values (docs/remoting-protocol.md §5); they sign as nothing
+    cmd.ext_fields["emptyValue"] = ""
     cmd = signed(cmd)
     received = decode_frame(encode_frame(cmd))
     assert controller.check(received, PEER.remote) is None

@@ -1,4 +1,5 @@
-"""The wire codec against protocol spec §11 (T1-T11, T15, T18, G1-G9, D1-D5) and the §2-§9 rules."""
+"""The wire codec against docs/remoting-protocol.md §11 (T1-T11, T15, T18, G1-G9, D1-D5) and the
+§2-§9 rules."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ _responses = st.builds(
 
 
 def frame(header: bytes, body: bytes = b"") -> bytes:
-    """A JSON-header frame from raw header bytes (§2)."""
+    """A JSON-header frame from raw header bytes (docs/remoting-protocol.md §2)."""
     return (4 + len(header) + len(body)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + body
 
 
@@ -78,7 +78,8 @@ def test_response_frame_every_digit_count(opaque):
 
 def test_response_frame_refuses_what_encode_frame_refuses():
     with pytest.raises(ValueError):
-        ResponseFrame(RemotingCommand(40_000, serialize_type=ROCKETMQ))  # an int16 code (§5)
+        # an int16 code (docs/remoting-protocol.md §5)
+        ResponseFrame(RemotingCommand(40_000, serialize_type=ROCKETMQ))
     with pytest.raises(ValueError):
         ResponseFrame(RemotingCommand(0, body=b"x" * (16 * 1024 * 1024 - 80)))  # over 16 MiB with a long opaque
     encoded = ResponseFrame(RemotingCommand(0))

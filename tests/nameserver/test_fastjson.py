@@ -1,4 +1,5 @@
-"""fastjson-compatible bodies: golden texts of protocol spec §11 (T12-T14, T16, G10, D3) and §10 rules."""
+"""fastjson-compatible bodies: golden texts of docs/remoting-protocol.md §11 (T12-T14, T16, G10, D3)
+and §10 rules."""
 
 from __future__ import annotations
 

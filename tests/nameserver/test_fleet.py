@@ -2,7 +2,7 @@
 
 The pure ``RouteReplayer`` fed a server's event log must reproduce exactly what that server
 answers to GET_ROUTEINFO_BY_TOPIC (every topic) and GET_BROKER_CLUSTER_INFO, byte for byte
-(semantics A7 and §6).
+(docs/nameserver-semantics.md A7 and §6).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from common.errors import UserError
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.fleet.live import FAULTS, Fleet, FleetOptions, parse_faults
 from nameserver.routes.replay import RouteReplayer
+from tests.nameserver.scenario import replay
 from tests.nameserver.test_server import arun, start_server, stop_server
 
 EXPIRY_MS = 3000
@@ -35,7 +36,7 @@ first_scan_delay_ms = 1000
 def replayed(events_dir: Path, ns_id: str) -> tuple[RouteReplayer, int]:
     """The server's tables rebuilt from its log, and the last seq applied."""
     events = list(read_events(events_dir, ns_id))
-    return RouteReplayer(EXPIRY_MS).apply_all(events), events[-1]["seq"]
+    return replay(events, RouteReplayer(EXPIRY_MS)), events[-1]["seq"]
 
 
 async def live_matches_log(client: RemotingClient, events_dir: Path, ns_id: str, topics: set[str]) -> int:
@@ -177,7 +178,7 @@ def test_layout_faults_shape_the_fleet_and_are_announced_with_their_subjects():
     assert [(g.broker_name, g.topics) for g in fleet.groups] == [
         (g.broker_name, {t.topic: t for t in g.topics}) for g in layout.groups]
     for kind in ("read_lt_write", "queue_skew"):
-        arun(fleet._inject(kind), timeout=5)
+        arun(fleet.inject(kind), timeout=5)
     subjects = {kind: [a.subject for a in layout_anomalies(layout) if a.kind == kind]
                 for kind in ("read_lt_write", "queue_skew")}
     assert subjects["read_lt_write"] and subjects["queue_skew"] == ["cluster-0", "cluster-1"]

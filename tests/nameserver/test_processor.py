@@ -1,6 +1,7 @@
-"""The request processor alone: pure, one command in, response + events out (protocol §7, §9.2).
+"""The request processor alone: pure, one command in, response + events out
+(docs/remoting-protocol.md §7, §9.2).
 
-Byte vectors are the remoting protocol spec's §11 (G5-G9, D2-D4); the server tests import them
+Byte vectors are docs/remoting-protocol.md §11 (G5-G9, D2-D4); the server tests import them
 from here to replay the same requests over a socket.
 """
 
@@ -23,7 +24,7 @@ from nameserver.model import DataVersion, TopicConfig
 from nameserver.server.processor import SUPPORTED_CODES, ConnectionContext, RequestProcessor
 from nameserver.routes.manager import RouteInfoManager
 
-# ---------------------------------------------------------------------- spec vectors (§11.2, §11.3)
+# -------------------------------------------- docs/remoting-protocol.md vectors (§11.2, §11.3)
 
 G5_EXT = (
     '{"brokerId":"0","bodyCrc32":"1308328594","clusterName":"DefaultCluster","brokerAddr":"192.168.0.10:10911",'
@@ -429,7 +430,7 @@ def test_register_body_cache_is_bounded():
     for n in range(10):
         body = register_broker_request("C1", M, "a", 0, "h", DataVersion(1, n), [A, B]).body
         cache.decode(body, version=407, compressed=False, body_crc32=0, now=0)
-    assert cache._topics <= 25 and len(cache._entries) == 8  # (2 topics + 1) per entry
+    assert cache.topic_count <= 25 and len(cache) == 8  # (2 topics + 1) per entry
 
 
 def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
@@ -440,7 +441,7 @@ def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
     for n in range(10):  # few topics, many bytes: whitespace the JSON allows
         body = plain[:-1] + b" " * (3000 + n) + b"}"
         cache.decode(body, version=407, compressed=False, body_crc32=0, now=0)
-    assert cache._bytes <= 10_000 and len(cache._entries) == 3
+    assert cache.byte_count <= 10_000 and len(cache) == 3
     first, _ = cache.decode(plain, version=407, compressed=False, body_crc32=0, now=0)
     assert cache.decode(bytes(plain), version=407, compressed=False, body_crc32=0, now=0)[0] is first
     assert cache.decode(bytearray(plain), version=407, compressed=False, body_crc32=0, now=0)[0] is first

@@ -1,4 +1,4 @@
-"""Replaying the event log gives the live server's tables (semantics spec §6).
+"""Replaying the event log gives the live server's tables (docs/nameserver-semantics.md §6).
 
 Every worked scenario of ``test_routes_scenarios`` is run again with a scenario that, after each
 step, feeds the step's events (with ``seq``, JSON round-tripped through orjson, as in the log) into
@@ -16,7 +16,7 @@ from nameserver.routes.replay import ReplayError, RouteReplayer
 from nameserver.routes.manager import RequestContext, RouteInfoManager
 
 from tests.nameserver import test_routes_scenarios as scenarios
-from tests.nameserver.scenario import A, B, M, N, S, Scenario, dv1, dv2, table_state, to_log_lines
+from tests.nameserver.scenario import A, B, M, N, S, Scenario, dv1, dv2, replay, table_state, to_log_lines
 
 SCENARIOS = {name: fn for name, fn in vars(scenarios).items() if name.startswith("test_w") and callable(fn)}
 
@@ -58,7 +58,7 @@ def test_whole_log_replayed_at_once_equals_live_tables():
     scenarios.w8_step1(s)
     s.unreg("C1", M, "broker-a", 0, t=11000)
     s.close("c2", t=12000)
-    replayer = RouteReplayer().apply_all(s.log)
+    replayer = replay(s.log)
     assert table_state(replayer.routes) == table_state(s.core)
     assert replayer.last_seq == len(s.log) and replayer.last_ts == 12000
 
@@ -75,7 +75,7 @@ def _filled() -> Scenario:
 
 def test_ns_start_empties_every_table():
     s = _filled()
-    replayer = RouteReplayer().apply_all(s.log)
+    replayer = replay(s.log)
     assert all(table_state(replayer.routes).values())  # all five tables non-empty
     replayer.apply({"seq": 99, "ts": 5000, "type": "ns_start", "broker_expiry_ms": 60000,
                     "scan_interval_ms": 10000, "semantics": "rocketmq-4.9", "version": "x"})
@@ -88,7 +88,7 @@ def test_ns_start_without_ns_stop_is_a_crash_restart():
     s = _filled()
     s.ns_start(50000)  # no ns_stop before it
     s.reg("C1", N, "broker-b", 0, dv1, [A], t=51000, c="c3")
-    replayer = RouteReplayer().apply_all(s.log)
+    replayer = replay(s.log)
     assert table_state(replayer.routes) == table_state(s.core)
     assert replayer.routes.pickup_topic_route_data("TopicB") is None
 
@@ -96,7 +96,7 @@ def test_ns_start_without_ns_stop_is_a_crash_restart():
 def test_ns_stop_sets_up_false_and_no_route_is_served():
     s = _filled()
     s.ns_stop(50000)
-    replayer = RouteReplayer().apply_all(s.log)
+    replayer = replay(s.log)
     assert replayer.up is False
     assert replayer.routes.pickup_topic_route_data("TopicA") is None
     assert table_state(replayer.routes) == table_state(RouteInfoManager())
@@ -118,7 +118,7 @@ def test_register_without_topics_resolves_by_an_earlier_digest():
     assert first["topics_digest"] == second["topics_digest"] == topics_digest([A, B])
     stripped = dict(second)
     del stripped["topics"]
-    replayer = RouteReplayer().apply_all([s.log[0], first, s.log[2], stripped])
+    replayer = replay([s.log[0], first, s.log[2], stripped])
     assert table_state(replayer.routes) == table_state(s.core)
     assert sorted(replayer.routes.topic_queue_table) == ["TopicA", "TopicB"]
 
@@ -129,7 +129,7 @@ def test_learn_topics_makes_a_digest_known_across_segments():
     line = {k: v for k, v in s.log[1].items() if k != "topics"}
     replayer = RouteReplayer()
     replayer.learn_topics(line["topics_digest"], s.log[1]["topics"])
-    replayer.apply_all([s.log[0], line])
+    replay([s.log[0], line], replayer)
     assert table_state(replayer.routes) == table_state(s.core)
 
 
@@ -138,7 +138,7 @@ def test_unknown_digest_raises_replay_error():
     s.reg("C1", M, "broker-a", 0, dv1, [A], t=1000, c="c1")
     line = {k: v for k, v in s.log[1].items() if k != "topics"}
     line["topics_digest"] = "0" * 64
-    replayer = RouteReplayer().apply_all(s.log[:1])
+    replayer = replay(s.log[:1])
     with pytest.raises(ReplayError, match="never logged"):
         replayer.apply(line)
 
@@ -158,14 +158,14 @@ def test_heartbeat_904_and_322_replay_by_request_code():
     s.qdv(M, dv2, t=3000)  # not equal: no refresh
     s.qdv(M, dv1, t=4000)  # equal: refresh
     s.hb(N, t=5000)  # not live: nothing
-    replayer = RouteReplayer().apply_all(s.log)
+    replayer = replay(s.log)
     assert replayer.routes.broker_live_table[M].last_update == 4000
     assert table_state(replayer.routes) == table_state(s.core)
 
 
 def test_rejected_event_changes_nothing():
     s = _filled()
-    replayer = RouteReplayer().apply_all(s.log)
+    replayer = replay(s.log)
     before = table_state(replayer.routes)
     replayer.apply({"seq": 50, "ts": 9000, "type": "rejected", "request_code": 103, "reason": "crc32 not match",
                     "broker_addr": N, "broker_name": "broker-b"})
@@ -202,7 +202,7 @@ def test_replay_of_a_register_ignores_its_own_request_context():
     ctx = RequestContext("c1", "10.9.0.1:1", 103)
     core = RouteInfoManager()
     result = core.register_broker("C1", M, "broker-a", 0, "10.0.0.1:10912", dv1, [A], [], 1000, ctx)
-    replayer = RouteReplayer().apply_all(to_log_lines(result.events, 1))
+    replayer = replay(to_log_lines(result.events, 1))
     assert table_state(replayer.routes) == table_state(core)
 
 

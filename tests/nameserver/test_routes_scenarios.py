@@ -1,4 +1,4 @@
-"""The worked scenarios W1-W26 of the semantics spec §8.2, step by step.
+"""The worked scenarios W1-W26 of docs/nameserver-semantics.md §8.2, step by step.
 
 Each test takes ``new``, a factory of :class:`Scenario`; ``test_replay.py`` runs the same tests
 with a factory whose scenarios also replay every step's events and compare the tables.
@@ -619,8 +619,8 @@ def test_w26_registration_without_a_body(new):
 
 
 def test_scan_after_the_clock_stepped_back_expires_by_last_update(new):
-    # D7: a scan removes every entry with last_update + expiry < now, whatever the order the
-    # entries were refreshed in; a wall clock may step back (event-log spec: ts should not decrease)
+    # D7: a scan removes every entry with last_update + expiry < now, whatever the order the entries
+    # were refreshed in; a wall clock may step back (docs/event-log.md: ts should not decrease)
     s = new()
     s.reg("C1", M, "broker-a", 0, dv1, [A], t=10000, c="c1")
     s.reg("C1", N, "broker-b", 0, dv1, [B], t=9000, c="c3")  # clock stepped back 1000 ms

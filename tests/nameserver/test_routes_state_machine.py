@@ -1,4 +1,4 @@
-"""Random operation sequences against the route tables (semantics spec §1-§2, §6).
+"""Random operation sequences against the route tables (docs/nameserver-semantics.md §1-§2, §6).
 
 A hypothesis state machine drives ``RouteInfoManager`` over a small universe (2 clusters, 4
 addresses, 3 broker names, ids 0-2, 4 data versions, 3 topics, 4 connections) so names, ids and
@@ -358,7 +358,7 @@ class RouteTableMachine(RuleBasedStateMachine):
 
     @rule(back=st.integers(1, 30_000))
     def clock_steps_back(self, back):
-        # the log's ts should not decrease, but a server's wall clock can (event-log spec)
+        # the log's ts should not decrease, but a server's wall clock can (docs/event-log.md)
         self.now = max(0, self.now - back)
 
     @rule(crash=st.booleans(), dt=steps)

@@ -2,7 +2,7 @@
 
 Most tests run a :class:`NameServerController` in the test's own event loop so they can look
 inside; the lifecycle tests (ready line, SIGTERM, crash) run ``python -m nameserver`` as the
-interfaces spec describes.
+docs/interfaces.md describes.
 """
 
 from __future__ import annotations
@@ -380,16 +380,15 @@ def test_slowloris_connection_is_closed(tmp_path):
             slow = await RawConn.open(ctl)
             await slow.send(encode_frame(make_request(106))[:7])
             good = await RemotingClient.connect(ctl.host, ctl.port)
-            started = time.monotonic()
             for _ in range(5):  # a client that completes its frames is never cut
                 assert (await good.get_broker_cluster_info()).code == ResponseCode.SUCCESS
                 await asyncio.sleep(0.1)
             assert await slow.closed_by_peer(timeout=3)
-            assert 0.25 < time.monotonic() - started < 3
             assert good.is_open
             await good.close()
-        reasons = [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"]
-        assert reasons == ["frame_timeout"]
+        rejected = [e for e in events_of(tmp_path) if e["type"] == "rejected"]
+        assert [e["reason"] for e in rejected] == ["frame_timeout"]
+        assert rejected[0]["frame_timeout_ms"] == 300
 
     arun(body())
 
@@ -434,25 +433,20 @@ def test_a_client_that_never_reads_does_not_block_others(tmp_path):
             sock.setblocking(False)
             burst = BIG_ANSWER * 200
             good = await RemotingClient.connect(ctl.host, ctl.port)
-            latencies = []
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 try:
                     sock.send(burst)
                 except BlockingIOError:
                     break  # the server stopped reading the greedy client: TCP pushes back
-                began = time.monotonic()
                 assert (await good.route("Topic0001")) is not None
-                latencies.append(time.monotonic() - began)
             else:
                 raise AssertionError("the greedy client was never pushed back")
-            greedy = [c for c in ctl._channels.values() if c.paused_since is not None]
+            greedy = [c for c in ctl.open_channels() if c.paused_since is not None]
             assert len(greedy) == 1  # paused: its requests wait in the kernel, not in our memory
-            for _ in range(20):
-                began = time.monotonic()
+            for _ in range(20):  # while it stays paused, the good client is answered
                 assert (await good.route("Topic0002")) is not None
-                latencies.append(time.monotonic() - began)
-            assert max(latencies) < 1.0
+            assert [c for c in ctl.open_channels() if c.paused_since is not None] == greedy
             sock.close()
             await good.close()
             await broker.close()
@@ -473,7 +467,7 @@ def test_a_reader_whose_backlog_passes_the_hard_limit_is_dropped(tmp_path, monke
             dropped = []
             ctl_drop = ctl.drop_slow_reader
             ctl.drop_slow_reader = lambda channel: (dropped.append(channel), ctl_drop(channel))
-            await wait_for(lambda: dropped and len(ctl._channels) == 1, timeout=5)
+            await wait_for(lambda: dropped and ctl.connection_count == 1, timeout=5)
             assert (await broker.get_broker_cluster_info()).code == ResponseCode.SUCCESS
             sock.close()
             await broker.close()
@@ -490,8 +484,8 @@ def test_stuck_reader_is_dropped_after_frame_timeout(tmp_path):
             sock = socket.create_connection((ctl.host, ctl.port))
             sock.setblocking(False)
             sock.send(BIG_ANSWER * 150)  # ~10 MB of answers: past the high mark, below the hard limit
-            await wait_for(lambda: any(c.paused_since for c in ctl._channels.values()), timeout=5)
-            await wait_for(lambda: len(ctl._channels) == 1, timeout=5)
+            await wait_for(lambda: any(c.paused_since for c in ctl.open_channels()), timeout=5)
+            await wait_for(lambda: ctl.connection_count == 1, timeout=5)
             sock.close()
             await broker.close()
         assert [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"] == ["slow_reader"]
@@ -564,7 +558,8 @@ def test_internal_error_answers_system_error_and_serving_goes_on(tmp_path):
 def test_scan_ticks_are_aligned_to_ns_start():
     from nameserver.server.housekeeping import next_scan_tick
 
-    # semantics §2.5: start + 5000, + 15000, ...; an entry expiring exactly on a tick survives it (W17)
+    # docs/nameserver-semantics.md §2.5: start + 5000, + 15000, ...; an entry expiring exactly on a
+    # tick survives it (W17)
     assert [next_scan_tick(1000, 5000, 10000, t) for t in (0, 5999, 6000, 15999, 16000)] == [
         6000, 6000, 16000, 16000, 26000]
 
@@ -624,7 +619,7 @@ def test_shutdown_answers_every_request_already_received(tmp_path, monkeypatch):
         await ctl.start()
         conn = await RawConn.open(ctl)
         await conn.send(b"".join(encode_frame(make_request(106, opaque=i)) for i in range(100)))
-        await wait_for(lambda: any(c.has_backlog for c in ctl._channels.values()), step=0)
+        await wait_for(lambda: any(c.has_backlog for c in ctl.open_channels()), step=0)
         await ctl.shutdown("SIGTERM")  # mid-backlog: the rest is still handled and answered
         answers = [await conn.frame() for _ in range(100)]
         assert all(b'"code":0' in a for a in answers)
@@ -634,7 +629,7 @@ def test_shutdown_answers_every_request_already_received(tmp_path, monkeypatch):
     assert [e["type"] for e in events_of(tmp_path)] == ["ns_start", "ns_stop"]
 
 
-# ---------------------------------------------------------------------- the process (interfaces spec)
+# ------------------------------------------------------------ the process (docs/interfaces.md)
 
 
 def start_server(events_dir: Path, ns_id: str, *args: str, config: Path | None = None) -> tuple[subprocess.Popen, str, int]:

@@ -20,9 +20,11 @@ from nameserver.client import RemotingClient
 from nameserver.codec import ResponseCode
 from common.config import ConfigError, EventLogConfig, NameServerConfig, SecurityConfig, load_config
 from nameserver.eventlog.writer import read_events
-from nameserver.fleet.live import Fleet, FleetOptions, options_from_args
+from nameserver.fleet.launcher import options_from_args
+from nameserver.fleet.live import Fleet, FleetOptions
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.controller import NameServerController, build_config, serve
+from nameserver.server.controller import NameServerController
+from nameserver.server.launcher import build_config, serve
 from tests.nameserver.test_server import arun, start_server, stop_server
 
 SECRET = "Zx8-broker-SECRET-q4"

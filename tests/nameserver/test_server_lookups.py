@@ -34,8 +34,8 @@ from tests.nameserver.test_server import (
 B = "10.0.0.2:10911"
 
 # every flavour of GET_ROUTEINFO_BY_TOPIC whose answer differs: header type, the version that
-# switches the route's JSON form (§10.3) or the flag asking for the standard form; and a topic
-# that has no route (TOPIC_NOT_EXIST, never cached)
+# switches the route's JSON form (docs/remoting-protocol.md §10.3) or the flag asking for the
+# standard form; and a topic that has no route (TOPIC_NOT_EXIST, never cached)
 LOOKUPS = [
     make_request(105, ext, version=version, serialize_type=serialize_type)
     for serialize_type in (JSON, ROCKETMQ)
@@ -130,7 +130,8 @@ def test_a_registration_in_the_same_read_is_answered_first_and_seen_by_the_looku
 
 
 @pytest.mark.parametrize("bad", [
-    # the known header with an opaque outside int32: refused by the decoder (§9.1)
+    # the known header with an opaque outside int32: refused by the decoder
+    # (docs/remoting-protocol.md §9.1)
     frame(encode_frame(make_request(105, {"topic": "TopicA"}, opaque=1))[8:].replace(b'"opaque":1,',
                                                                                   b'"opaque":2147483648,')),
     bytes.fromhex("00000006020000027b7d"),  # an unknown serialize type (D5d)

@@ -18,11 +18,11 @@ import pytest
 from nsaudit.cli import build_parser, main
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.layout import LAYOUT_FAULTS, build_layout, layout_anomalies
-from nameserver.routes.replay import RouteReplayer
 from nameserver.sim.options import FAULTS, SimOptions, ns_id
 from nameserver.sim.truth import read_truth
 from nameserver.sim.run import options_from_args, simulate
 from common.timeutil import day_start_ms, parse_time, utc_date
+from tests.nameserver.scenario import replay
 
 REPO = Path(__file__).resolve().parents[2]
 START = parse_time("2026-11-21T00:00:00Z")
@@ -119,7 +119,7 @@ def test_logs_replay_to_the_simulators_tables(faulty):
         events = logs[server.ns_id]
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
         assert all(a["ts"] <= b["ts"] for a, b in zip(events, events[1:]))
-        replayed = RouteReplayer().apply_all(events).routes
+        replayed = replay(events).routes
         live = server.routes
         assert replayed.topic_queue_table == live.topic_queue_table
         assert replayed.broker_addr_table == live.broker_addr_table

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the server the parsed arguments describe until SIGTERM/SIGINT; returns the exit code."""
-    from nameserver.server.controller import run_from_cli
+    from nameserver.server.launcher import run_from_cli
 
     return run_from_cli(args)
 
