@@ -21,7 +21,8 @@ PACKAGES = ("common", "schemas", "nameserver", "jobs", "nsaudit")
 LAYERS: dict[str, int] = {
     "common": 0,
     "schemas": 1,
-    # the server half
+    # the server half (the package itself: its version, read by the server and the simulator)
+    "nameserver": 10,
     "nameserver.model": 10,
     "nameserver.codec": 11,
     "nameserver.routes": 12,
@@ -32,9 +33,10 @@ LAYERS: dict[str, int] = {
     "nameserver.layout": 13,
     "nameserver.fleet": 14,
     "nameserver.sim": 14,
-    "nameserver.command": 15,
+    "nameserver.cli": 15,
     "nameserver.__main__": 16,
     # the batch half
+    "jobs": 20,
     "jobs.spark": 20,
     "jobs.lake": 21,
     "jobs.ingest": 22,
