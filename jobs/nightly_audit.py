@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the repo 
 from common.config import Config, load_config  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date, yesterday_utc  # noqa: E402
+from jobs.timing import timed  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")
 
@@ -52,9 +53,9 @@ class AuditOutcome:
 
 def _stage(outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
     progress(f"[{len(outcome.stages) + 1}/{len(STAGES)}] {name} ...")
-    started = time.perf_counter()
-    result = func()
-    seconds = time.perf_counter() - started
+    with timed() as elapsed:
+        result = func()
+    seconds = elapsed.seconds
     counts = _counts(result)
     outcome.stages.append({"stage": name, "seconds": round(seconds, 2), **counts})
     shown = ", ".join(f"{k}={v}" for k, v in counts.items())
@@ -92,8 +93,15 @@ def _one_line(exc: BaseException) -> str:
 def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
         outcome: AuditOutcome | None = None) -> AuditOutcome:
     """Run every stage for ``day``; raises on the first failing stage (tables keep their versions)."""
-    from jobs import (audit_runs, distribution, divergence, ingest, liveness, rebuild, report_data, security,
-                      snapshots)
+    from jobs import snapshots
+    from jobs.analytics.distribution import stage as distribution
+    from jobs.analytics.divergence import stage as divergence
+    from jobs.analytics.liveness import stage as liveness
+    from jobs.analytics.security import stage as security
+    from jobs.ingest import stage as ingest
+    from jobs.lake import audit_runs
+    from jobs.rebuild import stage as rebuild
+    from jobs.report import data as report_data
 
     outcome = outcome or AuditOutcome(day)
     interval = config.audit.snapshot_interval_ms

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from jobs import lake
 from jobs.lake.tables import RowExpansion, read_table, write_table
-from jobs.spark.session import spread
+from jobs.spark.frames import spread
 from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,

@@ -35,7 +35,7 @@ from pyspark.sql import types as T
 
 from jobs.spark import pyworker
 from jobs.spark.pyworker import keep_archive_listings
-from jobs.spark.session import local_frame
+from jobs.spark.frames import local_frame
 from common.errors import UserError
 from schemas.events import EVENT_SCHEMA, EVENT_TYPES, FORMAT_VERSION, TYPE_RULES
 from schemas.ingest import (

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 
 from jobs.ingest.scan import rewrite_without_lines
 from jobs.ingest.lines import SegmentFile, read_lines, with_event
-from jobs.spark.session import local_frame
+from jobs.spark.frames import local_frame
 from schemas.events import EVENTS_TABLE_SCHEMA
 
 STATUS_KEEP, STATUS_DUPLICATE, STATUS_CONFLICT = "keep", "duplicate", "conflict"

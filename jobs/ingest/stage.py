@@ -70,7 +70,8 @@ from jobs.ingest.sequence import (
     summaries_frame,
     with_seq_status,
 )
-from jobs.spark.session import is_native_delta_available, local_frame
+from jobs.spark.session import is_native_delta_available
+from jobs.spark.frames import local_frame
 from common.config import Config
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.ingest import (

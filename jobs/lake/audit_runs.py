@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from jobs import lake as lake_tables
 from jobs.lake.tables import write_table
-from jobs.spark.session import local_frame
+from jobs.spark.frames import local_frame
 from schemas.audit import AUDIT_RUNS_SCHEMA
 
 

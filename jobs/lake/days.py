@@ -15,7 +15,7 @@ from pyspark.sql.types import StructType
 
 from jobs import lake
 from jobs.lake.tables import read_table, table_exists, write_table
-from jobs.spark.session import local_frame
+from jobs.spark.frames import local_frame
 
 
 def read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: StructType,

@@ -50,7 +50,8 @@ from jobs.lake.delta.schema import (
     conform_to_schema,
 )
 from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files
-from jobs.spark.session import is_native_delta_available, local_frame
+from jobs.spark.session import is_native_delta_available
+from jobs.spark.frames import local_frame
 
 __all__ = [
     "RowExpansion",

@@ -45,7 +45,7 @@ from jobs import lake
 from jobs.lake.tables import read_table, table_exists, write_table
 from jobs.spark.pyworker import keep_archive_listings
 from jobs.rebuild.walk import walk_rows
-from jobs.spark.session import checkpoint_frame, local_frame, release_frame
+from jobs.spark.frames import checkpoint_frame, local_frame, release_frame
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
