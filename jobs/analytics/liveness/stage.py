@@ -47,9 +47,8 @@ from jobs.lake.findings import write_findings
 from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame
 from common.config import Config
 from common.timeutil import DAY_MS, day_start_ms
-from schemas.audit import LIVENESS_WINDOWS_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
-from schemas.liveness import BROKER_AVAILABILITY_SCHEMA
+from schemas.liveness import BROKER_AVAILABILITY_SCHEMA, LIVENESS_WINDOWS_SCHEMA
 from schemas.routes import NS_RUNS_SCHEMA
 
 RESETS = ("ns_start", "ns_stop")
