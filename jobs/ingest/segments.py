@@ -179,7 +179,7 @@ def files_frame(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
     broadcast onto ``spark.range`` (one number per partition). A DataFrame made from Python rows
     (``parallelize``, or ``createDataFrame`` of a list) runs a Python function to convert them: a
     second Python worker beside every file's task, paying its per-task set-up
-    (``jobs.spark.pyworker``), about 0.2 s of CPU per file.
+    (``jobs.spark.pyworker``) once more per file.
     """
     ordered = sorted(files, key=lambda s: -s.bytes)
     task = "_task"
