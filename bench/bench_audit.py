@@ -147,7 +147,7 @@ def one_run(spark, config, events_dir: Path, lake_dir: Path) -> dict:
     return figures
 
 
-def main() -> int:
+def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="/tmp/nsaudit-bench",
                         help="scratch folder: the simulated day is kept under it and reused; each run audits "
@@ -163,13 +163,22 @@ def main() -> int:
                         help="nsaudit config file for the audit and its JVM (default: conf/nsaudit.toml)")
     parser.add_argument("--no-replay", action="store_true",
                         help="skip the Python replay baseline (about 8 minutes on the reference day)")
-    args = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return parser.parse_args()
 
+
+def main() -> int:
+    args = _parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.work) / f"b{args.brokers}-t{args.topics}-h{args.hours:g}"
     events_dir, lake_dir = work / "events", work / "lake"
     ensure_day(events_dir, args)
+    runs, replay = _audit(args, events_dir, lake_dir)
+    _print_figures(args, runs, replay)
+    return 0
 
+
+def _audit(args: argparse.Namespace, events_dir: Path, lake_dir: Path) -> tuple[list[dict], tuple | None]:
+    """Audit the day ``args.runs`` times in one session, then (unless ``--no-replay``) replay it."""
     from jobs.spark.session import build_session
     from common.config import load_config
 
@@ -192,7 +201,10 @@ def main() -> int:
             replay = python_replay(str(lake_dir))
     finally:
         spark.stop()
+    return runs, replay
 
+
+def _print_figures(args: argparse.Namespace, runs: list[dict], replay: tuple | None) -> None:
     def med(key: str) -> float:
         return statistics.median(r[key] for r in runs)
 
@@ -220,7 +232,6 @@ def main() -> int:
               f"{replay_s / first('rebuild'):.2f}x first run, {replay_s / med('rebuild'):.2f}x median (target >= 3x)")
     print(f"  peak driver RSS (python + JVM) {max(r['peak_driver'] for r in runs) / 2**30:.2f} GiB (target < 4 GiB); "
           f"python workers {max(r['peak_workers'] for r in runs) / 2**30:.2f} GiB")
-    return 0
 
 
 if __name__ == "__main__":

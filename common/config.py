@@ -30,7 +30,7 @@ class ConfigError(UserError, ValueError):
 
 @dataclass(frozen=True)
 class NameServerConfig:
-    """Name-server timers, limits and defences (semantics spec D7, A4; protocol spec §2)."""
+    """Name-server timers, limits and defences (docs/nameserver-semantics.md D7, A4; docs/remoting-protocol.md §2)."""
 
     listen: str = "127.0.0.1:9876"
     broker_expiry_ms: int = 120_000
@@ -44,7 +44,7 @@ class NameServerConfig:
 
 @dataclass(frozen=True)
 class EventLogConfig:
-    """Event-log segments and durability (event-log spec)."""
+    """Event-log segments and durability (docs/event-log.md)."""
 
     segment_max_bytes: int = 64 * 1024 * 1024
     durability: str = "group"  # "fsync" per write, "group" commit, or "none"
@@ -58,7 +58,7 @@ class EventLogConfig:
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """Audit thresholds (interfaces spec, Configuration)."""
+    """Audit thresholds (docs/interfaces.md, Configuration)."""
 
     divergence_grace_ms: int | None = None  # None: derived from heartbeat period + scan interval
     snapshot_interval_ms: int = 300_000

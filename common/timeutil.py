@@ -1,4 +1,4 @@
-"""Times on the command line: ISO-8601 with a zone, or integer epoch milliseconds (interfaces spec)."""
+"""Times on the command line: ISO-8601 with a zone, or integer epoch milliseconds (docs/interfaces.md)."""
 
 from __future__ import annotations
 

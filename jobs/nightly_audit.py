@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the repo 
 from common.config import Config, load_config  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date, yesterday_utc  # noqa: E402
+from jobs.timing import timed  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")
 
@@ -52,9 +53,9 @@ class AuditOutcome:
 
 def _stage(outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
     progress(f"[{len(outcome.stages) + 1}/{len(STAGES)}] {name} ...")
-    started = time.perf_counter()
-    result = func()
-    seconds = time.perf_counter() - started
+    with timed() as elapsed:
+        result = func()
+    seconds = elapsed.seconds
     counts = _counts(result)
     outcome.stages.append({"stage": name, "seconds": round(seconds, 2), **counts})
     shown = ", ".join(f"{k}={v}" for k, v in counts.items())

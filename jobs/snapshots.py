@@ -29,8 +29,9 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs import lake
-from jobs.lake.tables import RowExpansion, read_table, write_table
-from jobs.spark.session import spread
+from jobs.lake.days import replace_day
+from jobs.lake.tables import RowExpansion, read_table
+from jobs.spark.frames import spread
 from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -153,6 +154,23 @@ def with_segments(pieces_df: DataFrame, keys: list[str]) -> DataFrame:
     return pieces_df.join(segments_df, condition & inside).drop(*[f"_s_{k}" for k in keys])
 
 
+def _agg_value_runs(segments_df: DataFrame) -> DataFrame:
+    """Adjacent segments of a (ns, broker_name) with one BrokerData value make one run."""
+    value = ["cluster", "broker_entries"]
+    by_pos = Window.partitionBy("ns", "broker_name").orderBy("seg_first")
+    same = F.lit(True)
+    for c in value:
+        same = same & F.lag(c).over(by_pos).eqNullSafe(F.col(c))
+    continues = same & (F.lag("seg_last").over(by_pos) + 1 == F.col("seg_first"))
+    return (
+        segments_df.withColumn("_new", F.when(continues, 0).otherwise(1))
+        .withColumn("_run", F.sum("_new").over(by_pos.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+        .groupBy("ns", "broker_name", "_run")
+        .agg(F.min("seg_first").alias("first_pos"), F.max("seg_last").alias("last_pos"),
+             F.first("cluster").alias("cluster"), F.first("broker_entries").alias("broker_entries"))
+    )
+
+
 def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Each group's BrokerData over the day's instants, as runs of consecutive instant positions.
 
@@ -178,20 +196,7 @@ def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_inter
             F.array_sort(F.collect_list(F.struct("broker_id", "broker_addr"))).alias("broker_entries"),
         )
     )
-    # adjacent segments with one value make one run
-    value = ["cluster", "broker_entries"]
-    by_pos = Window.partitionBy("ns", "broker_name").orderBy("seg_first")
-    same = F.lit(True)
-    for c in value:
-        same = same & F.lag(c).over(by_pos).eqNullSafe(F.col(c))
-    continues = same & (F.lag("seg_last").over(by_pos) + 1 == F.col("seg_first"))
-    runs_df = (
-        segments_df.withColumn("_new", F.when(continues, 0).otherwise(1))
-        .withColumn("_run", F.sum("_new").over(by_pos.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
-        .groupBy("ns", "broker_name", "_run")
-        .agg(F.min("seg_first").alias("first_pos"), F.max("seg_last").alias("last_pos"),
-             F.first("cluster").alias("cluster"), F.first("broker_entries").alias("broker_entries"))
-    )
+    runs_df = _agg_value_runs(segments_df)
     # each run, the positions without BrokerData after it, and those before the group's first run
     w = Window.partitionBy("ns", "broker_name").orderBy("first_pos")
     none_cluster, none_entries = F.when(F.lit(False), F.col("cluster")), F.when(F.lit(False), F.col("broker_entries"))
@@ -361,9 +366,8 @@ def run_snapshots(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_int
                                 BROKER_ADDR_HISTORY_SCHEMA, where=where)
     runs_df = agg_broker_data_runs(broker_addr_df, day, snapshot_interval_ms)
     # the write tasks expand the pieces into the instant rows
-    write_table(
-        agg_route_pieces(topic_route_df, runs_df, day, snapshot_interval_ms),
-        lake.table_path(lake_dir, lake.ROUTE_SNAPSHOTS),
-        mode="overwrite", partition_by=PARTITION_BY, replace_where=where, schema=ROUTE_SNAPSHOTS_SCHEMA,
+    replace_day(
+        agg_route_pieces(topic_route_df, runs_df, day, snapshot_interval_ms), lake_dir, lake.ROUTE_SNAPSHOTS, day,
+        ROUTE_SNAPSHOTS_SCHEMA, partition_by=PARTITION_BY,
         expansion=route_snapshot_expansion(day, snapshot_interval_ms),
     )

@@ -5,7 +5,7 @@ that carry no topic), partitioned by ``date`` and replaced per day by ``jobs.ana
 snapshot instant is ``day start + k * snapshot_interval_ms`` or the end of the day
 (``23:59:59.999``), as in ``route_snapshots``.
 
-The queue counts follow what a RocketMQ client derives from a route (semantics spec §3):
+The queue counts follow what a RocketMQ client derives from a route (docs/nameserver-semantics.md §3):
 
 * ``publish_queues``: queues a producer gets: QueueData with ``perm & 2`` whose broker group has
   a BrokerData with id 0 (a master), ``write_queue_nums`` each.
@@ -19,7 +19,7 @@ The queue counts follow what a RocketMQ client derives from a route (semantics s
 
 ``queue_distribution``: one row per (date, snapshot_ts, ns, cluster, broker_name): every broker
 group that has a BrokerData or a QueueData on that server at that instant. ``cluster`` is the
-BrokerData's (fixed while it exists, semantics §1.1); null only for QueueData without a BrokerData
+BrokerData's (fixed while it exists, docs/nameserver-semantics.md §1.1); null only for QueueData without a BrokerData
 (never, by invariant I4, unless the log breaks it). The ``cluster_*`` columns describe the
 group's cluster at that instant on that server, over all its broker groups (topic-less groups
 count, with 0 queues): ``cluster_write_queues_cv`` is the population coefficient of variation of
@@ -29,7 +29,7 @@ cluster has no write queue at all, and ``queue_skew`` compares them with
 ``[audit] queue_skew_cv`` / ``queue_skew_max_over_mean``.
 
 ``topic_distribution``: one row per (date, snapshot_ts, ns, topic) for every topic that has a
-route on that server at that instant (at least one QueueData, semantics §2.10).
+route on that server at that instant (at least one QueueData, docs/nameserver-semantics.md §2.10).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ whether every event has it and whether it may be null. :data:`TYPE_RULES` says w
   (``python -m schemas.events`` rewrites it, ``--check`` fails when it is stale).
 
 :data:`QUARANTINE_SCHEMA` is the lake's ``quarantine`` table. Never change a key's meaning inside
-v1 (event-log spec); a new key is added here, and both forms follow.
+v1 (docs/event-log.md); a new key is added here, and both forms follow.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class TypeRule:
     present: tuple[str, ...] = ()
 
 
-# From the spec's "Types" table. Keys not named are optional for that type (any key of
+# From the "Types" table of docs/event-log.md. Keys not named are optional for that type (any key of
 # EVENT_KEYS may appear on any type: a rejected request logs whatever was decoded).
 TYPE_RULES: dict[str, TypeRule] = {
     "ns_start": TypeRule(("broker_expiry_ms", "scan_interval_ms", "semantics", "version")),

@@ -1,4 +1,4 @@
-"""The lake's ``findings`` table, shared by every audit stage (interfaces spec, "The lake").
+"""The lake's ``findings`` table, shared by every audit stage (docs/interfaces.md, "The lake").
 
 One row per thing a user should look at. Each stage owns one ``category`` and replaces its own
 ``(date, category)`` partition on every run (``jobs.lake.findings.write_findings``), so stages never

@@ -1,8 +1,8 @@
 """Ingest's own lake table, ``ingest_files``, plus how ingest partitions its tables and names the
 reasons it quarantines a line for.
 
-``ingest_files`` has one row per segment file read for a day, so the reader's promise (event-log
-spec, "What readers owe the writer") is checkable by anyone: for every row,
+``ingest_files`` has one row per segment file read for a day, so the reader's promise (docs/event-log.md,
+"What readers owe the writer") is checkable by anyone: for every row,
 ``accepted + quarantined == lines_read``.
 
 ``quarantine.reason`` is a code from :data:`QUARANTINE_REASONS`, alone or followed by ``": "`` and

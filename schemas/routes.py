@@ -1,4 +1,4 @@
-"""Schemas of the rebuilt route tables (interfaces spec, "The lake"; rebuild design).
+"""Schemas of the rebuilt route tables (docs/interfaces.md, "The lake").
 
 Every history table holds validity intervals of one route-table cell of one name server, partitioned
 by ``date`` and **clipped to that UTC day**: a value valid at midnight continues in the next day's
@@ -8,7 +8,7 @@ the state after every event with ``ts <= T``: the rows with ``valid_from_ts <= T
 (``valid_to_ts`` null or ``T < valid_to_ts``). Zero-length intervals (a value set and replaced within
 one millisecond) are never written, because no instant ever saw them.
 
-Tables and the route-table cell each row is a value of (semantics spec §1.1):
+Tables and the route-table cell each row is a value of (docs/nameserver-semantics.md §1.1):
 
 * ``topic_route_history``: ``topicQueueTable[topic][broker_name]`` (a QueueData).
 * ``broker_addr_history``: ``brokerAddrTable[broker_name].brokerAddrs[broker_id]``, with the

@@ -1,30 +1,22 @@
 """Ingest's sequencing: which accepted line of a seq is kept, and each kept event's predecessor.
 
-Two ways, same tables (``tests/jobs/test_ingest_fast.py`` holds them equal):
-
-* **In order** (the normal day): every file's fast-path events rise in seq and a server's files
-  hold disjoint seq ranges, and no line needed the JVM to be accepted. Nothing repeats, and the
-  consecutive pairs a telemetry finding can come from are the per-file steps and the file
-  boundaries the scan's summaries already name (:func:`in_seq_order`, :func:`pair_rows`).
-* **Generally** (:func:`sequence_generally`): one window per server over every accepted line
-  (:func:`with_seq_status`); the fast path's keys are read back from its data files, repeated
-  seqs are hashed by the JVM to tell a duplicate from a conflict, and the data files are
-  rewritten without the dropped lines.
+Two ways, same tables (``tests/jobs/test_ingest_fast.py`` holds them equal): **in order** (the
+normal day: nothing repeats, and the scan's summaries already name every consecutive pair a
+finding can come from, :func:`in_seq_order`, :func:`pair_rows`), or **generally**, one window
+per server over every accepted line (:func:`with_seq_status`). The stage reads what these need
+and passes it in.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.ingest.scan import rewrite_without_lines
-from jobs.ingest.lines import SegmentFile, read_lines, with_event
-from jobs.spark.session import local_frame
-from schemas.events import EVENTS_TABLE_SCHEMA
+from jobs.ingest.checks import with_event
+from jobs.spark.frames import local_frame
 
 STATUS_KEEP, STATUS_DUPLICATE, STATUS_CONFLICT = "keep", "duplicate", "conflict"
 _PAIR_COLUMNS = ("ns", "seq", "ts_ms", "file", "line", "prev_seq", "prev_ts_ms", "prev_file")
@@ -201,72 +193,23 @@ def pair_rows(summaries: list[tuple[str, str, dict]]) -> list[tuple]:
     return rows
 
 
-def sequence_generally(spark, files, plan, staged, slow_df, cache):
-    """The general sequencing (:func:`with_seq_status` over every accepted line).
-
-    Returns ``(status_df, dropped_df, staged)``: the statuses, the dropped line ranges and the
-    data files, rewritten without the dropped lines.
-    """
-    keys_df = fast_keys(spark, plan, staged).unionByName(select_keys(slow_df))
-    status_df = cache(keys_df.transform(with_seq_status))
-    if status_df.where(F.col("status") != STATUS_KEEP).isEmpty():
-        return status_df, None, staged
-    # A seq seen twice: the fast lines among its copies need the JVM's event hash to tell a
-    # duplicate from a conflict. Rare (a copied segment), so those files are read again.
-    keys_df = with_fast_event_hashes(spark, files, keys_df, status_df)
-    status_df = cache(keys_df.transform(with_seq_status))
-    dropped_df = cache(agg_dropped_line_ranges(status_df))
-    return status_df, dropped_df, rewrite_staged(spark, plan, staged, dropped_df)
-
-
-def fast_keys(spark: SparkSession, plan, staged: list[dict]) -> DataFrame:
-    """The sequencing keys of the fast path's events, read back from its data files."""
-    columns = ("ns", "seq", "ts_ms", "file", "line")
-    schema = T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns])
-    if not staged:
-        df = local_frame(spark, [], schema)
-    else:
-        root = f"file://{plan.table_path}"
-        paths = [f"{root}/{info['path']}" for info in staged]
-        df = spark.read.schema(EVENTS_TABLE_SCHEMA).option("basePath", root).parquet(*paths).select(*columns)
-    return df.withColumn("event_hash", F.lit(None).cast(T.LongType()))
-
-
-def with_fast_event_hashes(
-    spark: SparkSession, files: list[SegmentFile], keys_df: DataFrame, status_df: DataFrame
-) -> DataFrame:
-    """``keys_df`` with the event hash of every fast line whose seq repeats (read again and hashed
-    in the JVM, as ``select_checked`` hashes the others)."""
+def select_repeated_fast_lines(keys_df: DataFrame, status_df: DataFrame) -> DataFrame:
+    """``file``, ``line`` of the fast path's lines (no ``event_hash`` yet) whose seq repeats."""
     repeated_df = status_df.where(F.col("status") != STATUS_KEEP).select("ns", "seq").distinct()
-    involved_df = (
+    return (
         keys_df.where(F.col("event_hash").isNull()).join(F.broadcast(repeated_df), ["ns", "seq"]).select("file", "line")
     )
-    involved_files = {r["file"] for r in involved_df.select("file").distinct().collect()}
-    if not involved_files:
-        return keys_df
+
+
+def with_fast_event_hashes(keys_df: DataFrame, involved_df: DataFrame, lines_df: DataFrame) -> DataFrame:
+    """``keys_df`` with the event hash of every line of ``involved_df`` (:func:`select_repeated_fast_lines`),
+    parsed from ``lines_df`` (their files' lines) and hashed in the JVM, as ``select_checked``
+    hashes the others."""
     hashes_df = (
-        read_lines(spark, [f for f in files if f.file in involved_files])
-        .join(involved_df, ["file", "line"])
+        lines_df.join(involved_df, ["file", "line"])
         .transform(with_event)
         .select("file", "line", F.xxhash64("event").alias("_hash"))
     )
     return keys_df.join(F.broadcast(hashes_df), ["file", "line"], "left").select(
         "ns", "seq", "ts_ms", "file", "line", F.coalesce("event_hash", "_hash").alias("event_hash")
     )
-
-
-def rewrite_staged(spark: SparkSession, plan, staged: list[dict], dropped_df: DataFrame) -> list[dict]:
-    """The written data files, those of files with dropped lines rewritten without them."""
-    if not staged:
-        return staged
-    ranges_df = dropped_df.groupBy("file").agg(
-        F.to_json(F.collect_list(F.struct("first_line", "last_line"))).alias("ranges")
-    )
-    staged_df = local_frame(
-        spark, [(info["source_file"], json.dumps(info)) for info in staged],
-        T.StructType([T.StructField("source_file", T.StringType()), T.StructField("data_file", T.StringType())]),
-    )
-    to_rewrite_df = staged_df.join(ranges_df.withColumnRenamed("file", "source_file"), "source_file")
-    rewritten = {r["source_file"]: r["data_file"] for r in rewrite_without_lines(spark, to_rewrite_df, plan).collect()}
-    kept = [info for info in staged if info["source_file"] not in rewritten]
-    return kept + [json.loads(text) for text in rewritten.values() if text is not None]

@@ -13,10 +13,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from jobs import lake as lake_tables
-from jobs.lake.tables import write_table
-from jobs.spark.session import local_frame
-from schemas.audit import AUDIT_RUNS_SCHEMA
-
+from jobs.lake.days import replace_day
+from jobs.spark.frames import local_frame
+from schemas.audit_runs import AUDIT_RUNS_SCHEMA
 
 
 def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: list[dict[str, Any]],
@@ -31,5 +30,4 @@ def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: li
         json.dumps(findings_by_severity, sort_keys=True),
     )
     df = local_frame(spark, [row], AUDIT_RUNS_SCHEMA)
-    write_table(df, lake_tables.table_path(lake, lake_tables.AUDIT_RUNS), mode="overwrite", partition_by=("date",),
-                replace_where={"date": day}, schema=AUDIT_RUNS_SCHEMA, few_rows=True)
+    replace_day(df, lake, lake_tables.AUDIT_RUNS, day, AUDIT_RUNS_SCHEMA, few_rows=True)

@@ -15,7 +15,7 @@ from pyspark.sql.types import StructType
 
 from jobs import lake
 from jobs.lake.tables import read_table, table_exists, write_table
-from jobs.spark.session import local_frame
+from jobs.spark.frames import local_frame
 
 
 def read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: StructType,
@@ -34,7 +34,7 @@ def read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: StructT
 
 def replace_day(df: DataFrame, lake_dir: str, name: str, day: dt.date, schema: StructType, *,
                 partition_by: Sequence[str] = ("date",), where: Mapping[str, Any] | None = None,
-                **write_options: Any) -> None:
+                **write_options: Any) -> int:
     """Replace ``day``'s partitions of table ``name`` with ``df``, in one commit.
 
     Args:
@@ -48,6 +48,9 @@ def replace_day(df: DataFrame, lake_dir: str, name: str, day: dt.date, schema: S
             day alone by default.
         **write_options: passed to :func:`jobs.lake.tables.write_table` (``few_rows``,
             ``expansion``, ...).
+
+    Returns:
+        The table version written.
     """
-    write_table(df, lake.table_path(lake_dir, name), mode="overwrite", partition_by=list(partition_by),
+    return write_table(df, lake.table_path(lake_dir, name), mode="overwrite", partition_by=list(partition_by),
                 replace_where={"date": day, **(where or {})}, schema=schema, **write_options)

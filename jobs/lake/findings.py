@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake
-from jobs.lake.tables import write_table
+from jobs.lake.days import replace_day
 from schemas.findings import CATEGORIES, FINDINGS_PARTITION_BY, FINDINGS_SCHEMA, SEVERITIES
 
 DetailSpec = Column | Mapping[str, Column]
@@ -69,24 +69,15 @@ def finding_columns(
         >>> gaps_df.select(*finding_columns(day, "telemetry", "seq_gap", "warning", F.col("ns"),
         ...                                 F.col("ns"), detail={"missing": F.col("missing")}))
     """
-    if kind is None or severity is None or subject is None:
-        raise ValueError("a finding needs a kind, a severity and a subject")
-    if category is not None and category not in CATEGORIES:
-        raise ValueError(f"category must be one of {CATEGORIES}, not {category!r}")
-    if isinstance(severity, str) and severity not in SEVERITIES:
-        raise ValueError(f"severity must be one of {SEVERITIES}, not {severity!r}")
+    _check_finding(category, kind, severity, subject)
     columns = []
     if date is not None:
         columns.append(F.lit(date).cast(T.DateType()).alias("date"))
     if category is not None:
         columns.append(F.lit(category).alias("category"))
-    severity_col = _as_column(severity)
     columns += [
         _as_column(kind).alias("kind"),
-        # A bad severity from an expression is a bug in the stage: fail loudly rather than write it.
-        F.when(severity_col.isin(*SEVERITIES), severity_col)
-        .otherwise(F.raise_error(F.concat(F.lit("bad finding severity: "), F.coalesce(severity_col, F.lit("null")))))
-        .alias("severity"),
+        _severity_column(_as_column(severity)).alias("severity"),
         _as_column(subject).cast(T.StringType()).alias("subject"),
         _as_column(ns).cast(T.StringType()).alias("ns"),
         # no cast of a given time: an epoch-ms long cast to timestamp would read as seconds
@@ -95,6 +86,23 @@ def finding_columns(
         detail_json(detail if detail is not None else {}).alias("detail"),
     ]
     return columns
+
+
+def _check_finding(category: str | None, kind: str | Column | None, severity: str | Column | None,
+                   subject: str | Column | None) -> None:
+    if kind is None or severity is None or subject is None:
+        raise ValueError("a finding needs a kind, a severity and a subject")
+    if category is not None and category not in CATEGORIES:
+        raise ValueError(f"category must be one of {CATEGORIES}, not {category!r}")
+    if isinstance(severity, str) and severity not in SEVERITIES:
+        raise ValueError(f"severity must be one of {SEVERITIES}, not {severity!r}")
+
+
+def _severity_column(severity_col: Column) -> Column:
+    # A bad severity from an expression is a bug in the stage: fail loudly rather than write it.
+    return F.when(severity_col.isin(*SEVERITIES), severity_col).otherwise(
+        F.raise_error(F.concat(F.lit("bad finding severity: "), F.coalesce(severity_col, F.lit("null"))))
+    )
 
 
 def detail_json(detail: DetailSpec) -> Column:
@@ -137,13 +145,9 @@ def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike, date: dt
         SchemaMismatchError: the rows do not have the findings columns and types.
     """
     rows_df = with_finding_keys(findings_df, date, category)
-    return write_table(
-        rows_df.select(*FINDINGS_SCHEMA.names),
-        lake.table_path(lake_dir, lake.FINDINGS),
-        mode="overwrite",
-        partition_by=list(FINDINGS_PARTITION_BY),
-        replace_where={"date": date, "category": category},
-        schema=FINDINGS_SCHEMA,
+    return replace_day(
+        rows_df.select(*FINDINGS_SCHEMA.names), lake_dir, lake.FINDINGS, date, FINDINGS_SCHEMA,
+        partition_by=FINDINGS_PARTITION_BY, where={"category": category},
         few_rows=True,  # a day's findings of one category: hundreds to thousands of rows
     )
 

@@ -50,7 +50,8 @@ from jobs.lake.delta.schema import (
     conform_to_schema,
 )
 from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files
-from jobs.spark.session import is_native_delta_available, local_frame
+from jobs.spark.session import is_native_delta_available
+from jobs.spark.frames import local_frame
 
 __all__ = [
     "RowExpansion",
@@ -147,7 +148,7 @@ def write_table(
             commit; deleted if the write fails. Not available where delta-spark writes.
         few_rows: the rows are few (a day's findings, a table of intervals): write them in one
             task, after a shuffle, so whatever computes them keeps its parallelism. Otherwise
-            every partition of ``df`` is a write task, and a Python task costs about 0.1 s
+            every partition of ``df`` is a write task, and a Python task has a fixed cost
             however few rows it has (a union of small queries has dozens of partitions).
         expansion: ``df`` holds rows that the write tasks expand into the table's rows (see
             :class:`RowExpansion`); ``expansion.spark(df)`` are the rows written.
@@ -166,11 +167,43 @@ def write_table(
     """
     root = local_table_path(path)
     partition_by = tuple(partition_by)
+    _check_mode(mode, replace_where)
+    schema, file_schema = _declared_and_file_schema(root, df, schema, partition_by)
+    encoded_where = _encode_replace_where(replace_where, schema, partition_by)
+    conformed_df, task_df = _frames_to_write(df, schema, root, expansion, few_rows)
+    if is_native_delta_available(df.sparkSession):
+        _write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
+    else:
+        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
+                         expansion.arrow if expansion else None)
+        _write_with_tasks(task_df, plan, extra_files)
+    return table_version(root)
+
+
+def _frames_to_write(df: DataFrame, schema: StructType, root: str, expansion: RowExpansion | None,
+                     few_rows: bool) -> tuple[DataFrame, DataFrame]:
+    """The rows written, conformed to ``schema``, and what the write tasks get (the same rows, or
+    with an expansion the rows it expands)."""
+    # with an expansion, the rows written are checked here through its DataFrame twin, and the
+    # tasks conform each expanded batch to the file schema (as they do every batch)
+    conformed_df = conform_to_schema(expansion.spark(df) if expansion else df, schema, what=root)
+    task_df = df if expansion else conformed_df
+    if few_rows:
+        conformed_df, task_df = conformed_df.repartition(1), task_df.repartition(1)
+    return conformed_df, task_df
+
+
+def _check_mode(mode: str, replace_where: Mapping[str, Any] | None) -> None:
     if mode not in ("append", "overwrite"):
         raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
     if replace_where is not None and mode != "overwrite":
         raise ValueError("replace_where needs mode='overwrite'")
 
+
+def _declared_and_file_schema(root: str, df: DataFrame, schema: StructType | None,
+                              partition_by: tuple[str, ...]) -> tuple[StructType, StructType]:
+    """The declared schema (``schema``, else the table's, else ``df``'s), checked against the
+    existing table, and the schema the files and the commit use."""
     existing = table_schema(root) if table_exists(root) else None
     if schema is None:
         schema = existing[0] if existing else df.schema
@@ -178,33 +211,19 @@ def write_table(
     if existing:
         check_table_schema(existing[0], existing[1], schema, partition_by, root)
         # Files and the commit use the table's own field order and metadata.
-        file_schema = existing[0]
-    else:
-        file_schema = schema
-    encoded_where = _encode_replace_where(replace_where, schema, partition_by)
-    # with an expansion, the rows written are checked here through its DataFrame twin, and the
-    # tasks conform each expanded batch to the file schema (as they do every batch)
-    conformed_df = conform_to_schema(expansion.spark(df) if expansion else df, schema, what=root)
-    task_df = df if expansion else conformed_df
-    if few_rows:
-        conformed_df, task_df = conformed_df.repartition(1), task_df.repartition(1)
+        return schema, existing[0]
+    return schema, schema
 
-    spark = df.sparkSession
-    if is_native_delta_available(spark):
-        if extra_files:
-            raise ValueError("extra_files cannot be committed through delta-spark's writer")
-        _write_native(conformed_df, root, mode, partition_by, replace_where)
-    else:
-        ship_by_value()
-        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
-                         expansion.arrow if expansion else None)
-        try:
-            written = write_files(task_df, plan)
-        except BaseException:
-            delete_files(plan, list(extra_files))
-            raise
-        commit_files(plan, written)
-    return table_version(root)
+
+def _write_with_tasks(task_df: DataFrame, plan: WritePlan, extra_files: Sequence[dict]) -> None:
+    """Write ``task_df`` in Spark tasks and commit the files (with ``extra_files``) as one version."""
+    ship_by_value()
+    try:
+        written = write_files(task_df, plan)
+    except BaseException:
+        delete_files(plan, list(extra_files))
+        raise
+    commit_files(plan, written)
 
 
 def data_file_schema(path: str | os.PathLike[str], schema: StructType, partition_by: Sequence[str]) -> StructType:
@@ -255,13 +274,16 @@ def _encode_replace_where(
 
 
 def _write_native(
-    df: DataFrame, root: str, mode: str, partition_by: tuple[str, ...], replace_where: Mapping[str, Any] | None
+    df: DataFrame, root: str, mode: str, partition_by: tuple[str, ...], replace_where: Mapping[str, Any] | None,
+    extra_files: Sequence[dict] = (),
 ) -> None:
     """delta-spark's own writer, for sessions that have its jars.
 
-    Not exercised by the test suite: this machine cannot fetch the jars from Maven. It relies on
-    delta-spark for the same guarantees (one commit, replaceWhere in the same transaction).
+    It relies on delta-spark for the same guarantees (one commit, replaceWhere in the same
+    transaction); it cannot commit files written elsewhere (``extra_files``).
     """
+    if extra_files:
+        raise ValueError("extra_files cannot be committed through delta-spark's writer")
     writer = df.write.format("delta").mode(mode)
     if partition_by:
         writer = writer.partitionBy(*partition_by)

@@ -2,7 +2,7 @@
 the lake without Spark (``deltalake`` + pyarrow, pruned to one day's partition), so a question is
 answered in about a second.
 
-"State at T" is the state after every event with ``ts <= T`` (interfaces spec, "Details scripts rely
+"State at T" is the state after every event with ``ts <= T`` (docs/interfaces.md, "Details scripts rely
 on"): the history rows of partition ``date(T)`` with ``valid_from_ts <= T < valid_to_ts`` (or
 ``valid_to_ts`` null). When the lake has no rebuilt day ``date(T)`` for the server but an earlier
 one, the answer is that day's end state (the rows still open at its end). Before any data the
@@ -205,7 +205,7 @@ def diff_answer(route_lake: RouteLake, ns: str, from_ms: int, to_ms: int) -> dic
 
 
 def dumps_answer(answer: dict[str, Any]) -> str:
-    """One line: the answer's keys in the interfaces spec's order, values in fastjson's standard
+    """One line: the answer's keys in the order of docs/interfaces.md, values in fastjson's standard
     form (quoted broker ids, fields sorted)."""
     parts = [fastjson.quote(key, True) + ":" + fastjson.dumps(value, standard=True).decode()
              for key, value in answer.items()]

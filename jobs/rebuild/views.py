@@ -5,7 +5,7 @@ The Python side is a replayed ``RouteInfoManager`` (what the server itself answe
 an instant, gathered into a :class:`TableState`. Both end in the same plain dicts, so the equality
 tests compare like with like and the CLI prints exactly what the tests checked.
 
-Views are RocketMQ's JSON shapes as plain data (remoting spec §10.6): fields in alphabetical order,
+Views are RocketMQ's JSON shapes as plain data (docs/remoting-protocol.md §10.6): fields in alphabetical order,
 lists sorted by broker name, ``brokerAddrs`` keyed by int broker id in numeric order.
 ``nameserver.codec.fastjson.dumps(view, standard=True)`` writes the standard form the CLI prints.
 
@@ -96,7 +96,7 @@ def _queue_data_view(broker_name: str, queue: Queue) -> dict[str, Any]:
 
 
 def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
-    """GET_ROUTEINFO_BY_TOPIC's TopicRouteData (semantics §2.10); ``None`` means TOPIC_NOT_EXIST."""
+    """GET_ROUTEINFO_BY_TOPIC's TopicRouteData (docs/nameserver-semantics.md §2.10); ``None`` means TOPIC_NOT_EXIST."""
     queues = state.topic_queue_table.get(topic)
     if not queues:
         return None
@@ -123,7 +123,7 @@ def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
 
 
 def cluster_info_view(state: TableState) -> dict[str, Any]:
-    """GET_BROKER_CLUSTER_INFO's ClusterInfo (semantics §2.11): dangling names included."""
+    """GET_BROKER_CLUSTER_INFO's ClusterInfo (docs/nameserver-semantics.md §2.11): dangling names included."""
     return {
         "brokerAddrTable": {
             name: _broker_data_view(state.broker_addr_table[name][0], name, state.broker_addr_table[name][1])

@@ -1,6 +1,6 @@
 """One name server's day, walked event by event with the server's own route-table code.
 
-The rebuild hands each server's interesting events (``jobs.rebuild.stage.with_interesting``) to
+The rebuild hands each server's interesting events (``jobs.rebuild.marking.with_interesting``) to
 :func:`walk_day`, which applies them with ``RouteReplayer`` (so the lake means exactly what the
 server did) and turns the ``RouteInfoManager`` journal into validity intervals:
 
@@ -15,7 +15,7 @@ server did) and turns the ``RouteInfoManager`` journal into validity intervals:
   interval open at 00:00, and ends with the open ones (``to`` null) and the new state.
 
 Time is the event's ``ts`` clamped to the running maximum (a decreasing ``ts`` is a data-quality
-finding, event-log spec) and to the day, so intervals are well-formed whatever the clocks did. The
+finding, docs/event-log.md) and to the day, so intervals are well-formed whatever the clocks did. The
 replayer itself gets the raw ``ts``, as the server stored it.
 """
 
@@ -252,7 +252,7 @@ def put_cell(state: TableState, key: tuple, value: Any) -> None:
 
 # ---------------------------------------------------------------------------- Arrow adapter
 
-# the walk's output rows, one Arrow/Spark schema for every kind (jobs.rebuild.stage.WALK_OUTPUT_SCHEMA)
+# the walk's output rows, one Arrow/Spark schema for every kind (jobs.rebuild.walker.WALK_OUTPUT_SCHEMA)
 OUTPUT_COLUMNS = (
     "kind", "ns", "topic", "broker_name", "cluster", "broker_id", "broker_addr", "read_queue_nums",
     "write_queue_nums", "perm", "topic_sys_flag", "filter_servers", "valid_from_ms", "valid_to_ms", "from_seq",

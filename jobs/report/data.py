@@ -18,7 +18,8 @@ from jobs import lake as lake_tables
 from jobs.lake.tables import read_table, table_exists
 from jobs.analytics.distribution.stage import agg_end_of_day_distribution
 from jobs.report.render import ReportData, write_report
-from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
+from schemas.divergence import NS_DIVERGENCES_SCHEMA
+from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
@@ -52,7 +53,7 @@ def agg_liveness_rows(windows_df: DataFrame, per_server: int = LIVENESS_ROWS_PER
 
 
 def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> DataFrame:
-    """The longest episodes, with the subject the interfaces spec names per kind."""
+    """The longest episodes, with the subject docs/interfaces.md names per kind."""
     subject = F.coalesce(F.col("topic"), F.col("broker_addr"), F.col("broker_name"))
     subject = F.when(F.col("kind") == "queue_data_mismatch", F.concat_ws(" @ ", "topic", "broker_name")).otherwise(subject)
     return (

@@ -3,8 +3,8 @@
 PySpark's worker calls ``importlib.invalidate_caches()`` before each task
 (``pyspark.worker_util.setup_spark_files``). On Python 3.11 that makes every ``zipimporter`` on
 ``sys.path`` read its archive's whole central directory again, in Python. Spark puts three archives
-there (``pyspark.zip``, py4j's zip and the spark-core jar, about 10,000 entries in all): 0.15 s per
-task on a 2-core machine, more than many of this project's write tasks take to do their work.
+there (``pyspark.zip``, py4j's zip and the spark-core jar, thousands of entries in all): a cost per
+task that can exceed what many of this project's write tasks take to do their work.
 
 Those archives belong to the Spark installation and do not change while a worker lives, so
 :func:`keep_archive_listings` tells the importers already on the path to keep the listing they

@@ -3,8 +3,6 @@
 One place decides how Spark is configured for the lake: UTC everywhere, microsecond Parquet
 timestamps (what Delta's ``timestamp`` type is), Arrow on (the Delta writes without
 delta-spark's JVM jars, ``jobs.lake.delta``, hand Arrow batches to their tasks), UI off, a quiet log.
-:func:`local_frame` makes the small frames of driver-side rows the jobs need, without Python
-workers.
 
 Example:
     >>> spark = build_session(master="local[2]", shuffle_partitions=4)
@@ -17,13 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
-import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql import SparkSession
 
 log = logging.getLogger("nsaudit.spark")
 
@@ -35,59 +29,6 @@ _REQUIRED_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
 }
-
-
-
-def checkpoint_frame(df: DataFrame) -> DataFrame:
-    """``df`` computed now and cut from its plan: a stage's small intermediate that several later
-    queries read.
-
-    The rows stay in the executors' block managers (``localCheckpoint(eager=True)``) and the
-    returned frame's plan is a scan of them. A persisted frame would keep the plan behind it:
-    every later query that reads it is planned against the cache with that plan inside, and its
-    tasks ship it (a plan of tens of scans of the events, and task binaries of MiBs). Free the
-    rows with :func:`release_frame` after the last read. On a cluster an executor lost before
-    then takes its blocks with it and the reading query fails rather than recomputing them.
-    """
-    return df.localCheckpoint(eager=True)
-
-
-def spread(df: DataFrame, *keys: str) -> DataFrame:
-    """``df`` hash-partitioned by ``keys`` into ``spark.sql.shuffle.partitions`` partitions: for a
-    few rows that later become many (exploded into instants) where they are, so the many are made
-    by as many tasks as a shuffle would use. The number is explicit, so adaptive execution does
-    not merge the small shuffle into one partition."""
-    return df.repartition(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
-
-
-def release_frame(df: DataFrame) -> None:
-    """Free what ``df`` holds in executor memory: its cache (``persist``), or the blocks of a
-    ``localCheckpoint``, which ``unpersist`` leaves to Spark's context cleaner (that is, to some
-    later garbage collection of the driver's JVM). Reading ``df`` afterwards recomputes a
-    persisted frame but fails for a checkpointed one: release only after the last read."""
-    df.unpersist()
-    plan = df._jdf.queryExecution().logical()
-    if plan.getClass().getSimpleName() == "LogicalRDD":  # a checkpoint: the rows live in its RDD's blocks
-        # what RDD.unpersist does, without its warning that a local checkpoint cannot be
-        # recomputed once freed (known here: the stage has read it for the last time)
-        df.sparkSession.sparkContext._jsc.sc().unpersistRDD(plan.rdd().id(), False)
-
-
-@dataclass(frozen=True)
-class CachedFrames:
-    """Base of a stage's output frames whose shared intermediates the stage persisted or
-    checkpointed.
-
-    ``cached`` is keyword-only, so a subclass lists its own frames first and positionally.
-    """
-
-    cached: tuple[DataFrame, ...] = field(default=(), kw_only=True)
-
-    def release(self) -> None:
-        """Free the shared intermediates (:func:`release_frame`)."""
-        for df in self.cached:
-            release_frame(df)
-
 
 # PySpark reads this once per process, at the first DataFrame call (pyspark.errors.utils).
 DATAFRAME_DEBUGGING_CONF = "spark.python.sql.dataFrameDebugging.enabled"
@@ -107,8 +48,7 @@ def _is_single_host_master(master: str | None) -> bool:
 
 # The jobs are batch work on every core, with no latency to keep: the throughput collector spends
 # less CPU than G1 (Java's default), whose concurrent work and write barriers compete with the
-# tasks for the cores. On the reference day the six stages after ingest took 14 % less wall time
-# and 12 % less CPU with it (medians of alternating runs; bench/README.md, session 8).
+# tasks for the cores (bench/ measures the difference).
 DEFAULT_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
 
@@ -161,26 +101,10 @@ def build_session(
         ValueError: ``extra_conf`` tries to change a conf the lake depends on.
     """
     extra = dict(extra_conf or {})
-    for key, value in extra.items():
-        if key in _REQUIRED_CONF and str(value).lower() != _REQUIRED_CONF[key].lower():
-            raise ValueError(f"spark conf {key} must stay {_REQUIRED_CONF[key]!r}, got {value!r}")
-
+    _check_extra_conf(extra)
     submitted = _launched_by_spark_submit()
     if not submitted:
-        # SparkContext reads PYSPARK_PYTHON when it starts and runs every Python worker with it:
-        # the executors' on the driver's host.
-        # Only a single-host master (local, or a standalone master on the loopback interface)
-        # may be pinned to this interpreter's absolute path; a remote host has no such file.
-        # PYSPARK_DRIVER_PYTHON is for pyspark shells started from here.
-        if not os.environ.get("PYSPARK_PYTHON"):
-            if _is_single_host_master(master):
-                os.environ["PYSPARK_PYTHON"] = sys.executable
-            else:
-                # Spark's default is "python3" from each host's PATH, which rarely has pyarrow.
-                log.warning("PYSPARK_PYTHON is not set: executors of %s will run 'python3' from their "
-                            "PATH, which needs pyspark and pyarrow", master or "the default master")
-        if not os.environ.get("PYSPARK_DRIVER_PYTHON"):
-            os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+        _point_python_workers(master)
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None and not submitted:
@@ -198,6 +122,30 @@ def build_session(
     return spark
 
 
+def _check_extra_conf(extra: Mapping[str, str]) -> None:
+    for key, value in extra.items():
+        if key in _REQUIRED_CONF and str(value).lower() != _REQUIRED_CONF[key].lower():
+            raise ValueError(f"spark conf {key} must stay {_REQUIRED_CONF[key]!r}, got {value!r}")
+
+
+def _point_python_workers(master: str | None) -> None:
+    """Set ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` for a session this process starts."""
+    # SparkContext reads PYSPARK_PYTHON when it starts and runs every Python worker with it:
+    # the executors' on the driver's host.
+    # Only a single-host master (local, or a standalone master on the loopback interface)
+    # may be pinned to this interpreter's absolute path; a remote host has no such file.
+    # PYSPARK_DRIVER_PYTHON is for pyspark shells started from here.
+    if not os.environ.get("PYSPARK_PYTHON"):
+        if _is_single_host_master(master):
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+        else:
+            # Spark's default is "python3" from each host's PATH, which rarely has pyarrow.
+            log.warning("PYSPARK_PYTHON is not set: executors of %s will run 'python3' from their "
+                        "PATH, which needs pyspark and pyarrow", master or "the default master")
+    if not os.environ.get("PYSPARK_DRIVER_PYTHON"):
+        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
 def session_conf(shuffle_partitions: int, driver_memory: str | None, java_options: str,
                  extra_conf: Mapping[str, str]) -> dict[str, str]:
     """The confs :func:`build_session` gives the builder (its arguments of the same names)."""
@@ -207,9 +155,8 @@ def session_conf(shuffle_partitions: int, driver_memory: str | None, java_option
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         # PySpark 4 records the Python call site of every DataFrame and Column call for its error
-        # messages: about eight more py4j round trips and a stack walk per call. The jobs build
-        # plans of thousands of calls (one distribution day: 15,400 round trips with it, 7,000
-        # without), so it is off; extra_conf may turn it back on for debugging.
+        # messages: more py4j round trips and a stack walk per call. The jobs build plans of
+        # thousands of calls, so it is off; extra_conf may turn it back on for debugging.
         DATAFRAME_DEBUGGING_CONF: "false",
     }
     if driver_memory is not None:
@@ -236,25 +183,3 @@ def is_native_delta_available(spark: SparkSession) -> bool:
     return True
 
 
-def local_frame(spark: SparkSession, rows: Sequence[Sequence | Mapping], schema: T.StructType) -> DataFrame:
-    """A small DataFrame of driver-side ``rows`` (tuples in ``schema``'s order, or dicts), kept in
-    the JVM.
-
-    It is handed over as an Arrow table and planned as a local relation. ``createDataFrame`` of
-    Python rows would run a Python function to convert them, in Python workers, each time the
-    frame is computed; and the optimizer folds a query over an *empty* local relation away,
-    where one over an empty Python-made frame is still planned, compiled and run.
-
-    Example:
-        >>> local_frame(spark, [("ns-a", 3)], T.StructType([T.StructField("ns", T.StringType()),
-        ...                                                 T.StructField("n", T.LongType())])).first()
-        Row(ns='ns-a', n=3)
-    """
-    arrow_schema = to_arrow_schema(schema)
-    if rows and not isinstance(rows[0], Mapping):
-        table = pa.Table.from_arrays(
-            [pa.array(list(column), type=f.type) for column, f in zip(zip(*rows), arrow_schema)], schema=arrow_schema
-        )
-    else:
-        table = pa.Table.from_pylist(list(rows), schema=arrow_schema)
-    return spark.createDataFrame(table, schema)

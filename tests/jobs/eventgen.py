@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import EventLogConfig
+from nameserver.codec import RequestCode
 from nameserver.eventlog.writer import EventLogWriter, list_segments
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
@@ -120,10 +121,10 @@ class _Server:
         return f"r{self.run_no}-{broker.addr}-{broker.channel_no}"
 
     def ctx(self, broker: BrokerProcess, code: int) -> RequestContext:
-        return RequestContext(self.channel(broker), broker.addr.replace(":10911", ":50000"), code)
+        return RequestContext(self.channel(broker), broker.addr.replace(":10911", ":50000"), int(code))
 
     def scans_until(self, t: int) -> None:
-        """Run every expiry scan due before ``t`` at its own tick (§2.5)."""
+        """Run every expiry scan due before ``t`` at its own tick (docs/nameserver-semantics.md §2.5)."""
         while self.up and self.next_scan <= t:
             self.now = self.next_scan
             expired, channels = self.routes.scan_not_active_broker(self.now)
@@ -137,7 +138,8 @@ class _Server:
     def register(self, broker: BrokerProcess) -> None:
         result = self.routes.register_broker(
             broker.cluster, broker.addr, broker.broker_name, broker.broker_id, broker.ha_addr,
-            broker.data_version, broker.topics, broker.filter_servers, self.now, self.ctx(broker, 103),
+            broker.data_version, broker.topics, broker.filter_servers, self.now,
+            self.ctx(broker, RequestCode.REGISTER_BROKER),
             request_version=401,
         )
         self.emit(result.events)
@@ -152,33 +154,36 @@ class _Server:
             self.register(self.mutate(broker))
         elif roll < 0.64:
             self.emit(self.routes.broker_heartbeat(broker.cluster, broker.addr, broker.broker_name, self.now,
-                                                   self.ctx(broker, 904)))
+                                                   self.ctx(broker, RequestCode.BROKER_HEARTBEAT)))
         elif roll < 0.70:
             dv = broker.data_version if rng.random() < 0.8 else DataVersion(broker.data_version.timestamp, 0)
+            ctx = self.ctx(broker, RequestCode.QUERY_DATA_VERSION)
             self.emit(self.routes.query_data_version(broker.cluster, broker.addr, broker.broker_name,
-                                                     broker.broker_id, dv, self.now, self.ctx(broker, 322))[2])
+                                                     broker.broker_id, dv, self.now, ctx)[2])
         elif roll < 0.74:
             name = broker.broker_name if rng.random() < 0.8 else rng.choice(BROKER_NAMES + ("broker-zz",))
             cluster = broker.cluster if rng.random() < 0.8 else rng.choice(CLUSTERS)
             self.emit(self.routes.unregister_broker(cluster, broker.addr, name, broker.broker_id, self.now,
-                                                    self.ctx(broker, 104)))
+                                                    self.ctx(broker, RequestCode.UNREGISTER_BROKER)))
         elif roll < 0.78:
             channel = self.channel(broker) if rng.random() < 0.8 else "r0-nobody"
             self.emit(self.routes.on_channel_close(channel, self.now, "10.9.9.9:1"))
             broker.channel_no += 1  # the broker reconnects on a new connection
         elif roll < 0.81:
             name = rng.choice(BROKER_NAMES)
-            ctx = RequestContext("admin", "10.9.0.1:5000", 205)
+            ctx = RequestContext("admin", "10.9.0.1:5000", int(RequestCode.WIPE_WRITE_PERM_OF_BROKER))
+            add_code = int(RequestCode.ADD_WRITE_PERM_OF_BROKER)
             if rng.random() < 0.5:
                 self.emit(self.routes.wipe_write_perm_of_broker(name, self.now, ctx)[1])
             else:
-                self.emit(self.routes.add_write_perm_of_broker(name, self.now, replace(ctx, request_code=327))[1])
+                self.emit(self.routes.add_write_perm_of_broker(name, self.now, replace(ctx, request_code=add_code))[1])
         elif roll < 0.84:
             cluster = rng.choice((None, "", "C1", "C2", "C9"))
-            self.emit(self.routes.delete_topic(rng.choice(TOPICS), cluster, self.now,
-                                               RequestContext("admin", "10.9.0.1:5000", 216)))
+            ctx = RequestContext("admin", "10.9.0.1:5000", int(RequestCode.DELETE_TOPIC_IN_NAMESRV))
+            self.emit(self.routes.delete_topic(rng.choice(TOPICS), cluster, self.now, ctx))
         elif roll < 0.85:
-            self.emit([rejected_event(self.now, "crc32 not match", self.ctx(broker, 103), broker_addr=broker.addr)])
+            ctx = self.ctx(broker, RequestCode.REGISTER_BROKER)
+            self.emit([rejected_event(self.now, "crc32 not match", ctx, broker_addr=broker.addr)])
         else:  # quiet time: nothing happens but the clock
             pass
 
@@ -310,7 +315,8 @@ def stamp(events_by_ns: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
 
 def rebuild_from_lines(spark: Any, lines: list[dict[str, Any]], lake_dir: str | os.PathLike, days: list) -> list:
     """Rebuild ``days`` (in order) from in-memory log lines, the way ``run_rebuild`` does from the lake."""
-    from jobs.rebuild.stage import WALK_EVENT_COLUMNS, read_previous_state, rebuild_day
+    from jobs.rebuild.stage import read_previous_state, rebuild_day
+    from jobs.rebuild.walker import WALK_EVENT_COLUMNS
     from common.timeutil import utc_date
     from schemas.events import EVENT_SCHEMA
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from jobs.spark.session import local_frame
+from jobs.spark.frames import local_frame
 
 
 def frame(spark: SparkSession, rows: Iterable, schema: T.StructType | str) -> DataFrame:

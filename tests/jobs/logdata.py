@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from common.config import EventLogConfig
+from nameserver.codec import RequestCode
 from nameserver.eventlog.writer import EventLogWriter
 from nameserver.layout import BrokerGroup, BrokerMember, build_layout
-from nameserver.model import DataVersion, TopicConfig, topics_digest
+from nameserver.model import PERM_READ, DataVersion, TopicConfig, topics_digest
 from common.timeutil import day_start_ms
 
 DAY = dt.date(2026, 11, 21)
-T0 = day_start_ms(DAY)  # 1795219200000, the spec's example day
+T0 = day_start_ms(DAY)  # 1795219200000, the example day of docs/interfaces.md
 
-REGISTER_BROKER = 103
-QUERY_DATA_VERSION = 322
-BROKER_HEARTBEAT = 904
+REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
+QUERY_DATA_VERSION = int(RequestCode.QUERY_DATA_VERSION)
+BROKER_HEARTBEAT = int(RequestCode.BROKER_HEARTBEAT)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ BROKER_A = Broker(
 )
 BROKER_B = Broker(
     "DefaultCluster", "broker-b", 0, "10.0.0.6:10911", "10.0.0.6:10912",
-    (TopicConfig("TopicOther", 2, 2, perm=4), TopicConfig("TopicTest", 4, 8)),  # sorted, as brokers send them
+    (TopicConfig("TopicOther", 2, 2, perm=PERM_READ), TopicConfig("TopicTest", 4, 8)),  # sorted, as brokers send them
 )
 
 

@@ -20,7 +20,8 @@ from jobs import lake
 from jobs.lake.tables import read_table
 from common.config import AuditConfig, Config
 from common.timeutil import DAY_MS, day_start_ms
-from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
+from schemas.divergence import NS_DIVERGENCES_SCHEMA
+from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 from tests.jobs.fault_free import fault_free_day  # noqa: F401  (the shared fault-free day, a fixture)

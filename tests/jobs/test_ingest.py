@@ -20,22 +20,14 @@ from pyspark.sql import types as T
 from jobs import lake
 from jobs.lake.tables import read_table
 from jobs.lake.findings import finding_columns, write_findings
-from jobs.ingest.stage import (
-    STATUS_CONFLICT,
-    STATUS_DUPLICATE,
-    STATUS_KEEP,
-    agg_dropped_line_ranges,
+from jobs.ingest.checks import select_checked, with_event, with_reason
+from jobs.ingest.findings import (
     agg_duplicate_events_findings,
-    agg_ingest_files,
-    agg_last_events,
     agg_quarantined_lines_findings,
-    run_ingest,
     select_clock_step_back_findings,
-    select_kept_pairs,
     select_seq_gap_findings,
-    with_seq_status,
 )
-from jobs.ingest.lines import (
+from jobs.ingest.segments import (
     LINES_SCHEMA,
     SEGMENT_FILES_SCHEMA,
     IngestInputError,
@@ -44,10 +36,18 @@ from jobs.ingest.lines import (
     line_batches,
     list_day_segments,
     read_lines,
-    select_checked,
-    with_event,
-    with_reason,
 )
+from jobs.ingest.sequence import (
+    STATUS_CONFLICT,
+    STATUS_DUPLICATE,
+    STATUS_KEEP,
+    agg_dropped_line_ranges,
+    agg_last_events,
+    select_kept_pairs,
+    with_seq_status,
+)
+from jobs.ingest.stage import run_ingest
+from jobs.ingest.tables import agg_ingest_files
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.ingest import INGEST_FILES_SCHEMA
@@ -132,7 +132,7 @@ def test_line_batches_numbers_lines_and_marks_a_cut_short_last_one():
 
 
 def test_line_batches_keeps_a_bad_utf8_line_escaped(monkeypatch):
-    monkeypatch.setattr("jobs.ingest.lines._BATCH_LINES", 2)  # numbering continues across batches
+    monkeypatch.setattr("jobs.ingest.segments.BATCH_LINES", 2)  # numbering continues across batches
     assert _lines(b'{"a":1}\n{"a":"\xff"}\n{"a":3}\n\xfe') == [
         (1, '{"a":1}\n', None),
         (2, '{"a":"\\xff"}\n', "invalid_utf8"),

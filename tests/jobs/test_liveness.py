@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 from jobs.analytics.liveness import stage as L
 from jobs.analytics.liveness import windows as LW
 from common.timeutil import day_start_ms
-from schemas.audit import LIVENESS_WINDOWS_SCHEMA
+from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark

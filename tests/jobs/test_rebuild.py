@@ -13,7 +13,7 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 
 from jobs.rebuild import state as rebuild_state
-from jobs.rebuild.stage import with_interesting, with_run, with_topics
+from jobs.rebuild.marking import with_interesting, with_run, with_topics
 from jobs.rebuild.walk import ADDR, CLUSTER, QUEUE, walk_day
 from nameserver.model import DataVersion, TopicConfig, topics_digest
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event

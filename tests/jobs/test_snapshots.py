@@ -10,7 +10,7 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.rebuild.stage import select_broker_addr_history, select_topic_route_history
+from jobs.rebuild.tables import select_broker_addr_history, select_topic_route_history
 from jobs.snapshots import (
     agg_broker_data_runs,
     agg_route_pieces,

@@ -9,15 +9,11 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame, release_frame
 from jobs.spark.session import (
     DATAFRAME_DEBUGGING_CONF,
-    CachedFrames,
     DEFAULT_JAVA_OPTIONS,
     build_session,
-    checkpoint_frame,
-    is_native_delta_available,
-    local_frame,
-    release_frame,
     session_conf,
 )
 from common.config import load_config
@@ -31,12 +27,6 @@ def test_session_has_lake_settings(spark):
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
     assert spark.sparkContext.pythonExec == sys.executable
-
-
-@pytest.mark.spark
-def test_native_delta_is_detected_absent_here(spark):
-    # This machine cannot fetch delta-spark's jars, so jobs.lake.delta's writer is the one used.
-    assert is_native_delta_available(spark) is False
 
 
 def test_extra_conf_cannot_change_what_the_lake_depends_on():

@@ -79,7 +79,7 @@ from jobs.snapshots import (
     with_segments,
     with_snapshot_ts,
 )
-from jobs.spark.session import CachedFrames, checkpoint_frame, local_frame, release_frame, spread
+from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame, release_frame, spread
 from common.config import Config
 from common.timeutil import DAY_MS, day_start_ms
 from schemas.distribution import (

@@ -64,10 +64,11 @@ from pyspark.sql import types as T
 from jobs import lake
 from jobs.lake.tables import read_table, table_exists, write_table
 from jobs.lake.findings import finding_columns, write_findings
-from jobs.spark.session import checkpoint_frame, local_frame, release_frame
+from jobs.spark.frames import checkpoint_frame, local_frame, release_frame
 from common.config import Config
 from common.timeutil import DAY_MS, day_start_ms
-from schemas.audit import LIVENESS_WINDOWS_SCHEMA, NS_DIVERGENCES_SCHEMA
+from schemas.divergence import NS_DIVERGENCES_SCHEMA
+from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 

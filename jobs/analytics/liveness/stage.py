@@ -44,12 +44,11 @@ from jobs import lake
 from jobs.analytics.liveness import windows as LW
 from jobs.lake.tables import read_table, table_exists, write_table
 from jobs.lake.findings import write_findings
-from jobs.spark.session import CachedFrames, checkpoint_frame, local_frame
+from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame
 from common.config import Config
 from common.timeutil import DAY_MS, day_start_ms
-from schemas.audit import LIVENESS_WINDOWS_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
-from schemas.liveness import BROKER_AVAILABILITY_SCHEMA
+from schemas.liveness import BROKER_AVAILABILITY_SCHEMA, LIVENESS_WINDOWS_SCHEMA
 from schemas.routes import NS_RUNS_SCHEMA
 
 RESETS = ("ns_start", "ns_stop")
@@ -589,7 +588,7 @@ class LivenessFrames(CachedFrames):
     """The stage's outputs for one day, as lazy DataFrames.
 
     The small intermediates several outputs share (runs, windows, expiry checks) are computed
-    when the frames are built and checkpointed (:func:`jobs.spark.session.checkpoint_frame`), so each is
+    when the frames are built and checkpointed (:func:`jobs.spark.frames.checkpoint_frame`), so each is
     computed once and later plans read its rows, not its plan; :meth:`release` frees them, after
     the last read.
 

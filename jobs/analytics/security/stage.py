@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from jobs import lake
 from jobs.lake.tables import read_table, table_exists
 from jobs.lake.findings import finding_columns, write_findings
-from jobs.spark.session import CachedFrames, checkpoint_frame
+from jobs.spark.frames import CachedFrames, checkpoint_frame
 from common.config import Config
 from common.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
