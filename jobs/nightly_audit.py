@@ -92,8 +92,15 @@ def _one_line(exc: BaseException) -> str:
 def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
         outcome: AuditOutcome | None = None) -> AuditOutcome:
     """Run every stage for ``day``; raises on the first failing stage (tables keep their versions)."""
-    from jobs import (audit_runs, distribution, divergence, ingest, liveness, rebuild, report_data, security,
-                      snapshots)
+    from jobs import snapshots
+    from jobs.analytics.distribution import stage as distribution
+    from jobs.analytics.divergence import stage as divergence
+    from jobs.analytics.liveness import stage as liveness
+    from jobs.analytics.security import stage as security
+    from jobs.ingest import stage as ingest
+    from jobs.lake import audit_runs
+    from jobs.rebuild import stage as rebuild
+    from jobs.report import data as report_data
 
     outcome = outcome or AuditOutcome(day)
     interval = config.audit.snapshot_interval_ms
