@@ -93,7 +93,6 @@ class LivenessFrames(CachedFrames):
     availability_df: DataFrame
 
 
-
 def build_liveness(
     events_df: DataFrame,
     prev_windows_df: DataFrame,
