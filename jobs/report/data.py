@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from jobs import lake as lake_tables
 from jobs.lake.tables import read_table, table_exists
-from jobs.analytics.distribution.stage import agg_end_of_day_distribution
+from jobs.analytics.distribution import agg_end_of_day_distribution
 from jobs.report.render import ReportData, write_report
 from schemas.divergence import NS_DIVERGENCES_SCHEMA
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
@@ -71,7 +71,7 @@ def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS,
 
     Args:
         cells_df: the end-of-day write queues per (cluster, broker name, topic),
-            :func:`jobs.analytics.distribution.stage.agg_end_of_day_distribution` (the largest any server reports;
+            :func:`jobs.analytics.distribution.agg_end_of_day_distribution` (the largest any server reports;
             they normally agree, and divergence has its own plot).
     """
     broker_rank = cells_df.groupBy("cluster", "broker_name").agg(F.sum("write_queue_nums").alias("total")).withColumn(
@@ -91,7 +91,7 @@ def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, fi
                  quarantine_df: DataFrame | None) -> dict[str, Any]:
     """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each.
 
-    ``end_cells_df``: the end-of-day cells (:func:`jobs.analytics.distribution.stage.agg_end_of_day_distribution`),
+    ``end_cells_df``: the end-of-day cells (:func:`jobs.analytics.distribution.agg_end_of_day_distribution`),
     whose topics are ``topics_at_end``.
     """
     headline: dict[str, Any] = {}

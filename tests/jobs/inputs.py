@@ -3,7 +3,7 @@
 ``spark.createDataFrame`` of Python rows plans them as a Python RDD: every query over such an
 input runs Python workers to convert the rows again (about 1.5 s more per query of a
 distribution test). :func:`frame` hands them over as an Arrow table instead
-(:func:`jobs.spark.session.local_frame`), as the jobs do with their own driver-side rows.
+(:func:`jobs.spark.frames.local_frame`), as the jobs do with their own driver-side rows.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Queue distribution tables and findings (``jobs.analytics.distribution.stage``).
+"""Queue distribution tables and findings (``jobs.analytics.distribution``).
 
 Hand-built ``route_snapshots`` rows on the default 5-minute grid of ``DAY`` (instant ``k`` is
 ``k * 5`` minutes after 00:00; ``END`` is 23:59:59.999); history rows where a check needs what a
@@ -17,7 +17,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.analytics.distribution import stage as D
+from jobs.analytics import distribution as D
 from jobs import lake
 from jobs.lake.tables import read_table, write_table
 from jobs.snapshots import agg_route_snapshots, expand_positions_batch

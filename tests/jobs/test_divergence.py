@@ -1,4 +1,4 @@
-"""Divergence between name servers (``jobs.analytics.divergence.stage``).
+"""Divergence between name servers (``jobs.analytics.divergence``).
 
 Hand-built history, liveness and ``ns_runs`` rows for three servers. Times are ms after 00:00 of
 ``DAY`` (negative: the day before); ``None`` as an end means still valid at the end of the row's
@@ -15,7 +15,7 @@ import json
 import pytest
 from chispa import assert_df_equality
 
-from jobs.analytics.divergence import stage as D
+from jobs.analytics import divergence as D
 from jobs import lake
 from jobs.lake.tables import read_table
 from common.config import AuditConfig, Config

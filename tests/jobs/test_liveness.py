@@ -1,4 +1,4 @@
-"""Liveness windows, expiry timing, findings and availability (``jobs.analytics.liveness.stage``).
+"""Liveness windows, expiry timing, findings and availability (``jobs.analytics.liveness``).
 
 Small hand-built event logs in the ``events`` table layout (``ts`` timestamp beside ``ts_ms``,
 ``last_update_ts`` timestamp, ``data_version`` struct). Times are ms after 00:00 of ``DAY``; a
@@ -17,7 +17,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.analytics.liveness import stage as L
+from jobs.analytics import liveness as L
 from jobs.analytics.liveness import windows as LW
 from common.timeutil import day_start_ms
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from jobs.report import data as report_data
-from jobs.analytics.distribution.stage import agg_end_of_day_distribution
+from jobs.analytics.distribution import agg_end_of_day_distribution
 from jobs.report.render import ReportData
 from tests.jobs.inputs import frame
 

@@ -1,4 +1,4 @@
-"""Security findings (``jobs.analytics.security.stage``): hand-built logs in the ``events`` layout, then live
+"""Security findings (``jobs.analytics.security``): hand-built logs in the ``events`` layout, then live
 servers with a rogue broker, ingested and audited end to end.
 
 Times are ms after 00:00 of ``DAY``. Peers log as ``host:port``; a broker's peer host is its
@@ -19,7 +19,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from jobs import lake
-from jobs.analytics.security import stage as S
+from jobs.analytics import security as S
 from jobs.lake.tables import read_table
 from jobs.ingest.stage import run_ingest
 from nameserver.acl import AccessController, Credentials, SecretStore

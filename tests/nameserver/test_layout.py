@@ -1,6 +1,6 @@
 """The fleet layout's faults: ``read_lt_write`` and ``queue_skew`` on, a balanced fleet off.
 
-Skew is measured here the way ``jobs.analytics.distribution.stage`` measures it (write queues per broker group of
+Skew is measured here the way ``jobs.analytics.distribution.groups`` measures it (write queues per broker group of
 a cluster, every group counted; population standard deviation over the mean, busiest over the
 mean) against the audit's default thresholds, independently of ``nameserver.layout.skew``.
 """

@@ -6,10 +6,11 @@ int ``sid`` (:func:`number_streams` numbers the day's few streams, :func:`with_s
 events with them), the event's ``kind`` (its type and request code as one small int), ``seq``,
 ``ts_ms`` and the data version as two longs. The strings a window reports are looked up
 afterwards for its few rows: the stream's ``ns`` and ``broker_addr`` by ``sid``, and its identity
-by the seq of the event that names the window (:func:`agg_windows` keeps it as ``id_seq``,
-:func:`with_window_identity` fetches that event's ``cluster``, ``broker_name`` and ``broker_id``).
+by the seq of the event that names the window (:func:`agg_windows` keeps it as ``id_seq``;
+:mod:`jobs.analytics.liveness.identity` fetches that event's ``cluster``, ``broker_name`` and
+``broker_id``).
 
-The semantics (what opens, refreshes and ends a window) are in :mod:`jobs.analytics.liveness.stage`.
+What opens, refreshes and ends a window is described in :mod:`jobs.analytics.liveness`.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from common.timeutil import day_start_ms
+from nameserver.codec import RequestCode
+from schemas.events import REMOVAL_TYPES
 
-REGISTER_BROKER, QUERY_DATA_VERSION, BROKER_HEARTBEAT = 103, 322, 904
-REMOVALS = ("unregister", "expire", "channel_close")
+REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)  # a plain int: Spark makes a literal of it
 
-# Stream row kinds. The removals come last, in REMOVALS order, so ``kind >= UNREGISTER`` is a
-# removal and ``kind - UNREGISTER`` indexes REMOVALS.
+# Stream row kinds. The removals come last, in REMOVAL_TYPES order, so ``kind >= UNREGISTER`` is
+# a removal and ``kind - UNREGISTER`` indexes REMOVAL_TYPES.
 CARRY = 0  # synthetic row: a window open at the end of the previous day
 REGISTER_103, REGISTER_OTHER = 1, 2  # a register (REGISTER_BROKER, or a request code that is not)
 HEARTBEAT_103, HEARTBEAT_904, HEARTBEAT_322, HEARTBEAT_OTHER = 3, 4, 5, 6
@@ -37,7 +39,6 @@ UNREGISTER, EXPIRE, CHANNEL_CLOSE = 7, 8, 9
 ADDRESS_COLUMNS = ("ns", "broker_addr", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")
 STREAM_KEYS = ("ns", "broker_addr", "run")  # one stream: what `sid` numbers
 STREAM_COLUMNS = ("sid", "seq", "ts_ms", "kind", "dv_ts", "dv_counter")  # what the sort carries
-IDENTITY_COLUMNS = ("cluster", "broker_name", "broker_id")
 WINDOW_KEYS = ("sid", "wkey")  # one liveness window
 MAX_SEQ = 2**63 - 1
 
@@ -74,8 +75,8 @@ def event_kind() -> Column:
         F.when(type_ == "register", F.when(code == REGISTER_BROKER, REGISTER_103).otherwise(REGISTER_OTHER))
         .when(type_ == "heartbeat",
               F.when(code == REGISTER_BROKER, HEARTBEAT_103)
-              .when(code == BROKER_HEARTBEAT, HEARTBEAT_904)
-              .when(code == QUERY_DATA_VERSION, HEARTBEAT_322)
+              .when(code == int(RequestCode.BROKER_HEARTBEAT), HEARTBEAT_904)
+              .when(code == int(RequestCode.QUERY_DATA_VERSION), HEARTBEAT_322)
               .otherwise(HEARTBEAT_OTHER))
         .when(type_ == "unregister", UNREGISTER)
         .when(type_ == "expire", EXPIRE)
@@ -86,14 +87,14 @@ def event_kind() -> Column:
 
 def removal_type(kind: Column) -> Column:
     """The event type of a removal ``kind`` (null for any other kind)."""
-    return F.when(kind >= UNREGISTER, F.get(F.array(*[F.lit(r) for r in REMOVALS]), kind - UNREGISTER))
+    return F.when(kind >= UNREGISTER, F.get(F.array(*[F.lit(r) for r in REMOVAL_TYPES]), kind - UNREGISTER))
 
 
 def select_address_stream(events_df: DataFrame) -> DataFrame:
     """The events that touch a live entry, with an address, as ``ADDRESS_COLUMNS`` rows."""
     dv = F.col("data_version")
     return events_df.where(
-        F.col("type").isin("register", "heartbeat", *REMOVALS) & F.col("broker_addr").isNotNull()
+        F.col("type").isin("register", "heartbeat", *REMOVAL_TYPES) & F.col("broker_addr").isNotNull()
     ).select(
         "ns", "broker_addr", "seq", "ts_ms", event_kind().alias("kind"),
         dv["timestamp"].alias("dv_ts"), dv["counter"].alias("dv_counter"),
@@ -123,7 +124,8 @@ def number_streams(streams_df: DataFrame, run_intervals_df: DataFrame) -> DataFr
 
     Args:
         streams_df: ``STREAM_KEYS`` of the day's streams, duplicates allowed.
-        run_intervals_df: ``agg_run_intervals``; a server without resets today is in run 0 all day.
+        run_intervals_df: :func:`jobs.analytics.liveness.runs.agg_run_intervals`; a server without
+            resets today is in run 0 all day.
     """
     ranges_df = run_intervals_df.select("ns", "run", "lo_seq", "hi_seq")
     return (
@@ -143,8 +145,8 @@ def number_streams(streams_df: DataFrame, run_intervals_df: DataFrame) -> DataFr
 def with_stream_id(address_df: DataFrame, numbered_df: DataFrame) -> DataFrame:
     """``STREAM_COLUMNS`` of ``ADDRESS_COLUMNS`` rows: their stream's ``sid`` instead of its strings.
 
-    A broadcast join on (ns, broker_addr) whose seq range picks the run, as ``with_run`` does in
-    :mod:`jobs.analytics.liveness.stage`; every row must have its stream in ``numbered_df``
+    A broadcast join on (ns, broker_addr) whose seq range picks the run, as
+    :func:`jobs.analytics.liveness.runs.with_run` does; every row must have its stream in ``numbered_df``
     (:func:`number_streams`), or it is dropped.
     """
     keys_df = numbered_df.select(
@@ -166,7 +168,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
       (events before the run's first register, which may continue a window from before 00:00);
     * ``in_window``: the row lies inside the window: no removal since its start (the removal
       that ends the window is inside);
-    * ``is_refresh``: it sets ``last_update`` (see :mod:`jobs.analytics.liveness.stage`); ``gap_ms``: time since
+    * ``is_refresh``: it sets ``last_update`` (see :mod:`jobs.analytics.liveness`); ``gap_ms``: time since
       the previous refresh point of the same window, null on the row that opens it.
 
     A refresh point is a refresh, or a ``_carry`` row with a last refresh (its ``ts_ms``).
@@ -255,7 +257,7 @@ def agg_windows(keyed_df: DataFrame, numbered_df: DataFrame, run_intervals_df: D
                 late_gap_ms: int) -> DataFrame:
     """One row per liveness window: ``LIVENESS_WINDOWS_SCHEMA`` columns but the identity, plus
     ``run`` and ``id_seq`` (the seq of the event that names the window, see
-    :func:`with_window_identity`).
+    :func:`jobs.analytics.liveness.identity.with_window_identity`).
 
     A leading segment (``wkey`` 0) is a window only when it continues one from the day before
     (``_carry`` row) or its events prove a live entry; it then starts at 00:00. A window holds at
@@ -269,58 +271,13 @@ def agg_windows(keyed_df: DataFrame, numbered_df: DataFrame, run_intervals_df: D
     Args:
         keyed_df: :func:`with_window_keys` output.
         numbered_df: :func:`number_streams` (each window's ``ns``, ``broker_addr`` and ``run``).
-        run_intervals_df: ``agg_run_intervals`` (the reset that ends a run ends its windows).
+        run_intervals_df: :func:`jobs.analytics.liveness.runs.agg_run_intervals` (the reset that
+            ends a run ends its windows).
         day: the UTC day (``date`` and the 00:00 start of carried windows).
         late_gap_ms: a longer gap between refreshes is a late heartbeat.
     """
-    ordered = Window.partitionBy(*WINDOW_KEYS).orderBy(F.col("gap_ms").asc_nulls_last())
-    gaps_df = agg_gap_counts(keyed_df).select(
-        "*",
-        F.sum("_gaps").over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("_at_or_below"),
-        F.sum("_gaps").over(ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias("_n"),
-    )
-
-    def percentile(p: float) -> Column:
-        # exact: the least gap with at least max(1, ceil(p * n)) of the window's n gaps at or below it
-        rank = F.greatest(F.lit(1), F.ceil(F.lit(float(p)) * F.col("_n")))
-        return F.min(F.when(F.col("gap_ms").isNotNull() & (F.col("_at_or_below") >= rank), F.col("gap_ms")))
-
-    windows_df = (
-        gaps_df.groupBy(*WINDOW_KEYS)
-        .agg(
-            F.max("_carried").alias("_carried"),
-            F.max("_proof").alias("_proof"),
-            F.min("_start_ms").alias("_start_ms"),
-            F.min("_removal_ms").alias("_removal_ms"),
-            F.max("_removal_kind").alias("_removal_kind"),
-            F.max("id_seq").alias("id_seq"),
-            F.sum("heartbeats").alias("heartbeats"),
-            F.max("gap_ms").alias("max_gap_ms"),
-            percentile(0.5).alias("_p50_ms"),
-            percentile(0.99).alias("_p99_ms"),
-            F.sum(F.when(F.col("gap_ms") > late_gap_ms, F.col("_gaps")).otherwise(0)).alias("late_heartbeats"),
-            F.max("_last_update_ms").alias("_last_update_ms"),
-        )
-        # the next window's register ends a window that saw no removal (lost lines, see module doc)
-        .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("sid").orderBy("wkey")))
-        .where((F.col("wkey") > 0) | F.col("_carried") | F.col("_proof"))
-        .join(F.broadcast(numbered_df.select("sid", *STREAM_KEYS)), ["sid"], "inner")
-        .join(F.broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
-              ["ns", "run"], "left")
-    )
-    removal_ms, next_register, reset = F.col("_removal_ms"), F.col("_next_register"), F.col("_next_reset")
-    end_ms = (
-        F.when(removal_ms.isNotNull(), removal_ms)
-        .when(next_register.isNotNull(), next_register)
-        .otherwise(reset["ts_ms"])
-    )
-    end_reason = (
-        F.when(removal_ms.isNotNull(), removal_type(F.col("_removal_kind")))
-        .when(next_register.isNotNull(), F.lit("unknown"))
-        .when(reset["type"] == "ns_stop", F.lit("ns_stop"))
-        .when(reset["type"] == "ns_start", F.lit("ns_restart"))
-        .otherwise(F.lit("open"))
-    )
+    windows_df = _agg_window_rows(_with_gap_ranks(keyed_df), numbered_df, run_intervals_df, late_gap_ms)
+    end_ms, end_reason = _window_end()
     leading = F.col("wkey") == 0
     start_ms = F.when(leading, F.lit(day_start_ms(day))).otherwise(F.col("_start_ms"))
     return (
@@ -348,40 +305,67 @@ def agg_windows(keyed_df: DataFrame, numbered_df: DataFrame, run_intervals_df: D
     )
 
 
-def with_window_identity(windows_df: DataFrame, named_df: DataFrame) -> DataFrame:
-    """Add ``cluster``, ``broker_name`` and ``broker_id``: those of the window's ``id_seq`` event.
-
-    That is the window's latest 103, ``expire`` or ``channel_close``, else its ``_carry`` row
-    (seq 0); without one the identity is null. Several rows with one seq (not in a well-formed
-    log) give the greatest identity, as a max over (seq, identity) would.
-
-    Args:
-        windows_df: :func:`agg_windows` rows (few: the lookup keys are broadcast).
-        named_df: ``ns``, ``broker_addr``, ``seq`` and ``IDENTITY_COLUMNS`` of the events that can
-            name a window, and of the ``_carry`` rows with seq 0.
-    """
-    keys_df = windows_df.select("ns", "broker_addr", F.col("id_seq").alias("seq")).where(F.col("seq").isNotNull())
-    ids_df = (
-        named_df.join(F.broadcast(keys_df.distinct()), ["ns", "broker_addr", "seq"], "left_semi")
-        .groupBy("ns", "broker_addr", "seq")
-        .agg(F.max(F.struct(*IDENTITY_COLUMNS)).alias("_id"))
-        .select("ns", "broker_addr", F.col("seq").alias("id_seq"), *[F.col("_id")[c].alias(c) for c in IDENTITY_COLUMNS])
+def _with_gap_ranks(keyed_df: DataFrame) -> DataFrame:
+    """:func:`agg_gap_counts` rows with ``_at_or_below`` (the window's gaps up to this length) and
+    ``_n`` (all its gaps)."""
+    ordered = Window.partitionBy(*WINDOW_KEYS).orderBy(F.col("gap_ms").asc_nulls_last())
+    return agg_gap_counts(keyed_df).select(
+        "*",
+        F.sum("_gaps").over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)).alias("_at_or_below"),
+        F.sum("_gaps").over(ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)).alias("_n"),
     )
-    return windows_df.join(ids_df, ["ns", "broker_addr", "id_seq"], "left")
 
 
-def select_named_rows(events_df: DataFrame, carry_df: DataFrame) -> DataFrame:
-    """The rows that can name a window, for :func:`with_window_identity`: the address events that
-    prove a live entry (a 103, ``expire``, ``channel_close``) and the ``_carry`` rows (seq 0).
+def _gap_percentile(p: float) -> Column:
+    # exact: the least gap with at least max(1, ceil(p * n)) of the window's n gaps at or below it
+    rank = F.greatest(F.lit(1), F.ceil(F.lit(float(p)) * F.col("_n")))
+    return F.min(F.when(F.col("gap_ms").isNotNull() & (F.col("_at_or_below") >= rank), F.col("gap_ms")))
 
-    Returns:
-        ``ns``, ``broker_addr``, ``seq`` and ``IDENTITY_COLUMNS``.
-    """
-    proving = (
-        (F.col("type").isin("register", "heartbeat") & (F.col("request_code") == REGISTER_BROKER))
-        | F.col("type").isin("expire", "channel_close")
+
+def _agg_window_rows(gaps_df: DataFrame, numbered_df: DataFrame, run_intervals_df: DataFrame,
+                     late_gap_ms: int) -> DataFrame:
+    """One row per window from :func:`_with_gap_ranks` rows, with its stream's keys, the next
+    window's start (``_next_register``) and the reset that ends its run (``_next_reset``)."""
+    return (
+        gaps_df.groupBy(*WINDOW_KEYS)
+        .agg(
+            F.max("_carried").alias("_carried"),
+            F.max("_proof").alias("_proof"),
+            F.min("_start_ms").alias("_start_ms"),
+            F.min("_removal_ms").alias("_removal_ms"),
+            F.max("_removal_kind").alias("_removal_kind"),
+            F.max("id_seq").alias("id_seq"),
+            F.sum("heartbeats").alias("heartbeats"),
+            F.max("gap_ms").alias("max_gap_ms"),
+            _gap_percentile(0.5).alias("_p50_ms"),
+            _gap_percentile(0.99).alias("_p99_ms"),
+            F.sum(F.when(F.col("gap_ms") > late_gap_ms, F.col("_gaps")).otherwise(0)).alias("late_heartbeats"),
+            F.max("_last_update_ms").alias("_last_update_ms"),
+        )
+        # the next window's register ends a window that saw no removal (lost lines, see the
+        # package docstring)
+        .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("sid").orderBy("wkey")))
+        .where((F.col("wkey") > 0) | F.col("_carried") | F.col("_proof"))
+        .join(F.broadcast(numbered_df.select("sid", *STREAM_KEYS)), ["sid"], "inner")
+        .join(F.broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
+              ["ns", "run"], "left")
     )
-    events_df = events_df.where(F.col("broker_addr").isNotNull() & proving)
-    return events_df.select("ns", "broker_addr", "seq", *IDENTITY_COLUMNS).unionByName(
-        carry_df.select("ns", "broker_addr", F.lit(0).cast(T.LongType()).alias("seq"), *IDENTITY_COLUMNS)
+
+
+def _window_end() -> tuple[Column, Column]:
+    """A window's end (epoch ms) and end reason: its removal, else the next window's register
+    (lost lines), else the reset that ends its run; ``open`` without any."""
+    removal_ms, next_register, reset = F.col("_removal_ms"), F.col("_next_register"), F.col("_next_reset")
+    end_ms = (
+        F.when(removal_ms.isNotNull(), removal_ms)
+        .when(next_register.isNotNull(), next_register)
+        .otherwise(reset["ts_ms"])
     )
+    end_reason = (
+        F.when(removal_ms.isNotNull(), removal_type(F.col("_removal_kind")))
+        .when(next_register.isNotNull(), F.lit("unknown"))
+        .when(reset["type"] == "ns_stop", F.lit("ns_stop"))
+        .when(reset["type"] == "ns_start", F.lit("ns_restart"))
+        .otherwise(F.lit("open"))
+    )
+    return end_ms, end_reason

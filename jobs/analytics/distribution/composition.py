@@ -1,0 +1,132 @@
+"""The distribution transforms composed for one day: the two tables' rows and the findings."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.analytics.distribution.conditions import (
+    agg_last_queue_datas,
+    filter_addr_in_two_groups,
+    filter_broker_in_two_clusters,
+    filter_no_master,
+    filter_no_writable_queue,
+    filter_queue_data_without_broker,
+    filter_queue_skew,
+    filter_read_write_mismatch,
+    filter_single_broker_topic,
+    filter_write_perm_wiped,
+    with_last_addrs,
+    with_queue_datas,
+    with_skew_plan,
+)
+from jobs.analytics.distribution.groups import agg_broker_groups, agg_group_rows, agg_group_totals
+from jobs.analytics.distribution.params import DistributionParams
+from jobs.analytics.distribution.queue_data import PIECE_COLUMNS, with_queue_flags
+from jobs.analytics.distribution.runs import agg_kind_runs, select_findings, select_kind_runs
+from jobs.analytics.distribution.topics import agg_topic_segments, agg_topic_stats
+from jobs.snapshots import agg_broker_data_runs
+from jobs.spark.frames import CachedFrames, checkpoint_frame
+
+
+@dataclass(frozen=True)
+class DistributionFrames(CachedFrames):
+    """The stage's outputs for one day, as DataFrames (lazy but for the small intermediates that
+    :func:`build_distribution` computes at once: topic stats, group rows, findings' runs).
+
+    Attributes:
+        topic_segments_df: :func:`agg_topic_segments` rows (checkpointed).
+        topic_stats_df: :func:`agg_topic_stats` rows (made from the segments when read).
+        group_rows_df: :func:`agg_group_rows` rows (checkpointed).
+        findings_df: finding rows (``jobs.lake.findings`` columns), category ``distribution``.
+        cached: the checkpointed intermediates (:meth:`release` frees them after the last read).
+    """
+
+    topic_segments_df: DataFrame
+    topic_stats_df: DataFrame
+    group_rows_df: DataFrame
+    findings_df: DataFrame
+
+
+def build_distribution(
+    pieces_df: DataFrame,
+    previous_end_df: DataFrame,
+    broker_addr_df: DataFrame,
+    cluster_df: DataFrame,
+    day: dt.date,
+    params: DistributionParams,
+    broker_data_runs_df: DataFrame | None = None,
+) -> DistributionFrames:
+    """Compose the transforms for one day; computes the findings' runs of instants (small) at once.
+
+    Args:
+        pieces_df: the day's routes as pieces (:func:`jobs.snapshots.agg_route_pieces`, or
+            :func:`jobs.analytics.distribution.topics.pieces_from_snapshots` of ``route_snapshots`` rows).
+        previous_end_df: ``route_snapshots`` rows of the day before's last instant (may be empty).
+        broker_addr_df: the day's ``broker_addr_history``.
+        cluster_df: the day's ``cluster_history``.
+        day: the UTC day.
+        params: snapshot spacing and skew thresholds.
+        broker_data_runs_df: :func:`jobs.snapshots.agg_broker_data_runs` of ``broker_addr_df``
+            when the caller has it.
+    """
+    interval = params.snapshot_interval_ms
+    if broker_data_runs_df is None:
+        broker_data_runs_df = agg_broker_data_runs(broker_addr_df, day, interval)
+    flagged_df = pieces_df.transform(with_queue_flags)
+    previous_flagged_df = previous_end_df.select(
+        *PIECE_COLUMNS, F.lit(-1).cast("long").alias("first_pos"), F.lit(-1).cast("long").alias("last_pos")
+    ).transform(with_queue_flags)
+    broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
+    # each is read by its table and by several findings: computed once, and cut from its plan
+    # the topics' instant rows are many and cheap to make again: the segments are kept instead
+    topic_segments_df = checkpoint_frame(agg_topic_segments(flagged_df))
+    topic_stats_df = agg_topic_stats(topic_segments_df, day, interval)
+    group_rows_df = checkpoint_frame(
+        agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
+    )
+    conditions = {
+        "no_writable_queue": filter_no_writable_queue(topic_stats_df),
+        "read_write_mismatch": filter_read_write_mismatch(flagged_df, day, interval),
+        "single_broker_topic": filter_single_broker_topic(topic_stats_df),
+        "write_perm_wiped": filter_write_perm_wiped(flagged_df, previous_flagged_df, day, interval),
+        "queue_skew": filter_queue_skew(group_rows_df, params),
+        "no_master": filter_no_master(group_rows_df),
+        "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
+        "broker_in_two_clusters": filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval),
+        "addr_in_two_groups": filter_addr_in_two_groups(broker_addr_df, day, interval),
+    }
+    # small (a row per run), read once per kind: computed here, once, and cut from its plan, so
+    # that the nine reads neither repeat nor re-plan it
+    kind_runs_df = checkpoint_frame(agg_kind_runs(conditions, day, interval))
+    findings_df = _union_findings(kind_runs_df, conditions, flagged_df, broker_addr_df, day, params)
+    return DistributionFrames(topic_segments_df, topic_stats_df, group_rows_df, findings_df,
+                              cached=(topic_segments_df, group_rows_df, kind_runs_df))
+
+
+def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], flagged_df: DataFrame, broker_addr_df: DataFrame,
+                    day: dt.date, params: DistributionParams) -> DataFrame:
+    """The finding rows of every kind, in ``kinds`` order, from :func:`agg_kind_runs` rows; the
+    details of four kinds gain what their run's last instant adds."""
+    def runs(kind: str) -> DataFrame:
+        return select_kind_runs(kind_runs_df, kind)
+
+    no_writable_df, single_broker_df = runs("no_writable_queue"), runs("single_broker_topic")
+    ends = ["ns", "subject", "end_ts"]
+    queue_datas_df = agg_last_queue_datas(no_writable_df.select(*ends).unionByName(single_broker_df.select(*ends)),
+                                          flagged_df, day, params.snapshot_interval_ms)
+    enriched: Mapping[str, DataFrame] = {
+        "no_writable_queue": with_queue_datas(no_writable_df, queue_datas_df),
+        "single_broker_topic": with_queue_datas(single_broker_df, queue_datas_df),
+        "queue_skew": with_skew_plan(runs("queue_skew"), params),
+        "no_master": with_last_addrs(runs("no_master"), broker_addr_df),
+    }
+    findings = [select_findings(enriched[kind] if kind in enriched else runs(kind), kind) for kind in kinds]
+    findings_df = findings[0]
+    for more_df in findings[1:]:
+        findings_df = findings_df.unionByName(more_df)
+    return findings_df

@@ -1,0 +1,288 @@
+"""The per-instant conditions of the ``distribution`` findings (:mod:`jobs.analytics.distribution.kinds`),
+and what their runs' details add at the run's last instant.
+
+Section and scenario labels (§3, W21) are those of docs/nameserver-semantics.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.analytics.distribution.moves import SKEW_PLAN_TYPE, suggest_moves
+from jobs.analytics.distribution.params import DistributionParams
+from jobs.analytics.distribution.queue_data import count_if
+from jobs.snapshots import explode_pieces, snapshot_position, snapshot_ts_at, with_snapshot_ts
+
+WIPED_TOPICS_LISTED = 20  # a write_perm_wiped detail names at most this many topics
+
+
+def filter_no_writable_queue(topic_stats_df: DataFrame) -> DataFrame:
+    """``no_writable_queue`` instants: a route whose publish queue set is empty (§3)."""
+    return topic_stats_df.where(F.col("publish_queues") == 0).select(
+        "ns", F.col("topic").alias("subject"), "snapshot_ts",
+        F.struct("brokers", "brokers_with_master", "writable_brokers", "write_queues").alias("detail"),
+    )
+
+
+def filter_single_broker_topic(topic_stats_df: DataFrame) -> DataFrame:
+    """``single_broker_topic`` instants: every QueueData of the topic is on one broker group."""
+    return topic_stats_df.where(F.col("brokers") == 1).select(
+        "ns", F.col("topic").alias("subject"), "snapshot_ts",
+        F.struct("read_queues", "write_queues", "publish_queues").alias("detail"),
+    )
+
+
+def agg_last_queue_datas(topic_runs_df: DataFrame, flagged_df: DataFrame, day: dt.date,
+                         snapshot_interval_ms: int) -> DataFrame:
+    """The QueueData of each topic run's last instant: ``ns``, ``subject``, ``end_ts``,
+    ``queue_datas`` (``broker_name``, ``cluster``, ``perm``, queue numbers, ``has_master``;
+    sorted by broker name).
+
+    Args:
+        topic_runs_df: :func:`jobs.analytics.distribution.runs.agg_runs` rows whose subject is a
+            topic (any number of kinds).
+        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` pieces of the day.
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    # one row per finding: few enough to broadcast, and matched to the pieces that cover its instant
+    keys_df = F.broadcast(
+        topic_runs_df.select("ns", F.col("subject").alias("_topic"), "end_ts").distinct()
+        .withColumn("_pos", snapshot_position(F.col("end_ts"), day, snapshot_interval_ms))
+        .withColumnRenamed("ns", "_ns")
+    )
+    covers = (F.col("ns") == F.col("_ns")) & (F.col("topic") == F.col("_topic")) & (
+        F.col("_pos").between(F.col("first_pos"), F.col("last_pos")))
+    return (
+        flagged_df.join(keys_df, covers)
+        .groupBy("ns", "topic", "end_ts")
+        .agg(F.array_sort(F.collect_list(F.struct(
+            "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master",
+        ))).alias("queue_datas"))
+        .select("ns", F.col("topic").alias("subject"), "end_ts", "queue_datas")
+    )
+
+
+def with_queue_datas(runs_df: DataFrame, queue_datas_df: DataFrame) -> DataFrame:
+    """Add :func:`agg_last_queue_datas`'s ``queue_datas`` to the ``detail`` of topic runs."""
+    return (
+        runs_df.join(queue_datas_df, ["ns", "subject", "end_ts"], "left")
+        .withColumn("detail", F.struct("detail.*", "queue_datas"))
+        .drop("queue_datas")
+    )
+
+
+def filter_read_write_mismatch(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """``read_write_mismatch`` instants: per topic, the readable and writable QueueData with fewer
+    read than write queues (queues ``read .. write - 1`` are written and never consumed).
+
+    Args:
+        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` pieces of the
+            day (only the mismatched are exploded).
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    return (
+        explode_pieces(flagged_df.where(F.col("unread_write_queues") > 0), day, snapshot_interval_ms)
+        .groupBy("ns", "topic", "snapshot_ts")
+        .agg(
+            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums")))
+            .alias("queue_datas"),
+            F.sum("unread_write_queues").alias("unread_write_queues"),
+        )
+        .select("ns", F.col("topic").alias("subject"), "snapshot_ts",
+                F.struct("unread_write_queues", "queue_datas").alias("detail"))
+    )
+
+
+def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame, day: dt.date,
+                            snapshot_interval_ms: int) -> DataFrame:
+    """``write_perm_wiped`` instants, per (ns, broker name).
+
+    A QueueData without ``perm & 2`` counts when the same (topic, broker name) is writable on
+    another server at that instant, or was writable on this server at an earlier instant of the
+    day or at the end of the day before (WIPE_WRITE_PERM_OF_BROKER, 205, changes one server only;
+    a topic that is read-only everywhere and always is a choice, not a wipe).
+
+    Args:
+        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` pieces of the day.
+        previous_end_df: the same for the previous day's last instant (may be empty), at
+            position -1 (before every instant of the day).
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    keys = ["ns", "topic", "broker_name"]
+    instant_keys = ["_pos", "topic", "broker_name"]
+
+    def instants(pieces_df: DataFrame) -> DataFrame:
+        return pieces_df.select(*keys, "cluster", F.explode(F.sequence("first_pos", "last_pos")).alias("_pos"))
+
+    candidates_pieces_df = flagged_df.where(~F.col("writable"))
+    candidates_df = instants(candidates_pieces_df)
+    # Only (topic, group) cells that lack the write bit somewhere need their writable rows looked
+    # at. There are at most as many as QueueData in the fleet, so the set is broadcast and the
+    # writable pieces are filtered before they are exploded.
+    suspects_df = F.broadcast(candidates_pieces_df.select("topic", "broker_name").distinct())
+    writable_df = instants(
+        flagged_df.unionByName(previous_end_df).where("writable").join(suspects_df, ["topic", "broker_name"], "left_semi")
+    )
+    first_writable_df = writable_df.groupBy(*keys).agg(F.min("_pos").alias("first_writable_pos"))
+    writable_elsewhere_df = writable_df.groupBy(*instant_keys).agg(
+        F.array_sort(F.collect_set("ns")).alias("writable_on")
+    )
+    wiped = F.col("earlier") | F.col("elsewhere")
+    return (
+        candidates_df.join(first_writable_df, keys, "left")
+        .join(writable_elsewhere_df, instant_keys, "left")
+        .withColumn("earlier", F.coalesce(F.col("first_writable_pos") < F.col("_pos"), F.lit(False)))
+        .withColumn("elsewhere", F.coalesce(F.size("writable_on") > 0, F.lit(False)))
+        .where(wiped)
+        .groupBy("ns", "broker_name", "_pos")
+        .agg(
+            F.min("cluster").alias("cluster"),
+            F.count(F.lit(1)).alias("topics"),
+            count_if(F.col("elsewhere")).alias("writable_on_other_servers"),
+            count_if(F.col("earlier")).alias("writable_earlier"),
+            F.slice(F.array_sort(F.collect_list("topic")), 1, WIPED_TOPICS_LISTED).alias("topics_listed"),
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce("writable_on", F.array())))))
+            .alias("writable_on"),
+        )
+        .select("ns", F.col("broker_name").alias("subject"),
+                snapshot_ts_at(F.col("_pos"), day, snapshot_interval_ms).alias("snapshot_ts"),
+                F.struct("cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on",
+                         "topics_listed").alias("detail"))
+    )
+
+
+def filter_queue_skew(group_rows_df: DataFrame, params: DistributionParams) -> DataFrame:
+    """``queue_skew`` instants: a cluster of two or more groups whose write queues per group exceed
+    either threshold (equal to a threshold is within it)."""
+    skewed = (F.col("cluster_groups") >= 2) & (
+        (F.col("cluster_write_queues_cv") > params.queue_skew_cv)
+        | (F.col("cluster_write_queues_max_over_mean") > params.queue_skew_max_over_mean)
+    )
+    return (
+        group_rows_df.where(skewed)
+        .groupBy("ns", "cluster", "snapshot_ts")
+        .agg(
+            F.first("cluster_groups").alias("groups"),
+            F.first("cluster_write_queues").alias("write_queues"),
+            F.first("cluster_write_queues_mean").alias("mean"),
+            F.first("cluster_write_queues_cv").alias("cv"),
+            F.first("cluster_write_queues_max_over_mean").alias("max_over_mean"),
+            F.map_from_entries(F.array_sort(F.collect_list(F.struct("broker_name", "write_queues"))))
+            .alias("write_queues_by_broker"),
+        )
+        .select("ns", F.col("cluster").alias("subject"), "snapshot_ts",
+                F.struct("groups", "write_queues", "mean", "cv", "max_over_mean",
+                         F.lit(params.queue_skew_cv).alias("cv_threshold"),
+                         F.lit(params.queue_skew_max_over_mean).alias("max_over_mean_threshold"),
+                         "write_queues_by_broker").alias("detail"))
+    )
+
+
+def with_skew_plan(runs_df: DataFrame, params: DistributionParams) -> DataFrame:
+    """Add :func:`jobs.analytics.distribution.moves.suggest_moves` of each ``queue_skew`` run's
+    last instant to its ``detail``."""
+    cv_max, ratio_max = params.queue_skew_cv, params.queue_skew_max_over_mean
+
+    @F.udf(SKEW_PLAN_TYPE)
+    def plan(by_broker: dict[str, int]) -> dict:
+        return suggest_moves(by_broker or {}, cv_max, ratio_max)
+
+    return runs_df.withColumn("_plan", plan(F.col("detail.write_queues_by_broker"))).withColumn(
+        "detail", F.struct("detail.*", "_plan.*")
+    ).drop("_plan")
+
+
+def filter_no_master(group_rows_df: DataFrame) -> DataFrame:
+    """``no_master`` instants: a BrokerData without id 0. Its QueueData give producers nothing
+    (§3) however writable they are; consumers may still read from the slaves."""
+    return group_rows_df.where((F.col("broker_addrs") > 0) & ~F.col("has_master")).select(
+        "ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+        F.struct("cluster", "topics", "writable_topics", "write_queues").alias("detail"),
+    )
+
+
+def with_last_addrs(runs_df: DataFrame, broker_addr_df: DataFrame) -> DataFrame:
+    """Add to the ``detail`` of broker-name runs the group's ``addrs`` (id -> address) at the run's
+    last instant, from ``broker_addr_history`` (null when it has none)."""
+    h, r = broker_addr_df.alias("h"), runs_df.select("ns", "subject", "end_ts").distinct().alias("r")
+    valid = (F.col("h.valid_from_ts") <= F.col("r.end_ts")) & (
+        F.col("h.valid_to_ts").isNull() | (F.col("r.end_ts") < F.col("h.valid_to_ts"))
+    )
+    addrs_df = (
+        h.join(r, (F.col("h.ns") == F.col("r.ns")) & (F.col("h.broker_name") == F.col("r.subject")) & valid)
+        .groupBy("r.ns", "r.subject", "r.end_ts")
+        .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("h.broker_id", "h.broker_addr")))).alias("addrs"))
+    )
+    return (
+        runs_df.join(addrs_df, ["ns", "subject", "end_ts"], "left")
+        .withColumn("detail", F.struct("detail.*", "addrs"))
+        .drop("addrs")
+    )
+
+
+def filter_queue_data_without_broker(group_rows_df: DataFrame) -> DataFrame:
+    """``queue_data_without_broker`` instants: QueueData of a broker name with no BrokerData."""
+    return group_rows_df.where((F.col("broker_addrs") == 0) & (F.col("topics") > 0)).select(
+        "ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+        F.struct("topics", "read_queues", "write_queues", "subscribe_queues").alias("detail"),
+    )
+
+
+def _with_several(history_df: DataFrame, key: str, value: str) -> DataFrame:
+    """The history rows of the (ns, ``key``) that had more than one ``value`` during the day: the
+    only ones that can break "one value at a time", so only they are exploded to instants."""
+    keys_df = history_df.groupBy("ns", key).agg(F.countDistinct(value).alias("_values")).where(F.col("_values") > 1)
+    return history_df.join(F.broadcast(keys_df.drop("_values")), ["ns", key], "left_semi")
+
+
+def filter_broker_in_two_clusters(
+    cluster_df: DataFrame, broker_groups_df: DataFrame, day: dt.date, snapshot_interval_ms: int
+) -> DataFrame:
+    """``broker_in_two_clusters`` instants: a broker name in more than one cluster set.
+
+    Args:
+        cluster_df: the day's ``cluster_history``.
+        broker_groups_df: :func:`jobs.analytics.distribution.groups.agg_broker_groups`, for the
+            BrokerData's own cluster (null when
+            the name has none: a dangling name, W21).
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    return (
+        with_snapshot_ts(_with_several(cluster_df, "broker_name", "cluster"), day, snapshot_interval_ms)
+        .groupBy("ns", "broker_name", "snapshot_ts")
+        .agg(F.array_sort(F.collect_set("cluster")).alias("clusters"))
+        .where(F.size("clusters") > 1)
+        .join(broker_groups_df.select("ns", "broker_name", "snapshot_ts",
+                                      F.col("broker_cluster").alias("broker_data_cluster")),
+              ["ns", "broker_name", "snapshot_ts"], "left")
+        .select("ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+                F.struct("clusters", "broker_data_cluster").alias("detail"))
+    )
+
+
+def filter_addr_in_two_groups(broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """``addr_in_two_groups`` instants: one broker address under more than one broker name.
+
+    Args:
+        broker_addr_df: the day's ``broker_addr_history``.
+        day: the UTC day.
+        snapshot_interval_ms: spacing of the instants.
+    """
+    return (
+        with_snapshot_ts(_with_several(broker_addr_df, "broker_addr", "broker_name"), day, snapshot_interval_ms)
+        .groupBy("ns", "broker_addr", "snapshot_ts")
+        .agg(
+            F.array_sort(F.collect_set("broker_name")).alias("broker_names"),
+            F.array_sort(F.collect_list(F.struct("broker_name", "broker_id", "cluster"))).alias("entries"),
+        )
+        .where(F.size("broker_names") > 1)
+        .select("ns", F.col("broker_addr").alias("subject"), "snapshot_ts",
+                F.struct("broker_names", "entries").alias("detail"))
+    )
