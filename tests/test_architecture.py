@@ -158,3 +158,24 @@ def test_no_import_cycle():
 
 def test_cycle_finder_sees_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _readme_map() -> set[str]:
+    """The paths named in the first column of the README's package map."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Where things are", 1)[1].split("\n## ", 1)[0]
+    names = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            names.update(part.strip("`/ ") for part in first_cell.split(",") if part.strip().startswith("`"))
+    return names
+
+
+def test_the_readme_map_matches_the_tree():
+    named = _readme_map()
+    assert sorted(n for n in named if not (ROOT / n).exists()) == []
+    packages = [p for p in PACKAGES if p not in ("jobs", "nameserver")]
+    packages += [f"{half}/{p.name}" for half in ("jobs", "nameserver") for p in sorted((ROOT / half).iterdir())
+                 if p.name not in ("__init__.py", "__main__.py", "__pycache__") and (p.is_dir() or p.suffix == ".py")]
+    assert sorted(p for p in packages if p not in named and p.removesuffix(".py") not in named) == []
