@@ -2,7 +2,7 @@
 
 Small hand-built event logs in the ``events`` table layout (``ts`` timestamp beside ``ts_ms``,
 ``last_update_ts`` timestamp, ``data_version`` struct). Times are ms after 00:00 of ``DAY``; a
-server's ``ns_start`` at 0 puts its scan ticks at 5000, 15000, ... (semantics §8.1).
+server's ``ns_start`` at 0 puts its scan ticks at 5000, 15000, ... (docs/nameserver-semantics.md §8.1).
 """
 
 from __future__ import annotations

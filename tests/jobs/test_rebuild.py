@@ -140,7 +140,7 @@ def test_null_and_edge_rows(spark):
     rows = [
         ev(1, "heartbeat", 904, None),  # null address: nothing to reason about, walked
         ev(2, "heartbeat", None, M),  # null request code
-        ev(3, "rejected"),  # changes nothing (§6)
+        ev(3, "rejected"),  # changes nothing (docs/nameserver-semantics.md §6)
         ev(4, "register", 103, M),
         ev(5, "heartbeat", 904, M),
         ev(6, "heartbeat", 904, M),  # last 904 of M
