@@ -1,10 +1,10 @@
-"""Access control for route changes: RocketMQ's ACL signature, the key store and the allowlists.
+"""Access control for route changes: request signatures, the key store and the allowlists.
 
 A RocketMQ 4.x name server checks nothing: anyone who can connect may register a broker under any
 name and pull a topic's producers to an address of their choosing. With ``[security] enabled``
-our server asks every request that changes state for a RocketMQ ACL signature, and a broker
+our server asks every request that changes state (liveness included) for a signature, and a broker
 registration must in addition name an allowed cluster and come from, and advertise, an address in
-an allowed network. Everything here is pure (no clock, no socket) except
+an allowed network. Everything here is pure (no clock, no socket: ``now`` is an argument) except
 :func:`load_secret_store`, which the command line calls once at start.
 
 Our clients sign a canonical form (every key and value, unambiguously separated, with the request
