@@ -89,8 +89,15 @@ class SecurityConfig:
     secrets_file: str = ""
     secrets_env: str = ""
     access_key: str = ""  # the key our own clients (nsaudit fleet) sign with; "" = unsigned
+    signature_skew_ms: int = 300_000  # a signature's Timestamp may lie this far from the server's clock
+    replay_cache_entries: int = 200_000  # signatures remembered within that window to refuse replays
+    accept_rocketmq_signatures: bool = False  # also accept RocketMQ's weaker form (no freshness, no replay check)
 
     def __post_init__(self) -> None:
+        if self.signature_skew_ms < 1:
+            raise ConfigError(f"security.signature_skew_ms must be >= 1, not {self.signature_skew_ms}")
+        if self.replay_cache_entries < 1:
+            raise ConfigError(f"security.replay_cache_entries must be >= 1, not {self.replay_cache_entries}")
         for text in self.allowed_networks:
             try:
                 ipaddress.ip_network(text)

@@ -17,7 +17,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable, Mapping
+import secrets
+import time
+from typing import Callable, Iterable, Mapping
 
 from nameserver.codec import fastjson
 from nameserver.acl import Credentials, sign_request
@@ -126,15 +128,17 @@ class RemotingClient:
     """One connection to a remoting server. Create with :meth:`connect`.
 
     Args:
-        credentials: when given, every request is signed with them (RocketMQ ACL, ``nameserver.acl``).
+        credentials: when given, every request is signed with them (``nameserver.acl.sign_request``).
+        clock: epoch ms for the signatures' timestamps; the wall clock by default.
 
     Attributes:
         closed: a future done when the connection has ended.
         remote: ``host:port`` of the server.
     """
 
-    def __init__(self, credentials: Credentials | None = None) -> None:
+    def __init__(self, credentials: Credentials | None = None, clock: Callable[[], int] | None = None) -> None:
         self.credentials = credentials
+        self._clock = clock or _wall_clock_ms
         self._transport: asyncio.Transport | None = None
         self._waiters: dict[int, asyncio.Future] = {}
         self._next_opaque = 0
@@ -147,13 +151,15 @@ class RemotingClient:
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S,
-                      credentials: Credentials | None = None) -> "RemotingClient":
-        """Open a connection; with ``credentials`` every request on it is signed.
+                      credentials: Credentials | None = None,
+                      clock: Callable[[], int] | None = None) -> "RemotingClient":
+        """Open a connection; with ``credentials`` every request on it is signed (``clock`` as
+        for the constructor).
 
         Raises:
             OSError: the server cannot be reached.
         """
-        client = cls(credentials)
+        client = cls(credentials, clock)
         loop = asyncio.get_running_loop()
         await asyncio.wait_for(loop.create_connection(lambda: _ClientProtocol(client), host, port), timeout)
         client.remote = f"{host}:{port}"
@@ -228,9 +234,11 @@ class RemotingClient:
         await self.drain()
 
     def _sign(self, cmd: RemotingCommand) -> None:
-        # RocketMQ's AclClientRPCHook signs every request; servers ignore the keys where unneeded
+        # Every request, as RocketMQ's AclClientRPCHook does; servers ignore the keys where
+        # unneeded. Signed at each send: a resent command needs a new timestamp and nonce, since
+        # the server refuses a signature it has already seen.
         if self.credentials is not None:
-            sign_request(cmd, self.credentials)
+            sign_request(cmd, self.credentials, self._clock(), secrets.token_hex(8))
 
     async def send_raw(self, data: bytes) -> None:
         """Write bytes as they are (tests: malformed frames, split frames)."""
@@ -363,6 +371,10 @@ class RemotingClient:
     async def get_namesrv_config(self) -> RemotingCommand:
         """GET_NAMESRV_CONFIG (319): body ``key=value`` lines."""
         return await self.request(simple_request(RequestCode.GET_NAMESRV_CONFIG))
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 def _expect_success(answer: RemotingCommand) -> None:

@@ -347,13 +347,18 @@ TOPICS = [TopicConfig("TopicTest", 8, 8)]
 SECRET = "live-secret-Zq9"
 
 
-@contextlib.asynccontextmanager
-async def live_server(events_dir: Path, access: AccessController | None = None):
-    """A real server on 127.0.0.1:0 whose clock runs from 01:00 of DAY, so the log is DAY's."""
+def day_clock():
+    """An epoch-ms clock that runs from 01:00 of DAY."""
     origin = time.monotonic_ns() // 1_000_000
-    clock = lambda: T0 + 3_600_000 + time.monotonic_ns() // 1_000_000 - origin  # noqa: E731
+    return lambda: T0 + 3_600_000 + time.monotonic_ns() // 1_000_000 - origin
+
+
+@contextlib.asynccontextmanager
+async def live_server(events_dir: Path, access: AccessController | None = None, clock=None):
+    """A real server on 127.0.0.1:0 whose clock (``day_clock`` by default) runs in DAY, so the log
+    is DAY's."""
     controller = NameServerController("ns-live", events_dir, NameServerConfig(listen="127.0.0.1:0"),
-                                      EventLogConfig(durability="none"), clock=clock, access=access)
+                                      EventLogConfig(durability="none"), clock=clock or day_clock(), access=access)
     await controller.start()
     try:
         yield controller
@@ -410,11 +415,15 @@ def test_live_with_access_control_refuses_the_rogue_and_keeps_secrets_out(spark,
     events_dir, lake_dir = tmp_path / "events", tmp_path / "lake"
     access = AccessController(SecretStore({"broker": SECRET}), ["127.0.0.0/8"], ["DefaultCluster"])
 
+    clock = day_clock()  # signatures are stamped with the server's (DAY's) time, or they would be stale
+
     async def scenario():
-        async with live_server(events_dir, access) as ctl:
-            broker = await RemotingClient.connect(ctl.host, ctl.port, credentials=Credentials("broker", SECRET))
+        async with live_server(events_dir, access, clock) as ctl:
+            broker = await RemotingClient.connect(ctl.host, ctl.port, credentials=Credentials("broker", SECRET),
+                                                  clock=clock)
             rogue = await RemotingClient.connect(ctl.host, ctl.port)
-            forger = await RemotingClient.connect(ctl.host, ctl.port, credentials=Credentials("broker", "guess"))
+            forger = await RemotingClient.connect(ctl.host, ctl.port, credentials=Credentials("broker", "guess"),
+                                                  clock=clock)
             codes = [
                 (await broker.register_broker("DefaultCluster", "127.0.0.1:10911", "broker-a", 0, "127.0.0.1:10912",
                                               DataVersion(100, 1), TOPICS)).code,

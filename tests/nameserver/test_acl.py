@@ -1,8 +1,10 @@
-"""Access control (``nameserver.acl``) and its hook in the pure processor: RocketMQ ACL signing
-vectors, the key store, the allowlists, NO_PERMISSION answers and ``rejected`` events.
+"""Access control (``nameserver.acl``) and its hook in the pure processor: signing vectors (the
+canonical form and RocketMQ's), freshness and replays, the key store, the allowlists, NO_PERMISSION
+answers and ``rejected`` events.
 
-The signing vectors are recomputed here with ``hmac``/``base64`` from RocketMQ's description
-(``AclClientRPCHook``, ``AclUtils.combineRequestContent``, ``AclSigner``), not with the module.
+The signing vectors are recomputed here with ``hmac``/``base64``/``hashlib`` from the forms'
+descriptions (RocketMQ's ``AclClientRPCHook``, ``AclUtils.combineRequestContent``, ``AclSigner``;
+``acl.canonical_content``), not with the module.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import itertools
 import pickle
 
 import pytest
@@ -23,12 +26,15 @@ from nameserver.acl import (
     SecretsError,
     calculate_signature,
     client_credentials,
+    ReplayCache,
+    canonical_content,
     exposure_notice,
     load_secret_store,
     parse_secrets_env_text,
     parse_secrets_file_text,
+    rocketmq_content,
     sign_request,
-    signed_content,
+    sign_request_rocketmq,
 )
 from nameserver.client import register_broker_request, simple_request, unregister_broker_request
 from nameserver.codec import RequestCode, ResponseCode, SerializeType, decode_frame, encode_frame, make_request
@@ -42,6 +48,8 @@ CREDS = Credentials("broker-ak", SECRET)
 M = "10.0.0.1:10911"
 PEER = ConnectionContext("c1", "10.0.0.1:50001")
 TOPICS = [TopicConfig("TopicA", 8, 8)]
+NOW = 1_700_000_000_000  # the server's clock in these tests, epoch ms
+_NONCES = itertools.count()
 
 
 def hmac_sha1_b64(secret: str, content: bytes) -> str:
@@ -54,8 +62,9 @@ def register(addr: str = M, cluster: str = "C1", name: str = "broker-a", broker_
                                    DataVersion(100, 1), TOPICS, **kw)
 
 
-def signed(cmd, creds: Credentials = CREDS):
-    return sign_request(cmd, creds)
+def signed(cmd, creds: Credentials = CREDS, at: int = NOW):
+    """Signed in the canonical form, stamped ``at``, with a nonce of its own."""
+    return sign_request(cmd, creds, at, f"nonce-{next(_NONCES)}")
 
 
 # ---------------------------------------------------------------------------------- vectors
@@ -73,34 +82,34 @@ def test_worked_vector_of_the_module_docstring():
     body = b'{"counter":3,"timestamp":1700000000000}'
     # Java TreeMap order: "AccessKey" < "brokerAddr" < "brokerId" < "brokerName" < "clusterName"
     content = b"rocketmq2" + b"10.0.0.5:10911" + b"0" + b"broker-a" + b"DefaultCluster" + body
-    assert signed_content(ext, body) == content
+    assert rocketmq_content(ext, body) == content
     assert hmac_sha1_b64("12345678", content) == "sy0mL++DitBbB75iBKWN0+mPqiQ="
     assert calculate_signature(content, "12345678") == "sy0mL++DitBbB75iBKWN0+mPqiQ="
     cmd = make_request(RequestCode.UNREGISTER_BROKER, {k: v for k, v in ext.items() if k != "AccessKey"}, body)
-    sign_request(cmd, Credentials("rocketmq2", "12345678"))
+    sign_request_rocketmq(cmd, Credentials("rocketmq2", "12345678"))
     assert cmd.ext_fields["AccessKey"] == "rocketmq2"
     assert cmd.ext_fields["Signature"] == "sy0mL++DitBbB75iBKWN0+mPqiQ="
 
 
 def test_content_skips_signature_and_none_and_sorts_like_java():
-    assert signed_content({"b": "2", "a": "1", "Signature": "x", "c": None}, None) == b"12"
-    assert signed_content(None, b"body") == b"body"
+    assert rocketmq_content({"b": "2", "a": "1", "Signature": "x", "c": None}, None) == b"12"
+    assert rocketmq_content(None, b"body") == b"body"
     # U+1F600 is a surrogate pair (D83D DE00): before U+FFFF in Java's UTF-16 order, after it in Python's
     ext = {"\U0001F600": "emoji", "\uFFFF": "last"}
-    assert signed_content(ext, None) == "emojilast".encode()
+    assert rocketmq_content(ext, None) == "emojilast".encode()
     assert sorted(ext) == ["\uFFFF", "\U0001F600"]  # what a naive sort would have signed
     # a lone surrogate (JSON "\ud800") is written "?" as Java's getBytes does, never an error
-    assert signed_content({"a": "x\ud800y"}, None) == b"x?y"
+    assert rocketmq_content({"a": "x\ud800y"}, None) == b"x?y"
 
 
-def test_signing_adds_keys_and_is_stable_when_repeated():
+def test_rocketmq_signing_adds_keys_and_is_stable_when_repeated():
     cmd = simple_request(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"k=v")
     assert cmd.ext_fields is None
-    sign_request(cmd, Credentials("ak", "sk", security_token="tok"))
+    sign_request_rocketmq(cmd, Credentials("ak", "sk", security_token="tok"))
     first = dict(cmd.ext_fields)
     assert set(first) == {"AccessKey", "SecurityToken", "Signature"}
     assert first["Signature"] == hmac_sha1_b64("sk", b"ak" + b"tok" + b"k=v")
-    sign_request(cmd, Credentials("ak", "sk", security_token="tok"))
+    sign_request_rocketmq(cmd, Credentials("ak", "sk", security_token="tok"))
     assert cmd.ext_fields == first
 
 
@@ -108,11 +117,11 @@ def test_signing_adds_keys_and_is_stable_when_repeated():
 def test_a_signature_survives_the_wire_in_both_header_forms(serialize_type):
     controller = AccessController(SecretStore({"broker-ak": SECRET}))
     cmd = signed(register(serialize_type=serialize_type))
-    # ROCKETMQ drops empty values (docs/remoting-protocol.md §5); they sign as nothing
+    # ROCKETMQ drops empty values (docs/remoting-protocol.md §5); the signer leaves them out there
     cmd.ext_fields["emptyValue"] = ""
     cmd = signed(cmd)
     received = decode_frame(encode_frame(cmd))
-    assert controller.check(received, PEER.remote) is None
+    assert controller.check(received, PEER.remote, NOW) is None
 
 
 # ------------------------------------------------------------------------------- secrets
@@ -197,6 +206,10 @@ PROTECTED = {
     RequestCode.DELETE_TOPIC_IN_NAMESRV: simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"}),
     RequestCode.UPDATE_NAMESRV_CONFIG: simple_request(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"a=b"),
     RequestCode.ADD_WRITE_PERM_OF_BROKER: simple_request(RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": "b"}),
+    RequestCode.QUERY_DATA_VERSION: simple_request(RequestCode.QUERY_DATA_VERSION, {
+        "clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a", "brokerId": 0}, b'{"counter":1,"timestamp":100}'),
+    RequestCode.BROKER_HEARTBEAT: simple_request(RequestCode.BROKER_HEARTBEAT, {
+        "clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a"}),
 }
 
 
@@ -208,37 +221,37 @@ def fresh(code: int):
 @pytest.mark.parametrize("code", sorted(PROTECTED))
 def test_every_change_needs_a_valid_signature(controller, code):
     assert acl.PROTECTED_CODES == frozenset(PROTECTED)
-    assert controller.check(fresh(code), PEER.remote) == Denial("unsigned")
-    assert controller.check(signed(fresh(code)), PEER.remote) is None
-    assert controller.check(signed(fresh(code), Credentials("who", SECRET)), PEER.remote) == Denial(
+    assert controller.check(fresh(code), PEER.remote, NOW) == Denial("unsigned")
+    assert controller.check(signed(fresh(code)), PEER.remote, NOW) is None
+    assert controller.check(signed(fresh(code), Credentials("who", SECRET)), PEER.remote, NOW) == Denial(
         "unknown access key", "who")
-    assert controller.check(signed(fresh(code), Credentials("broker-ak", "wrong")), PEER.remote) == Denial(
+    assert controller.check(signed(fresh(code), Credentials("broker-ak", "wrong")), PEER.remote, NOW) == Denial(
         "bad signature", "broker-ak")
     half = fresh(code)
     half.ext_fields = {**(half.ext_fields or {}), "AccessKey": "broker-ak"}  # key without signature
-    assert controller.check(half, PEER.remote) == Denial("unsigned", "broker-ak")
+    assert controller.check(half, PEER.remote, NOW) == Denial("unsigned", "broker-ak")
 
 
 def test_tampering_after_signing_breaks_the_signature(controller):
     cmd = signed(register())
     cmd.ext_fields["brokerAddr"] = "10.9.9.9:10911"
-    assert controller.check(cmd, PEER.remote).detail == "bad signature"
+    assert controller.check(cmd, PEER.remote, NOW).detail == "bad signature"
     cmd = signed(register())
     cmd.body = cmd.body + b" "
-    assert controller.check(cmd, PEER.remote).detail == "bad signature"
+    assert controller.check(cmd, PEER.remote, NOW).detail == "bad signature"
 
 
-@pytest.mark.parametrize("code", [105, 106, 101, 219, 224, 206, 304, 319, 322, 904, 9999])
-def test_reads_and_refreshes_stay_open(controller, code):
-    assert controller.check(make_request(code, {"topic": "T"}), PEER.remote) is None
+@pytest.mark.parametrize("code", [105, 106, 101, 219, 224, 206, 304, 319, 9999])
+def test_reads_stay_open(controller, code):
+    assert controller.check(make_request(code, {"topic": "T"}), PEER.remote, NOW) is None
 
 
 def test_a_secret_sent_as_the_access_key_is_not_logged(controller):
     cmd = fresh(RequestCode.WIPE_WRITE_PERM_OF_BROKER)
     cmd.ext_fields.update(AccessKey=SECRET, Signature="x")
-    assert controller.check(cmd, PEER.remote) == Denial("unknown access key", None)
+    assert controller.check(cmd, PEER.remote, NOW) == Denial("unknown access key", None)
     cmd.ext_fields.update(AccessKey="k" * 500)
-    assert controller.check(cmd, PEER.remote).access_key == "k" * acl.MAX_LOGGED_ACCESS_KEY
+    assert controller.check(cmd, PEER.remote, NOW).access_key == "k" * acl.MAX_LOGGED_ACCESS_KEY
 
 
 @pytest.mark.parametrize("cmd, remote, detail", [
@@ -253,14 +266,14 @@ def test_a_secret_sent_as_the_access_key_is_not_logged(controller):
 ])
 def test_registration_allowlists(cmd, remote, detail):
     controller = AccessController(SecretStore({"broker-ak": SECRET}), ["10.0.0.0/24", "fd00::/64"], ["C1"])
-    denial = controller.check(signed(cmd), remote)
+    denial = controller.check(signed(cmd), remote, NOW)
     assert (denial.detail if denial else None) == detail
     if denial:
         assert denial.access_key == "broker-ak" and denial.remark == f"no permission: {detail}"
 
 
 def test_empty_allowlists_allow_any_signed_registration(controller):
-    assert controller.check(signed(register(addr="203.0.113.9:10911", cluster="Any")), "198.51.100.1:9") is None
+    assert controller.check(signed(register(addr="203.0.113.9:10911", cluster="Any")), "198.51.100.1:9", NOW) is None
 
 
 # ----------------------------------------------------------------- the processor hook
@@ -272,7 +285,7 @@ def outcome_key(outcome):
 
 def test_processor_refuses_unsigned_changes_with_no_permission_and_logs_them():
     processor = RequestProcessor(RouteInfoManager(), access=AccessController(SecretStore({"broker-ak": SECRET})))
-    assert processor.process(signed(register()), PEER, 1000).response.code == ResponseCode.SUCCESS
+    assert processor.process(signed(register()), PEER, NOW).response.code == ResponseCode.SUCCESS
     before = processor.routes.get_all_cluster_info()
     cases = [
         (register(addr="10.0.0.9:10911"), "unsigned", None),
@@ -282,7 +295,7 @@ def test_processor_refuses_unsigned_changes_with_no_permission_and_logs_them():
     ]
     for n, (cmd, detail, key) in enumerate(cases):
         cmd.opaque = 40 + n
-        outcome = processor.process(cmd, PEER, 2000 + n)
+        outcome = processor.process(cmd, PEER, NOW + 2000 + n)
         assert outcome.response.code == ResponseCode.NO_PERMISSION == 16
         assert outcome.response.remark == f"no permission: {detail}" and outcome.response.opaque == 40 + n
         assert outcome.response.ext_fields is None and not outcome.changed
@@ -292,11 +305,11 @@ def test_processor_refuses_unsigned_changes_with_no_permission_and_logs_them():
         assert (event["request_code"], event["channel"], event["remote"]) == (cmd.code, "c1", PEER.remote)
         assert SECRET not in repr(event)
     assert processor.routes.get_all_cluster_info() == before
-    first = processor.process(cases[0][0], PEER, 3000).events[0]
+    first = processor.process(cases[0][0], PEER, NOW + 3000).events[0]
     assert (first["cluster"], first["broker_name"], first["broker_addr"], first["broker_id"]) == (
         "C1", "broker-a", "10.0.0.9:10911", 0)
     # lookups need nothing
-    route = processor.process(make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}), PEER, 4000)
+    route = processor.process(make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}), PEER, NOW + 4000)
     assert route.response.code == ResponseCode.SUCCESS
 
 
@@ -304,7 +317,7 @@ def test_a_refused_oneway_request_is_silent_but_logged():
     processor = RequestProcessor(RouteInfoManager(), access=AccessController(SecretStore({"broker-ak": SECRET})))
     cmd = fresh(RequestCode.WIPE_WRITE_PERM_OF_BROKER)
     cmd.flag |= 2
-    outcome = processor.process(cmd, PEER, 1000)
+    outcome = processor.process(cmd, PEER, NOW)
     assert outcome.response is None and outcome.events[0]["reason"] == "no_permission"
 
 
@@ -316,7 +329,7 @@ def test_signed_requests_run_exactly_as_without_access_control():
     for n, cmd in enumerate(script):
         plain = make_request(cmd.code, dict(cmd.ext_fields) if cmd.ext_fields else None, cmd.body, opaque=n)
         sig = signed(make_request(cmd.code, dict(cmd.ext_fields) if cmd.ext_fields else None, cmd.body, opaque=n))
-        assert outcome_key(guarded.process(sig, PEER, 1000 + n)) == outcome_key(open_proc.process(plain, PEER, 1000 + n))
+        assert outcome_key(guarded.process(sig, PEER, NOW + n)) == outcome_key(open_proc.process(plain, PEER, NOW + n))
 
 
 def test_access_control_off_ignores_acl_keys_byte_for_byte():

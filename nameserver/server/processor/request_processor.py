@@ -91,7 +91,7 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         handler = _DISPATCH.get(cmd.code)
         try:
             # Access control hook: a refused request never reaches its handler.
-            denial = self.access.check(cmd, conn.remote) if self.access is not None else None
+            denial = self.access.check(cmd, conn.remote, now) if self.access is not None else None
             if denial is not None:
                 outcome = self._denied(cmd, conn, now, denial)
             elif handler is None:
