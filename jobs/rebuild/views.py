@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nameserver.routes.manager import BrokerData, ClusterInfo, RouteInfoManager, TopicRouteData
 
 # QueueData as (read_queue_nums, write_queue_nums, perm, topic_sys_flag)
 Queue = tuple[int, int, int, int]
@@ -61,27 +60,10 @@ class TableState:
         self.filter_server_table[addr] = list(servers)
 
 
-def table_state_from_routes(routes: RouteInfoManager) -> TableState:
-    """The tables of a (replayed) ``RouteInfoManager``, copied."""
-    state = TableState()
-    for topic, queues in routes.topic_queue_table.items():
-        for name, qd in queues.items():
-            state.put_queue(topic, name, (qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag))
-    for name, broker_data in routes.broker_addr_table.items():
-        for broker_id, addr in broker_data.broker_addrs.items():
-            state.put_addr(name, broker_id, broker_data.cluster, addr)
-    for cluster, names in routes.cluster_addr_table.items():
-        for name in names:
-            state.put_cluster(cluster, name)
-    for addr, servers in routes.filter_server_table.items():
-        state.put_filter(addr, servers)
-    return state
-
-
 # ---------------------------------------------------------------------------- views
 
 
-def _broker_data_view(cluster: str, broker_name: str, broker_addrs: dict[int, str]) -> dict[str, Any]:
+def broker_data_view(cluster: str, broker_name: str, broker_addrs: dict[int, str]) -> dict[str, Any]:
     return {
         "brokerAddrs": {i: broker_addrs[i] for i in sorted(broker_addrs)},
         "brokerName": broker_name,
@@ -89,7 +71,7 @@ def _broker_data_view(cluster: str, broker_name: str, broker_addrs: dict[int, st
     }
 
 
-def _queue_data_view(broker_name: str, queue: Queue) -> dict[str, Any]:
+def queue_data_view(broker_name: str, queue: Queue) -> dict[str, Any]:
     read, write, perm, sys_flag = queue
     return {"brokerName": broker_name, "perm": perm, "readQueueNums": read, "topicSysFlag": sys_flag,
             "writeQueueNums": write}
@@ -108,7 +90,7 @@ def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
         if entry is None or not entry[1]:
             continue
         cluster, addrs = entry
-        broker_datas.append(_broker_data_view(cluster, name, addrs))
+        broker_datas.append(broker_data_view(cluster, name, addrs))
         for addr in addrs.values():
             servers = state.filter_server_table.get(addr)
             if servers:
@@ -118,7 +100,7 @@ def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
     return {
         "brokerDatas": broker_datas,
         "filterServerTable": {a: filter_table[a] for a in sorted(filter_table)},
-        "queueDatas": [_queue_data_view(n, queues[n]) for n in names],
+        "queueDatas": [queue_data_view(n, queues[n]) for n in names],
     }
 
 
@@ -126,7 +108,7 @@ def cluster_info_view(state: TableState) -> dict[str, Any]:
     """GET_BROKER_CLUSTER_INFO's ClusterInfo (docs/nameserver-semantics.md §2.11): dangling names included."""
     return {
         "brokerAddrTable": {
-            name: _broker_data_view(state.broker_addr_table[name][0], name, state.broker_addr_table[name][1])
+            name: broker_data_view(state.broker_addr_table[name][0], name, state.broker_addr_table[name][1])
             for name in sorted(state.broker_addr_table)
             if state.broker_addr_table[name][1]
         },
@@ -136,32 +118,6 @@ def cluster_info_view(state: TableState) -> dict[str, Any]:
             if state.cluster_addr_table[cluster]
         },
     }
-
-
-def route_view_of(route: TopicRouteData | None) -> dict[str, Any] | None:
-    """The view of what ``RouteInfoManager.pickup_topic_route_data`` answered (the server's own code)."""
-    if route is None:
-        return None
-    return {
-        "brokerDatas": [_broker_view_of(b) for b in route.broker_datas],
-        "filterServerTable": {a: list(route.filter_server_table[a]) for a in sorted(route.filter_server_table)},
-        "queueDatas": [
-            _queue_data_view(q.broker_name, (q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag))
-            for q in route.queue_datas
-        ],
-    }
-
-
-def cluster_info_view_of(info: ClusterInfo) -> dict[str, Any]:
-    """The view of what ``RouteInfoManager.get_all_cluster_info`` answered."""
-    return {
-        "brokerAddrTable": {n: _broker_view_of(info.broker_addr_table[n]) for n in sorted(info.broker_addr_table)},
-        "clusterAddrTable": {c: sorted(info.cluster_addr_table[c]) for c in sorted(info.cluster_addr_table)},
-    }
-
-
-def _broker_view_of(broker_data: BrokerData) -> dict[str, Any]:
-    return _broker_data_view(broker_data.cluster, broker_data.broker_name, broker_data.broker_addrs)
 
 
 # ---------------------------------------------------------------------------- diff

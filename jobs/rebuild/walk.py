@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from jobs.rebuild import state as rebuild_state
-from jobs.rebuild.views import TableState
 from nameserver.routes.replay import RouteReplayer
 from nameserver.routes.manager import RouteInfoManager
 from common.timeutil import DAY_MS, day_start_ms
@@ -226,28 +225,6 @@ def walk_day(
     for event in events:
         walk.apply(event)
     return walk.finish(last_seq, last_ts)
-
-
-def table_state_at(intervals: Iterable[IntervalRow], at_ms: int) -> TableState:
-    """The tables at instant ``at_ms`` from interval rows: ``from <= at < to`` (``to`` null = open)."""
-    state = TableState()
-    for key, value, from_ms, to_ms, _from_seq, _to_seq in intervals:
-        if from_ms <= at_ms and (to_ms is None or at_ms < to_ms):
-            put_cell(state, key, value)
-    return state
-
-
-def put_cell(state: TableState, key: tuple, value: Any) -> None:
-    """Add one cell (walk key and value) to a :class:`TableState`."""
-    kind = key[0]
-    if kind == QUEUE:
-        state.put_queue(key[1], key[2], tuple(value))
-    elif kind == ADDR:
-        state.put_addr(key[1], key[2], value[0], value[1])
-    elif kind == CLUSTER:
-        state.put_cluster(key[1], key[2])
-    else:
-        state.put_filter(key[1], list(value))
 
 
 # ---------------------------------------------------------------------------- Arrow adapter

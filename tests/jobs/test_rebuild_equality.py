@@ -26,18 +26,12 @@ from hypothesis import strategies as st
 from nsaudit.cli import main
 from jobs.query.lookup import RouteLake
 from jobs.rebuild.stage import run_rebuild
-from jobs.rebuild.walk import table_state_at, walk_day
-from jobs.rebuild.views import (
-    cluster_info_view,
-    cluster_info_view_of,
-    diff_view,
-    route_view,
-    route_view_of,
-    table_state_from_routes,
-)
+from jobs.rebuild.walk import walk_day
+from jobs.rebuild.views import cluster_info_view, diff_view, route_view
 from jobs.snapshots import run_snapshots, snapshot_instants_ms
 from common.config import load_config
 from nameserver.eventlog.writer import read_events
+from tests.jobs.route_oracle import cluster_info_view_of, route_view_of, table_state_at, table_state_from_routes
 from nameserver.routes.replay import RouteReplayer
 from common.timeutil import DAY_MS, day_start_ms, utc_date
 from tests.jobs.eventgen import TOPICS, generate_events, write_log
