@@ -1,18 +1,9 @@
 """``route_snapshots``: every server's routes at fixed instants of a day, from the rebuilt history.
 
-Instants: ``00:00 + k * snapshot_interval_ms`` within the day, and the end of the day
-``23:59:59.999``, which is the state after the day's last event (every event of the day has
-``ts`` at or before it). One row per (instant, ns, topic, broker name), as ``queueDatas`` lists
-them; ``cluster`` and ``broker_addrs`` are the group's BrokerData at that instant.
-
-Columnar, and the instant-sized rows are made last: the group's BrokerData is computed per
-segment of its history rows (a run of instants over which none of them starts or ends) and merged
-into runs of consecutive instants with the same value; each queue row (one history interval) is
-joined to the runs of its group that overlap it (both interval-sized, the runs broadcast), which
-gives the *pieces* (:func:`agg_route_pieces`), and only then exploded into the instants they cover.
-The instant rows are made in the write tasks (:func:`expand_positions_batch`, from Arrow batches of
-the pieces), so they are never converted from the JVM's rows one by one; :func:`explode_pieces`
-is the same in Spark.
+Instants: ``00:00 + k * snapshot_interval_ms`` within the day and ``23:59:59.999``; one row per
+(instant, ns, topic, broker name). The rows are made columnar, as *pieces* that hold over runs of
+instants (:func:`agg_route_pieces`), and exploded into instant rows only in the write tasks
+(:func:`expand_positions_batch`). See docs/audit.md, "Snapshots".
 """
 
 from __future__ import annotations
@@ -174,6 +165,10 @@ def _agg_value_runs(segments_df: DataFrame) -> DataFrame:
 def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Each group's BrokerData over the day's instants, as runs of consecutive instant positions.
 
+    The BrokerData is computed per segment of the group's history rows (a run of instants over
+    which none of them starts or ends, :func:`with_segments`) and adjacent segments with the same
+    value are merged into one run.
+
     Per (ns, broker_name) the runs cover every position exactly once: ``cluster`` and
     ``broker_addrs`` (``brokerAddrs``, broker id -> address) are constant over
     ``first_pos .. last_pos``, and null over the positions where the name has no BrokerData (the
@@ -232,9 +227,10 @@ def agg_route_pieces(
     ``route_snapshots`` columns but ``snapshot_ts`` and ``date``, plus ``first_pos`` and
     ``last_pos``: the row is the snapshot row of every instant position from ``first_pos`` to
     ``last_pos`` (see :func:`snapshot_position`). Pieces of one (ns, topic, broker name) do not
-    overlap; a history row that covers no instant gives no piece. Exploding the pieces gives
-    ``route_snapshots`` (:func:`agg_route_snapshots`); the distribution stage aggregates them
-    before they are exploded.
+    overlap; a history row that covers no instant gives no piece. Both sides of the join are
+    interval-sized (the runs are broadcast), so no instant-sized row is made here. Exploding the
+    pieces gives ``route_snapshots`` (:func:`agg_route_snapshots`); the distribution stage
+    aggregates them before they are exploded.
 
     Args:
         topic_route_df: the day's ``topic_route_history``.
@@ -296,7 +292,7 @@ def expand_positions_batch(
     the batch's column of that name. The rows of :func:`explode_pieces`, plus ``date``.
 
     It runs in the write tasks (see :func:`position_expansion`), shipped by value: it uses only
-    numpy and pyarrow.
+    numpy and pyarrow. The instant rows are thus never converted from the JVM's rows one by one.
     """
     start = (day.toordinal() - _EPOCH_ORDINAL) * DAY_MS  # day_start_ms, without shipping nameserver
     end_pos = end_position(snapshot_interval_ms)

@@ -1,34 +1,9 @@
-"""Schemas of the rebuilt route tables (docs/interfaces.md, "The lake").
+"""Schemas of the rebuilt route tables, ``ns_runs``, ``ns_state`` and ``route_snapshots``
+(docs/interfaces.md, "The lake").
 
-Every history table holds validity intervals of one route-table cell of one name server, partitioned
-by ``date`` and **clipped to that UTC day**: a value valid at midnight continues in the next day's
-partition with ``valid_from_ts`` = 00:00 of that day (``from_seq`` keeps the seq of the event that set
-it). ``valid_to_ts`` null means still valid at the end of that day's log. The state at instant T is
-the state after every event with ``ts <= T``: the rows with ``valid_from_ts <= T`` and
-(``valid_to_ts`` null or ``T < valid_to_ts``). Zero-length intervals (a value set and replaced within
-one millisecond) are never written, because no instant ever saw them.
-
-Tables and the route-table cell each row is a value of (docs/nameserver-semantics.md §1.1):
-
-* ``topic_route_history``: ``topicQueueTable[topic][broker_name]`` (a QueueData).
-* ``broker_addr_history``: ``brokerAddrTable[broker_name].brokerAddrs[broker_id]``, with the
-  BrokerData's ``cluster`` (fixed while the BrokerData exists; a recreated BrokerData may differ).
-* ``cluster_history``: membership of ``broker_name`` in ``clusterAddrTable[cluster]``. Needed apart
-  from the BrokerData because ClusterInfo shows dangling names (semantics W21).
-* ``filter_server_history``: ``filterServerTable[broker_addr]`` (a non-empty list).
-* ``ns_runs``: the intervals in which the server was up (between ``ns_start`` and ``ns_stop``).
-  ``stop_reason``: ``ns_stop``; ``restart`` (an ``ns_start`` with no ``ns_stop`` before it: a crash);
-  ``open`` (still up at the end of the day). A run may have zero length (start and stop within one
-  millisecond) and is kept, because it records the events. ``start_seq`` is null when the run began
-  before anything the lake holds (the first day of a server whose log does not start with
-  ``ns_start``). A server is down between a run that ended with ``ns_stop`` and the next run.
-* ``ns_state``: one row per (date, ns), the end-of-day state the next day's rebuild starts from
-  (``jobs.rebuild.state`` documents ``state_json``). Also the index of which servers a day covers.
-  ``up_at_start`` with ``ns_runs`` gives ``up`` at any instant of the day: up inside a run; after a
-  run that stopped with ``ns_stop`` down until the next run; before the day's first run
-  ``up_at_start``.
-* ``route_snapshots``: the routes at ``day start + k * snapshot_interval_ms`` and at the end of the day
-  (``23:59:59.999``, the state after the day's last event), one row per (ns, topic, broker name).
+Each history table holds validity intervals of one route-table cell of one name server
+(docs/nameserver-semantics.md §1.1), partitioned by ``date`` and clipped to that UTC day. How the
+rebuild makes them: docs/audit.md, "Rebuild"; ``route_snapshots``: "Snapshots".
 """
 
 from __future__ import annotations
@@ -66,6 +41,7 @@ TOPIC_ROUTE_HISTORY_SCHEMA = StructType(
         *_INTERVAL_FIELDS,
     ]
 )
+"""``topic_route_history``: ``topicQueueTable[topic][broker_name]`` (a QueueData)."""
 
 BROKER_ADDR_HISTORY_SCHEMA = StructType(
     [
@@ -77,6 +53,9 @@ BROKER_ADDR_HISTORY_SCHEMA = StructType(
         *_INTERVAL_FIELDS,
     ]
 )
+"""``broker_addr_history``: ``brokerAddrTable[broker_name].brokerAddrs[broker_id]``, with the
+BrokerData's ``cluster`` (fixed while the BrokerData exists; a recreated BrokerData may differ).
+"""
 
 CLUSTER_HISTORY_SCHEMA = StructType(
     [
@@ -86,6 +65,10 @@ CLUSTER_HISTORY_SCHEMA = StructType(
         *_INTERVAL_FIELDS,
     ]
 )
+"""``cluster_history``: membership of ``broker_name`` in ``clusterAddrTable[cluster]``. Needed
+apart from the BrokerData because ClusterInfo shows dangling names (docs/nameserver-semantics.md
+W21).
+"""
 
 FILTER_SERVER_HISTORY_SCHEMA = StructType(
     [
@@ -95,6 +78,7 @@ FILTER_SERVER_HISTORY_SCHEMA = StructType(
         *_INTERVAL_FIELDS,
     ]
 )
+"""``filter_server_history``: ``filterServerTable[broker_addr]`` (a non-empty list)."""
 
 NS_RUNS_SCHEMA = StructType(
     [
@@ -107,6 +91,9 @@ NS_RUNS_SCHEMA = StructType(
         StructField("date", DateType(), False),
     ]
 )
+"""``ns_runs``: the intervals in which the server was up, between ``ns_start`` and ``ns_stop``
+(``stop_reason`` and ``start_seq``: docs/audit.md, "Rebuild").
+"""
 
 NS_STATE_SCHEMA = StructType(
     [
@@ -123,6 +110,9 @@ NS_STATE_SCHEMA = StructType(
         StructField("state_json", StringType(), False),
     ]
 )
+"""``ns_state``: one row per (date, ns), the end-of-day state the next day's rebuild starts from,
+and the index of which servers a day covers (``state_json``: docs/audit.md, "Rebuild").
+"""
 
 ROUTE_SNAPSHOTS_SCHEMA = StructType(
     [
@@ -139,6 +129,10 @@ ROUTE_SNAPSHOTS_SCHEMA = StructType(
         StructField("date", DateType(), False),
     ]
 )
+"""``route_snapshots``: the routes at ``day start + k * snapshot_interval_ms`` and at the end of
+the day (``23:59:59.999``, the state after the day's last event), one row per (ns, topic, broker
+name).
+"""
 
 # every rebuilt table is partitioned by its UTC day only; readers add ``ns`` as a row filter
 PARTITION_BY = ["date"]

@@ -1,19 +1,8 @@
 """Building and writing ``findings`` rows (``schemas.findings``), shared by every audit stage.
 
-A stage turns its own rows into findings with column expressions, then replaces its
-``(date, category)`` partition:
-
-    findings_df = gaps_df.select(
-        *finding_columns(
-            kind="seq_gap", severity="warning", subject=F.col("ns"), ns=F.col("ns"),
-            start_ts=F.col("after_ts"), end_ts=F.col("next_ts"),
-            detail={"after_seq": F.col("after_seq"), "next_seq": F.col("next_seq")},
-        )
-    )
-    write_findings(findings_df, lake_dir, day, "telemetry")
-
-``date`` and ``category`` may be given to :func:`finding_columns` or left to :func:`write_findings`,
-which adds whichever is missing.
+A stage turns its own rows into findings with column expressions (:func:`finding_columns`), then
+replaces its ``(date, category)`` partition (:func:`write_findings`); see docs/audit.md, "Lake
+writes".
 """
 
 from __future__ import annotations
@@ -136,6 +125,19 @@ def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike, date: dt
 
     Rows may lack ``date`` and ``category`` (they are added); rows that carry another date or
     category fail the write and nothing is committed. An empty DataFrame clears the partition.
+
+    ``date`` and ``category`` may be given to :func:`finding_columns` or left to this function,
+    which adds whichever is missing.
+
+    Example:
+        >>> findings_df = gaps_df.select(
+        ...     *finding_columns(
+        ...         kind="seq_gap", severity="warning", subject=F.col("ns"), ns=F.col("ns"),
+        ...         start_ts=F.col("after_ts"), end_ts=F.col("next_ts"),
+        ...         detail={"after_seq": F.col("after_seq"), "next_seq": F.col("next_seq")},
+        ...     )
+        ... )
+        >>> write_findings(findings_df, lake_dir, day, "telemetry")
 
     Returns:
         The table version written.

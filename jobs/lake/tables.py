@@ -1,28 +1,9 @@
 """Reads and writes every lake table: Delta tables, readable by delta-spark and by ``deltalake``.
 
-Writes ("Delta without Maven"): Spark tasks write the Parquet data files in parallel and the
-driver commits them with ``deltalake`` as ONE Delta transaction per write (:mod:`jobs.lake.delta.write`). Where delta-spark's classes are on the JVM classpath (a cluster
-started with ``--packages io.delta:delta-spark_2.13:4.0.0``) Spark's native ``format("delta")``
-is used instead. Either way the result is a plain Delta table.
-
-Reads: ``deltalake`` lists the active files of a snapshot (latest, or time-travelled), pruned by
-partition, and Spark reads them as Parquet with the declared schema; nothing is inferred.
-
-Guarantees of both:
-
-- Schema: data is checked against the declared ``StructType`` (names, types, NOT NULL values)
-  and a table against its declared schema and partitioning; any difference is a
-  :class:`SchemaMismatchError` (or, for nulls found while writing, a failed write), never a
-  silent cast or schema change.
-- Atomicity: a write is one commit. If a task or the commit fails, the written files are deleted
-  and the table stays at its previous version.
-- Idempotent reruns: ``mode="overwrite", replace_where={"date": d}`` removes that day's files and
-  adds the new ones in the same commit, even when the new data is empty.
-
-Example:
-    >>> write_table(findings_df, f"{lake}/findings", mode="overwrite",
-    ...             partition_by=["date"], replace_where={"date": date(2026, 11, 21)}, schema=FINDINGS)
-    >>> read_table(spark, f"{lake}/findings", FINDINGS, where={"date": date(2026, 11, 21)}).count()
+:func:`write_table` has Spark tasks write the Parquet files and the driver commit them as one
+Delta transaction (:mod:`jobs.lake.delta.write`), or uses delta-spark's own writer where its jars
+are loaded; :func:`read_table` reads a snapshot with the declared schema. How writes commit and
+fail, and what they guarantee: docs/audit.md, "Lake writes".
 """
 
 from __future__ import annotations
@@ -130,6 +111,21 @@ def write_table(
 ) -> int:
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
+    Writes are "Delta without Maven": Spark tasks write the Parquet data files in parallel and the
+    driver commits them with ``deltalake`` as ONE Delta transaction per write
+    (:mod:`jobs.lake.delta.write`). Where delta-spark's classes are on the JVM classpath (a cluster
+    started with ``--packages io.delta:delta-spark_2.13:4.0.0``) Spark's native ``format("delta")``
+    is used instead. Either way the result is a plain Delta table, and:
+
+    - Schema: data is checked against the declared ``StructType`` (names, types, NOT NULL values)
+      and a table against its declared schema and partitioning; any difference is a
+      :class:`SchemaMismatchError` (or, for nulls found while writing, a failed write), never a
+      silent cast or schema change.
+    - Atomicity: a write is one commit. If a task or the commit fails, the written files are deleted
+      and the table stays at its previous version.
+    - Idempotent reruns: ``mode="overwrite", replace_where={"date": d}`` removes that day's files and
+      adds the new ones in the same commit, even when the new data is empty.
+
     Args:
         df: the rows to write; its columns must be the declared ones (any order).
         path: table root (a local or shared-mount directory, or ``file://`` URI).
@@ -164,6 +160,11 @@ def write_table(
         Exception: whatever Spark raised for a failed task (a null in a NOT NULL column, a row
             outside ``replace_where``, an I/O error) or ``deltalake`` for a failed commit; the
             table is then unchanged.
+
+    Example:
+        >>> write_table(findings_df, f"{lake}/findings", mode="overwrite",
+        ...             partition_by=["date"], replace_where={"date": date(2026, 11, 21)}, schema=FINDINGS)
+        >>> read_table(spark, f"{lake}/findings", FINDINGS, where={"date": date(2026, 11, 21)}).count()
     """
     root = local_table_path(path)
     partition_by = tuple(partition_by)
@@ -314,6 +315,10 @@ def read_table(
     where: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """Read a table snapshot as a DataFrame with the declared schema.
+
+    ``deltalake`` lists the active files of the snapshot (latest, or time-travelled), pruned by
+    partition, and Spark reads them as Parquet with the declared schema; nothing is inferred. The
+    schema check is the one :func:`write_table` makes.
 
     Args:
         spark: the session.

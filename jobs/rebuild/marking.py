@@ -2,25 +2,8 @@
 change a route table (or the end-of-day state); heartbeats that change nothing but liveness are
 skipped (docs/nameserver-semantics.md §2.1, §6).
 
-Why skipping an unchanged REGISTER_BROKER (103) is exact: while an address A stays live, its entry
-in ``brokerAddrs`` can only be displaced by another address registering into the same
-(broker name, id) slot (the slot rule); everything else that could remove it (unregister, channel
-close, expiry of A, a restart) also removes A's live entry and is in A's own *stream* (its 103s and
-removals in one server run). So when A's previous stream event is a 103 with the same cluster,
-name, id, HA address, connection, data version, topic digest and filter list (or the new filter list
-is null), and nobody else registered into the slot since, §2.1 runs with registerFirst false and an
-unchanged data version: no topics are applied, steps 1-4 and 7 set what is already there, and step 6
-only moves ``last_update``. The replay treats ``register`` and ``heartbeat`` alike (§6), so the rule
-holds for both. ``last_update`` matters only for the end-of-day state, so the last 103, 904 and 322
-of each (address, data version) are walked anyway. A ``rejected`` event changes nothing. Everything
-else is walked: walking is always safe.
-
-How, in one pass over the day: a hash aggregate groups each stream's events into *blocks*, one per
-distinct fingerprint (each removal and each event outside the streams is a block of its own). A
-block's first event is a change, the others are not, unless the stream goes back to an earlier
-block (its blocks interleave in seq order) or registers into a slot another address also uses:
-only such *slow* streams (an address that was removed and came back unchanged, W8) are read again
-and go through window functions. Blocks are few, so everything else works on small data.
+Why skipping an unchanged REGISTER_BROKER (103) is exact, and how blocks of a stream's events
+find the changes in one pass: docs/audit.md, "Rebuild".
 """
 
 
@@ -52,7 +35,7 @@ def _is_removal() -> Column:
 
 
 def _fingerprint() -> Column:
-    """What a 103 leaves in the tables besides ``last_update`` (module docstring)."""
+    """What a 103 leaves in the tables besides ``last_update`` (docs/audit.md, "Rebuild")."""
     return F.struct("cluster", "broker_name", "broker_id", "ha_addr", "channel", "data_version", "topics_digest")
 
 
@@ -229,7 +212,7 @@ def select_slow_keys(events_df: DataFrame, slow_df: DataFrame, contested_df: Dat
 
 
 def select_interesting_keys(events_df: DataFrame, blocks_df: DataFrame) -> DataFrame:
-    """(ns, seq) of every event the walk must apply (module docstring), each once.
+    """(ns, seq) of every event the walk must apply (docs/audit.md, "Rebuild"), each once.
 
     Args:
         events_df: the day's events (the marking reads the stream columns only).

@@ -1,14 +1,10 @@
 """Rebuild every name server's route tables for one UTC day, as validity intervals (docs/interfaces.md,
 "The lake"; docs/nameserver-semantics.md §6).
 
-Heartbeats are nearly all of a log and change nothing but liveness, so the heavy path is columnar:
-:func:`jobs.rebuild.marking.select_interesting_keys` picks the events that can change a route
-table (or the end-of-day state), and only those are walked one by one, per server in parallel on
-the executors, with the server's own ``RouteReplayer`` (:mod:`jobs.rebuild.walk`). A day starts from the previous day's
-``ns_state`` (:mod:`jobs.rebuild.state`).
-
-Why skipping heartbeats is exact, and how the marking is done in one pass, is in
-:mod:`jobs.rebuild.marking`.
+Only the events that can change a route table are walked (:mod:`jobs.rebuild.marking`), one by one
+per server on the executors with the server's own ``RouteReplayer`` (:mod:`jobs.rebuild.walk`),
+starting from the previous day's ``ns_state`` (:mod:`jobs.rebuild.state`). See docs/audit.md,
+"Rebuild".
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
 """A name server's end-of-day state (``ns_state.state_json``), written by one day's rebuild and read
 by the next, so a broker registered yesterday and heartbeating today is in today's tables.
 
-The JSON object (format 1; keys sorted, compact):
-
-* ``format`` (1), ``ns``, ``date`` (``YYYY-MM-DD``).
-* ``up``: False between ``ns_stop`` and the next ``ns_start``. ``run_start_seq``: seq of the
-  ``ns_start`` of the run still open at the end of the day (null when up since before the lake).
-* ``last_seq``, ``last_ts``: the server's last event in the lake so far (null before any).
-* ``broker_expiry_ms``: from the server's latest ``ns_start``.
-* ``queues``: ``[topic, broker_name, read, write, perm, topic_sys_flag, from_seq]`` per QueueData.
-* ``addrs``: ``[broker_name, broker_id, cluster, broker_addr, from_seq]`` per BrokerData entry.
-* ``clusters``: ``[cluster, broker_name, from_seq]`` per cluster-set member.
-* ``filters``: ``[broker_addr, [filter servers], from_seq]``.
-* ``live``: per live address ``{broker_addr, last_update, data_version {counter, timestamp},
-  channel, ha_server_addr, cluster, broker_name, broker_id, topics_digest}``.
-* ``topics_by_digest``: digest -> topic objects (event-log form) for the live addresses' latest
-  registrations, so an event whose topics were logged on an earlier day still resolves.
-
-``from_seq`` is the seq of the event that set the value; it survives the day boundary, so a
-history row continued at 00:00 still names the event it came from.
+The JSON object (format 1; keys sorted, compact) is described in docs/audit.md, "Rebuild".
 """
 
 from __future__ import annotations
@@ -105,7 +88,12 @@ def snapshot(
     last_seq: int | None,
     last_ts: int | None,
 ) -> dict[str, Any]:
-    """The state object of a walk's end (``open_cells`` must equal the tables: the walk flushed)."""
+    """The state object of a walk's end (``open_cells`` must equal the tables: the walk flushed).
+
+    Its keys (format 1) are listed in docs/audit.md, "Rebuild"; ``from_seq`` is the seq of the event
+    that set a value and survives the day boundary, so a history row continued at 00:00 still names
+    the event it came from.
+    """
     queues, addrs, clusters, filters = [], [], [], []
     for key, (value, _from_ms, seq) in open_cells.items():
         kind = key[0]

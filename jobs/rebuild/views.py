@@ -4,17 +4,6 @@ The Python side is a replayed ``RouteInfoManager`` (what the server itself answe
 ``pickup_topic_route_data`` and ``get_all_cluster_info``); the lake side is the history rows valid at
 an instant, gathered into a :class:`TableState`. Both end in the same plain dicts, so the equality
 tests compare like with like and the CLI prints exactly what the tests checked.
-
-Views are RocketMQ's JSON shapes as plain data (docs/remoting-protocol.md §10.6): fields in alphabetical order,
-lists sorted by broker name, ``brokerAddrs`` keyed by int broker id in numeric order.
-``nameserver.codec.fastjson.dumps(view, standard=True)`` writes the standard form the CLI prints.
-
-Example:
-    >>> state = TableState()
-    >>> state.put_queue("TopicA", "broker-a", (8, 8, 6, 0))
-    >>> state.put_addr("broker-a", 0, "C1", "10.0.0.1:10911")
-    >>> fastjson.dumps(route_view(state, "TopicA"), standard=True)
-    b'{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"C1"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}'
 """
 
 from __future__ import annotations
@@ -78,7 +67,20 @@ def queue_data_view(broker_name: str, queue: Queue) -> dict[str, Any]:
 
 
 def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
-    """GET_ROUTEINFO_BY_TOPIC's TopicRouteData (docs/nameserver-semantics.md §2.10); ``None`` means TOPIC_NOT_EXIST."""
+    """GET_ROUTEINFO_BY_TOPIC's TopicRouteData (docs/nameserver-semantics.md §2.10); ``None`` means TOPIC_NOT_EXIST.
+
+    Views are RocketMQ's JSON shapes as plain data (docs/remoting-protocol.md §10.6): fields in
+    alphabetical order, lists sorted by broker name, ``brokerAddrs`` keyed by int broker id in numeric
+    order. ``nameserver.codec.fastjson.dumps(view, standard=True)`` writes the standard form the CLI
+    prints.
+
+    Example:
+        >>> state = TableState()
+        >>> state.put_queue("TopicA", "broker-a", (8, 8, 6, 0))
+        >>> state.put_addr("broker-a", 0, "C1", "10.0.0.1:10911")
+        >>> fastjson.dumps(route_view(state, "TopicA"), standard=True)
+        b'{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"C1"}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]}'
+    """
     queues = state.topic_queue_table.get(topic)
     if not queues:
         return None
@@ -105,7 +107,8 @@ def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
 
 
 def cluster_info_view(state: TableState) -> dict[str, Any]:
-    """GET_BROKER_CLUSTER_INFO's ClusterInfo (docs/nameserver-semantics.md §2.11): dangling names included."""
+    """GET_BROKER_CLUSTER_INFO's ClusterInfo (docs/nameserver-semantics.md §2.11): dangling names
+    included; shaped as :func:`route_view` says."""
     return {
         "brokerAddrTable": {
             name: broker_data_view(state.broker_addr_table[name][0], name, state.broker_addr_table[name][1])

@@ -2,21 +2,8 @@
 
 The rebuild hands each server's interesting events (``jobs.rebuild.marking.with_interesting``) to
 :func:`walk_day`, which applies them with ``RouteReplayer`` (so the lake means exactly what the
-server did) and turns the ``RouteInfoManager`` journal into validity intervals:
-
-* a cell touched by an event is *dirty*; when the clock moves past that event's ``ts`` the cell's
-  value is compared with its open interval, which is closed (``to`` = that ts, ``to_seq`` = the seq
-  of the last event that touched it) and a new one opened when the value differs. Values that lived
-  for less than a millisecond are therefore never written: the state at T is the state after
-  *every* event with ``ts <= T``, so no instant saw them;
-* ``ns_start``/``ns_stop`` clear the tables through ``RouteInfoManager.clear``, whose journal closes
-  every interval;
-* intervals are clipped to the UTC day: the walk starts from the previous day's state with every
-  interval open at 00:00, and ends with the open ones (``to`` null) and the new state.
-
-Time is the event's ``ts`` clamped to the running maximum (a decreasing ``ts`` is a data-quality
-finding, docs/event-log.md) and to the day, so intervals are well-formed whatever the clocks did. The
-replayer itself gets the raw ``ts``, as the server stored it.
+server did) and turns the ``RouteInfoManager`` journal into validity intervals clipped to the UTC
+day (:class:`DayWalk`; docs/audit.md, "Rebuild").
 """
 
 from __future__ import annotations
@@ -88,7 +75,22 @@ def _cell_value(routes: RouteInfoManager, key: tuple) -> Any:
 
 
 class DayWalk:
-    """Walks one server's day; feed events in seq order to :meth:`apply`, then :meth:`finish`."""
+    """Walks one server's day; feed events in seq order to :meth:`apply`, then :meth:`finish`.
+
+    * A cell touched by an event is *dirty*; when the clock moves past that event's ``ts`` the cell's
+      value is compared with its open interval, which is closed (``to`` = that ts, ``to_seq`` = the
+      seq of the last event that touched it) and a new one opened when the value differs. Values
+      that lived for less than a millisecond are therefore never written: the state at T is the
+      state after *every* event with ``ts <= T``, so no instant saw them.
+    * ``ns_start``/``ns_stop`` clear the tables through ``RouteInfoManager.clear``, whose journal
+      closes every interval.
+    * Intervals are clipped to the UTC day: the walk starts from the previous day's state with every
+      interval open at 00:00, and ends with the open ones (``to`` null) and the new state.
+
+    Time is the event's ``ts`` clamped to the running maximum (a decreasing ``ts`` is a data-quality
+    finding, docs/event-log.md) and to the day, so intervals are well-formed whatever the clocks did.
+    The replayer itself gets the raw ``ts``, as the server stored it.
+    """
 
     def __init__(self, ns: str, day: dt.date, state: Mapping[str, Any] | None, first_type: str | None = None):
         """

@@ -1,16 +1,7 @@
 """Set-up for Spark's Python workers, called at the start of every task body this project runs.
 
-PySpark's worker calls ``importlib.invalidate_caches()`` before each task
-(``pyspark.worker_util.setup_spark_files``). On Python 3.11 that makes every ``zipimporter`` on
-``sys.path`` read its archive's whole central directory again, in Python. Spark puts three archives
-there (``pyspark.zip``, py4j's zip and the spark-core jar, thousands of entries in all): a cost per
-task that can exceed what many of this project's write tasks take to do their work.
-
-Those archives belong to the Spark installation and do not change while a worker lives, so
-:func:`keep_archive_listings` tells the importers already on the path to keep the listing they
-have. An archive that appears on the path later (``addPyFile``) keeps Python's behaviour.
-
-Executors may not have this project installed; the modules that call this ship it by value.
+:func:`keep_archive_listings` spares each task a re-read of Spark's zip archives. Executors may
+not have this project installed; the modules that call this ship it by value.
 """
 
 from __future__ import annotations
@@ -25,6 +16,15 @@ def _keep_listing() -> None:
 
 def keep_archive_listings() -> int:
     """Make the zip importers on ``sys.path`` keep their listings across Spark tasks (idempotent).
+
+    PySpark's worker calls ``importlib.invalidate_caches()`` before each task
+    (``pyspark.worker_util.setup_spark_files``). On Python 3.11 that makes every ``zipimporter`` on
+    ``sys.path`` read its archive's whole central directory again, in Python. Spark puts three
+    archives there (``pyspark.zip``, py4j's zip and the spark-core jar, thousands of entries in all):
+    a cost per task that can exceed what many of this project's write tasks take to do their work.
+    Those archives belong to the Spark installation and do not change while a worker lives, so the
+    importers already on the path keep the listing they have. An archive that appears on the path
+    later (``addPyFile``) keeps Python's behaviour.
 
     Returns:
         How many importers were changed by this call (0 once the worker has been set up).

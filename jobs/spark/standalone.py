@@ -1,20 +1,8 @@
 """A throwaway Spark standalone cluster on this host: one master and one worker on 127.0.0.1.
 
 For trying the nightly audit on a real cluster manager (executors in their own JVMs and Python
-workers, tasks shipped over RPC) without installing Spark: the master and worker are started with
-the ``bin/spark-class`` of the pyspark in this interpreter's environment. Ports are picked by the
-JVMs (port 0) and read back from their logs, so two clusters never collide.
-
-    python -m jobs.spark.standalone [--work-dir DIR] [--worker-memory 2g] [--worker-cores 2]
-        prints the master URL (spark://127.0.0.1:PORT) on stdout once the worker has registered,
-        then runs until SIGTERM or SIGINT and stops the worker and the master.
-    python -m jobs.spark.standalone [...] -- COMMAND ARG...
-        runs COMMAND against the cluster ("{master}" in an argument becomes the URL, and
-        SPARK_MASTER_URL is set), stops the cluster and exits with COMMAND's exit code.
-
-Example:
-    >>> with StandaloneCluster(Path("/tmp/sa")) as cluster:
-    ...     subprocess.run([".venv/bin/nsaudit", "audit", ..., "--master", cluster.master_url])
+workers, tasks shipped over RPC) without installing Spark: :class:`StandaloneCluster` from code,
+``python -m jobs.spark.standalone`` from a shell (:func:`main`).
 """
 
 from __future__ import annotations
@@ -55,10 +43,18 @@ class ClusterError(RuntimeError):
 class StandaloneCluster:
     """A Spark standalone master and one worker bound to 127.0.0.1, as child processes.
 
+    The master and worker are started with the ``bin/spark-class`` of the pyspark in this
+    interpreter's environment (:func:`spark_home`). Ports are picked by the JVMs (port 0) and read
+    back from their logs, so two clusters never collide.
+
     Attributes:
         work_dir: holds ``master.log``, ``worker.log`` and the worker's application dirs.
         master_url: ``spark://127.0.0.1:PORT``, set by :meth:`start`.
         webui_url: the master's web UI (``/json`` gives its state), set by :meth:`start`.
+
+    Example:
+        >>> with StandaloneCluster(Path("/tmp/sa")) as cluster:
+        ...     subprocess.run([".venv/bin/nsaudit", "audit", ..., "--master", cluster.master_url])
     """
 
     def __init__(self, work_dir: Path, worker_memory: str = "2g", worker_cores: int = 2,
@@ -180,7 +176,17 @@ def _stop(proc: subprocess.Popen, timeout: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m jobs.spark.standalone``; returns the exit code."""
+    """``python -m jobs.spark.standalone``; returns the exit code.
+
+    ::
+
+        python -m jobs.spark.standalone [--work-dir DIR] [--worker-memory 2g] [--worker-cores 2]
+            prints the master URL (spark://127.0.0.1:PORT) on stdout once the worker has registered,
+            then runs until SIGTERM or SIGINT and stops the worker and the master.
+        python -m jobs.spark.standalone [...] -- COMMAND ARG...
+            runs COMMAND against the cluster ("{master}" in an argument becomes the URL, and
+            SPARK_MASTER_URL is set), stops the cluster and exits with COMMAND's exit code.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in argv:

@@ -1,18 +1,9 @@
 """The remoting wire codec (docs/remoting-protocol.md): commands, frames, headers, bodies.
 
 Pure code: bytes in, bytes out, no sockets, clocks or files. One import point for the whole
-codec, which lives in small modules by subject:
-
-* command and frame encoding (§2-§5): :mod:`nameserver.codec.command`
-* incremental frame decoding: :mod:`nameserver.codec.decoder`
-* JSON and ROCKETMQ headers decoded, malformed frames (§4, §5, §9.1):
-  :mod:`nameserver.codec.command_header`
-* JSON headers decoded before, recalled by the decoder: :mod:`nameserver.codec.memo`
-* codes, languages, versions, flags, limits: :mod:`nameserver.codec.constants`
-* custom headers <-> extFields (§6): :mod:`nameserver.codec.headers`
-* REGISTER_BROKER / DataVersion bodies (§8): :mod:`nameserver.codec.register`
-* ``.properties`` bodies (318/319): :mod:`nameserver.codec.properties`
-* fastjson JSON bodies (§10): :mod:`nameserver.codec.fastjson` (not re-exported)
+codec, which lives in small modules by subject; the comment above each import below says what
+the module holds and where the protocol describes it. ``nameserver.codec.fastjson`` (JSON bodies,
+§10) is not re-exported.
 
 Example:
     >>> request = make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"}, opaque=1)
@@ -24,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+# command and frame encoding (§2-§5)
 from nameserver.codec.command import (
     RemotingCommand,
     ResponseFrame,
@@ -33,6 +25,7 @@ from nameserver.codec.command import (
     make_response,
     mark_protocol_type,
 )
+# codes, languages, versions, flags, limits
 from nameserver.codec.constants import (
     LANGUAGE_BY_NAME,
     MAX_FRAME_BYTES,
@@ -51,6 +44,7 @@ from nameserver.codec.constants import (
     is_oneway,
     is_response,
 )
+# JSON and ROCKETMQ headers decoded, malformed frames (§4, §5, §9.1)
 from nameserver.codec.command_header import (
     REASON_FRAME_TOO_LARGE,
     REASON_HEADER_LENGTH_OVERRUN,
@@ -64,8 +58,11 @@ from nameserver.codec.command_header import (
     REASON_UNKNOWN_SERIALIZE_TYPE,
     MalformedFrame,
 )
+# incremental frame decoding
 from nameserver.codec.decoder import FrameDecoder, RequestKey, decode_frame
+# JSON headers decoded before, recalled by the decoder
 from nameserver.codec.memo import HeaderMemo
+# custom headers <-> extFields (§6)
 from nameserver.codec.headers import (
     BOOL,
     DOUBLE,
@@ -84,7 +81,9 @@ from nameserver.codec.headers import (
     parse_int64,
     to_ext_fields,
 )
+# ``.properties`` bodies (318/319)
 from nameserver.codec.properties import PropertiesError, format_properties, parse_properties
+# REGISTER_BROKER / DataVersion bodies (§8)
 from nameserver.codec.register import (
     MAX_INFLATED_BYTES,
     BadBody,

@@ -1,14 +1,7 @@
 """Custom headers <-> extFields (docs/remoting-protocol.md §6), and the request errors they raise.
 
-Typed request and response headers travel only as ``extFields`` strings. Parsing follows §6:
-int32/int64 by the regex ``^[+-]?[0-9]+$`` plus range, booleans as Java
-``Boolean.parseBoolean``. A missing or unparsable **required** field raises :class:`BadHeader`
-(the handler answers SYSTEM_ERROR with its remark); an unparsable **optional** field keeps its
-default, as RocketMQ does. Re-exported by :mod:`nameserver.codec`.
-
-Example:
-    >>> decode_custom_header({"topic": "T"}, REQUEST_HEADERS[105])
-    {'topic': 'T', 'acceptStandardJsonOnly': False}
+Typed request and response headers travel only as ``extFields`` strings: :func:`decode_custom_header`
+reads them, :func:`to_ext_fields` writes them. Re-exported by :mod:`nameserver.codec`.
 """
 
 from __future__ import annotations
@@ -149,12 +142,21 @@ def decode_custom_header(
 ) -> dict[str, Any]:
     """Typed values of ``fields`` from ``ext_fields``; unknown extFields are ignored (§6).
 
+    Parsing follows §6: int32/int64 by the regex ``^[+-]?[0-9]+$`` plus range, booleans as Java
+    ``Boolean.parseBoolean``. A missing or unparsable **required** field raises :class:`BadHeader`
+    (the handler answers SYSTEM_ERROR with its remark); an unparsable **optional** field keeps its
+    default, as RocketMQ does.
+
     Returns:
         field name -> parsed value; an absent or unparsable optional field gets its default.
 
     Raises:
         BadHeader: a required field is missing (remark ``the custom field <name> is null``) or
             unparsable (remark names the field and the text). Fields are checked in order.
+
+    Example:
+        >>> decode_custom_header({"topic": "T"}, REQUEST_HEADERS[105])
+        {'topic': 'T', 'acceptStandardJsonOnly': False}
     """
     get = (ext_fields or _NO_EXT).get
     values: dict[str, Any] = {}

@@ -1,13 +1,5 @@
-"""Java ``.properties`` bodies of UPDATE_NAMESRV_CONFIG (318) and GET_NAMESRV_CONFIG (319).
-
-Parsing follows ``java.util.Properties.load`` (docs/remoting-protocol.md §7 notes) but on UTF-8
-text, so non-ASCII survives where 4.9.7 would mangle it. Formatting follows RocketMQ's
-``MixAll.properties2String``: one ``key=value`` line per entry, no escaping. Re-exported by
-:mod:`nameserver.codec`.
-
-Example:
-    >>> parse_properties(b"# comment\\nlistenPort = 9876\\nname:a\\\\\\n  b\\n")
-    {'listenPort': '9876', 'name': 'ab'}
+"""Java ``.properties`` bodies of UPDATE_NAMESRV_CONFIG (318) and GET_NAMESRV_CONFIG (319):
+:func:`parse_properties` and :func:`format_properties`. Re-exported by :mod:`nameserver.codec`.
 """
 
 from __future__ import annotations
@@ -97,12 +89,19 @@ def _split_key_value(line: str) -> tuple[str, str]:
 def parse_properties(data: bytes | str) -> dict[str, str]:
     """Parse ``.properties`` text (UTF-8 when bytes; invalid bytes become U+FFFD).
 
+    Parsing follows ``java.util.Properties.load`` (docs/remoting-protocol.md §7 notes) but on UTF-8
+    text, so non-ASCII survives where 4.9.7 would mangle it.
+
     Comment lines start with ``#`` or ``!``; a key ends at the first unescaped ``=``, ``:`` or
     whitespace; ``\\`` escapes (``\\t \\n \\r \\f \\uXXXX``, any other char stands for itself) and
     line continuations apply. A repeated key keeps its last value.
 
     Raises:
         PropertiesError: a malformed ``\\uXXXX`` escape.
+
+    Example:
+        >>> parse_properties(b"# comment\\nlistenPort = 9876\\nname:a\\\\\\n  b\\n")
+        {'listenPort': '9876', 'name': 'ab'}
     """
     text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
     return dict(_split_key_value(line) for line in _logical_lines(text))
@@ -117,8 +116,9 @@ def _java_text(value: object) -> str:
 def format_properties(config: Mapping[str, object]) -> bytes:
     """GET_NAMESRV_CONFIG body: ``key=value\\n`` per key, keys sorted, UTF-8; ``b""`` when empty.
 
-    Nothing is escaped, as RocketMQ's ``properties2String``; booleans are written the Java way
-    (``true``/``false``), other values with ``str``; ``None`` values are skipped.
+    Nothing is escaped, as RocketMQ's ``MixAll.properties2String`` (one ``key=value`` line per
+    entry); booleans are written the Java way (``true``/``false``), other values with ``str``;
+    ``None`` values are skipped.
     """
     lines = [
         f"{key}={_java_text(value)}\n" for key, value in sorted(config.items()) if value is not None

@@ -1,16 +1,5 @@
-"""Building a fleet layout: groups, clusters, addresses, then the topics placed on them.
-
-* **Processes and groups.** ``brokers`` counts broker processes. They fill broker groups of one
-  master (id 0) and ``slaves`` slaves (ids 1..K) in order, so the last group may be short of
-  slaves when ``brokers`` is not a multiple of ``slaves + 1``. Groups are named ``broker-000``,
-  ``broker-001``, ... (wider when there are more than 1000 groups).
-* **Clusters.** A few, growing with the fleet: 1 below 4 groups, 2 from 4, 3 from 16, 4 from 128,
-  one more per factor of 8 after that, at most 6 (500 groups -> 4 clusters). Groups are dealt to
-  clusters in contiguous blocks whose sizes are skewed (weights 1, 1/2, 1/3, ...; every cluster
-  gets at least one group), so one cluster is the big shared one. Names ``cluster-0``, ...
-* **Addresses.** Member ``m`` of the ``g``-th group of cluster ``c`` listens on
-  ``10.<c + 8*(g // 256)>.<g % 256>.<m + 1>:10911`` with its HA port on 10912: readable, unique,
-  and a valid IPv4 address for up to 31 * 256 groups per cluster and 253 slaves.
+"""Building a fleet layout: groups, clusters, addresses, then the topics placed on them
+(:func:`build_layout`; the topics' placement is :mod:`nameserver.layout.placement`).
 """
 
 from __future__ import annotations
@@ -40,6 +29,18 @@ def build_layout(brokers: int, slaves: int, topics: int, seed: int,
                  faults: Collection[str] = LAYOUT_FAULTS) -> FleetLayout:
     """Build the fleet for ``brokers`` processes in groups of 1 master + ``slaves`` slaves.
 
+    * **Processes and groups.** ``brokers`` counts broker processes. They fill broker groups of one
+      master (id 0) and ``slaves`` slaves (ids 1..K) in order, so the last group may be short of
+      slaves when ``brokers`` is not a multiple of ``slaves + 1``. Groups are named ``broker-000``,
+      ``broker-001``, ... (wider when there are more than 1000 groups).
+    * **Clusters.** A few, growing with the fleet: 1 below 4 groups, 2 from 4, 3 from 16, 4 from 128,
+      one more per factor of 8 after that, at most 6 (500 groups -> 4 clusters). Groups are dealt to
+      clusters in contiguous blocks whose sizes are skewed (weights 1, 1/2, 1/3, ...; every cluster
+      gets at least one group), so one cluster is the big shared one. Names ``cluster-0``, ...
+    * **Addresses.** Member ``m`` of the ``g``-th group of cluster ``c`` listens on
+      ``10.<c + 8*(g // 256)>.<g % 256>.<m + 1>:10911`` with its HA port on 10912: readable, unique,
+      and a valid IPv4 address for up to 31 * 256 groups per cluster and 253 slaves.
+
     Args:
         brokers: broker processes (>= 0).
         slaves: slaves per group, K (0..253).
@@ -50,6 +51,14 @@ def build_layout(brokers: int, slaves: int, topics: int, seed: int,
 
     Raises:
         ValueError: a negative count or too many slaves.
+
+    Example:
+        >>> layout = build_layout(brokers=1000, slaves=1, topics=2000, seed=1)
+        >>> len(layout.groups), len(layout.clusters), layout.groups[0].master.addr
+        (500, 4, '10.0.0.1:10911')
+        >>> balanced = build_layout(brokers=1000, slaves=1, topics=2000, seed=1, faults=())
+        >>> layout_anomalies(balanced)
+        ()
     """
     if brokers < 0 or slaves < 0 or topics < 0:
         raise ValueError(f"counts must be >= 0 (brokers={brokers}, slaves={slaves}, topics={topics})")

@@ -1,17 +1,11 @@
 """The five route tables and every operation on them (docs/nameserver-semantics.md §1-§2),
-RocketMQ 4.9 rules.
+RocketMQ 4.9 rules: :class:`RouteInfoManager`, which the asyncio server, the simulator and the
+Spark replay all drive, so the log means exactly what the server did.
 
-``RouteInfoManager`` is pure: time is the ``now`` argument, there is no lock, socket or file.
-Every mutation returns the events it caused. The asyncio server, the simulator and the Spark
-replay all drive this one class, so the log means exactly what the server did.
-
-Event values are plain JSON types or frozen dataclasses (``DataVersion``, ``TopicConfig``);
-orjson writes dataclasses as objects in field order, which is the event-log key order.
-
-The class is built in three layers, each in its module and all re-exported here (import from
-this one): the tables, their indexes and cell writes (:mod:`nameserver.routes.tables`), the
-reads the lookups answer (:mod:`nameserver.routes.lookups`), and the operations of §2 (here);
-the events they return are built in :mod:`nameserver.routes.events`.
+Its layers are re-exported here (import from this module): the tables, their indexes and cell
+writes (:mod:`nameserver.routes.tables`), the reads the lookups answer
+(:mod:`nameserver.routes.lookups`), and the events the operations return
+(:mod:`nameserver.routes.events`); the operations of §2 are here.
 """
 
 from __future__ import annotations
@@ -55,6 +49,11 @@ class RouteInfoManager(RouteAnswers):
 
     The tables and their cell writes are :class:`nameserver.routes.tables.RouteTables`, the reads
     :class:`nameserver.routes.lookups.RouteAnswers`; this class adds the operations of §2.
+
+    Pure: time is the ``now`` argument; there is no lock, socket or file. Every mutation returns the
+    events it caused, which the caller writes to the event log. Event values are plain JSON types or
+    frozen dataclasses (``DataVersion``, ``TopicConfig``); orjson writes dataclasses as objects in
+    field order, which is the event-log key order.
 
     Args:
         broker_expiry_ms: a live entry with ``last_update + expiry < now`` is removed by a scan.

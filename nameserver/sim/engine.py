@@ -1,14 +1,7 @@
 """The discrete-event core: a heap of timed actions, broker traffic, and the run loop.
 
-Every action is ``fn(now, *args)`` popped in ``(time, sequence)`` order, so ties resolve in the
-order they were scheduled and a run is reproducible for its options. Name servers share nothing
-(docs/nameserver-semantics.md §7): each delivery touches one server, and only the brokers know about
-several.
-
-Broker traffic (docs/nameserver-semantics.md §4): a forced registration when a broker process
-starts, the first periodic one 10 s later, then one every 30 s plus a little scheduler lateness,
-each sent to every server over that broker's long-lived connection to it, with a seeded per-link
-latency. Messages on one connection arrive in the order sent, as TCP delivers them.
+:class:`Simulation` holds them; its docstring says how actions are ordered and when brokers
+register (docs/nameserver-semantics.md §4, §7).
 """
 
 from __future__ import annotations
@@ -68,6 +61,16 @@ class SimResult:
 
 class Simulation:
     """One simulated fleet of brokers and name servers; :meth:`run` writes the logs.
+
+    Every action is ``fn(now, *args)`` popped in ``(time, sequence)`` order, so ties resolve in the
+    order they were scheduled and a run is reproducible for its options. Name servers share nothing
+    (docs/nameserver-semantics.md §7): each delivery touches one server, and only the brokers know
+    about several.
+
+    Broker traffic (docs/nameserver-semantics.md §4): a forced registration when a broker process
+    starts, the first periodic one 10 s later, then one every 30 s plus a little scheduler lateness,
+    each sent to every server over that broker's long-lived connection to it, with a seeded per-link
+    latency. Messages on one connection arrive in the order sent, as TCP delivers them.
 
     Args:
         options: validated options (see :class:`SimOptions`).

@@ -5,14 +5,6 @@ timer ticks a running server would see, and its events go through the real
 :class:`~nameserver.eventlog.writer.EventLogWriter` (durability ``none``: nothing to wait for). Runs are
 deterministic: the same arguments write the same bytes. How the pieces fit is in
 :mod:`nameserver.sim`; the truth file's format is in :mod:`nameserver.sim.truth`.
-
-Example:
-    >>> opts = SimOptions(Path("out/events"), ns=3, brokers=20, slaves=1, topics=100,
-    ...                   start_ms=parse_time("2026-11-21T00:00:00Z"), hours=6, seed=1,
-    ...                   faults=FAULTS, quiet=True)
-    >>> result = simulate(opts)
-    >>> result.events_by_ns["ns-a"] > 0, result.truth_path.name
-    (True, 'faults.jsonl')
 """
 
 from __future__ import annotations
@@ -43,6 +35,14 @@ def simulate(options: SimOptions, ns_config: NameServerConfig | None = None,
 
     Raises:
         UserError: the events directory already holds logs of these name servers.
+
+    Example:
+        >>> opts = SimOptions(Path("out/events"), ns=3, brokers=20, slaves=1, topics=100,
+        ...                   start_ms=parse_time("2026-11-21T00:00:00Z"), hours=6, seed=1,
+        ...                   faults=FAULTS, quiet=True)
+        >>> result = simulate(opts)
+        >>> result.events_by_ns["ns-a"] > 0, result.truth_path.name
+        (True, 'faults.jsonl')
     """
     check_events_dir(options.events_dir, options.ns_ids)
     return Simulation(options, ns_config, progress).run()

@@ -1,24 +1,8 @@
 """Episodes: touching disagreeing segments of a key (gaps and islands, a window per key).
 
-Per episode:
-
-* ``ns_views``: the views of the longest *stretch* of the episode, a stretch being consecutive
-  segments with the same views and the same up servers (elementary segments are also cut by
-  changes that do not touch the views, such as another broker's QueueData, so the longest
-  elementary segment would be arbitrary). Ties go to the earliest. Keys are the compared servers
-  only; ``absent`` is a compared server without the value.
-* ``servers_wrong`` / ``servers_up`` are those of the same stretch: compared servers not holding
-  the majority view (the most common one; a tie goes to a view that is not ``absent``, then to
-  the greatest), and servers up (compared or not).
-* ``exposure``: Σ over the episode's segments within the day of
-  ``servers_wrong / servers_up × segment length`` (ms): the expected time a client pinned to a
-  random up server saw a minority answer.
-
-An episode still open at the end of the day ends at the next midnight. The grace is judged on the
-whole disagreement: the span reaches ``grace + 1`` ms into the day before, so an episode that
-began shortly before midnight and is reported from 00:00 counts its time before midnight. (If the
-day before's part was shorter than the grace, that day has no row for it and today's part stands
-alone.)
+How episodes are formed, what their views, ``servers_wrong`` / ``servers_up`` and ``exposure``
+are, and how an episode across midnight is judged against the grace: docs/audit.md,
+"Divergence".
 """
 
 from __future__ import annotations
@@ -39,7 +23,7 @@ def agg_episodes(disagree_df: DataFrame, span: Span, grace_ms: int) -> DataFrame
     day (:data:`EPISODE_COLUMNS`).
 
     ``views``, ``majority``, ``servers_wrong`` and ``servers_up`` are those of the longest stretch
-    (see the module docstring); ``start_ms`` is cut to 00:00 for an episode that began the day before
+    (docs/audit.md, "Divergence"); ``start_ms`` is cut to 00:00 for an episode that began the day before
     (``began_before_day``), while the grace is judged on its whole length within the span.
 
     Example:

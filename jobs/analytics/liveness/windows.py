@@ -1,16 +1,9 @@
 """Liveness windows from the address stream: the one sort of the liveness stage.
 
 Every address event of a day is ordered by ``seq`` within its *stream* (ns, address, run), which
-is the stage's cost. So the rows that go through that sort carry numbers only: the stream as one
-int ``sid`` (:func:`number_streams` numbers the day's few streams, :func:`with_stream_id` tags the
-events with them), the event's ``kind`` (its type and request code as one small int), ``seq``,
-``ts_ms`` and the data version as two longs. The strings a window reports are looked up
-afterwards for its few rows: the stream's ``ns`` and ``broker_addr`` by ``sid``, and its identity
-by the seq of the event that names the window (:func:`agg_windows` keeps it as ``id_seq``;
-:mod:`jobs.analytics.liveness.identity` fetches that event's ``cluster``, ``broker_name`` and
-``broker_id``).
-
-What opens, refreshes and ends a window is described in :mod:`jobs.analytics.liveness`.
+is the stage's cost, so the rows that go through that sort carry numbers only (:func:`with_stream_id`)
+and a window's strings are looked up afterwards for its few rows. What opens, refreshes and ends a
+window: docs/audit.md, "Liveness".
 """
 
 from __future__ import annotations
@@ -145,6 +138,14 @@ def number_streams(streams_df: DataFrame, run_intervals_df: DataFrame) -> DataFr
 def with_stream_id(address_df: DataFrame, numbered_df: DataFrame) -> DataFrame:
     """``STREAM_COLUMNS`` of ``ADDRESS_COLUMNS`` rows: their stream's ``sid`` instead of its strings.
 
+    The rows that go through the stage's sort carry numbers only: the stream as one int ``sid``
+    (:func:`number_streams` numbers the day's few streams), the event's ``kind`` (its type and
+    request code as one small int), ``seq``, ``ts_ms`` and the data version as two longs. The strings
+    a window reports are looked up afterwards for its few rows: the stream's ``ns`` and
+    ``broker_addr`` by ``sid``, and its identity by the seq of the event that names the window
+    (:func:`agg_windows` keeps it as ``id_seq``; :mod:`jobs.analytics.liveness.identity` fetches that
+    event's ``cluster``, ``broker_name`` and ``broker_id``).
+
     A broadcast join on (ns, broker_addr) whose seq range picks the run, as
     :func:`jobs.analytics.liveness.runs.with_run` does; every row must have its stream in ``numbered_df``
     (:func:`number_streams`), or it is dropped.
@@ -168,7 +169,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
       (events before the run's first register, which may continue a window from before 00:00);
     * ``in_window``: the row lies inside the window: no removal since its start (the removal
       that ends the window is inside);
-    * ``is_refresh``: it sets ``last_update`` (see :mod:`jobs.analytics.liveness`); ``gap_ms``: time since
+    * ``is_refresh``: it sets ``last_update`` (docs/audit.md, "Liveness"); ``gap_ms``: time since
       the previous refresh point of the same window, null on the row that opens it.
 
     A refresh point is a refresh, or a ``_carry`` row with a last refresh (its ``ts_ms``).

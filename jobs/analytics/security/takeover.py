@@ -1,15 +1,8 @@
 """``broker_name_takeover`` (critical, subject the broker name): a new address took a broker name +
 id slot while the slot's previous address was still live on that server.
 
-RocketMQ puts every 103 into ``brokerAddrs[brokerId]`` (RocketMQ's RouteInfoManager.registerBroker;
-docs/nameserver-semantics.md §2.1 step 4), so the slot then flips at every re-registration of
-either address; one finding per slot and address pair, ``flips`` counting the changes. A member of
-the group changing id (promotion) is not a takeover, so a rogue that first joins as a slave and is
-then "promoted" shows only as its slave registration (and, for a foreign address,
-``addr_host_mismatch`` or ``new_broker_name``).
-
-"Live" follows the log: an address stays live on a server from its 103 until its ``unregister``,
-``expire`` or ``channel_close``, or the server's next ``ns_start``/``ns_stop``.
+Why the slot flips, why a promotion is not a takeover, and what "live" means here:
+docs/audit.md, "Security".
 """
 
 from __future__ import annotations

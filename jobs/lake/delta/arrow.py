@@ -1,30 +1,8 @@
 """JVM-free reads of lake tables with ``deltalake`` and pyarrow, for small point queries.
 
-Why every Arrow read here passes a native pyarrow filesystem (the "exit 134" bug)
-------------------------------------------------------------------------------------
-``DeltaTable.to_pyarrow_table()`` / ``to_pyarrow_dataset()`` / ``to_pandas()`` without a
-``filesystem`` argument read through ``pyarrow.fs.PyFileSystem(DeltaStorageHandler(...))``: a
-filesystem implemented in Python, whose reads return Python-owned buffers
-(``arrow::py::PyBuffer``). The Parquet scan runs with ``pre_buffer=True`` on Arrow's C++ I/O
-thread pool, and the scan's futures, read-ahead generators and cached ranges can be released by an
-I/O thread a moment *after* ``to_table()`` has returned. If the interpreter is already finalizing
-then (the script simply ended, or called ``sys.exit``), that thread's ``~PyBuffer`` calls
-``PyGILState_Ensure``; CPython ends any non-main thread that asks for the GIL during
-finalization with ``pthread_exit``, which glibc implements as a forced stack unwind; the unwind
-reaches a C++ ``noexcept`` destructor, so the C++ runtime calls ``std::terminate``:
-"terminate called without an active exception", SIGABRT, exit status 134 instead of the one
-the program meant. (Seen with gdb: ``PyThread_exit_thread <- take_gil <- PyGILState_Ensure <-
-arrow::py::PyBuffer::~PyBuffer <- ReadRangeCache::LazyImpl::~LazyImpl <- …`` on an Arrow I/O
-thread, main thread in finalization GC.) It needs nothing but ``deltalake`` and a read: about
-half the runs of a write-then-read script aborted on this machine (12/30 bare, 15/30 with pyspark
-imported, 32/60 with this project imported); write-only and load-only scripts never did, and the
-JVM plays no part.
-
-The fix is to never hand Arrow's I/O threads a Python-implemented filesystem: we build the
-dataset on pyarrow's own ``LocalFileSystem`` rooted at the table (``SubTreeFileSystem``), so the
-buffers are C++-owned and nothing on those threads needs the GIL (0 aborts in 120 runs). The file
-list, partition values and statistics still come from ``deltalake``; only the byte reads move.
-Code in this project reads Delta tables through :func:`read_table_arrow` or Spark, never through
+Every Arrow read here passes pyarrow's own local filesystem, never a Python-implemented one
+(:func:`arrow_dataset` says why: a process could end with exit status 134). Code in this project
+reads Delta tables through :func:`read_table_arrow` or Spark, never through
 ``DeltaTable.to_pyarrow_*`` / ``to_pandas`` without ``filesystem=``.
 """
 
@@ -94,7 +72,29 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
 def arrow_dataset(table: DeltaTable, path: str, file_pruning_predicate: Any = None) -> Any:
     """A ``pyarrow.dataset.Dataset`` over a snapshot, read with pyarrow's native local filesystem.
 
-    See the module docstring: this is what keeps processes from aborting with exit 134.
+    This is what keeps processes from aborting with exit status 134 (the "exit 134" bug).
+    ``DeltaTable.to_pyarrow_table()`` / ``to_pyarrow_dataset()`` / ``to_pandas()`` without a
+    ``filesystem`` argument read through ``pyarrow.fs.PyFileSystem(DeltaStorageHandler(...))``: a
+    filesystem implemented in Python, whose reads return Python-owned buffers
+    (``arrow::py::PyBuffer``). The Parquet scan runs with ``pre_buffer=True`` on Arrow's C++ I/O
+    thread pool, and the scan's futures, read-ahead generators and cached ranges can be released by an
+    I/O thread a moment *after* ``to_table()`` has returned. If the interpreter is already finalizing
+    then (the script simply ended, or called ``sys.exit``), that thread's ``~PyBuffer`` calls
+    ``PyGILState_Ensure``; CPython ends any non-main thread that asks for the GIL during
+    finalization with ``pthread_exit``, which glibc implements as a forced stack unwind; the unwind
+    reaches a C++ ``noexcept`` destructor, so the C++ runtime calls ``std::terminate``:
+    "terminate called without an active exception", SIGABRT, exit status 134 instead of the one
+    the program meant. (Seen with gdb: ``PyThread_exit_thread <- take_gil <- PyGILState_Ensure <-
+    arrow::py::PyBuffer::~PyBuffer <- ReadRangeCache::LazyImpl::~LazyImpl <- …`` on an Arrow I/O
+    thread, main thread in finalization GC.) It needs nothing but ``deltalake`` and a read: about
+    half the runs of a write-then-read script aborted on this machine (12/30 bare, 15/30 with pyspark
+    imported, 32/60 with this project imported); write-only and load-only scripts never did, and the
+    JVM plays no part.
+
+    The fix is to never hand Arrow's I/O threads a Python-implemented filesystem: the dataset is
+    built on pyarrow's own ``LocalFileSystem`` rooted at the table (``SubTreeFileSystem``), so the
+    buffers are C++-owned and nothing on those threads needs the GIL (0 aborts in 120 runs). The file
+    list, partition values and statistics still come from ``deltalake``; only the byte reads move.
     """
     filesystem = pafs.SubTreeFileSystem(path, pafs.LocalFileSystem())
     return table.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=file_pruning_predicate)

@@ -1,31 +1,11 @@
 """Writes of the lake's Delta tables: Spark tasks write Parquet, the driver commits once.
 
-:func:`write_files` runs one ``mapInArrow`` task per partition of the DataFrame. Each task
-writes its rows with pyarrow straight into the table directory, in hive-style partition folders
-(``date=2026-11-21/ns=ns-a/part-….parquet``) without the partition columns inside the file
-(Delta's layout), and returns one small row per file with what Delta's ``add`` action needs:
-relative path, size, partition values, row count and min/max/null-count statistics. Only those
-rows reach the driver. :func:`commit_files` then commits every file, and any files written
-beforehand by other tasks (ingest's fast path), as ONE Delta transaction with ``deltalake``
-(delta-rs), in the driver's process. If a task or the commit fails, the write's files are
-deleted and the table stays at its previous version.
-
-(Spark 4's Python data source API does the same with a writer class, but runs the commit in a
-separate Python worker that must import ``deltalake`` every time: about half a second more per
-write, and a nightly audit makes dozens of writes.)
-
-The task side of this module and :mod:`jobs.lake.delta.files` are shipped to executors by value
-(cloudpickle, see :func:`jobs.lake.delta.ship_by_value`), so a cluster's executors need only pyspark
-and pyarrow, not this project. They must therefore import nothing else from ``jobs`` but
-:mod:`jobs.spark.pyworker`, shipped the same way; ``deltalake`` is imported in the commit only, which
-runs on the driver.
-
-A task that fails deletes its own files. When the job fails, the driver waits for the job's other
-tasks to end (Spark only asks them to stop, and one that has all its rows writes its files), then
-deletes every file named with the write's id. A task attempt that Spark retries or speculates, or
-one still running after two minutes, may leave a file that no commit references. Such orphans are
-invisible to readers (Delta reads only files in the log), as with delta-spark, and
-``DeltaTable.vacuum`` removes them.
+:func:`write_files` writes the files in tasks and :func:`commit_files` commits them as ONE Delta
+transaction with ``deltalake`` on the driver (docs/audit.md, "Lake writes"). The task side of this
+module and :mod:`jobs.lake.delta.files` are shipped to executors by value (cloudpickle, see
+:func:`jobs.lake.delta.ship_by_value`), so a cluster's executors need only pyspark and pyarrow:
+they import nothing else from ``jobs`` but :mod:`jobs.spark.pyworker`, shipped the same way, and
+``deltalake`` only in the commit, which runs on the driver.
 """
 
 from __future__ import annotations
@@ -133,7 +113,11 @@ def write_files(df: DataFrame, plan: WritePlan) -> list[dict]:
     """Write ``df`` into the table's folders, one Spark task per partition of ``df``; return the
     data files written (``DataFile.close()`` dicts), not yet committed.
 
-    Only the small per-file descriptions reach the driver. If the job fails, every file this
+    Each task (``mapInArrow``, :func:`write_task`) writes its rows with pyarrow straight into the
+    table directory, in hive-style partition folders (``date=2026-11-21/ns=ns-a/part-….parquet``)
+    without the partition columns inside the file (Delta's layout), and returns one small row per
+    file with what Delta's ``add`` action needs: relative path, size, partition values, row count and
+    min/max/null-count statistics. Only those rows reach the driver. If the job fails, every file this
     write made is deleted (the tasks that failed delete their own; the others' are found by the
     write's id in their names) and the exception is raised.
     """
@@ -212,7 +196,10 @@ def delete_failed_write(spark: SparkSession, jobs_before: set[int], root: str, p
     since ``jobs_before`` (:func:`job_ids`) runs, delete every data file named with ``write_id``.
 
     A failed job's other tasks may still be writing, and the driver's list of the files written
-    (none, when the job itself failed) cannot say which exist; their names can.
+    (none, when the job itself failed) cannot say which exist; their names can. A task attempt that
+    Spark retries or speculates, or one still running after ``RUNNING_TASKS_TIMEOUT_S`` (two minutes),
+    may leave a file that no commit references. Such orphans are invisible to readers (Delta reads
+    only files in the log), as with delta-spark, and ``DeltaTable.vacuum`` removes them.
     """
     wait_for_tasks(spark, job_ids(spark) - jobs_before)
     delete_files_by_id(root, partition_by, where, write_id)
@@ -251,8 +238,14 @@ def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[st
 def commit_files(plan: WritePlan, written: list[dict]) -> None:
     """Commit ``written`` and the plan's extra files as ONE Delta transaction (on the driver).
 
-    An overwrite with ``replace_where`` removes those partitions' files in the same commit. If
-    the commit fails, every file is deleted and the table stays at its previous version.
+    The extra files are any written beforehand by other tasks (ingest's fast path). An overwrite with
+    ``replace_where`` removes those partitions' files in the same commit. If the commit fails, every
+    file is deleted and the table stays at its previous version.
+
+    The commit runs with ``deltalake`` (delta-rs) in the driver's process. Spark 4's Python data
+    source API does the same with a writer class, but runs the commit in a separate Python worker
+    that must import ``deltalake`` every time: about half a second more per write, and a nightly
+    audit makes dozens of writes.
     """
     try:
         _commit(plan, written + list(plan.extra_files))

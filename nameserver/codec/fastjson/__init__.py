@@ -1,15 +1,11 @@
 """JSON bodies as RocketMQ's fastjson 1.x writes and reads them (docs/remoting-protocol.md §10).
 
-Input (:func:`loads`) is RFC 8259 JSON plus bare-integer object keys, which come back as strings
-(``{0:"a"}`` and ``{"0":"a"}`` parse equal). Pure functions: no clock, no I/O.
-
-Parts: :mod:`~nameserver.codec.fastjson.serializer` (values to bytes),
+Pure functions, no clock, no I/O: :mod:`~nameserver.codec.fastjson.serializer` (values to bytes),
 :mod:`~nameserver.codec.fastjson.bodies` (answer bodies), :mod:`~nameserver.codec.fastjson.parser`
-(bytes to values, body parsers).
+(bytes to values, body parsers; :func:`loads` takes RFC 8259 JSON plus bare-integer object keys,
+which come back as strings: ``{0:"a"}`` and ``{"0":"a"}`` parse equal).
 
 Example:
-    >>> encode_kv_table({"TopicTest": "broker-a:4"})
-    b'{"table":{"TopicTest":"broker-a:4"}}'
     >>> dumps({1: "b", 0: "a"})
     b'{0:"a",1:"b"}'
 """

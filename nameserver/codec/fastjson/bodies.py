@@ -2,13 +2,8 @@
 tables and data versions as a 4.9 name server answers them.
 
 Body builders take the route table's value objects *or* plain mappings with the same
-snake_case names (duck typed), so the server passes its dataclasses straight in:
-
-* TopicRouteData: ``broker_datas``, ``queue_datas``, ``filter_server_table``
-* BrokerData: ``cluster``, ``broker_name``, ``broker_addrs`` (``{int: str}``)
-* QueueData: ``broker_name``, ``read_queue_nums``, ``write_queue_nums``, ``perm``,
-  ``topic_sys_flag`` (``nameserver.model.QueueData``)
-* ClusterInfo: ``broker_addr_table`` (name -> BrokerData), ``cluster_addr_table`` (cluster -> names)
+snake_case names (duck typed), so the server passes its dataclasses straight in; the names
+each reads are in :func:`encode_route` and :func:`encode_cluster_info`.
 """
 
 from __future__ import annotations
@@ -91,9 +86,13 @@ def encode_route(route: Any, standard: bool = False) -> bytes:
     """TopicRouteData body (§10.6): ``{"brokerDatas":[..],"filterServerTable":{..},"queueDatas":[..]}``.
 
     Args:
-        route: a TopicRouteData-like object or mapping (see the module docstring). Both lists
-            are written sorted by broker name; ``filter_server_table`` maps a broker address to
-            its filter-server list (written as given) and may be missing or ``None`` (``{}``).
+        route: a TopicRouteData-like object or mapping with ``broker_datas``, ``queue_datas`` and
+            ``filter_server_table``. A BrokerData has ``cluster``, ``broker_name`` and
+            ``broker_addrs`` (``{int: str}``); a QueueData has ``broker_name``, ``read_queue_nums``,
+            ``write_queue_nums``, ``perm`` and ``topic_sys_flag`` (``nameserver.model.QueueData``).
+            Both lists are written sorted by broker name; ``filter_server_table`` maps a broker
+            address to its filter-server list (written as given) and may be missing or ``None``
+            (``{}``).
         standard: the standard form (request version >= 401 or ``acceptStandardJsonOnly``, §10.3).
     """
     broker_fields = [_fields(b, _BROKER_DATA, _BROKER_NAMES) for b in _get(route, "broker_datas") or ()]
@@ -118,8 +117,8 @@ def encode_cluster_info(cluster_info: Any) -> bytes:
 
     Args:
         cluster_info: a ClusterInfo-like object or mapping with ``broker_addr_table`` (broker
-            name -> BrokerData-like) and ``cluster_addr_table`` (cluster name -> broker names,
-            any iterable; written sorted).
+            name -> BrokerData-like, as in :func:`encode_route`) and ``cluster_addr_table``
+            (cluster name -> broker names, any iterable; written sorted).
     """
     brokers = ",".join(
         quote(name) + ":" + _broker_data_text(_fields(bd, _BROKER_DATA, _BROKER_NAMES), False)
@@ -143,7 +142,12 @@ def encode_topic_list(topics: Iterable[str], broker_addr: str | None = None) -> 
 
 
 def encode_kv_table(table: Mapping[str, str]) -> bytes:
-    """KVTable body: ``{"table":{"<key>":"<value>",..}}``, keys sorted, ``None`` values omitted."""
+    """KVTable body: ``{"table":{"<key>":"<value>",..}}``, keys sorted, ``None`` values omitted.
+
+    Example:
+        >>> encode_kv_table({"TopicTest": "broker-a:4"})
+        b'{"table":{"TopicTest":"broker-a:4"}}'
+    """
     return dumps({"table": dict(table)})
 
 

@@ -1,13 +1,11 @@
 """REGISTER_BROKER bodies (docs/remoting-protocol.md §8) and DataVersion bodies (codes 103, 322).
 
 Decoding never reads a clock: a DataVersion without ``timestamp`` takes the ``now`` argument
-(docs/nameserver-semantics.md §1.3). Errors raise :class:`BadBody` / :class:`CrcMismatch` / :class:`BadHeader`, which the
-request handler turns into SYSTEM_ERROR responses (§9.2). The encoders exist for our own tools
-(fleet simulator, tests). Re-exported by :mod:`nameserver.codec`.
-
-Parts: :mod:`~nameserver.codec.register.body` (types, errors, CRC),
-:mod:`~nameserver.codec.register.json_form`, :mod:`~nameserver.codec.register.compressed`,
-:mod:`~nameserver.codec.register.body_decoder`, :mod:`~nameserver.codec.register.body_encoder`.
+(docs/nameserver-semantics.md §1.3). Errors raise :class:`BadBody` / :class:`CrcMismatch` /
+:class:`BadHeader`, which the request handler turns into SYSTEM_ERROR responses (§9.2); the
+encoders exist for our own tools (fleet simulator, tests). Parts: ``body`` (types, errors,
+CRC), ``json_form``, ``compressed``, ``body_decoder``, ``body_encoder``; all re-exported by
+:mod:`nameserver.codec`.
 
 Example:
     >>> body = encode_register_body(DataVersion(1700000000000, 3), [TopicConfig("T", 4, 4)])

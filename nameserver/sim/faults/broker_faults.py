@@ -1,16 +1,5 @@
-"""Broker faults (docs/nameserver-semantics.md §4 for the broker side).
-
-* ``expire``: a broker goes silent (hung process or black-holed host); its connections stay
-  open. Every server that had it live expires it by scan; 70% restart 5-60 min later.
-* ``shutdown``: UNREGISTER_BROKER to every server, then the connections close; 80% restart
-  1-15 min later.
-* ``lost_unregister``: a shutdown whose unregister and close never reach one server, which
-  keeps the entry until its scan expires it; 80% restart 4-20 min later.
-* ``partition``: one broker cannot reach one server for 3-20 min; that server expires it while
-  the others keep it, and it registers afresh once the link heals.
-* ``promotion``: a master crashes (every server sees its connection close), 10-60 s later a
-  slave re-registers as id 0 over its connection; 70% of old masters rejoin as slaves 5-30 min
-  later.
+"""Broker faults (docs/nameserver-semantics.md §4 for the broker side): ``expire``, ``shutdown``,
+``lost_unregister``, ``partition`` and ``promotion``, each described in :class:`BrokerFaults`.
 """
 
 from __future__ import annotations
@@ -23,7 +12,20 @@ from nameserver.sim.truth import Record, new_record
 
 
 class BrokerFaults(FaultCore):
-    """The faults that strike one broker or one broker group."""
+    """The faults that strike one broker or one broker group.
+
+    * ``expire``: a broker goes silent (hung process or black-holed host); its connections stay
+      open. Every server that had it live expires it by scan; 70% restart 5-60 min later.
+    * ``shutdown``: UNREGISTER_BROKER to every server, then the connections close; 80% restart
+      1-15 min later.
+    * ``lost_unregister``: a shutdown whose unregister and close never reach one server, which
+      keeps the entry until its scan expires it; 80% restart 4-20 min later.
+    * ``partition``: one broker cannot reach one server for 3-20 min; that server expires it while
+      the others keep it, and it registers afresh once the link heals.
+    * ``promotion``: a master crashes (every server sees its connection close), 10-60 s later a
+      slave re-registers as id 0 over its connection; 70% of old masters rejoin as slaves 5-30 min
+      later.
+    """
 
     def _expire(self, now: int, rng: random.Random) -> Record | None:
         broker = self._pick_broker(now, rng)
