@@ -22,7 +22,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-END_REASONS = ("unregister", "expire", "channel_close", "ns_stop", "ns_restart", "open")
+# "unknown": the address registered again with no removal logged before it (lost lines)
+END_REASONS = ("unregister", "expire", "channel_close", "ns_stop", "ns_restart", "open", "unknown")
 
 LIVENESS_WINDOWS_SCHEMA = StructType(
     [
