@@ -178,6 +178,11 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("version", STRING, "name-server software version"),
     # ns_stop, rejected
     Key("reason", STRING, "why the server stopped or the request was refused"),
+    Key(
+        "silent_closes",
+        INT64,
+        "ns_stop: connections of the run that closed without ever carrying a registration (no channel_close logged)",
+    ),
     Key("detail", STRING, "rejected: free text on what was wrong (never secrets)"),
     Key("access_key", STRING, "rejected no_permission: the AccessKey id the request named (never a secret)"),
     Key("frame_length", INT64, "rejected malformed_frame: the frame's length field"),

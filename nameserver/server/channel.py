@@ -92,6 +92,8 @@ class RemotingChannel(asyncio.BufferedProtocol):
     Attributes:
         ctx: channel id and peer address, as logged in events.
         admitted: False for a connection refused by the connection cap (it logs no close).
+        carried_registration: a REGISTER_BROKER came over it, so its close may remove brokers
+            and is logged as ``channel_close``.
         last_activity: ``time.monotonic()`` of the last byte read or written.
         partial_since: monotonic time since which a frame has been incomplete, or None.
         paused_since: monotonic time since which the peer has not drained our answers, or None.
@@ -104,6 +106,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.ctx = ConnectionContext("", "")
         self.admitted = False
+        self.carried_registration = False
         self.closing = False
         self.last_activity = time.monotonic()
         self.partial_since: float | None = None

@@ -55,7 +55,7 @@ def route_table_events() -> list[dict]:
     out.append(rejected_event(T0 + 200_001, "unknown request code 9999", ctx(9999, "c4")))
     out.append(rejected_event(T0 + 200_002, "bad frame", None))
     out += server_rejections(T0 + 200_003)
-    out.append(ns_stop_event(T0 + 200_010, "SIGTERM"))
+    out.append(ns_stop_event(T0 + 200_010, "SIGTERM", silent_closes=12))
     return out
 
 
