@@ -14,7 +14,9 @@ import gzip
 import logging
 import os
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Iterable
 
 import orjson
 
@@ -153,3 +155,11 @@ def gzip_segment(path: Path, durable: bool) -> Path:
     if durable:
         fsync_dir(path.parent)
     return target
+
+
+def log_gzip_failures(jobs: Iterable[Future]) -> None:
+    """Log every compression that failed; its plain segment stays, complete and readable."""
+    for job in jobs:
+        exc = job.exception()
+        if exc is not None:
+            log.error("event log: compressing a closed segment failed (plain file kept): %s", exc)

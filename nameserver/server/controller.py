@@ -127,7 +127,7 @@ class NameServerController:
             # Per-answer fsync, but off the loop: an immediate (0 ms window) commit per request
             # burst instead of a blocking fsync inside append.
             writer_config, window = dataclasses.replace(writer_config, durability="group"), 0
-        self.writer = EventLogWriter(self._events_dir, self.ns_id, writer_config).open()
+        self.writer = EventLogWriter(self._events_dir, self.ns_id, writer_config, reserve_seqs=True).open()
         commit = AsyncGroupCommit(self.writer, window) if writer_config.durability != "none" else None
         self._answers = DurableAnswers(self.writer, commit, self._fatal)
         host, port = parse_listen(self.config.listen)

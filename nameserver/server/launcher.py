@@ -16,6 +16,12 @@ from nameserver.eventlog.writer import EventLogError
 from nameserver.server.address import parse_listen
 from nameserver.server.controller import NameServerController
 
+DURABILITY_NONE_NOTICE = (
+    '[eventlog] durability = "none": answers do not wait for the log, and a crash loses the events '
+    "still buffered (acknowledged changes); the next run skips their seqs, so the audit reports the "
+    "loss as seq_gap. Use \"group\" (the default) to keep them."
+)
+
 
 def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessController | None]:
     """``--config`` file overridden by the flags (docs/interfaces.md, ``nameserver`` command), and the
@@ -56,7 +62,8 @@ def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessControll
 async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig,
                 access: AccessController | None = None) -> int:
     """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections,
-    after a warning on stderr when the bound address is reachable from the network.
+    after a warning on stderr when the bound address is reachable from the network or the log
+    is not fsynced.
 
     Returns:
         0 after a clean shutdown, 1 after a fatal event-log failure.
@@ -73,6 +80,8 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
     notice = exposure_notice(host, access is not None)
     if notice is not None:
         print(f"nameserver {ns_id}: {notice}", file=sys.stderr, flush=True)
+    if eventlog_config.durability == "none":
+        print(f"nameserver {ns_id}: {DURABILITY_NONE_NOTICE}", file=sys.stderr, flush=True)
     sys.stdout.write(f"nameserver {ns_id} listening on {shown}:{port}\n")
     sys.stdout.flush()
     await controller.wait_stopped()

@@ -55,3 +55,35 @@ def test_connection_churn_writes_nothing(tmp_path):
     assert [e["type"] for e in events] == ["ns_start", "register", "channel_close", "ns_stop"]
     assert events[2]["broker_addr"] == "10.0.0.1:10911"
     assert events[-1]["silent_closes"] == done
+
+
+@pytest.mark.slow
+def test_durability_none_warns_and_a_crash_leaves_a_visible_seq_gap(tmp_path):
+    config = tmp_path / "ns.toml"
+    config.write_text('[eventlog]\ndurability = "none"\n')
+    events_dir = tmp_path / "ev"
+    proc, host, port = start_server(events_dir, "ns-none", config=config)
+    count = 300
+
+    async def register_many():
+        client = await RemotingClient.connect(host, port)
+        for i in range(count):  # each answered SUCCESS: acknowledged
+            await register(client, addr=f"10.0.{i // 200}.{i % 200}:10911", name=f"broker-{i}", topics=(A,))
+        client.abort()
+
+    try:
+        arun(register_many())
+    finally:
+        proc.kill()  # SIGKILL: buffered lines are lost
+        proc.wait(10)
+    warning = proc.stderr.read()
+    assert 'durability = "none"' in warning and "Traceback" not in warning
+    handed_out = 1 + count  # ns_start, then one register per broker
+    on_disk = [e["seq"] for e in events_of(events_dir, "ns-none")]
+    proc2, _, _ = start_server(events_dir, "ns-none", config=config)
+    assert stop_server(proc2) == 0
+    events = events_of(events_dir, "ns-none")
+    restart = next(e for e in events if e["type"] == "ns_start" and e["seq"] > (max(on_disk) if on_disk else 0))
+    assert restart["seq"] > handed_out, (restart["seq"], handed_out, len(on_disk))
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and len(seqs) < seqs[-1]  # the gap a seq_gap finding reports
