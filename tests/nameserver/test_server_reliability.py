@@ -5,7 +5,10 @@ a memory attack and a crash with ``durability = "none"``. Every loop is bounded 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,6 +16,8 @@ import pytest
 
 from nameserver.client import RemotingClient
 from nameserver.codec import ResponseCode
+from nameserver.eventlog.writer import read_events
+from nameserver.model import DataVersion
 from tests.nameserver.test_server import A, arun, events_of, register, start_server, stop_server
 
 
@@ -87,3 +92,89 @@ def test_durability_none_warns_and_a_crash_leaves_a_visible_seq_gap(tmp_path):
     assert restart["seq"] > handed_out, (restart["seq"], handed_out, len(on_disk))
     seqs = [e["seq"] for e in events]
     assert seqs == sorted(seqs) and len(seqs) < seqs[-1]  # the gap a seq_gap finding reports
+
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size: str):
+    """A tmpfs of ``size`` mounted at ``path`` for the test; skipped when mounting is not permitted."""
+    path.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {result.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def fill(path: Path) -> Path:
+    """Write zeros into ``path/filler`` until the filesystem is full."""
+    filler = path / "filler"
+    chunk = bytes(64 * 1024)
+    with open(filler, "wb", buffering=0) as f:
+        try:
+            for _ in range(100_000):  # bounded: far more than any small tmpfs holds
+                f.write(chunk)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler
+
+
+@pytest.mark.slow
+def test_full_disk_keeps_lookups_refuses_changes_and_resumes(tmp_path):
+    with small_tmpfs(tmp_path / "ev", "2m") as events_dir:
+        proc, host, port = start_server(events_dir, "ns-full")
+        try:
+            refused, answered = arun(_fill_and_recover(events_dir, host, port))
+        finally:
+            code = stop_server(proc)
+            stderr = proc.stderr.read()
+        assert code == 0, stderr
+        problems: list = []
+        events = list(read_events(events_dir, "ns-full", problems))
+    assert problems == []  # no line was left cut short
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(1, len(seqs) + 1))
+    gap = [e for e in events if e["type"] == "rejected" and e["reason"] == "log_unavailable"]
+    assert len(gap) == 1 and gap[0]["refused_count"] >= refused and gap[0]["outage_ms"] > 0
+    assert "No space left" in gap[0]["detail"]
+    after = events[events.index(gap[0]) + 1:]
+    assert [(e["type"], e.get("broker_addr")) for e in after][0] == ("register", "10.0.2.1:10911")
+    assert after[-1]["type"] == "ns_stop"
+    assert answered >= 50 and "Traceback" not in stderr
+
+
+async def _fill_and_recover(events_dir: Path, host: str, port: int) -> tuple[int, int]:
+    """Register, fill the disk, check lookups and refusals, free the disk, register again."""
+    broker = await RemotingClient.connect(host, port)
+    reader = await RemotingClient.connect(host, port)
+    await register(broker)
+    filler = fill(events_dir)
+    refused = 0
+    for i in range(200):  # the segment's last page may take a few lines before a write fails
+        answer = await broker.register_broker("C1", f"10.0.1.{i}:10911", f"broker-f{i}", 0, "10.0.1.1:10912",
+                                              DataVersion(1, i), [A])
+        if answer.code == ResponseCode.SYSTEM_ERROR:
+            refused += 1
+            assert "event log" in answer.remark
+            if refused >= 3:
+                break
+    assert refused >= 3, "no registration was refused on a full disk"
+    answered = 0
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        route = await reader.route("TopicA")
+        assert route is not None and route["queue_datas"]
+        answered += 1
+    filler.unlink()
+    for _ in range(100):  # the server retries the log about every second
+        answer = await broker.register_broker("C1", "10.0.2.1:10911", "broker-back", 0, "10.0.2.1:10912",
+                                              DataVersion(1, 1), [A])
+        if answer.code == ResponseCode.SUCCESS:
+            break
+        await asyncio.sleep(0.1)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    await broker.close()
+    await reader.close()
+    return refused, answered
