@@ -26,7 +26,6 @@ from nameserver import package_version
 from nameserver.acl import AccessController
 from nameserver.codec import (
     HeaderMemo,
-    MalformedFrame,
     RemotingCommand,
     RequestCode,
     RequestKey,
@@ -35,19 +34,19 @@ from nameserver.codec import (
     make_response,
 )
 from nameserver.eventlog.writer import EventLogError, EventLogWriter
-from nameserver.routes.manager import Event, RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 from nameserver.server.address import parse_listen
+from nameserver.server.admission import Admission
 from nameserver.server.channel import RemotingChannel, encode_response
+from nameserver.server.defences import ConnectionDefences
 from nameserver.server.durable import DurableAnswers
-from nameserver.server.journal import Journal
 from nameserver.server.housekeeping import HousekeepingService
+from nameserver.server.journal import Journal
 from nameserver.server.kvconfig import NamesrvConfigStore, own_properties
 from nameserver.server.processor import (
     ROUTE_CHANGE_CODES,
     ConnectionContext,
     RequestProcessor,
-    connection_event,
-    malformed_frame_event,
 )
 
 log = logging.getLogger(__name__)
@@ -63,7 +62,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class NameServerController:
+class NameServerController(ConnectionDefences):
     """One name-server run: its tables, its event log, its listening socket and housekeeping.
 
     Args:
@@ -96,6 +95,7 @@ class NameServerController:
         self._deferred_closes: list[ConnectionContext] = []  # broker channels closed while the log was unavailable
         self._server: asyncio.base_events.Server | None = None
         self._channels: dict[str, RemotingChannel] = {}
+        self._admission = Admission(ns_id, self.config)
         self._next_channel = 0
         self._silent_closes = 0  # closes of connections that never carried a registration
         # one for every connection: clients repeat the same headers (route polls), whoever they are
@@ -262,28 +262,11 @@ class NameServerController:
 
     # ------------------------------------------------------------------ channel callbacks
 
-    def channel_opened(self, channel: RemotingChannel, remote: str) -> None:
-        """Admit a new connection, or refuse it beyond ``max_connections``."""
-        self._next_channel += 1
-        channel.ctx = ConnectionContext(f"c{self._next_channel}", remote)
-        if self.stopping or self._failure is not None:
-            channel.abort()
-            return
-        if len(self._channels) >= self.config.max_connections:
-            self._log_only(connection_event(self._clock(), channel.ctx, "connection_limit",
-                                            max_connections=self.config.max_connections))
-            channel.abort()
-            return
-        channel.admitted = True
-        self._channels[channel.ctx.channel] = channel
-
     def channel_closed(self, channel: RemotingChannel) -> None:
         """A connection ended: its brokers leave the tables (docs/nameserver-semantics.md §2.4),
         except at shutdown."""
-        if not channel.admitted:
+        if not self.forget_channel(channel):
             return
-        channel.admitted = False
-        self._channels.pop(channel.ctx.channel, None)
         if self.stopping or self._failure is not None or self.processor is None:
             return
         if not channel.carried_registration:
@@ -369,27 +352,6 @@ class NameServerController:
             log.exception("cannot answer %s; closing it", channel.ctx.channel)
             channel.abort()
 
-    def malformed_frame(self, channel: RemotingChannel, exc: MalformedFrame) -> None:
-        """Log ``rejected`` malformed_frame and close this connection only
-        (docs/remoting-protocol.md §9.1)."""
-        self._log_only(malformed_frame_event(self._clock(), channel.ctx, exc))
-        channel.abort()
-
-    def drop_slow_reader(self, channel: RemotingChannel) -> None:
-        """A peer that stopped reading let our answers pile up: cut it off, others go on."""
-        self._log_only(connection_event(self._clock(), channel.ctx, "slow_reader",
-                                        write_buffer_bytes=channel.write_buffer_size))
-        channel.abort()
-
-    def _log_only(self, event: Event) -> None:
-        """Append an event that changes no table (refusals of connections and frames)."""
-        if self._log_closed or self._failure is not None:
-            return
-        try:
-            self._journal.append_quietly(event)
-        except EventLogError:
-            pass
-
     # ------------------------------------------------------------------ housekeeping's actions
 
     def scan(self, now: int) -> None:
@@ -408,27 +370,3 @@ class NameServerController:
             channel = self._channels.get(channel_id)
             if channel is not None:
                 channel.abort()
-
-    def close_stuck_channel(self, channel: RemotingChannel, reason: str) -> None:
-        """Close a connection the watchdog found stuck (``frame_timeout``, ``slow_reader``, ``idle``).
-
-        An idle close is logged only as the ``channel_close`` every close gets (A4).
-        """
-        if reason == "slow_reader":
-            self.drop_slow_reader(channel)
-            return
-        if reason == "frame_timeout":
-            self._log_only(connection_event(self._clock(), channel.ctx, reason,
-                                            frame_timeout_ms=self.config.frame_timeout_ms))
-        channel.abort()
-
-    def open_channels(self) -> list[RemotingChannel]:
-        """The admitted connections, in the order they opened."""
-        return list(self._channels.values())
-
-    # ------------------------------------------------------------------ introspection
-
-    @property
-    def connection_count(self) -> int:
-        """Admitted connections currently open."""
-        return len(self._channels)

@@ -48,10 +48,14 @@ def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessControll
     for name in ("first_scan_delay_ms", "channel_idle_ms", "frame_timeout_ms"):
         if getattr(ns, name) < 0:
             raise UserError(f"nameserver.{name} must be >= 0, not {getattr(ns, name)}")
-    if ns.max_connections < 1:
-        raise UserError(f"nameserver.max_connections must be >= 1, not {ns.max_connections}")
+    for name in ("max_connections", "max_connections_per_host"):
+        if getattr(ns, name) < 1:
+            raise UserError(f"nameserver.{name} must be >= 1, not {getattr(ns, name)}")
     if not 1024 <= ns.max_frame_bytes <= 16_777_216:
         raise UserError(f"nameserver.max_frame_bytes must be in 1024..16777216, not {ns.max_frame_bytes}")
+    if ns.max_buffered_bytes < ns.max_frame_bytes:
+        raise UserError(f"nameserver.max_buffered_bytes must be >= max_frame_bytes ({ns.max_frame_bytes}), "
+                        f"not {ns.max_buffered_bytes}")
     if not args.ns_id or "/" in args.ns_id or args.ns_id.startswith("."):
         raise UserError(f"--ns-id {args.ns_id!r} cannot be used as a folder name")
     security = config.security
