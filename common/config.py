@@ -39,7 +39,9 @@ class NameServerConfig:
     channel_idle_ms: int = 0  # A4: RocketMQ's idle close, off by default
     frame_timeout_ms: int = 30_000  # a connection stuck mid-frame this long is closed
     max_connections: int = 10_000
+    max_connections_per_host: int = 1_000  # connections from one peer host beyond this are refused
     max_frame_bytes: int = 16_777_216
+    max_buffered_bytes: int = 134_217_728  # unfinished frames across all connections (128 MiB)
 
 
 @dataclass(frozen=True)

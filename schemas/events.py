@@ -178,6 +178,11 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("version", STRING, "name-server software version"),
     # ns_stop, rejected
     Key("reason", STRING, "why the server stopped or the request was refused"),
+    Key(
+        "silent_closes",
+        INT64,
+        "ns_stop: connections of the run that closed without ever carrying a registration (no channel_close logged)",
+    ),
     Key("detail", STRING, "rejected: free text on what was wrong (never secrets)"),
     Key("access_key", STRING, "rejected no_permission: the AccessKey id the request named (never a secret)"),
     Key("frame_length", INT64, "rejected malformed_frame: the frame's length field"),
@@ -186,6 +191,9 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("max_connections", INT64, "rejected connection_limit: the cap that was reached"),
     Key("write_buffer_bytes", INT64, "rejected slow_reader: answers queued for a peer that stopped reading"),
     Key("frame_timeout_ms", INT64, "rejected frame_timeout: how long a frame may stay incomplete"),
+    Key("refused_count", INT64, "rejected log_unavailable: route-change requests refused while the log could not be written"),
+    Key("unlogged_count", INT64, "rejected log_unavailable: refusal events (no table change) not written meanwhile"),
+    Key("outage_ms", INT64, "rejected log_unavailable: how long the log could not be written, ms"),
     # expire
     Key("last_update_ts", INT64, "the expired entry's last refresh, ms since the epoch"),
     # wipe_write_perm, add_write_perm

@@ -14,7 +14,9 @@ import gzip
 import logging
 import os
 import shutil
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Iterable
 
 import orjson
 
@@ -153,3 +155,35 @@ def gzip_segment(path: Path, durable: bool) -> Path:
     if durable:
         fsync_dir(path.parent)
     return target
+
+
+def log_gzip_failures(jobs: Iterable[Future]) -> None:
+    """Log every compression that failed; its plain segment stays, complete and readable."""
+    for job in jobs:
+        exc = job.exception()
+        if exc is not None:
+            log.error("event log: compressing a closed segment failed (plain file kept): %s", exc)
+
+
+def drop_cut_tail(path: Path) -> None:
+    """Truncate a segment this run was writing after its last complete line.
+
+    Only for a write that failed while the server was running (a full disk): the cut line's
+    event was never acknowledged and is written again, whole, in a new segment. A crash's
+    leftovers are never truncated (:func:`recover_folder`).
+    """
+    with open(path, "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        keep = size
+        while keep > 0:
+            start = max(0, keep - 64 * 1024)
+            f.seek(start)
+            block = f.read(keep - start)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                keep = start + newline + 1
+                break
+            keep = start
+        if keep < size:
+            f.truncate(keep)
+            log.warning("event log: dropped %d bytes of a line cut short by a failed write in %s", size - keep, path)

@@ -10,7 +10,6 @@ modules are re-exported here (import from this one): the writer; the line format
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
@@ -22,24 +21,13 @@ import orjson
 
 from common.config import EventLogConfig
 from nameserver.eventlog.group_commit import AsyncGroupCommit
-from nameserver.eventlog.line_format import (
-    DAY_MS,
-    FORMAT_VERSION,
-    OPT_LINE,
-    close_quietly,
-    day_date,
-    json_default,
+from nameserver.eventlog.line_format import DAY_MS, FORMAT_VERSION, OPT_LINE, close_quietly, day_date, json_default
+from nameserver.eventlog.recovery import (
+    GZIP_LEVEL, find_last_seq, fsync_dir, gzip_segment, log_gzip_failures, recover_folder,
 )
-from nameserver.eventlog.recovery import GZIP_LEVEL, find_last_seq, fsync_dir, gzip_segment, recover_folder
+from nameserver.eventlog.reservation import SeqReservation, read_reservation
 from nameserver.eventlog.segments import (
-    EventLogError,
-    LineProblem,
-    Segment,
-    SegmentLine,
-    iter_segment_lines,
-    list_segments,
-    read_events,
-    segment_name,
+    EventLogError, LineProblem, Segment, SegmentLine, iter_segment_lines, list_segments, read_events, segment_name,
 )
 
 __all__ = [
@@ -76,7 +64,9 @@ class EventLogWriter:
       on an executor thread.
     * ``"none"`` (the simulator): nothing is ever fsynced and lines are buffered in the process;
       ``sync`` and segment closes hand them to the OS and advance ``durable_seq``, which then
-      means "survives a crash of the process" only.
+      means "survives a crash of the process" only. With ``reserve_seqs`` the seqs are reserved
+      ahead in a small fsynced file (:mod:`~nameserver.eventlog.reservation`), so a run after a
+      crash continues past every seq handed out and the loss shows as a seq gap.
 
     Closing a segment (day boundary, size limit, :meth:`close`) flushes, fsyncs, renames ``.open``
     away atomically and fsyncs the folder, in the appending thread; it happens once per segment.
@@ -90,6 +80,7 @@ class EventLogWriter:
         events_dir: the root of the log (``--events``).
         ns_id: this name server's id, the folder under ``events_dir``.
         config: segment size, durability, gzip.
+        reserve_seqs: with durability ``none``, reserve seqs ahead (see above).
 
     Example:
         >>> writer = EventLogWriter(events_dir, "ns-a", EventLogConfig(durability="none")).open()
@@ -98,7 +89,8 @@ class EventLogWriter:
         >>> writer.close()
     """
 
-    def __init__(self, events_dir: str | os.PathLike, ns_id: str, config: EventLogConfig | None = None) -> None:
+    def __init__(self, events_dir: str | os.PathLike, ns_id: str, config: EventLogConfig | None = None,
+                 reserve_seqs: bool = False) -> None:
         if not ns_id or "/" in ns_id or ns_id.startswith("."):
             raise ValueError(f"ns id {ns_id!r} cannot be a folder name")
         self.config = config or EventLogConfig()
@@ -108,6 +100,7 @@ class EventLogWriter:
         self._fsync_each = self.config.durability == "fsync"
         self._flush_each = self._fsync
         self._max_bytes = self.config.segment_max_bytes
+        self._reservation = SeqReservation(self._ns_dir, reserve_seqs and not self._fsync)
         self._lock = threading.Lock()
         self._state = "new"  # new -> open -> closed
         self._failed: BaseException | None = None
@@ -163,7 +156,8 @@ class EventLogWriter:
         if created and self._fsync:
             fsync_dir(self._ns_dir.parent)
         recover_folder(self._ns_dir, self._fsync)
-        self._seq = self._durable_seq = find_last_seq(self._ns_dir.parent, self._ns)
+        # an earlier run that was not fsynced may have handed out seqs its crash lost
+        self._seq = self._durable_seq = max(find_last_seq(self._ns_dir.parent, self._ns), read_reservation(self._ns_dir))
         if self.config.gzip_closed:
             self._gzip_pool = ThreadPoolExecutor(1, thread_name_prefix=f"eventlog-gzip-{self._ns}")
             # Closed segments left plain (a crash between close and compression) catch up now.
@@ -189,6 +183,8 @@ class EventLogWriter:
             try:
                 if self._file is not None and self._failed is None:
                     self._close_segment()
+                if self._failed is None:
+                    self._reservation.release(self._seq)
             except OSError as exc:
                 raise self._fail(exc) from exc
             finally:
@@ -197,7 +193,8 @@ class EventLogWriter:
                     self._file = None
                 if self._gzip_pool is not None:
                     self._gzip_pool.shutdown(wait=True)
-                    self._log_gzip_failures()
+                    log_gzip_failures(self._gzip_jobs)
+                    self._gzip_jobs = []
         log.info("event log %s closed at seq %d (%s)", self._ns_dir, self._seq, reason or "no reason given")
 
     def __enter__(self) -> "EventLogWriter":
@@ -247,6 +244,7 @@ class EventLogWriter:
             except orjson.JSONEncodeError as exc:
                 raise ValueError(f"event {event.get('type')!r} cannot be written as JSON: {exc}") from None
             try:
+                self._reservation.cover(seq)
                 self._file.write(data)
                 if self._flush_each:
                     self._file.flush()  # group: the line reaches the OS before append returns
@@ -391,11 +389,4 @@ class EventLogWriter:
         dirs, self._pending_dirs = self._pending_dirs, []
         for path in dirs:
             fsync_dir(path)
-
-    def _log_gzip_failures(self) -> None:
-        for job in self._gzip_jobs:
-            exc = job.exception()
-            if exc is not None:
-                log.error("event log: compressing a closed segment failed (plain file kept): %s", exc)
-        self._gzip_jobs = []
 

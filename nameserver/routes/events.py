@@ -37,9 +37,13 @@ def ns_start_event(now: int, broker_expiry_ms: int, scan_interval_ms: int, versi
     }
 
 
-def ns_stop_event(now: int, reason: str) -> Event:
-    """The last event of a clean shutdown."""
-    return {"ts": now, "type": "ns_stop", "reason": reason}
+def ns_stop_event(now: int, reason: str, silent_closes: int | None = None) -> Event:
+    """The last event of a clean shutdown; ``silent_closes``: the run's connections that closed
+    without ever carrying a registration, which got no ``channel_close`` (None: not counted)."""
+    event: Event = {"ts": now, "type": "ns_stop", "reason": reason}
+    if silent_closes is not None:
+        event["silent_closes"] = silent_closes
+    return event
 
 
 def rejected_event(now: int, reason: str, ctx: RequestContext | None, **decoded: Any) -> Event:

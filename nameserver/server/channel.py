@@ -70,6 +70,8 @@ class ChannelOwner(Protocol):
 
     def drop_slow_reader(self, channel: "RemotingChannel") -> None: ...
 
+    def buffered_changed(self, channel: "RemotingChannel", delta: int) -> None: ...
+
 
 class RemotingChannel(asyncio.BufferedProtocol):
     """A connection (RocketMQ/Netty: a channel) to one peer.
@@ -92,9 +94,13 @@ class RemotingChannel(asyncio.BufferedProtocol):
     Attributes:
         ctx: channel id and peer address, as logged in events.
         admitted: False for a connection refused by the connection cap (it logs no close).
+        carried_registration: a REGISTER_BROKER came over it, so its close may remove brokers
+            and is logged as ``channel_close``.
         last_activity: ``time.monotonic()`` of the last byte read or written.
         partial_since: monotonic time since which a frame has been incomplete, or None.
         paused_since: monotonic time since which the peer has not drained our answers, or None.
+        buffered: bytes of an unfinished frame held, as last reported to the controller (which
+            bounds the total across connections).
     """
 
     def __init__(self, controller: ChannelOwner, max_frame_bytes: int,
@@ -104,10 +110,12 @@ class RemotingChannel(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.ctx = ConnectionContext("", "")
         self.admitted = False
+        self.carried_registration = False
         self.closing = False
         self.last_activity = time.monotonic()
         self.partial_since: float | None = None
         self.paused_since: float | None = None
+        self.buffered = 0
         self._reading = True
         self._backlog = False  # complete frames wait for a later turn
         self._batch: list[bytes] | None = None
@@ -236,13 +244,19 @@ class RemotingChannel(asyncio.BufferedProtocol):
         self._backlog = more
         if more and self.paused_since is None:
             asyncio.get_running_loop().call_soon(self._turn)
-        if not more and decoder.buffered:
+        held = decoder.buffered
+        if not more and held:
             # A frame in progress: the slowloris clock starts now, or keeps running if no frame
             # completed since it started.
             if handled or self.partial_since is None:
                 self.partial_since = started
         else:
             self.partial_since = None
+        if held != self.buffered:
+            delta, self.buffered = held - self.buffered, held
+            controller.buffered_changed(self, delta)  # may shed this very connection
+            if self.closing:
+                return
         if self._reading == (more or self.paused_since is not None or controller.stopping):
             self._update_reading()  # reading must start or stop
 

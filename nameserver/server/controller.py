@@ -16,7 +16,6 @@ executor thread). A reader therefore never sees state that a crash could take ba
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -27,7 +26,6 @@ from nameserver import package_version
 from nameserver.acl import AccessController
 from nameserver.codec import (
     HeaderMemo,
-    MalformedFrame,
     RemotingCommand,
     RequestCode,
     RequestKey,
@@ -35,18 +33,20 @@ from nameserver.codec import (
     encode_frame,
     make_response,
 )
-from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
-from nameserver.routes.manager import Event, RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+from nameserver.eventlog.writer import EventLogError, EventLogWriter
+from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 from nameserver.server.address import parse_listen
+from nameserver.server.admission import Admission
 from nameserver.server.channel import RemotingChannel, encode_response
+from nameserver.server.defences import ConnectionDefences
 from nameserver.server.durable import DurableAnswers
 from nameserver.server.housekeeping import HousekeepingService
+from nameserver.server.journal import Journal
 from nameserver.server.kvconfig import NamesrvConfigStore, own_properties
 from nameserver.server.processor import (
+    ROUTE_CHANGE_CODES,
     ConnectionContext,
     RequestProcessor,
-    connection_event,
-    malformed_frame_event,
 )
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 # How long a clean shutdown waits for in-flight answers and their bytes to leave.
 SHUTDOWN_DRAIN_S = 5.0
 _GET_ROUTEINFO_BY_TOPIC = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)  # a plain int: read on every request
+_REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
 
 
 def wall_clock_ms() -> int:
@@ -61,7 +62,7 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class NameServerController:
+class NameServerController(ConnectionDefences):
     """One name-server run: its tables, its event log, its listening socket and housekeeping.
 
     Args:
@@ -90,11 +91,13 @@ class NameServerController:
         self._events_dir = Path(events_dir)
         self.routes = RouteInfoManager(self.config.broker_expiry_ms)
         self.processor: RequestProcessor | None = None
-        self.writer: EventLogWriter | None = None
-        self._answers: DurableAnswers | None = None
+        self._journal = Journal(self._events_dir, ns_id, self.eventlog_config, clock, self._fatal)
+        self._deferred_closes: list[ConnectionContext] = []  # broker channels closed while the log was unavailable
         self._server: asyncio.base_events.Server | None = None
         self._channels: dict[str, RemotingChannel] = {}
+        self._admission = Admission(ns_id, self.config)
         self._next_channel = 0
+        self._silent_closes = 0  # closes of connections that never carried a registration
         # one for every connection: clients repeat the same headers (route polls), whoever they are
         self._header_memo = HeaderMemo()
         self._tasks: list[asyncio.Task] = []
@@ -119,15 +122,7 @@ class NameServerController:
         Raises:
             OSError: the address cannot be bound or the log cannot be opened.
         """
-        writer_config = self.eventlog_config
-        window = writer_config.group_commit_ms
-        if writer_config.durability == "fsync":
-            # Per-answer fsync, but off the loop: an immediate (0 ms window) commit per request
-            # burst instead of a blocking fsync inside append.
-            writer_config, window = dataclasses.replace(writer_config, durability="group"), 0
-        self.writer = EventLogWriter(self._events_dir, self.ns_id, writer_config).open()
-        commit = AsyncGroupCommit(self.writer, window) if writer_config.durability != "none" else None
-        self._answers = DurableAnswers(self.writer, commit, self._fatal)
+        self._journal.open()
         host, port = parse_listen(self.config.listen)
         loop = asyncio.get_running_loop()
         try:
@@ -143,8 +138,8 @@ class NameServerController:
         self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
                                           access=self.access)
         self.start_ts = self._clock()
-        self._append(
-            ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())
+        self._journal.append_all(
+            [ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())]
         )
         await self._answers.wait_all_durable()
         self._tasks = HousekeepingService(self, self._clock).start(loop)
@@ -186,13 +181,12 @@ class NameServerController:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._finish_in_flight()
             self._log_closed = True  # ns_stop is the last event
-            if self.writer is not None and self._failure is None:
-                self._append(ns_stop_event(self._clock(), reason))
-                if self._answers is not None:
-                    await self._answers.drain_commits()
+            if self.writer is not None and self._failure is None and self._journal.try_resume():
+                self._journal.append_all([ns_stop_event(self._clock(), reason, self._silent_closes)])
+                await self._answers.drain_commits()
                 self.writer.close(reason)
             elif self.writer is not None:
-                try:  # release the file; the failed writer keeps what it had written
+                try:  # release the file; the failed writer keeps what it had written (no ns_stop)
                     self.writer.close(reason)
                 except EventLogError:
                     pass
@@ -231,44 +225,60 @@ class NameServerController:
 
     # ------------------------------------------------------------------ events and answers
 
-    def _append(self, event: Event) -> int:
-        assert self.writer is not None
+    @property
+    def writer(self) -> EventLogWriter | None:
+        """The event-log writer in use."""
+        return self._journal.writer
+
+    @property
+    def _answers(self) -> DurableAnswers | None:
+        return self._journal.answers
+
+    @property
+    def log_available(self) -> bool:
+        """The event log can be written; otherwise route changes are refused (journal)."""
+        return self._journal.available
+
+    def retry_log(self) -> None:
+        """Try to write the log again; once it resumes, handle the broker channels that closed
+        meanwhile (docs/nameserver-semantics.md §2.13)."""
+        if self._log_closed or not self._journal.try_resume():
+            return
+        closes, self._deferred_closes = self._deferred_closes, []
+        now = self._clock()
         try:
-            return self.writer.append(event)
-        except EventLogError as exc:
-            self._fatal(exc)
-            raise
+            for ctx in closes:
+                self._journal.append_all(self.processor.on_channel_close(ctx, now))
+        except EventLogError:
+            return
+
+    def _refuse_change(self, channel: RemotingChannel, cmd: RemotingCommand) -> None:
+        """A route change while the log cannot be written: SYSTEM_ERROR, counted for the gap event."""
+        outage = self._journal.outage
+        outage.refused += 1
+        if not cmd.is_oneway and not cmd.is_response:
+            remark = f"event log unavailable ({outage.detail}): route changes are refused until it can be written"
+            self._answers.send(channel, encode_frame(make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)))
 
     # ------------------------------------------------------------------ channel callbacks
-
-    def channel_opened(self, channel: RemotingChannel, remote: str) -> None:
-        """Admit a new connection, or refuse it beyond ``max_connections``."""
-        self._next_channel += 1
-        channel.ctx = ConnectionContext(f"c{self._next_channel}", remote)
-        if self.stopping or self._failure is not None:
-            channel.abort()
-            return
-        if len(self._channels) >= self.config.max_connections:
-            self._log_only(connection_event(self._clock(), channel.ctx, "connection_limit",
-                                            max_connections=self.config.max_connections))
-            channel.abort()
-            return
-        channel.admitted = True
-        self._channels[channel.ctx.channel] = channel
 
     def channel_closed(self, channel: RemotingChannel) -> None:
         """A connection ended: its brokers leave the tables (docs/nameserver-semantics.md §2.4),
         except at shutdown."""
-        if not channel.admitted:
+        if not self.forget_channel(channel):
             return
-        channel.admitted = False
-        self._channels.pop(channel.ctx.channel, None)
         if self.stopping or self._failure is not None or self.processor is None:
             return
-        now = self._clock()
+        if not channel.carried_registration:
+            # No live entry can be stored on it (only a 103 stores one), so its close changes no
+            # table: counted for ns_stop instead of one channel_close per connect (A2).
+            self._silent_closes += 1
+            return
+        if not self._journal.available:
+            self._deferred_closes.append(channel.ctx)  # removed once the log resumes (§2.13)
+            return
         try:
-            for event in self.processor.on_channel_close(channel.ctx, now):
-                self._append(event)
+            self._journal.append_all(self.processor.on_channel_close(channel.ctx, self._clock()))
         except EventLogError:
             return
 
@@ -307,9 +317,18 @@ class NameServerController:
                     self._answers.send(channel, frame)
                     return
             now = self._clock()
+            if cmd.code in ROUTE_CHANGE_CODES:
+                channel.carried_registration |= cmd.code == _REGISTER_BROKER
+                if not self._journal.available:
+                    self._refuse_change(channel, cmd)
+                    return
             outcome = processor.process(cmd, channel.ctx, now)
-            for event in outcome.events:
-                self._append(event)
+            if not self._journal.available:  # a lookup's refusal events: counted only
+                for event in outcome.events:
+                    self._journal.append_quietly(event)
+            elif not self._journal.append_all(outcome.events):
+                self._refuse_change(channel, cmd)  # applied; its events are written on resume
+                return
             if outcome.response is not None:
                 self._answers.send(channel, encode_response(outcome.response))
         except EventLogError:
@@ -323,7 +342,7 @@ class NameServerController:
         detail = f"{type(exc).__name__}: {exc}"
         ctx = RequestContext(channel.ctx.channel, channel.ctx.remote, cmd.code)
         try:
-            self._append(rejected_event(now, "internal_error", ctx, detail=detail))
+            self._journal.append_quietly(rejected_event(now, "internal_error", ctx, detail=detail))
             if not cmd.is_oneway and not cmd.is_response:
                 answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=detail[:1000])
                 self._answers.send(channel, encode_frame(answer))
@@ -333,27 +352,6 @@ class NameServerController:
             log.exception("cannot answer %s; closing it", channel.ctx.channel)
             channel.abort()
 
-    def malformed_frame(self, channel: RemotingChannel, exc: MalformedFrame) -> None:
-        """Log ``rejected`` malformed_frame and close this connection only
-        (docs/remoting-protocol.md §9.1)."""
-        self._log_only(malformed_frame_event(self._clock(), channel.ctx, exc))
-        channel.abort()
-
-    def drop_slow_reader(self, channel: RemotingChannel) -> None:
-        """A peer that stopped reading let our answers pile up: cut it off, others go on."""
-        self._log_only(connection_event(self._clock(), channel.ctx, "slow_reader",
-                                        write_buffer_bytes=channel.write_buffer_size))
-        channel.abort()
-
-    def _log_only(self, event: Event) -> None:
-        """Append an event that changes no table (refusals of connections and frames)."""
-        if self._log_closed or self._failure is not None:
-            return
-        try:
-            self._append(event)
-        except EventLogError:
-            pass
-
     # ------------------------------------------------------------------ housekeeping's actions
 
     def scan(self, now: int) -> None:
@@ -361,39 +359,14 @@ class NameServerController:
         the expired brokers' connections, as RocketMQ does; their closes log ``channel_close``
         (§2.4)."""
         assert self.processor is not None
-        if self.stopping or self._failure is not None:
-            return
+        if self.stopping or self._failure is not None or not self._journal.available:
+            return  # no expiry while the log cannot record it (§2.13)
         try:
             events, channels = self.processor.scan_not_active_broker(now)
-            for event in events:
-                self._append(event)
+            self._journal.append_all(events)
         except EventLogError:
             return
         for channel_id in channels:
             channel = self._channels.get(channel_id)
             if channel is not None:
                 channel.abort()
-
-    def close_stuck_channel(self, channel: RemotingChannel, reason: str) -> None:
-        """Close a connection the watchdog found stuck (``frame_timeout``, ``slow_reader``, ``idle``).
-
-        An idle close is logged only as the ``channel_close`` every close gets (A4).
-        """
-        if reason == "slow_reader":
-            self.drop_slow_reader(channel)
-            return
-        if reason == "frame_timeout":
-            self._log_only(connection_event(self._clock(), channel.ctx, reason,
-                                            frame_timeout_ms=self.config.frame_timeout_ms))
-        channel.abort()
-
-    def open_channels(self) -> list[RemotingChannel]:
-        """The admitted connections, in the order they opened."""
-        return list(self._channels.values())
-
-    # ------------------------------------------------------------------ introspection
-
-    @property
-    def connection_count(self) -> int:
-        """Admitted connections currently open."""
-        return len(self._channels)

@@ -62,6 +62,14 @@ class DurableAnswers:
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 
+    def release(self) -> None:
+        """Send every waiting answer now and wait for no commit from here on (the log became
+        unavailable: what it holds is as durable as it will get)."""
+        self._commit = None
+        pending, self._pending = self._pending, []
+        for _, channel, data in pending:
+            channel.write(data)
+
     async def wait_all_durable(self) -> None:
         """Wait until every event appended so far is durable (e.g. ``ns_start`` before serving)."""
         if self._commit is not None:
@@ -79,8 +87,8 @@ class DurableAnswers:
                 try:
                     await self._commit.wait_durable(self._pending[-1][0])
                 except EventLogError as exc:
+                    self._on_failure(exc)  # may release() the answers instead
                     self._pending.clear()
-                    self._on_failure(exc)
                     return
                 durable = self._writer.durable_seq
                 ready = 0

@@ -19,6 +19,9 @@ from common.config import NameServerConfig
 
 log = logging.getLogger(__name__)
 
+# How often an unavailable event log is tried again (docs/nameserver-semantics.md §2.13).
+LOG_RETRY_S = 1.0
+
 
 class WatchedChannel(Protocol):
     """What the watchdog reads of a connection (``RemotingChannel``)."""
@@ -41,6 +44,11 @@ class HousekeptServer(Protocol):
     def open_channels(self) -> list[WatchedChannel]: ...
 
     def close_stuck_channel(self, channel: WatchedChannel, reason: str) -> None: ...
+
+    @property
+    def log_available(self) -> bool: ...
+
+    def retry_log(self) -> None: ...
 
 
 def next_scan_tick(start_ts: int, first_scan_delay_ms: int, scan_interval_ms: int, now: int) -> int:
@@ -69,11 +77,22 @@ class HousekeepingService:
         self._clock = clock
 
     def start(self, loop: asyncio.AbstractEventLoop) -> list[asyncio.Task]:
-        """Start both tasks; the controller cancels them at shutdown."""
+        """Start the tasks (scan, watchdog, log retry); the controller cancels them at shutdown."""
         return [
             loop.create_task(self._scan_loop(), name="scan-not-active-broker"),
             loop.create_task(self._watchdog_loop(), name="connection-watchdog"),
+            loop.create_task(self._log_retry_loop(), name="event-log-retry"),
         ]
+
+    async def _log_retry_loop(self) -> None:
+        ctl = self._controller
+        while not ctl.stopping:
+            await asyncio.sleep(LOG_RETRY_S)
+            if not ctl.log_available:
+                try:
+                    ctl.retry_log()
+                except Exception:  # noqa: BLE001 - keep retrying
+                    log.exception("event log retry failed")
 
     async def _scan_loop(self) -> None:
         ctl = self._controller

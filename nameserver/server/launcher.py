@@ -16,6 +16,12 @@ from nameserver.eventlog.writer import EventLogError
 from nameserver.server.address import parse_listen
 from nameserver.server.controller import NameServerController
 
+DURABILITY_NONE_NOTICE = (
+    '[eventlog] durability = "none": answers do not wait for the log, and a crash loses the events '
+    "still buffered (acknowledged changes); the next run skips their seqs, so the audit reports the "
+    "loss as seq_gap. Use \"group\" (the default) to keep them."
+)
+
 
 def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessController | None]:
     """``--config`` file overridden by the flags (docs/interfaces.md, ``nameserver`` command), and the
@@ -42,10 +48,14 @@ def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessControll
     for name in ("first_scan_delay_ms", "channel_idle_ms", "frame_timeout_ms"):
         if getattr(ns, name) < 0:
             raise UserError(f"nameserver.{name} must be >= 0, not {getattr(ns, name)}")
-    if ns.max_connections < 1:
-        raise UserError(f"nameserver.max_connections must be >= 1, not {ns.max_connections}")
+    for name in ("max_connections", "max_connections_per_host"):
+        if getattr(ns, name) < 1:
+            raise UserError(f"nameserver.{name} must be >= 1, not {getattr(ns, name)}")
     if not 1024 <= ns.max_frame_bytes <= 16_777_216:
         raise UserError(f"nameserver.max_frame_bytes must be in 1024..16777216, not {ns.max_frame_bytes}")
+    if ns.max_buffered_bytes < ns.max_frame_bytes:
+        raise UserError(f"nameserver.max_buffered_bytes must be >= max_frame_bytes ({ns.max_frame_bytes}), "
+                        f"not {ns.max_buffered_bytes}")
     if not args.ns_id or "/" in args.ns_id or args.ns_id.startswith("."):
         raise UserError(f"--ns-id {args.ns_id!r} cannot be used as a folder name")
     security = config.security
@@ -56,7 +66,8 @@ def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessControll
 async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig,
                 access: AccessController | None = None) -> int:
     """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections,
-    after a warning on stderr when the bound address is reachable from the network.
+    after a warning on stderr when the bound address is reachable from the network or the log
+    is not fsynced.
 
     Returns:
         0 after a clean shutdown, 1 after a fatal event-log failure.
@@ -73,6 +84,8 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
     notice = exposure_notice(host, access is not None)
     if notice is not None:
         print(f"nameserver {ns_id}: {notice}", file=sys.stderr, flush=True)
+    if eventlog_config.durability == "none":
+        print(f"nameserver {ns_id}: {DURABILITY_NONE_NOTICE}", file=sys.stderr, flush=True)
     sys.stdout.write(f"nameserver {ns_id} listening on {shown}:{port}\n")
     sys.stdout.flush()
     await controller.wait_stopped()

@@ -22,6 +22,7 @@ from nameserver.model import DataVersion, TopicConfig
 from nameserver.codec import MalformedFrame
 from nameserver.server.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+from nameserver.server.journal import Outage, log_unavailable_event
 from schemas import events as schema
 
 T0 = 1795219200000
@@ -55,7 +56,7 @@ def route_table_events() -> list[dict]:
     out.append(rejected_event(T0 + 200_001, "unknown request code 9999", ctx(9999, "c4")))
     out.append(rejected_event(T0 + 200_002, "bad frame", None))
     out += server_rejections(T0 + 200_003)
-    out.append(ns_stop_event(T0 + 200_010, "SIGTERM"))
+    out.append(ns_stop_event(T0 + 200_010, "SIGTERM", silent_closes=12))
     return out
 
 
@@ -71,6 +72,7 @@ def server_rejections(now: int) -> list[dict]:
         connection_event(now + 3, conn, "slow_reader", write_buffer_bytes=1 << 26),
         connection_event(now + 4, conn, "frame_timeout", frame_timeout_ms=30_000),
         *acl_rejection(now + 5, conn),
+        log_unavailable_event(now + 6, Outage(now - 5000, "[Errno 28] No space left on device", refused=7, unlogged=2)),
     ]
 
 

@@ -4,9 +4,9 @@
 from nameserver.server.processor.context import ConnectionContext, Outcome
 from nameserver.server.processor.lookup_handlers import ROUTE_CACHE_ENTRIES, TOPIC_NOT_EXIST_REMARK
 from nameserver.server.processor.rejections import connection_event, malformed_frame_event
-from nameserver.server.processor.request_processor import SUPPORTED_CODES, RequestProcessor
+from nameserver.server.processor.request_processor import ROUTE_CHANGE_CODES, SUPPORTED_CODES, RequestProcessor
 
 __all__ = [
-    "ROUTE_CACHE_ENTRIES", "SUPPORTED_CODES", "TOPIC_NOT_EXIST_REMARK", "ConnectionContext", "Outcome",
+    "ROUTE_CACHE_ENTRIES", "ROUTE_CHANGE_CODES", "SUPPORTED_CODES", "TOPIC_NOT_EXIST_REMARK", "ConnectionContext", "Outcome",
     "RequestProcessor", "connection_event", "malformed_frame_event",
 ]

@@ -174,3 +174,10 @@ _DISPATCH: dict[int, Handler] = {
 }
 
 SUPPORTED_CODES = frozenset(_DISPATCH)
+# The requests whose handling may change the route tables (live table included) and so must be
+# logged: refused while the event log cannot be written.
+ROUTE_CHANGE_CODES = frozenset(int(c) for c in (
+    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.QUERY_DATA_VERSION,
+    RequestCode.BROKER_HEARTBEAT,
+))

@@ -1,0 +1,207 @@
+"""The controller's event log: the writer, the answers that wait for it, and full-disk outages.
+
+A name server is AP: when the log cannot be written for lack of space (``ENOSPC``, ``EDQUOT``),
+the server does not stop. The log becomes *unavailable*: route lookups go on being answered,
+requests that would change the route tables are refused (docs/nameserver-semantics.md §2.13), and
+the server retries. Events of a change already applied when the write failed are kept and
+written first when the log resumes, so the log still holds every table change in order (A7);
+then one ``rejected`` event with reason ``log_unavailable`` records the gap. Any other write
+failure stays fatal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from common.config import EventLogConfig
+from nameserver.eventlog.recovery import drop_cut_tail
+from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
+from nameserver.routes.manager import Event
+from nameserver.server.durable import DurableAnswers
+
+log = logging.getLogger(__name__)
+
+SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+# A retry waits until the filesystem has at least this much free: a write that would fail at
+# once is not worth the leftover segment it makes.
+RESUME_FREE_BYTES = 256 * 1024
+
+
+def is_space_error(exc: BaseException | None) -> bool:
+    """``exc`` or an exception it was raised from is a lack of space."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in SPACE_ERRNOS:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+@dataclass
+class Outage:
+    """An unavailable log.
+
+    Attributes:
+        since_ts: the clock reading when the write failed (epoch ms).
+        detail: the OS error.
+        pending: events of changes already applied, written first on resume, in order.
+        refused: requests refused (or oneway requests dropped) because they would change the tables.
+        unlogged: events that change no table (``rejected`` refusals) not written.
+        cut_path: the segment whose last line the failed write may have cut short.
+    """
+
+    since_ts: int
+    detail: str
+    pending: list[Event] = field(default_factory=list)
+    refused: int = 0
+    unlogged: int = 0
+    cut_path: Path | None = None
+
+
+def log_unavailable_event(now: int, outage: Outage) -> Event:
+    """The event that records an outage once the log resumes (docs/event-log.md)."""
+    return {"ts": now, "type": "rejected", "reason": "log_unavailable", "detail": outage.detail,
+            "refused_count": outage.refused, "unlogged_count": outage.unlogged, "outage_ms": now - outage.since_ts}
+
+
+class Journal:
+    """The event log as the controller uses it.
+
+    Args:
+        events_dir: root of the event log.
+        ns_id: the server id.
+        config: segments and durability.
+        clock: the controller's epoch-ms clock.
+        on_fatal: called with a write failure that is not a lack of space (the server stops).
+    """
+
+    def __init__(self, events_dir: Path, ns_id: str, config: EventLogConfig, clock: Callable[[], int],
+                 on_fatal: Callable[[BaseException], None]) -> None:
+        self._events_dir = events_dir
+        self._ns_id = ns_id
+        self._config = config
+        self._clock = clock
+        self._on_fatal = on_fatal
+        self.writer: EventLogWriter | None = None
+        self.answers: DurableAnswers | None = None
+        self.outage: Outage | None = None
+
+    def open(self) -> None:
+        """Open the writer (recovering the folder) and its answer queue."""
+        self.writer, self.answers = self._open_writer()
+
+    def _open_writer(self) -> tuple[EventLogWriter, DurableAnswers]:
+        config, window = self._config, self._config.group_commit_ms
+        if config.durability == "fsync":
+            # Per-answer fsync, but off the loop: an immediate (0 ms window) commit per request
+            # burst instead of a blocking fsync inside append.
+            config, window = dataclasses.replace(config, durability="group"), 0
+        writer = EventLogWriter(self._events_dir, self._ns_id, config, reserve_seqs=True).open()
+        commit = AsyncGroupCommit(writer, window) if config.durability != "none" else None
+        return writer, DurableAnswers(writer, commit, self._commit_failed)
+
+    @property
+    def available(self) -> bool:
+        """The log can be written (no outage)."""
+        return self.outage is None
+
+    def append_all(self, events: Sequence[Event]) -> bool:
+        """Append the events of one change back to back.
+
+        Returns:
+            True when all were written; False when the log is or just became unavailable (the
+            events not written are kept and written first on resume).
+
+        Raises:
+            EventLogError: the log failed for another reason (``on_fatal`` was called).
+        """
+        for i, event in enumerate(events):
+            if self.outage is None:
+                try:
+                    self.writer.append(event)
+                    continue
+                except EventLogError as exc:
+                    if not is_space_error(exc):
+                        self._on_fatal(exc)
+                        raise
+                    self._begin_outage(exc)
+            self.outage.pending.extend(events[i:])
+            return False
+        return True
+
+    def append_quietly(self, event: Event) -> None:
+        """Append an event that changes no table; during an outage it is only counted.
+
+        Raises:
+            EventLogError: the log failed for another reason (``on_fatal`` was called).
+        """
+        if self.outage is not None:
+            self.outage.unlogged += 1
+            return
+        try:
+            self.writer.append(event)
+        except EventLogError as exc:
+            if not is_space_error(exc):
+                self._on_fatal(exc)
+                raise
+            self._begin_outage(exc)
+            self.outage.unlogged += 1
+
+    def _commit_failed(self, exc: BaseException) -> None:
+        if self.outage is not None:
+            return  # the failed writer's last commit, after the append that began the outage
+        if not is_space_error(exc):
+            self._on_fatal(exc)
+            return
+        self._begin_outage(exc)
+
+    def _begin_outage(self, exc: BaseException) -> None:
+        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        self.outage = Outage(self._clock(), str(cause), cut_path=self.writer.segment_path)
+        try:  # release the file; what it holds stays
+            self.writer.close("log unavailable")
+        except EventLogError:
+            pass
+        self.answers.release()
+        log.error("name server %s: event log unavailable (%s); answering lookups, refusing route changes "
+                  "until it can be written again", self._ns_id, cause)
+
+    def try_resume(self) -> bool:
+        """Write the pending events and the outage's ``rejected`` event in a fresh writer.
+
+        Returns:
+            True when the log is available again (also when it never stopped).
+        """
+        outage = self.outage
+        if outage is None:
+            return True
+        try:
+            stat = os.statvfs(self._events_dir)
+            if stat.f_bavail * stat.f_frsize < RESUME_FREE_BYTES:
+                return False
+            if outage.cut_path is not None and outage.cut_path.exists():
+                drop_cut_tail(outage.cut_path)
+            writer, answers = self._open_writer()
+        except OSError:
+            return False
+        try:
+            while outage.pending:
+                writer.append(outage.pending[0])
+                del outage.pending[0]
+            writer.append(log_unavailable_event(self._clock(), outage))
+        except EventLogError:
+            outage.cut_path = writer.segment_path
+            try:
+                writer.close("log still unavailable")
+            except EventLogError:
+                pass
+            return False
+        self.writer, self.answers, self.outage = writer, answers, None
+        log.warning("name server %s: event log writable again; route changes accepted", self._ns_id)
+        return True
