@@ -1,8 +1,8 @@
 """Compare two lakes table by table, row for row.
 
 A restructure or an optimisation of the audit must leave every table as it was. This reads each
-Delta table of both lakes with ``deltalake`` (no Spark), hashes every row (nested values as sorted
-JSON), and compares the multisets of row hashes and the schemas; ``summary.json`` of every report is
+Delta table of both lakes with ``deltalake`` (no Spark), hashes every row (a map's entries in any
+order, a list's in order), and compares the multisets of row hashes and the schemas; ``summary.json`` of every report is
 compared too. Columns that record the run itself (``audit_runs``' finish time and durations) are
 left out.
 
@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -29,18 +30,52 @@ def _tables(lake: Path) -> set[str]:
     return {p.name for p in lake.iterdir() if (p / "_delta_log").is_dir()}
 
 
+def _column_hashes(column: pa.Array) -> np.ndarray:
+    """One uint64 per row of ``column``; nested values are hashed from their flattened entries
+    (a map's entries in any order, a list's in order), without a Python object per row."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    kind = column.type
+    if pa.types.is_map(kind):
+        entries = _mix(_column_hashes(column.keys) * np.uint64(31) + _column_hashes(column.items))
+        hashes = _segment_sums(entries, column.offsets)
+    elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        values = _column_hashes(column.flatten())
+        position = np.arange(len(values), dtype=np.uint64) - np.repeat(
+            column.offsets.to_numpy()[:-1].astype(np.uint64), np.diff(column.offsets.to_numpy()))
+        hashes = _segment_sums(_mix(values + _mix(position)), column.offsets)
+    elif pa.types.is_struct(kind):
+        hashes = np.zeros(len(column), dtype=np.uint64)
+        for i in range(kind.num_fields):
+            hashes = _mix(hashes * np.uint64(1_000_003) + _column_hashes(column.field(i)))
+    else:
+        hashes = pd.util.hash_pandas_object(pd.Series(column.to_pandas()), index=False).to_numpy()
+    if column.null_count:
+        hashes = np.where(column.is_null().to_numpy(zero_copy_only=False), np.uint64(0x9E3779B97F4A7C15), hashes)
+    return hashes
+
+
+def _mix(values: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: entries summed after it cannot trade parts (a key's value for another's)."""
+    with np.errstate(over="ignore"):
+        z = values + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _segment_sums(values: np.ndarray, offsets: pa.Array) -> np.ndarray:
+    bounds = offsets.to_numpy()
+    totals = np.concatenate([np.zeros(1, dtype=np.uint64), np.cumsum(values, dtype=np.uint64)])
+    return totals[bounds[1:]] - totals[bounds[:-1]]
+
+
 def _row_hashes(lake: Path, name: str) -> tuple[pa.Schema, pd.Series]:
     from deltalake import DeltaTable
 
     table = DeltaTable(str(lake / name)).to_pyarrow_table()
     table = table.drop_columns([c for c in RUN_COLUMNS.get(name, ()) if c in table.column_names])
-    columns = {}
-    for field, column in zip(table.schema, table.columns):
-        if pa.types.is_nested(field.type):
-            columns[field.name] = [json.dumps(v, sort_keys=True, default=str) for v in column.to_pylist()]
-        else:
-            columns[field.name] = column.to_pandas()
-    frame = pd.DataFrame(columns)
+    frame = pd.DataFrame({f.name: _column_hashes(c) for f, c in zip(table.schema, table.columns)})
     hashes = pd.util.hash_pandas_object(frame, index=False) if len(frame.columns) else pd.Series(dtype="uint64")
     return table.schema, hashes.sort_values(ignore_index=True)
 
