@@ -38,10 +38,16 @@ INGEST_FILES_PARTITION_BY = ("date",)
 TRUNCATED_LINE = "truncated_line"  # the file's last line has no "\n": cut short by a crash
 CORRUPT_GZIP = "corrupt_gzip"  # the rest of a .gz that would not decompress (raw: what came out)
 INVALID_UTF8 = "invalid_utf8"  # not UTF-8; raw shows the bad bytes as \xNN
+# longer than schemas.validation.MAX_LINE_BYTES (detail: its bytes and the maximum); not parsed
+LINE_TOO_LONG = "line_too_long"
 EMPTY_LINE = "empty_line"  # nothing but whitespace
 NOT_JSON = "not_json"  # not one JSON value, or something after the object
 NOT_OBJECT = "not_object"  # JSON, but not an object
-WRONG_TYPE = "wrong_type"  # a key's value has the wrong JSON type (detail: the key)
+# A key's value has the wrong JSON type, or is null where it may not be (detail: the key, e.g.
+# ``broker_addr``, ``topics[].perm``, ``filter_servers[] (null)``). Checked key by key in line
+# order together with UNKNOWN_KEY (schemas.validation.EVENT_RULE).
+WRONG_TYPE = "wrong_type"
+UNKNOWN_KEY = "unknown_key"  # a key v1 does not define, at the top or in a nested object (detail: the key)
 MISSING_KEY = "missing_key"  # a required key is absent or null (detail: the key, and the type needing it)
 BAD_VERSION = "bad_version"  # v is not 1
 UNKNOWN_TYPE = "unknown_type"  # type is not a v1 event type
@@ -53,10 +59,12 @@ QUARANTINE_REASONS = (
     TRUNCATED_LINE,
     CORRUPT_GZIP,
     INVALID_UTF8,
+    LINE_TOO_LONG,
     EMPTY_LINE,
     NOT_JSON,
     NOT_OBJECT,
     WRONG_TYPE,
+    UNKNOWN_KEY,
     MISSING_KEY,
     BAD_VERSION,
     UNKNOWN_TYPE,

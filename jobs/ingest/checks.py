@@ -1,6 +1,8 @@
-"""Checking lines in the JVM: each line is parsed once with the explicit ``EVENT_SCHEMA``
+"""Checking lines in the JVM: each line is parsed with the explicit ``EVENT_SCHEMA``
 (:func:`with_event`) and given the first reason it cannot be an event, or none
-(:func:`with_reason`), a reason code from ``schemas.ingest``.
+(:func:`with_reason`), a reason code from ``schemas.ingest``. The kinds of values and the keys
+allowed are those of ``schemas.validation.EVENT_RULE``, checked by ``jobs.ingest.validation``;
+a line longer than ``schemas.validation.MAX_LINE_BYTES`` is refused unparsed.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.ingest.validation import JSON_OPTIONS, key_reason, line_bytes, parse_values, within_max_length
+from schemas import validation
 from schemas.events import EVENT_SCHEMA, EVENT_TYPES, FORMAT_VERSION, TYPE_RULES
 from schemas.ingest import (
     BAD_VERSION,
     EMPTY_LINE,
+    LINE_TOO_LONG,
     MISSING_KEY,
     NOT_JSON,
     NOT_OBJECT,
@@ -24,15 +29,11 @@ from schemas.ingest import (
     WRONG_TYPE,
 )
 
-# Spark's JSON reader is lenient by default; a line must be strict JSON to count as an event.
-_JSON_OPTIONS = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
 _CORRUPT = "_corrupt"
 # The line is parsed as the value of a wrapper object, so anything after the event object (a
 # second object, stray text) is a syntax error of the wrapper and not silently ignored, and a
 # value of the wrong type anywhere sets the wrapper's corrupt-record column.
 _WRAPPED_EVENT = T.StructType([T.StructField("e", EVENT_SCHEMA), T.StructField(_CORRUPT, T.StringType())])
-_KEY_TEXTS = T.MapType(T.StringType(), T.StringType())
-_SCALAR_CHECKED = (T.IntegerType, T.LongType, T.BooleanType)
 # Epoch milliseconds whose microseconds fit in a Spark (and Parquet) timestamp.
 MAX_TIMESTAMP_MILLIS = (2**63 - 1) // 1000
 
@@ -41,13 +42,17 @@ def with_event(lines_df: DataFrame) -> DataFrame:
     """Add ``event`` (the line parsed with ``EVENT_SCHEMA``) and ``corrupt``.
 
     ``corrupt`` is true when the line is not one strict JSON value or a value has the wrong type;
-    ``event`` then holds what did parse (null when the line is not an object at all).
+    ``event`` then holds what did parse (null when the line is not an object at all). A line
+    over the maximum length is not parsed (both are null).
 
     Example:
         ``{"v":1,"seq":"12"}`` gives ``event.v = 1``, ``event.seq = null``, ``corrupt = true``.
     """
     wrapped = F.concat(F.lit('{"e":'), F.col("text"), F.lit("}"))
-    parsed = F.from_json(wrapped, _WRAPPED_EVENT, {**_JSON_OPTIONS, "columnNameOfCorruptRecord": _CORRUPT})
+    parsed = F.when(
+        within_max_length(F.col("text")),
+        F.from_json(wrapped, _WRAPPED_EVENT, {**JSON_OPTIONS, "columnNameOfCorruptRecord": _CORRUPT}),
+    )
     return (
         lines_df.withColumn("_parsed", parsed)
         .withColumn("event", F.col("_parsed.e"))
@@ -65,19 +70,25 @@ def with_reason(parsed_df: DataFrame) -> DataFrame:
         ``{"v":1,"ns":"ns-b",...}`` in a file under ``ns-a/`` gives
         ``ns_mismatch: ns-b in a file of ns-a``.
     """
-    event = F.col("event")
-    # The key -> value-text map costs a second parse, so only corrupt lines get one.
-    keyed_df = parsed_df.withColumn("_keys", F.when(F.col("corrupt"), F.from_json("text", _KEY_TEXTS, _JSON_OPTIONS)))
+    event, text = F.col("event"), F.col("text")
+    # A second parse, into each key's JSON value, is what tells a wrong kind or an unknown key
+    # (jobs.ingest.validation); a line over the maximum length gets neither parse.
+    keyed_df = parsed_df.withColumn("_values", F.when(within_max_length(text), parse_values(text)))
+    values = F.col("_values")
     version = event["v"]
     reason = F.coalesce(
         F.col("read_problem"),
+        F.when(~within_max_length(text),
+               F.concat(F.lit(f"{LINE_TOO_LONG}: "), line_bytes(text).cast("string"),
+                        F.lit(f" bytes > {validation.MAX_LINE_BYTES}"))),
         F.when(version.isNotNull() & (version != FORMAT_VERSION),
                F.concat(F.lit(f"{BAD_VERSION}: "), version.cast("string"))),
-        F.when(F.col("corrupt"), _corrupt_reason(F.col("text"), event, F.col("_keys"))),
+        F.when(F.col("corrupt"), _corrupt_reason(text, event, values)),
         F.when(event.isNull(), F.lit(NOT_OBJECT)),
         # The wrapper cannot see `, "key": value` after the object (the wrapper takes it as its
         # own key); a line must end with the object's brace. Checked cheaply for the usual "}\n".
-        F.when(~(F.col("text").endswith("}\n") | F.col("text").rlike(r"\}\s*$")), F.lit(NOT_JSON)),
+        F.when(~(text.endswith("}\n") | text.rlike(r"\}\s*$")), F.lit(NOT_JSON)),
+        key_reason(values, text),
         *[F.when(event[k].isNull(), F.lit(f"{MISSING_KEY}: {k}")) for k in ("v", "ns", "seq", "ts", "type")],
         F.when(~event["type"].isin(*EVENT_TYPES), F.concat(F.lit(f"{UNKNOWN_TYPE}: "), event["type"])),
         F.when(event["seq"] < 1, F.concat(F.lit(f"{OUT_OF_RANGE}: seq "), event["seq"].cast("string"), F.lit(" < 1"))),
@@ -93,35 +104,25 @@ def with_reason(parsed_df: DataFrame) -> DataFrame:
         _type_rule_reason(F.col("text"), event),
         *_nested_null_reasons(event),
     )
-    return keyed_df.withColumn("reason", reason).drop("_keys")
+    return keyed_df.withColumn("reason", reason).drop("_values")
 
 
-def _corrupt_reason(text: Column, event: Column, keys: Column) -> Column:
+def _corrupt_reason(text: Column, event: Column, values: Column) -> Column:
     """Why a corrupt line is corrupt; evaluated only for corrupt lines."""
-    wrong_keys = []
-    for f in EVENT_SCHEMA.fields:
-        if isinstance(f.dataType, _SCALAR_CHECKED):
-            # A value Spark could not convert reads as null although the key has a non-null text.
-            wrong = keys[f.name].isNotNull() & event[f.name].isNull()
-        elif isinstance(f.dataType, (T.StructType, T.ArrayType)):
-            wrong = keys[f.name].isNotNull() & _is_corrupt_as(keys[f.name], f.dataType)
-        else:
-            continue  # Spark reads any JSON value into a string key as its text: never corrupt
-        wrong_keys.append(F.when(wrong, F.lit(f"{WRONG_TYPE}: {f.name}")))
     one_value = ~_is_corrupt_as(text, T.StringType())
     return F.coalesce(
         F.when(text.rlike(r"^\s*$"), F.lit(EMPTY_LINE)),
         F.when(event.isNull() & ~text.rlike(r"^\s*\{") & one_value, F.lit(NOT_OBJECT)),
-        F.when(event.isNull() | keys.isNull(), F.lit(NOT_JSON)),
-        *wrong_keys,
-        F.lit(WRONG_TYPE),  # e.g. a repeated key whose later value has the wrong type
+        F.when(event.isNull() | values.isNull(), F.lit(NOT_JSON)),
+        key_reason(values, text),
+        F.lit(WRONG_TYPE),  # a value Spark could not convert that the variants found no fault in
     )
 
 
 def _is_corrupt_as(value_text: Column, dtype: T.DataType) -> Column:
     """Whether a JSON value's text fails to parse as ``dtype`` (a string type takes any value)."""
     schema = T.StructType([T.StructField("x", dtype), T.StructField(_CORRUPT, T.StringType())])
-    options = {**_JSON_OPTIONS, "columnNameOfCorruptRecord": _CORRUPT}
+    options = {**JSON_OPTIONS, "columnNameOfCorruptRecord": _CORRUPT}
     parsed = F.from_json(F.concat(F.lit('{"x":'), value_text, F.lit("}")), schema, options)
     return parsed[_CORRUPT].isNotNull()
 

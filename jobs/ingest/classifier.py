@@ -1,10 +1,12 @@
 """Which lines of a batch the fast path accepts: parsed with ``pyarrow.json`` against the event
 schema and checked with Arrow compute against the rules ``jobs.ingest.checks.with_reason``
-applies in the JVM.
+applies in the JVM (``schemas.validation.EVENT_RULE`` and the rest).
 
-pyarrow refuses a batch with any line that is not one JSON object of the right types, a repeated
-key or lax JSON (single quotes, NaN, comments, trailing commas), so a refused batch is halved
-until the lines it refuses are found. Runs in the scan's tasks (shipped by value).
+pyarrow refuses a batch with any line that is not one JSON object of the right types, a key the
+schema lacks, a repeated key or lax JSON (single quotes, NaN, comments, trailing commas), so a
+refused batch is halved until the lines it refuses are found. A line over the maximum length is
+not parsed. Every line not accepted here is judged by the JVM. Runs in the scan's tasks (shipped
+by value).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def classify_lines(
     # with a bare `null`. Anything else is Spark's to judge.
     trimmed = pc.utf8_trim_whitespace(text)
     candidate &= _np(pc.starts_with(trimmed, "{")) & _np(pc.ends_with(trimmed, "}"))
+    candidate &= _np(pc.less_equal(pc.binary_length(text), plan.max_line_bytes + 1))  # with its "\n"
     ok = np.zeros(n, dtype=bool)
     pieces: list[tuple[np.ndarray, pa.Table]] = []
     index = np.flatnonzero(candidate)
@@ -97,7 +100,7 @@ def _parse_range(text: pa.StringArray, index: np.ndarray, schema: pa.Schema) -> 
         table = pj.read_json(
             pa.BufferReader(body),
             read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(body) + 1)),
-            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
@@ -144,6 +147,16 @@ def check_events(parsed: pa.Table, text: pa.StringArray, folder_ns: str, plan: F
                 rows = np.flatnonzero(missing)
                 has_key = _np(pc.match_substring_regex(text.take(pa.array(rows)), f'"{key}"\\s*:'))
                 ok[rows[~has_key]] = False
+    if plan.not_null_when_present:
+        # Absent or null? A line whose text names such a key, or has an escape that might spell
+        # one, is left to the JVM, which tells them apart. One pass of RE2 over the batch.
+        absent = np.zeros(n, dtype=bool)
+        for key in plan.not_null_when_present:
+            # on the column as parsed: combining a list column's chunks would copy its values
+            absent |= _np(pc.is_null(parsed.column(key)))
+        if absent.any():
+            pattern = "|".join(f'"{key}"' for key in plan.not_null_when_present) + "|\\\\u"
+            ok &= ~(absent & _np(pc.match_substring_regex(text, pattern)))
     ok &= ~_nested_bad(parsed, plan.nested)
     return ok
 

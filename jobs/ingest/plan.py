@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.lake import delta
+from schemas import validation
 from schemas.events import EVENT_SCHEMA, EVENT_TYPES, FORMAT_VERSION, REQUIRED_KEYS, TYPE_RULES
 
 
@@ -27,7 +28,9 @@ class FastPlan:
     Attributes:
         table_path: the ``events`` table root; data files go into its partition folders.
         partition_by: the table's partition columns (``date``, ``ns``).
-        parse_schema: the event schema with every field nullable, for ``pyarrow.json``.
+        parse_schema: the event schema with every field nullable, for ``pyarrow.json``, which
+            refuses a value of another JSON kind and, as v1 allows no other key, a key the
+            schema lacks (the kinds and keys of ``schemas.validation.EVENT_RULE``).
         file_schema: the table's columns without the partition columns, as written to Parquet.
         version: the only accepted ``v``.
         event_types: the accepted ``type`` values.
@@ -36,6 +39,9 @@ class FastPlan:
         nested: ``(path, kind)`` of every NOT NULL place below the top level (see
             :func:`_nested_rules`).
         millis_to_ts: table column -> the event key (epoch ms) it is the timestamp of.
+        max_line_bytes: the longest line (without its ``"\n"``) the fast path may accept.
+        not_null_when_present: keys that may be absent but not null (``pyarrow.json`` reads
+            both as null).
         write_events: false sends every line to the JVM (where delta-spark writes the table).
         write_id: the prefix of every data file the scan and the rewrite write (their names
             find them when the run fails before its commit:
@@ -52,6 +58,8 @@ class FastPlan:
     type_rules: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     nested: tuple
     millis_to_ts: dict[str, str]
+    max_line_bytes: int = validation.MAX_LINE_BYTES
+    not_null_when_present: tuple[str, ...] = ()
     write_events: bool = True
     write_id: str = ""
 
@@ -72,6 +80,8 @@ def build_plan(
         type_rules={t: (tuple(r.required), tuple(r.present)) for t, r in TYPE_RULES.items()},
         nested=_nested_rules(EVENT_SCHEMA),
         millis_to_ts={"ts": "ts", "last_update_ts": "last_update_ts"},
+        max_line_bytes=validation.MAX_LINE_BYTES,
+        not_null_when_present=validation.NOT_NULL_WHEN_PRESENT,
         write_events=write_events,
         write_id=uuid.uuid4().hex,
     )
