@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the repo 
 from common.config import Config, load_config  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date, yesterday_utc  # noqa: E402
+from jobs.arguments import OneLineParser, date_arg, existing_dir_arg, master_arg, output_dir_arg  # noqa: E402
 from jobs.timing import timed  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")
@@ -124,16 +125,28 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     return outcome
 
 
+def add_arguments(parser: argparse.ArgumentParser, master: str | None = None) -> None:
+    """The audit's options, shared by ``nsaudit audit`` and ``spark-submit jobs/nightly_audit.py``."""
+    parser.add_argument("--events", required=True, metavar="DIR", type=existing_dir_arg, help="event-log directory")
+    parser.add_argument("--lake", required=True, metavar="DIR", type=output_dir_arg,
+                        help="lake directory (Delta tables), made when missing")
+    parser.add_argument("--date", default=None, metavar="YYYY-MM-DD", type=date_arg,
+                        help="UTC day to audit (default: yesterday)")
+    parser.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
+    parser.add_argument("--master", default=master, metavar="URL", type=master_arg,
+                        help="Spark master (default from config: local[*])")
+    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
+                        help="exit 3 when a finding of this severity or worse exists")
+
+
 def main(argv: list[str] | None = None, *, master: str | None = None) -> int:
     """``spark-submit jobs/nightly_audit.py`` and ``nsaudit audit``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="nightly_audit.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--events", required=True)
-    parser.add_argument("--lake", required=True)
-    parser.add_argument("--date", default=None)
-    parser.add_argument("--config", default=None)
-    parser.add_argument("--master", default=master)
-    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None)
-    args = parser.parse_args(argv)
+    parser = OneLineParser(prog="nightly_audit.py", description=__doc__.splitlines()[0])
+    add_arguments(parser, master)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
     try:
         return run_from_cli(args)
     except UserError as exc:
@@ -141,14 +154,35 @@ def main(argv: list[str] | None = None, *, master: str | None = None) -> int:
         return 2
 
 
+def _checked_arguments(args: argparse.Namespace) -> tuple[Config, dt.date, str]:
+    """The config, the day and the Spark master of a run, or a UserError naming the bad one.
+
+    Namespaces built in code (``nsaudit demo``, tests) skip the parser, so the checks are repeated.
+    """
+    config = load_config(args.config)
+    try:
+        day = parse_date(args.date) if args.date else yesterday_utc()
+    except ValueError as exc:
+        raise UserError(f"--date: {exc}") from None
+    master = args.master or config.spark.master
+    checks = (("--master" if args.master else "[spark] master", master_arg, master),
+              ("--events", existing_dir_arg, args.events), ("--lake", output_dir_arg, args.lake))
+    for option, check, value in checks:
+        try:
+            check(value)
+        except argparse.ArgumentTypeError as exc:
+            raise UserError(f"{option}: {exc}") from None
+    try:
+        os.makedirs(args.lake, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--lake: cannot create {args.lake}: {exc.strerror}") from None
+    return config, day, master
+
+
 def run_from_cli(args: argparse.Namespace) -> int:
     """Validate arguments, build the session, run, report; the exit code says how it went."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
-    config = load_config(args.config)
-    day = parse_date(args.date) if args.date else yesterday_utc()
-    if not os.path.isdir(args.events):
-        raise UserError(f"events directory not found: {args.events}")
-    os.makedirs(args.lake, exist_ok=True)
+    config, day, master = _checked_arguments(args)
 
     def progress(line: str) -> None:
         print(f"audit {day}: {line}", file=sys.stderr, flush=True)
@@ -156,7 +190,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
     from jobs.spark.session import build_session
 
     # under spark-submit, build_session leaves the submitted master alone
-    spark = build_session(master=args.master or config.spark.master, app_name=f"nsaudit-audit-{day}",
+    spark = build_session(master=master, app_name=f"nsaudit-audit-{day}",
                           shuffle_partitions=config.spark.shuffle_partitions,
                           driver_memory=config.spark.driver_memory, java_options=config.spark.java_options)
     started = time.perf_counter()
