@@ -17,6 +17,9 @@ from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
 _EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds."
+_QUERY_EPILOG = (_EPILOG + " An instant whose UTC day the lake does not record audited ok (never audited, "
+                 "or a run that did not finish) is answered with \"audited\": false, a \"reason\" and no tables; "
+                 "a server the lake never saw is an error.")
 
 
 def _host_ports(text: str) -> str:
@@ -92,21 +95,21 @@ def _audit(sub) -> None:
 
 
 def _queries(sub) -> None:
-    p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_EPILOG,
+    p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_QUERY_EPILOG,
                        description="Print the TopicRouteData that GET_ROUTEINFO_BY_TOPIC would have answered.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--topic", required=True)
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
     p.set_defaults(run="jobs.query.lookup:route_from_cli")
-    p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_EPILOG,
+    p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_QUERY_EPILOG,
                        description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
     p.set_defaults(run="jobs.query.lookup:cluster_from_cli")
     p = sub.add_parser("diff", help="what changed in a server's route tables between two instants",
-                       epilog=_EPILOG, description="Print the route-table changes between two instants.")
+                       epilog=_QUERY_EPILOG, description="Print the route-table changes between two instants.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--from", dest="from_", required=True, metavar="TIME", type=time_arg)
@@ -124,6 +127,8 @@ def _demo(sub) -> None:
     p.add_argument("--brokers", type=int, default=12, help="broker processes, in master+slave groups (default 12)")
     p.add_argument("--topics", type=int, default=60, help="topics (default 60)")
     p.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show Spark's and the audit stages' logs on stderr too (always in DIR/lake/_logs/DATE.log)")
     p.set_defaults(run="nsaudit.demo:run_from_cli")
 
 
