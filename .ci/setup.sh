@@ -29,6 +29,9 @@ fi
 echo "setup: creating .venv (first run downloads pyspark, a few minutes)" >&2
 "$PY" -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2> >(grep -v "^WARNING: Location" >&2)
+# setuptools announces every editable install with a boxed "BuildBackendWarning: Editable installation"
+# banner (a reminder, not a problem); the filter reaches the build backend through the environment.
+PYTHONWARNINGS="ignore:Editable installation" \
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' 2> >(grep -v "^WARNING: Location" >&2)
 echo "$want" > "$stamp"
 echo "setup: done (.venv/bin/nsaudit)" >&2

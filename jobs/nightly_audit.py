@@ -6,7 +6,9 @@
 Stages: ingest → rebuild → snapshots → liveness → divergence → distribution → security → report. Each stage
 replaces that day's partitions of its tables in one Delta transaction per table, so a rerun gives
 the same tables and adds nothing twice, and a failed run leaves every table at its previous
-version (readable). The day counts as audited only when ``audit_runs`` records it ``ok``.
+version (readable). The day counts as audited only when ``audit_runs`` records it ``ok``: a run
+records it ``running`` before its first write and ``ok`` after its last (``failed`` when a stage
+fails), so a run that dies part-way leaves the day visibly unfinished.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -27,6 +31,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the repo 
 from common.config import Config, load_config  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date, yesterday_utc  # noqa: E402
+from jobs.arguments import OneLineParser, date_arg, existing_dir_arg, master_arg, output_dir_arg  # noqa: E402
 from jobs.timing import timed  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")
@@ -44,6 +49,7 @@ class AuditOutcome:
     findings_by_severity: dict[str, int] = field(default_factory=dict)
     report_html: str | None = None
     report_json: str | None = None
+    seconds: float = 0.0
 
     def worst_severity(self) -> str | None:
         """The most severe finding of the day, or None without findings."""
@@ -103,8 +109,15 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     from jobs.rebuild import stage as rebuild
     from jobs.report import data as report_data
 
+    from jobs.report import status as report_status
+
     outcome = outcome or AuditOutcome(day)
     interval = config.audit.snapshot_interval_ms
+    # Not ok from before the first write until after the last: a run that dies in between leaves
+    # the day marked unfinished (queries and the report say so) instead of a mix that says ok.
+    audit_runs.record(spark, lake, day, "running", [], {})
+    report_status.mark_unfinished(lake, day, f"The audit of {day} did not finish: this report is from an earlier "
+                                  f"run and the lake's tables may not match it. Rerun nsaudit audit --date {day}.")
     _stage(outcome, "ingest", lambda: ingest.run_ingest(spark, events_dir, lake, day, config), progress)
     _stage(outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake, day, interval), progress)
     _stage(outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake, day, interval), progress)
@@ -124,16 +137,30 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     return outcome
 
 
+def add_arguments(parser: argparse.ArgumentParser, master: str | None = None) -> None:
+    """The audit's options, shared by ``nsaudit audit`` and ``spark-submit jobs/nightly_audit.py``."""
+    parser.add_argument("--events", required=True, metavar="DIR", type=existing_dir_arg, help="event-log directory")
+    parser.add_argument("--lake", required=True, metavar="DIR", type=output_dir_arg,
+                        help="lake directory (Delta tables), made when missing")
+    parser.add_argument("--date", default=None, metavar="YYYY-MM-DD", type=date_arg,
+                        help="UTC day to audit (default: yesterday)")
+    parser.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
+    parser.add_argument("--master", default=master, metavar="URL", type=master_arg,
+                        help="Spark master (default from config: local[*])")
+    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
+                        help="exit 3 when a finding of this severity or worse exists")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Spark's and the stages' logs on stderr too (always in LAKE/_logs/DATE.log)")
+
+
 def main(argv: list[str] | None = None, *, master: str | None = None) -> int:
     """``spark-submit jobs/nightly_audit.py`` and ``nsaudit audit``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="nightly_audit.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--events", required=True)
-    parser.add_argument("--lake", required=True)
-    parser.add_argument("--date", default=None)
-    parser.add_argument("--config", default=None)
-    parser.add_argument("--master", default=master)
-    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None)
-    args = parser.parse_args(argv)
+    parser = OneLineParser(prog="nightly_audit.py", description=__doc__.splitlines()[0])
+    add_arguments(parser, master)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
     try:
         return run_from_cli(args)
     except UserError as exc:
@@ -141,51 +168,140 @@ def main(argv: list[str] | None = None, *, master: str | None = None) -> int:
         return 2
 
 
-def run_from_cli(args: argparse.Namespace) -> int:
-    """Validate arguments, build the session, run, report; the exit code says how it went."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+def _checked_arguments(args: argparse.Namespace) -> tuple[Config, dt.date, str]:
+    """The config, the day and the Spark master of a run, or a UserError naming the bad one.
+
+    Namespaces built in code (``nsaudit demo``, tests) skip the parser, so the checks are repeated.
+    """
     config = load_config(args.config)
-    day = parse_date(args.date) if args.date else yesterday_utc()
-    if not os.path.isdir(args.events):
-        raise UserError(f"events directory not found: {args.events}")
-    os.makedirs(args.lake, exist_ok=True)
+    try:
+        day = parse_date(args.date) if args.date else yesterday_utc()
+    except ValueError as exc:
+        raise UserError(f"--date: {exc}") from None
+    master = args.master or config.spark.master
+    checks = (("--master" if args.master else "[spark] master", master_arg, master),
+              ("--events", existing_dir_arg, args.events), ("--lake", output_dir_arg, args.lake))
+    for option, check, value in checks:
+        try:
+            check(value)
+        except argparse.ArgumentTypeError as exc:
+            raise UserError(f"{option}: {exc}") from None
+    try:
+        os.makedirs(args.lake, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--lake: cannot create {args.lake}: {exc.strerror}") from None
+    return config, day, master
+
+
+def _record_failure(spark, lake: str, day: dt.date, stages: list[dict[str, Any]]) -> None:
+    """Turn the day's ``running`` row into ``failed``; when even that fails, ``running`` stays (not ok either)."""
+    from jobs.lake import audit_runs
+
+    try:
+        audit_runs.record(spark, lake, day, "failed", stages, {})
+    except Exception:
+        log.exception("could not record the failed audit of %s", day)
+
+
+def log_path(lake: str, day: dt.date) -> str:
+    """``<lake>/_logs/<date>.log``: the run's log (Python's and the driver JVM's)."""
+    return os.path.join(os.path.abspath(lake), "_logs", f"{day.isoformat()}.log")
+
+
+class _ShownByDefault(logging.Filter):
+    """Without ``--verbose`` the console shows this project's warnings only, without traces."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return (record.levelno >= logging.WARNING and record.exc_info is None
+                and record.name.startswith(("nsaudit", "jobs")))
+
+
+@contextmanager
+def _logging_to(path: str, verbose: bool) -> Iterator[None]:
+    """Log everything from INFO up to ``path``, and to stderr all of it (``verbose``) or the
+    project's warnings."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    form = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    to_file, to_console = logging.FileHandler(path, encoding="utf-8"), logging.StreamHandler(sys.stderr)
+    for handler in (to_file, to_console):
+        handler.setFormatter(form)
+    if not verbose:
+        to_console.addFilter(_ShownByDefault())
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.INFO)
+    root.addHandler(to_file)
+    root.addHandler(to_console)
+    try:
+        yield
+    finally:
+        root.removeHandler(to_file)
+        root.removeHandler(to_console)
+        root.setLevel(level)
+        to_file.close()
+
+
+def run_from_cli(args: argparse.Namespace) -> int:
+    """Validate arguments, build the session, run, report; the exit code says how it went.
+
+    Progress lines and errors go to stderr, the summary to stdout; the logs of Spark and of the
+    stages go to :func:`log_path` (and to stderr too with ``args.verbose``).
+    """
+    config, day, master = _checked_arguments(args)
+    path = log_path(args.lake, day)
+    with _logging_to(path, getattr(args, "verbose", False)):
+        from jobs.spark.session import build_session
+
+        # under spark-submit, build_session leaves the submitted master and log configuration alone
+        spark = build_session(master=master, app_name=f"nsaudit-audit-{day}",
+                              shuffle_partitions=config.spark.shuffle_partitions,
+                              driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
+                              log_file=path, console_log=getattr(args, "verbose", False))
+        try:
+            outcome = _run_reporting_failure(spark, config, args, day, path)
+        finally:
+            spark.stop()
+    if outcome is None:
+        return 1
+    print(json.dumps(_summary(outcome), sort_keys=True))
+    worst = outcome.worst_severity()
+    if args.fail_on and worst and SEVERITY_RANK[worst] >= SEVERITY_RANK[args.fail_on]:
+        print(f"nsaudit audit: findings of severity {worst} (--fail-on {args.fail_on})", file=sys.stderr)
+        return EXIT_FINDINGS
+    return 0
+
+
+def _run_reporting_failure(spark, config: Config, args: argparse.Namespace, day: dt.date,
+                           path: str) -> AuditOutcome | None:
+    """Run the stages; on a failure, one line on stderr (the trace goes to the log) and None."""
 
     def progress(line: str) -> None:
         print(f"audit {day}: {line}", file=sys.stderr, flush=True)
 
-    from jobs.spark.session import build_session
-
-    # under spark-submit, build_session leaves the submitted master alone
-    spark = build_session(master=args.master or config.spark.master, app_name=f"nsaudit-audit-{day}",
-                          shuffle_partitions=config.spark.shuffle_partitions,
-                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options)
-    started = time.perf_counter()
     outcome = AuditOutcome(day)
-    outcome_stages = outcome.stages
+    started = time.perf_counter()
     try:
         run(spark, config, args.events, args.lake, day, progress, outcome)
     except UserError:
         raise
     except Exception as exc:  # a failed stage: say which and why on one line, keep the trace in the log
         log.exception("audit of %s failed", day)
-        print(f"nsaudit audit: error: audit of {day} failed in stage {_failed_stage(outcome_stages)}: "
-              f"{_one_line(exc)}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
-    summary = {
-        "date": day.isoformat(),
-        "seconds": round(time.perf_counter() - started, 1),
+        _record_failure(spark, args.lake, day, outcome.stages)
+        print(f"nsaudit audit: error: audit of {day} failed in stage {_failed_stage(outcome.stages)}: "
+              f"{_one_line(exc)} (log: {path})", file=sys.stderr)
+        return None
+    outcome.seconds = round(time.perf_counter() - started, 1)
+    return outcome
+
+
+def _summary(outcome: AuditOutcome) -> dict[str, Any]:
+    return {
+        "date": outcome.day.isoformat(),
+        "seconds": outcome.seconds,
         "findings": outcome.findings_by_severity,
         "report": outcome.report_html,
         "stages": outcome.stages,
     }
-    print(json.dumps(summary, sort_keys=True))
-    worst = outcome.worst_severity()
-    if args.fail_on and worst and SEVERITY_RANK[worst] >= SEVERITY_RANK[args.fail_on]:
-        print(f"nsaudit audit: findings of severity {worst} (--fail-on {args.fail_on})", file=sys.stderr)
-        return EXIT_FINDINGS
-    return 0
 
 
 if __name__ == "__main__":

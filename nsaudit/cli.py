@@ -11,10 +11,24 @@ import sys
 from typing import Callable, Sequence
 
 from common.errors import UserError
+from jobs import nightly_audit
+from jobs.arguments import OneLineParser, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
 _EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds."
+_QUERY_EPILOG = (_EPILOG + " An instant whose UTC day the lake does not record audited ok (never audited, "
+                 "or a run that did not finish) is answered with \"audited\": false, a \"reason\" and no tables; "
+                 "a server the lake never saw is an error.")
+
+
+def _host_ports(text: str) -> str:
+    """``HOST:PORT,...`` with every port in 1..65535."""
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, port = item.rpartition(":")
+        if not (sep and host and port.isdigit() and 0 < int(port) <= 65535):
+            raise argparse.ArgumentTypeError(f"{item!r} is not HOST:PORT with a port in 1..65535")
+    return text
 
 
 def _nameserver(sub) -> None:
@@ -30,13 +44,13 @@ def _simulate(sub) -> None:
         "broker fleet, using the same route-table code as the server. Deterministic per seed.",
         epilog=_EPILOG,
     )
-    p.add_argument("--events", required=True, metavar="DIR", help="event-log directory to write")
+    p.add_argument("--events", required=True, metavar="DIR", type=output_dir_arg, help="event-log directory to write")
     p.add_argument("--ns", type=int, default=3, help="name servers (default 3)")
     p.add_argument("--brokers", type=int, default=20,
                    help="broker processes, in groups of one master and K slaves (default 20)")
     p.add_argument("--slaves", type=int, default=1, help="slaves per group, K (default 1)")
     p.add_argument("--topics", type=int, default=100, help="topics (default 100)")
-    p.add_argument("--start", default=None, metavar="TIME", help="default: start of the current UTC day")
+    p.add_argument("--start", default=None, metavar="TIME", type=time_arg, help="default: start of the current UTC day")
     p.add_argument("--hours", type=float, default=24.0, help="simulated hours (default 24)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     p.add_argument("--faults", default="all", metavar="LIST",
@@ -55,7 +69,7 @@ def _fleet(sub) -> None:
         description="Run broker agents over real sockets against running name servers: one long-lived "
         "connection per server, re-registration every period, clean unregister on stop.",
     )
-    p.add_argument("--ns", required=True, metavar="HOST:PORT,...", help="name servers to register with")
+    p.add_argument("--ns", required=True, metavar="HOST:PORT,...", type=_host_ports, help="name servers to register with")
     p.add_argument("--brokers", type=int, default=4, help="broker processes (default 4)")
     p.add_argument("--slaves", type=int, default=1, help="slaves per group (default 1)")
     p.add_argument("--topics", type=int, default=10, help="topics (default 10)")
@@ -76,36 +90,30 @@ def _audit(sub) -> None:
         description="Ingest, rebuild, liveness, consistency, distribution, findings and report for one "
         "UTC day, in one Spark application. Re-running a day replaces that day's output.",
     )
-    p.add_argument("--events", required=True, metavar="DIR", help="event-log directory")
-    p.add_argument("--lake", required=True, metavar="DIR", help="lake directory (Delta tables)")
-    p.add_argument("--date", default=None, metavar="YYYY-MM-DD", help="UTC day to audit (default: yesterday)")
-    p.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
-    p.add_argument("--master", default=None, metavar="URL", help="Spark master (default from config: local[*])")
-    p.add_argument("--fail-on", choices=("warning", "critical"), default=None,
-                   help="exit 3 when a finding of this severity or worse exists")
+    nightly_audit.add_arguments(p)
     p.set_defaults(run="jobs.nightly_audit:run_from_cli")
 
 
 def _queries(sub) -> None:
-    p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_EPILOG,
+    p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_QUERY_EPILOG,
                        description="Print the TopicRouteData that GET_ROUTEINFO_BY_TOPIC would have answered.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--topic", required=True)
-    p.add_argument("--at", required=True, metavar="TIME")
+    p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
     p.set_defaults(run="jobs.query.lookup:route_from_cli")
-    p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_EPILOG,
+    p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_QUERY_EPILOG,
                        description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
-    p.add_argument("--at", required=True, metavar="TIME")
+    p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
     p.set_defaults(run="jobs.query.lookup:cluster_from_cli")
     p = sub.add_parser("diff", help="what changed in a server's route tables between two instants",
-                       epilog=_EPILOG, description="Print the route-table changes between two instants.")
+                       epilog=_QUERY_EPILOG, description="Print the route-table changes between two instants.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
-    p.add_argument("--from", dest="from_", required=True, metavar="TIME")
-    p.add_argument("--to", required=True, metavar="TIME")
+    p.add_argument("--from", dest="from_", required=True, metavar="TIME", type=time_arg)
+    p.add_argument("--to", required=True, metavar="TIME", type=time_arg)
     p.set_defaults(run="jobs.query.lookup:diff_from_cli")
 
 
@@ -115,16 +123,18 @@ def _demo(sub) -> None:
         description="The embedded default: simulate yesterday (UTC) for a small fleet with every fault "
         "on, then run the nightly audit on it. Writes DIR/events and DIR/lake.",
     )
-    p.add_argument("--dir", default="demo", help="output directory (default ./demo)")
+    p.add_argument("--dir", default="demo", type=output_dir_arg, help="output directory (default ./demo)")
     p.add_argument("--brokers", type=int, default=12, help="broker processes, in master+slave groups (default 12)")
     p.add_argument("--topics", type=int, default=60, help="topics (default 60)")
     p.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
+    p.add_argument("--verbose", action="store_true",
+                   help="show Spark's and the audit stages' logs on stderr too (always in DIR/lake/_logs/DATE.log)")
     p.set_defaults(run="nsaudit.demo:run_from_cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``nsaudit`` argument parser with every command."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="nsaudit",
         description="Audit RocketMQ-style name servers: run a logging name server, simulate a fleet, "
         "and audit the event logs with Spark into Delta tables.",
@@ -143,7 +153,10 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nsaudit`` console script; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad argument, already printed as one line (2)
+        return int(exc.code or 0)
     try:
         return int(_resolve(args.run)(args) or 0)
     except UserError as exc:

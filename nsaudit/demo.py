@@ -39,7 +39,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
         result = simulate(options)
         print(summary_line(options, result), flush=True)
     audit_args = argparse.Namespace(events=str(events), lake=str(lake), date=day.isoformat(), config=None,
-                                    master=None, fail_on=None)
+                                    master=None, fail_on=None, verbose=args.verbose)
     code = nightly_audit.run_from_cli(audit_args)
     if code == 0:
         report = os.path.join(lake, "reports", day.isoformat(), "index.html")

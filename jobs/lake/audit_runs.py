@@ -1,7 +1,8 @@
-"""``audit_runs``: one row per audited day, written last, so a day counts as audited only when ok.
+"""``audit_runs``: one row per audited day; a day counts as audited only when its row says ``ok``.
 
-A failed run writes nothing here; every table it touched is still readable at its previous
-version (each stage's write is one Delta transaction), and the previous ``ok`` row stands.
+A run writes ``running`` before its first table write and ``ok`` after its last (``failed`` when a
+stage fails). A run killed in between leaves ``running``: the day's tables may mix the new run's
+early stages with an earlier run's later ones, and the queries and the report say it is unfinished.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from schemas.audit_runs import AUDIT_RUNS_SCHEMA
 
 def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: list[dict[str, Any]],
            findings_by_severity: dict[str, int]) -> None:
-    """Replace ``day``'s row of ``audit_runs``."""
+    """Replace ``day``'s row of ``audit_runs`` with ``status`` (``running``, ``ok`` or ``failed``)."""
     row = (
         day,
         status,

@@ -5,10 +5,13 @@ answered in about a second.
 "State at T" is the state after every event with ``ts <= T`` (docs/interfaces.md, "Details scripts rely
 on"): the history rows of partition ``date(T)`` with ``valid_from_ts <= T < valid_to_ts`` (or
 ``valid_to_ts`` null). When the lake has no rebuilt day ``date(T)`` for the server but an earlier
-one, the answer is that day's end state (the rows still open at its end). Before any data the
-route is null and ``up`` true. ``up`` comes from ``ns_runs`` and ``ns_state.up_at_start``
-(``schemas.routes``). A stopped server's tables are empty, so its route is null and its cluster
-info empty.
+one, the answer is that day's end state (the rows still open at its end). ``up`` comes from
+``ns_runs`` and ``ns_state.up_at_start`` (``schemas.routes``). A stopped server's tables are
+empty, so its route is null and its cluster info empty.
+
+Answers never claim more than the lake holds: a server the lake has never seen is a bad argument,
+and an instant whose day ``audit_runs`` does not record ``ok`` (never audited, or an audit that
+did not finish) is answered with ``"audited": false``, a ``reason``, ``up`` null and no tables.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class RouteLake:
     def __init__(self, lake_dir: str) -> None:
         self.lake_dir = lake_dir
         self._state_path = lake.table_path(lake_dir, lake.NS_STATE)
+        self._runs: dict[dt.date, str] | None = None
         try:
             from deltalake import DeltaTable
 
@@ -71,6 +75,29 @@ class RouteLake:
             raise
         except Exception as exc:  # deltalake raises its own error types for a damaged log
             raise UserError(f"{lake_dir}: cannot read {lake.NS_STATE}: {exc}") from None
+
+    def check_server(self, ns: str) -> None:
+        """Raise a UserError naming the known servers when the lake has never seen ``ns``."""
+        table = _read_all(self._state_path, ["ns"])
+        known = sorted(set(table.column("ns").to_pylist())) if table is not None else []
+        if ns not in known:
+            raise UserError(f"--ns {ns!r}: no such name server in {self.lake_dir}; "
+                            f"known: {', '.join(known) or 'none'}")
+
+    def not_audited(self, at_ms: int) -> str | None:
+        """Why no audited day covers ``at_ms``, or None when its day's audit is ``ok``."""
+        if self._runs is None:
+            table = _read_all(lake.table_path(self.lake_dir, lake.AUDIT_RUNS), ["date", "status"])
+            self._runs = {} if table is None else {r["date"]: r["status"] for r in table.to_pylist()}
+        day = utc_date(at_ms)
+        status = self._runs.get(day)
+        if status == "ok":
+            return None
+        if status is None:
+            ok_days = sorted(d for d, s in self._runs.items() if s == "ok")
+            span = f"audited days: {ok_days[0]} to {ok_days[-1]}" if ok_days else "no day is audited"
+            return f"{day} has not been audited ({span})"
+        return f"the audit of {day} did not finish (status {status}); rerun nsaudit audit --date {day}"
 
     def state_at(self, ns: str, at_ms: int) -> ServerState:
         """The server's tables and ``up`` after every event with ``ts <= at_ms``."""
@@ -175,6 +202,18 @@ def _read(path: str, columns: list[str], day: dt.date, ns: str) -> Any:
         raise UserError(f"cannot read {path}: {exc}") from None
 
 
+def _read_all(path: str, columns: list[str]) -> Any:
+    """Some columns of a whole (small) table; ``None`` when the table does not exist."""
+    from jobs.lake.delta.arrow import read_table_arrow
+
+    try:
+        return read_table_arrow(path, columns=columns)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:
+        raise UserError(f"cannot read {path}: {exc}") from None
+
+
 @lru_cache(maxsize=64)
 def _read_cached(path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
     return _read(path, list(columns), day, ns)
@@ -184,30 +223,69 @@ def _read_cached(path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> 
 
 
 def route_answer(route_lake: RouteLake, ns: str, topic: str, at_ms: int) -> dict[str, Any]:
-    """``{"ns", "topic", "at", "route", "up"}``: GET_ROUTEINFO_BY_TOPIC's answer at ``at_ms``."""
+    """``{"ns", "topic", "at", "route", "up", "audited"}``: GET_ROUTEINFO_BY_TOPIC's answer at
+    ``at_ms``; when no audited day covers it, ``route`` and ``up`` are null and ``reason`` says why.
+
+    Raises:
+        UserError: the lake has never seen ``ns``.
+    """
+    route_lake.check_server(ns)
+    reason = route_lake.not_audited(at_ms)
+    if reason is not None:
+        return {"ns": ns, "topic": topic, "at": at_ms, "route": None, "up": None, "audited": False, "reason": reason}
     state = route_lake.state_at(ns, at_ms)
-    return {"ns": ns, "topic": topic, "at": at_ms, "route": route_view(state.tables, topic), "up": state.up}
+    return {"ns": ns, "topic": topic, "at": at_ms, "route": route_view(state.tables, topic), "up": state.up,
+            "audited": True}
 
 
 def cluster_answer(route_lake: RouteLake, ns: str, at_ms: int) -> dict[str, Any]:
-    """``{"ns", "at", "cluster_info", "up"}``: GET_BROKER_CLUSTER_INFO's answer at ``at_ms``."""
+    """``{"ns", "at", "cluster_info", "up", "audited"}``: GET_BROKER_CLUSTER_INFO's answer at
+    ``at_ms``; when no audited day covers it, ``cluster_info`` and ``up`` are null and ``reason`` says why.
+
+    Raises:
+        UserError: the lake has never seen ``ns``.
+    """
+    route_lake.check_server(ns)
+    reason = route_lake.not_audited(at_ms)
+    if reason is not None:
+        return {"ns": ns, "at": at_ms, "cluster_info": None, "up": None, "audited": False, "reason": reason}
     state = route_lake.state_at(ns, at_ms)
-    return {"ns": ns, "at": at_ms, "cluster_info": cluster_info_view(state.tables), "up": state.up}
+    return {"ns": ns, "at": at_ms, "cluster_info": cluster_info_view(state.tables), "up": state.up, "audited": True}
 
 
 def diff_answer(route_lake: RouteLake, ns: str, from_ms: int, to_ms: int) -> dict[str, Any]:
-    """``{"ns", "from", "to", "up": {"from", "to"}, "tables": {table: {added, changed, removed}}}``."""
+    """``{"ns", "from", "to", "up": {"from", "to"}, "tables": {table: {added, changed, removed}}, "audited"}``;
+    when no audited day covers one of the instants, its ``up`` and ``tables`` are null and ``reason`` says why.
+
+    Raises:
+        UserError: the lake has never seen ``ns``.
+    """
+    route_lake.check_server(ns)
+    reasons = [r for r in (route_lake.not_audited(from_ms), route_lake.not_audited(to_ms)) if r is not None]
+    if reasons:
+        up = {side: None if route_lake.not_audited(at) else route_lake.state_at(ns, at).up
+              for side, at in (("from", from_ms), ("to", to_ms))}
+        return {"ns": ns, "from": from_ms, "to": to_ms, "up": up, "tables": None, "audited": False,
+                "reason": "; ".join(dict.fromkeys(reasons))}
     before, after = route_lake.state_at(ns, from_ms), route_lake.state_at(ns, to_ms)
     return {
         "ns": ns, "from": from_ms, "to": to_ms, "up": {"from": before.up, "to": after.up},
-        "tables": diff_view(before.tables, after.tables),
+        "tables": diff_view(before.tables, after.tables), "audited": True,
     }
 
 
+# Route-table bodies, printed in fastjson's standard form; the other keys are plain JSON values, and
+# a null in them (``up`` of an instant no audited day covers) stays in the output.
+_BODIES = {"route", "cluster_info", "tables"}
+
+
 def dumps_answer(answer: dict[str, Any]) -> str:
-    """One line: the answer's keys in the order of docs/interfaces.md, values in fastjson's standard
-    form (quoted broker ids, fields sorted)."""
-    parts = [fastjson.quote(key, True) + ":" + fastjson.dumps(value, standard=True).decode()
+    """One line: the answer's keys in the order of docs/interfaces.md, route-table bodies in
+    fastjson's standard form (quoted broker ids, fields sorted)."""
+    import orjson
+
+    parts = [fastjson.quote(key, True) + ":" + (fastjson.dumps(value, standard=True) if key in _BODIES
+                                                else orjson.dumps(value)).decode()
              for key, value in answer.items()]
     return "{" + ",".join(parts) + "}"
 

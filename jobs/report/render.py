@@ -285,7 +285,8 @@ def write_report(report_dir: str, data: ReportData) -> tuple[str, str]:
     """
     os.makedirs(report_dir, exist_ok=True)
     page = render_html(data)
-    summary = {"date": data.day.isoformat(), **data.headline, "notes": data.notes}
+    # "audited": the tables of the day are this report's (jobs.report.status marks an earlier one)
+    summary = {"date": data.day.isoformat(), **data.headline, "notes": data.notes, "audited": True}
     paths = []
     for name, text in (("index.html", page), ("summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str))):
         path = os.path.join(report_dir, name)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
 
 from pyspark.sql import SparkSession
 
@@ -66,36 +67,33 @@ def build_session(
     driver_memory: str | None = None,
     extra_conf: Mapping[str, str] | None = None,
     java_options: str = DEFAULT_JAVA_OPTIONS,
+    log_file: str | None = None,
+    console_log: bool = True,
 ) -> SparkSession:
     """Create (or return the running) SparkSession configured for the lake.
 
-    Under ``spark-submit`` the master, and the Python executables, given to spark-submit win:
-    ``master`` is only applied when this process starts its own JVM. For a master whose
-    executors all run on this host (``local[…]``, ``local-cluster[…]``, ``spark://127.0.0.1:…``
-    or ``spark://localhost:…``) the Python workers are pointed at this interpreter (unless
-    ``PYSPARK_PYTHON`` is already set), so they see the same packages, this project included.
-    For any other cluster master nothing is pinned by path:
-    ``PYSPARK_PYTHON`` (or spark-submit's ``spark.pyspark.python``) must name a Python that exists
-    on every host, with pyspark and pyarrow; Spark also runs the Delta writer's commit with it on
-    the driver's host, where it needs ``deltalake`` too.
+    Under ``spark-submit`` the master, the Python executables and the driver's JVM options and log
+    configuration given to spark-submit win: those arguments only apply when this call starts the
+    JVM. For a single-host master (``local[…]``, ``local-cluster[…]``, a standalone master on
+    the loopback interface) the Python workers run this interpreter unless ``PYSPARK_PYTHON`` is
+    set; for any other master, ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) must name a Python
+    present on every host with pyspark and pyarrow (and ``deltalake`` on the driver's host, which
+    runs the Delta commits).
 
     Args:
-        master: Spark master URL (``local[2]``, ``spark://host:7077``); ``None`` leaves Spark's
-            own default.
+        master: Spark master URL (``local[2]``, ``spark://host:7077``); ``None``: Spark's default.
         app_name: application name shown by the cluster manager.
         shuffle_partitions: ``spark.sql.shuffle.partitions``.
-        driver_memory: ``spark.driver.memory`` such as ``"4g"``; only effective when this call
-            starts the JVM.
-        extra_conf: more Spark confs; they may not override the time zone, timestamp type or
-            Arrow settings the lake depends on.
-        java_options: JVM options of the driver (only when this call starts the JVM: under
-            spark-submit give ``--driver-java-options``) and of the executors, unless
-            ``extra_conf`` sets ``spark.driver.extraJavaOptions`` or
-            ``spark.executor.extraJavaOptions`` itself; ``""`` sets neither. The default picks the
-            parallel garbage collector (see :data:`DEFAULT_JAVA_OPTIONS`).
-
-    Returns:
-        The session.
+        driver_memory: ``spark.driver.memory`` such as ``"4g"``.
+        extra_conf: more Spark confs; they may not change the time zone, timestamp type or Arrow
+            settings the lake depends on.
+        java_options: JVM options of the driver and the executors, unless ``extra_conf`` sets
+            ``spark.driver.extraJavaOptions`` / ``spark.executor.extraJavaOptions``; ``""`` sets
+            neither (default: :data:`DEFAULT_JAVA_OPTIONS`).
+        log_file: where the driver JVM's log (Spark's log4j, WARN and above) goes, through a
+            log4j2 configuration written beside it; ``None``: Spark's default (the console).
+        console_log: with ``log_file``, whether that log also goes to stderr; without, what the
+            JVM prints outside log4j goes to ``log_file`` too.
 
     Raises:
         ValueError: ``extra_conf`` tries to change a conf the lake depends on.
@@ -106,19 +104,20 @@ def build_session(
     if not submitted:
         _point_python_workers(master)
 
-    builder = SparkSession.builder.appName(app_name)
+    conf = session_conf(shuffle_partitions, driver_memory, java_options, extra)
+    logged = log_file is not None and not submitted  # under spark-submit the user's log config wins
+    if logged:
+        _add_driver_log(conf, log_file, console_log)
+    builder = SparkSession.builder.appName(app_name).config(map=conf)
     if master is not None and not submitted:
         builder = builder.master(master)
-    for key, value in session_conf(shuffle_partitions, driver_memory, java_options, extra).items():
-        builder = builder.config(key, value)
-
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    with _stderr_to(log_file) if logged and not console_log else nullcontext():
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")  # the root level; the log4j2 file's appenders filter further
     # getOrCreate may hand back a session started elsewhere (a notebook, spark-submit); the confs
     # the lake depends on are runtime SQL confs, so make sure they hold for this one too.
     for key, value in _REQUIRED_CONF.items():
         spark.conf.set(key, value)
-
     return spark
 
 
@@ -144,6 +143,64 @@ def _point_python_workers(master: str | None) -> None:
                         "PATH, which needs pyspark and pyarrow", master or "the default master")
     if not os.environ.get("PYSPARK_DRIVER_PYTHON"):
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+# The driver JVM's log4j2 configuration when the log goes to a file: everything at WARN and above
+# to the file, and to the console only when asked (the console appender is then at WARN too).
+_LOG4J2 = """\
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log_file}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss,SSS}} %p %c{{1}}: %m%n%ex
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = {console_level}
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+rootLogger.appenderRef.console.ref = console
+"""
+
+
+@contextmanager
+def _stderr_to(path: str) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` while the driver JVM starts, so that the JVM (and the
+    Python workers it starts) write what they print outside log4j, such as the JVM's own
+    ``WARNING: Using incubator modules`` line, to the log instead of the user's terminal."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.dup2(target, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(target)
+
+
+def _add_driver_log(conf: dict[str, str], log_file: str, console: bool) -> None:
+    """Point the driver JVM at a log4j2 configuration logging to ``log_file`` (not the executors:
+    their hosts may not have the file)."""
+    driver_options = conf.get("spark.driver.extraJavaOptions", "")
+    conf["spark.driver.extraJavaOptions"] = f"{driver_options} {log4j_option(log_file, console)}".strip()
+
+
+def log4j_option(log_file: str, console: bool) -> str:
+    """Write ``<log_file>.log4j2.properties`` and return the JVM option that makes the driver use it."""
+    log_file = os.path.abspath(log_file)
+    os.makedirs(os.path.dirname(log_file), exist_ok=True)
+    properties = log_file + ".log4j2.properties"
+    with open(properties, "w", encoding="utf-8") as fh:
+        # backslashes are escapes in a properties file
+        fh.write(_LOG4J2.format(log_file=log_file.replace("\\", "/"), console_level="warn" if console else "off"))
+    return f"-Dlog4j2.configurationFile=file:{properties}"
 
 
 def session_conf(shuffle_partitions: int, driver_memory: str | None, java_options: str,

@@ -1,7 +1,7 @@
 """``nsaudit route``/``cluster``/``diff`` as a user runs them: exact output lines and exit codes.
 
 The lake is rebuilt once from a small hand-made log of two servers over two days (the route table
-makes the events, so they are what a server logs).
+makes the events, so they are what a server logs), and both days are recorded audited.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from nsaudit.cli import main
+from jobs.lake import audit_runs
 from jobs.query.lookup import RouteLake, route_answer
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
@@ -57,6 +58,8 @@ def _server_b() -> list[dict]:
 def lake_dir(spark, tmp_path_factory):
     lake = tmp_path_factory.mktemp("queries") / "lake"
     rebuild_from_lines(spark, stamp({"ns-a": _server_a(), "ns-b": _server_b()}), lake, [DAY1, DAY2])
+    for day in (DAY1, DAY2):
+        audit_runs.record(spark, str(lake), day, "ok", [], {})
     return str(lake)
 
 
@@ -74,7 +77,7 @@ def test_route_prints_one_line_in_the_standard_json_form(lake_dir, capsys):
         '{"ns":"ns-a","topic":"TopicA","at":%d,"route":{"brokerDatas":[{"brokerAddrs":'
         '{"0":"10.0.0.1:10911","1":"10.0.0.2:10911"},"brokerName":"broker-a","cluster":"C1"}],'
         '"filterServerTable":{"10.0.0.1:10911":["10.0.1.1:40001"]},"queueDatas":[{"brokerName":"broker-a",'
-        '"perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]},"up":true}\n' % (T0 + 3000)
+        '"perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]},"up":true,"audited":true}\n' % (T0 + 3000)
     )
 
 
@@ -91,7 +94,7 @@ def test_cluster_prints_the_cluster_info(lake_dir, capsys):
     assert code == 0
     assert out == (
         '{"ns":"ns-b","at":%d,"cluster_info":{"brokerAddrTable":{"broker-b":{"brokerAddrs":{"0":"10.0.0.3:10911"},'
-        '"brokerName":"broker-b","cluster":"C2"}},"clusterAddrTable":{"C2":["broker-b"]}},"up":true}\n' % (T0 + 4000)
+        '"brokerName":"broker-b","cluster":"C2"}},"clusterAddrTable":{"C2":["broker-b"]}},"up":true,"audited":true}\n' % (T0 + 4000)
     )
 
 
@@ -99,17 +102,15 @@ def test_cluster_prints_the_cluster_info(lake_dir, capsys):
     "ns, topic, at, route, up",
     [
         ("ns-a", "TopicZ", T0 + 3000, None, True),  # unknown topic
-        ("ns-a", "TopicA", T0 - 1, None, True),  # before any event of the lake
         ("ns-a", "TopicA", T0 + 10_000, None, False),  # at the ns_stop
         ("ns-a", "TopicA", T0 + 19_999, None, False),  # still stopped
         ("ns-a", "TopicA", T0 + 20_000, None, True),  # restarted, empty until the next registration
-        ("ns-x", "TopicA", T0 + 3000, None, True),  # a server the lake never saw
     ],
 )
 def test_well_formed_questions_without_a_route_exit_zero(lake_dir, capsys, ns, topic, at, route, up):
     code, out, err = run(capsys, "route", "--lake", lake_dir, "--ns", ns, "--topic", topic, "--at", str(at))
     assert (code, err) == (0, "")
-    assert orjson.loads(out) == {"ns": ns, "topic": topic, "at": at, "route": route, "up": up}
+    assert orjson.loads(out) == {"ns": ns, "topic": topic, "at": at, "route": route, "up": up, "audited": True}
 
 
 def test_a_stopped_server_has_empty_cluster_info(lake_dir, capsys):
@@ -125,12 +126,37 @@ def test_a_server_without_events_today_keeps_yesterdays_tables(lake_dir):
     ]
 
 
-def test_after_the_last_rebuilt_day_the_end_state_answers(lake_dir):
-    lake = RouteLake(lake_dir)
-    later = route_answer(lake, "ns-a", "TopicA", T1 + 40 * DAY_MS)
-    end_of_day2 = route_answer(lake, "ns-a", "TopicA", T1 + DAY_MS - 1)
-    assert later["route"] == end_of_day2["route"] is not None
-    assert later["up"] is True
+@pytest.mark.parametrize("at, day", [
+    (T0 - 1, "2026-11-20"),  # before the first audited day
+    (T1 + 40 * DAY_MS, "2027-01-01"),  # long after the last
+])
+def test_an_instant_no_audited_day_covers_is_not_answered_as_a_live_server(lake_dir, capsys, at, day):
+    for command, extra, empty in (("route", ["--topic", "TopicA"], "route"), ("cluster", [], "cluster_info")):
+        code, out, err = run(capsys, command, "--lake", lake_dir, "--ns", "ns-a", *extra, "--at", str(at))
+        assert (code, err) == (0, "")
+        answer = orjson.loads(out)
+        assert (answer[empty], answer["up"], answer["audited"]) == (None, None, False)
+        assert answer["reason"] == f"{day} has not been audited (audited days: 2026-11-21 to 2026-11-22)"
+
+
+def test_a_diff_reaching_past_the_audited_days_has_no_tables(lake_dir, capsys):
+    code, out, _ = run(capsys, "diff", "--lake", lake_dir, "--ns", "ns-a", "--from", str(T0 + 5000),
+                       "--to", "2030-01-01T00:00:00Z")
+    answer = orjson.loads(out)
+    assert code == 0
+    assert (answer["up"], answer["tables"], answer["audited"]) == ({"from": True, "to": None}, None, False)
+    assert answer["reason"].startswith("2030-01-01 has not been audited")
+
+
+@pytest.mark.parametrize("command, extra", [
+    ("route", ["--topic", "TopicA", "--at", str(T0 + 3000)]),
+    ("cluster", ["--at", str(T0 + 3000)]),
+    ("diff", ["--from", str(T0), "--to", str(T0 + 3000)]),
+])
+def test_a_server_the_lake_never_saw_is_a_bad_argument(lake_dir, capsys, command, extra):
+    code, out, err = run(capsys, command, "--lake", lake_dir, "--ns", "ns-zz", *extra)
+    assert (code, out) == (2, "")
+    assert err == f"nsaudit {command}: error: --ns 'ns-zz': no such name server in {lake_dir}; known: ns-a, ns-b\n"
 
 
 def test_diff_lists_what_changed_per_table(lake_dir, capsys):
@@ -138,8 +164,8 @@ def test_diff_lists_what_changed_per_table(lake_dir, capsys):
                        "--to", str(T0 + 5000))
     assert code == 0
     answer = orjson.loads(out)
-    assert (answer["ns"], answer["from"], answer["to"], answer["up"]) == ("ns-a", T0 + 2500, T0 + 5000,
-                                                                          {"from": True, "to": True})
+    assert (answer["ns"], answer["from"], answer["to"], answer["up"], answer["audited"]) == (
+        "ns-a", T0 + 2500, T0 + 5000, {"from": True, "to": True}, True)
     tables = answer["tables"]
     assert tables["topicQueueTable"] == {"added": [], "removed": [], "changed": [{
         "brokerName": "broker-a", "topic": "TopicA",

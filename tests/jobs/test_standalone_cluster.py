@@ -81,7 +81,7 @@ def _start_audit(events: Path, lake: Path, config: Path, master: str, log_dir: P
     with open(log_dir / f"{name}.out", "wb") as out, open(log_dir / f"{name}.err", "wb") as err:
         return subprocess.Popen(
             [str(nsaudit), "audit", "--events", str(events), "--lake", str(lake), "--date", DAY.isoformat(),
-             "--config", str(config), "--master", master],
+             "--config", str(config), "--master", master, "--verbose"],  # Spark's log on stderr too
             cwd=REPO, env=_subprocess_env(), stdout=out, stderr=err,
         )
 

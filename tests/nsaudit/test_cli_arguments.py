@@ -1,0 +1,103 @@
+"""Every command's bad arguments, as a user types them: one line on stderr, exit 2, no traceback.
+
+Each case runs ``nsaudit.cli.main`` in this process (an exception escaping it is the traceback a
+user would see); one case runs the real console entry point in a subprocess.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nsaudit.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def places(tmp_path, monkeypatch):
+    """An empty events folder, a plain file and a folder nothing can be created in, as relative names."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "events").mkdir()
+    (tmp_path / "a-file").write_text("x")
+    return tmp_path
+
+
+def _cases() -> list[tuple[str, list[str]]]:
+    ns = ["nameserver", "--ns-id", "ns-a", "--events", "events"]
+    sim = ["simulate", "--events", "sim", "--hours", "0.01"]
+    fleet = ["fleet", "--ns", "127.0.0.1:9876", "--duration", "1"]
+    audit = ["audit", "--events", "events", "--lake", "lake", "--date", "2026-11-21"]
+    route = ["route", "--lake", "lake", "--ns", "ns-a", "--topic", "t", "--at", "0"]
+    cluster = ["cluster", "--lake", "lake", "--ns", "ns-a", "--at", "0"]
+    diff = ["diff", "--lake", "lake", "--ns", "ns-a", "--from", "0", "--to", "1"]
+    demo = ["demo", "--dir", "demo"]
+    return [
+        ("no command", []),
+        ("unknown command", ["bogus"]),
+        ("nameserver: missing --ns-id", ns[:1] + ns[3:]),
+        ("nameserver: --listen not HOST:PORT", ns + ["--listen", "nowhere"]),
+        ("nameserver: --listen port out of range", ns + ["--listen", "127.0.0.1:99999"]),
+        ("nameserver: negative expiry", ns + ["--broker-expiry-ms", "-5"]),
+        ("nameserver: scan interval not a number", ns + ["--scan-interval-ms", "often"]),
+        ("nameserver: missing config", ns + ["--config", "missing.toml"]),
+        ("simulate: negative --ns", sim + ["--ns", "-1"]),
+        ("simulate: negative --brokers", sim + ["--brokers", "-1"]),
+        ("simulate: --hours not a number", sim + ["--hours", "many"]),
+        ("simulate: negative --hours", sim + ["--hours", "-3"]),
+        ("simulate: bad --start", sim + ["--start", "2026-13-40T00:00:00Z"]),
+        ("simulate: --start without a zone", sim + ["--start", "2026-11-21T00:00:00"]),
+        ("simulate: unknown fault", sim + ["--faults", "expire,meteor"]),
+        ("simulate: negative --fault-rate", sim + ["--fault-rate", "-1"]),
+        ("simulate: --events cannot be made", ["simulate", "--events", "a-file/sim", "--hours", "0.01"]),
+        ("fleet: --ns not HOST:PORT", ["fleet", "--ns", "nowhere"]),
+        ("fleet: --ns port out of range", ["fleet", "--ns", "127.0.0.1:99999"]),
+        ("fleet: negative --brokers", fleet + ["--brokers", "-1"]),
+        ("fleet: --duration not a number", fleet + ["--duration", "long"]),
+        ("fleet: tiny --period-ms", fleet + ["--period-ms", "5"]),
+        ("fleet: unknown fault", fleet + ["--faults", "meteor"]),
+        ("fleet: missing config", fleet + ["--config", "missing.toml"]),
+        ("audit: impossible --date", audit[:-1] + ["2026-13-40"]),
+        ("audit: --date not a date", audit[:-1] + ["yesterday"]),
+        ("audit: missing --events", ["audit", "--events", "missing", "--lake", "lake", "--date", "2026-11-21"]),
+        ("audit: --lake is a file", ["audit", "--events", "events", "--lake", "a-file", "--date", "2026-11-21"]),
+        ("audit: --lake cannot be made", ["audit", "--events", "events", "--lake", "a-file/lake"]),
+        ("audit: missing config", audit + ["--config", "missing.toml"]),
+        ("audit: bad --master", audit + ["--master", "bogus"]),
+        ("audit: bad --fail-on", audit + ["--fail-on", "sometimes"]),
+        ("route: missing --topic", route[:5] + route[7:]),
+        ("route: --at not a time", route[:-1] + ["noon"]),
+        ("route: --at without a zone", route[:-1] + ["2026-11-21T12:00:00"]),
+        ("route: missing lake", route),
+        ("cluster: impossible --at", cluster[:-1] + ["2026-13-40T00:00:00Z"]),
+        ("diff: --from after --to", diff[:-4] + ["--from", "5", "--to", "1"]),
+        ("diff: --to not a time", diff[:-1] + ["later"]),
+        ("demo: negative --brokers", demo + ["--brokers", "-1"]),
+        ("demo: --topics not a number", demo + ["--topics", "many"]),
+        ("demo: --dir cannot be made", ["demo", "--dir", "a-file/demo"]),
+        ("demo: --seed not a number", demo + ["--seed", "x"]),
+    ]
+
+
+@pytest.mark.parametrize("argv", [argv for _, argv in _cases()], ids=[name for name, _ in _cases()])
+def test_a_bad_argument_is_one_line_and_exit_2(places, capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("nsaudit"), err
+    assert "Traceback" not in err
+
+
+def test_the_console_script_shows_no_traceback_for_a_bad_date(tmp_path):
+    (tmp_path / "events").mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "nsaudit.cli", "audit", "--events", "events", "--lake", "lake", "--date", "2026-13-40"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 2
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("nsaudit audit: error: argument --date: not a date: '2026-13-40'"), line
