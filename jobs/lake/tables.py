@@ -111,20 +111,10 @@ def write_table(
 ) -> int:
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
-    Writes are "Delta without Maven": Spark tasks write the Parquet data files in parallel and the
-    driver commits them with ``deltalake`` as ONE Delta transaction per write
-    (:mod:`jobs.lake.delta.write`). Where delta-spark's classes are on the JVM classpath (a cluster
-    started with ``--packages io.delta:delta-spark_2.13:4.0.0``) Spark's native ``format("delta")``
-    is used instead. Either way the result is a plain Delta table, and:
-
-    - Schema: data is checked against the declared ``StructType`` (names, types, NOT NULL values)
-      and a table against its declared schema and partitioning; any difference is a
-      :class:`SchemaMismatchError` (or, for nulls found while writing, a failed write), never a
-      silent cast or schema change.
-    - Atomicity: a write is one commit. If a task or the commit fails, the written files are deleted
-      and the table stays at its previous version.
-    - Idempotent reruns: ``mode="overwrite", replace_where={"date": d}`` removes that day's files and
-      adds the new ones in the same commit, even when the new data is empty.
+    One Delta transaction per write, written by Spark tasks and committed by the driver with
+    ``deltalake``, or by delta-spark's ``format("delta")`` where its classes are on the classpath:
+    the schema is checked (never cast), a failed write leaves the previous version, and a day's
+    overwrite is idempotent (docs/audit.md, "Lake writes").
 
     Args:
         df: the rows to write; its columns must be the declared ones (any order).
