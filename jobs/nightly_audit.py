@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the repo 
 from common.config import Config, load_config  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date, yesterday_utc  # noqa: E402
-from jobs.arguments import OneLineParser, date_arg, existing_dir_arg, master_arg, output_dir_arg  # noqa: E402
+from common.arguments import OneLineParser, date_arg, existing_dir_arg, master_arg, output_dir_arg  # noqa: E402
 from jobs.timing import timed  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")

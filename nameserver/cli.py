@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from common.arguments import OneLineParser
 from common.errors import UserError
 
 DESCRIPTION = ("Run one RocketMQ-compatible name server that logs every route change to DIR. "
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None, prog: str = "nsaudit nameserver") -> int:
     """Parse ``argv`` and run the server; a user error is one line on stderr and exit 2."""
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    parser = OneLineParser(prog=prog, description=DESCRIPTION)
     add_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from common.errors import UserError
 from jobs import nightly_audit
-from jobs.arguments import OneLineParser, output_dir_arg, time_arg
+from common.arguments import OneLineParser, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 

@@ -101,3 +101,18 @@ def test_the_console_script_shows_no_traceback_for_a_bad_date(tmp_path):
     assert proc.returncode == 2
     [line] = proc.stderr.splitlines()
     assert line.startswith("nsaudit audit: error: argument --date: not a date: '2026-13-40'"), line
+
+
+@pytest.mark.parametrize("argv", [
+    ["--events", "events"],  # no --ns-id
+    ["--ns-id", "a", "--events", "events", "--broker-expiry-ms", "soon"],
+    ["--ns-id", "a", "--events", "events", "--bogus"],
+])
+def test_python_m_nameserver_bad_arguments_are_one_line(tmp_path, argv):
+    proc = subprocess.run(
+        [sys.executable, "-m", "nameserver", *argv],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.returncode == 2
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("nsaudit nameserver: error: ") and "Traceback" not in proc.stderr, proc.stderr
