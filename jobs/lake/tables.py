@@ -195,6 +195,8 @@ def _declared_and_file_schema(root: str, df: DataFrame, schema: StructType | Non
                               partition_by: tuple[str, ...]) -> tuple[StructType, StructType]:
     """The declared schema (``schema``, else the table's, else ``df``'s), checked against the
     existing table, and the schema the files and the commit use."""
+    if schema is not None:
+        evolve_table_schema(root, schema)
     existing = table_schema(root) if table_exists(root) else None
     if schema is None:
         schema = existing[0] if existing else df.schema
@@ -204,6 +206,24 @@ def _declared_and_file_schema(root: str, df: DataFrame, schema: StructType | Non
         # Files and the commit use the table's own field order and metadata.
         return schema, existing[0]
     return schema, schema
+
+
+def evolve_table_schema(root: str, declared: StructType) -> None:
+    """Add to an existing table the declared columns it lacks, when every one is nullable.
+
+    A newer event format adds optional keys (and so ``events`` columns); the rows already in the
+    table read them as null. One commit (a metadata change); a missing NOT NULL column, a changed
+    type or an undeclared column is left for :func:`check_table_schema` to refuse.
+    """
+    if not table_exists(root):
+        return
+    have = {f.name for f in table_schema(root)[0].fields}
+    missing = [f for f in declared.fields if f.name not in have]
+    if not missing or not all(f.nullable for f in missing):
+        return
+    from deltalake import Field
+
+    load_table(root).alter.add_columns([Field.from_json(json.dumps(f.jsonValue())) for f in missing])
 
 
 def _write_with_tasks(task_df: DataFrame, plan: WritePlan, extra_files: Sequence[dict]) -> None:
@@ -230,6 +250,7 @@ def data_file_schema(path: str | os.PathLike[str], schema: StructType, partition
     partition_by = tuple(partition_by)
     check_partition_columns(schema, partition_by, root)
     table_struct = schema
+    evolve_table_schema(root, schema)
     if table_exists(root):
         existing = table_schema(root)
         check_table_schema(existing[0], existing[1], schema, partition_by, root)

@@ -550,3 +550,21 @@ def test_a_null_struct_with_not_null_children_is_written():
     out = conform_batch(batch, schema)
     assert out.schema == schema
     assert out.column(0).to_pylist() == [{"timestamp": 1, "counter": 2}, None, {"timestamp": 3, "counter": 4}]
+
+
+def test_a_new_nullable_column_is_added_to_an_existing_table(spark, tmp_path):
+    # a newer event format adds an optional key: last night's table gains the column, its rows read null
+    path = str(tmp_path / "t")
+    write_table(narrow_df(spark, [(D1, "ns-a", 1, "old")]), path, mode="append", partition_by=["date", "ns"],
+                schema=NARROW)
+    wider = StructType(NARROW.fields[:3] + [StructField("extra_ms", LongType(), True)] + NARROW.fields[3:])
+    write_table(spark.createDataFrame([(D2, "ns-a", 2, 5, "new")], wider), path, mode="overwrite",
+                partition_by=["date", "ns"], replace_where={"date": D2}, schema=wider)
+
+    rows = sorted_rows(read_table(spark, path, wider), "seq")
+    assert [(r["seq"], r["extra_ms"], r["value"]) for r in rows] == [(1, None, "old"), (2, 5, "new")]
+    # a new NOT NULL column is still refused
+    strict = StructType(wider.fields + [StructField("must", LongType(), False)])
+    with pytest.raises(SchemaMismatchError, match="must"):
+        write_table(spark.createDataFrame([(D2, "ns-a", 3, 5, "x", 1)], strict), path, mode="append",
+                    partition_by=["date", "ns"], schema=strict)
