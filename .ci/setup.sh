@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Set up nsaudit on a fresh machine: Java 17 and Chromium (apt, when missing) and .venv/ with the pinned packages.
+# Set up nsaudit on a fresh machine: Java 17, Maven and Chromium (apt, when missing), the Java jars
+# of jars/ (Maven Central) and .venv/ with the pinned packages.
 # Idempotent and quick when nothing changed: the venv is rebuilt only when pyproject.toml changes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v java >/dev/null 2>&1; then
-    echo "setup: java not found, installing openjdk-17-jre-headless with apt" >&2
+if ! command -v javac >/dev/null 2>&1; then
+    echo "setup: javac not found (the interop tests compile a Java client), installing openjdk-17-jdk-headless with apt" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
 fi
 
 # the report's browser test renders it in headless Chromium (through playwright, which is told to
@@ -19,6 +20,16 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
     apt-get update -qq
     apt-get install -y -qq chromium >/dev/null
 fi
+
+# Apache RocketMQ's jars (interop tests) and delta-spark's, from Maven Central into jars/*/lib
+# (cached in ~/.m2; a no-op when the poms did not change)
+if ! command -v mvn >/dev/null 2>&1; then
+    echo "setup: mvn not found, installing maven with apt" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq maven >/dev/null
+fi
+bash jars/fetch.sh
 
 PY=${PYTHON:-python3}
 stamp=.venv/.nsaudit-setup
