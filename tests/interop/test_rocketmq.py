@@ -208,7 +208,7 @@ def test_killed_broker_is_dropped_at_once(cluster):
     b2 = cluster.brokers["b2"]
     b2.process.kill()
     for addr in (cluster.ns_addr, cluster.java_addr):
-        wait_for(lambda: "b2" not in queues(route_of(cluster, addr, TOPIC)), 5, f"{addr} to drop the killed broker")
+        wait_for(lambda: "b2" not in queues(route_of(cluster, addr, TOPIC)), 10, f"{addr} to drop the killed broker")
     assert any(e["broker_addr"] == b2.addr for e in events(cluster, "channel_close"))
     assert_same_answers(cluster)
 
