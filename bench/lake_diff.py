@@ -23,6 +23,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
 RUN_COLUMNS = {"audit_runs": ("finished_ts", "seconds", "stages")}
 
 
@@ -71,9 +75,9 @@ def _segment_sums(values: np.ndarray, offsets: pa.Array) -> np.ndarray:
 
 
 def _row_hashes(lake: Path, name: str) -> tuple[pa.Schema, pd.Series]:
-    from deltalake import DeltaTable
+    from jobs.lake.delta.arrow import read_table_arrow  # pyarrow's own filesystem (jobs/lake/delta/arrow.py)
 
-    table = DeltaTable(str(lake / name)).to_pyarrow_table()
+    table = read_table_arrow(lake / name)
     table = table.drop_columns([c for c in RUN_COLUMNS.get(name, ()) if c in table.column_names])
     frame = pd.DataFrame({f.name: _column_hashes(c) for f, c in zip(table.schema, table.columns)})
     hashes = pd.util.hash_pandas_object(frame, index=False) if len(frame.columns) else pd.Series(dtype="uint64")
