@@ -123,7 +123,7 @@ class SparkConfig:
 class LakeConfig:
     """How the lake's Delta tables are written and kept (docs/audit.md, "Lake writes" and "Housekeeping")."""
 
-    writer: str = "auto"  # native (delta-spark) | delta-rs | auto: native where its jars are
+    writer: str = "delta-rs"  # delta-rs | native (delta-spark) | auto: native where its jars are
     keep_days: int = 0  # nsaudit lake retention keeps the last N audited days; 0 = keep every day
 
     def __post_init__(self) -> None:
