@@ -22,6 +22,7 @@ from tests.interop.rocketmq import (
     Release,
     start_broker,
     start_java_namesrv,
+    run_async,
     start_nsaudit_nameserver,
     wait_for,
 )
@@ -66,8 +67,6 @@ _clusters: list[Cluster] = []
 
 
 def _registered(addr: str, names: set[str]) -> bool:
-    import asyncio
-
     from nameserver.client import RemotingClient
 
     async def ask() -> set[str]:
@@ -78,7 +77,7 @@ def _registered(addr: str, names: set[str]) -> bool:
         finally:
             await client.close()
 
-    return names <= asyncio.run(ask())
+    return names <= run_async(ask())
 
 
 def _start(release: Release, run_dir: Path, events: Path) -> Cluster:

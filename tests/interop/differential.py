@@ -10,7 +10,6 @@ normalisation below names the deviation it stands for.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from nameserver.client import RemotingClient, route_request, simple_request
@@ -78,4 +77,6 @@ async def _compare(java_addr: str, nsaudit_addr: str) -> dict[str, tuple[Any, An
 
 def differences(java_addr: str, nsaudit_addr: str) -> dict[str, tuple[Any, Any]]:
     """``{answer: (java's, nsaudit's)}`` for every normalised answer that differs; empty when equal."""
-    return asyncio.run(_compare(java_addr, nsaudit_addr))
+    from tests.interop.rocketmq import run_async
+
+    return run_async(_compare(java_addr, nsaudit_addr))

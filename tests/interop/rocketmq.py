@@ -13,6 +13,8 @@ on ``127.0.0.1`` with free ports and a small heap, writes its output to ``<run_d
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import signal
 import socket
@@ -58,6 +60,20 @@ RELEASES = {
                    "4.9.7 servers, 4.9.8 client and tools"),
     "5": Release("5", JARS / "rocketmq-5" / "lib", JARS / "rocketmq-5" / "lib", "5.3.3"),
 }
+
+
+def run_async(coro):
+    """Run ``coro`` to its end on a new event loop in a thread of its own, so a loop another test
+    left running in this thread (playwright's, nbclient's) cannot get in the way."""
+    def target():
+        loop = asyncio.new_event_loop()
+        try:
+            return loop.run_until_complete(coro)
+        finally:
+            loop.close()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(target).result()
 
 
 def free_port(around: tuple[int, ...] = (0,)) -> int:
