@@ -23,6 +23,7 @@ Usage:
     .venv/bin/python bench/bench_audit.py                         # reference day, one run
     .venv/bin/python bench/bench_audit.py --runs 3                # median of three audits
     .venv/bin/python bench/bench_audit.py --hours 2 --brokers 100 --topics 200   # a small slice
+    .venv/bin/python bench/bench_audit.py --writer native         # through delta-spark's writer
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ def python_replay(lake_dir: str) -> tuple[int, float]:
 
 def one_run(spark, config, events_dir: Path, lake_dir: Path) -> dict:
     from jobs import nightly_audit
+    from jobs.spark.session import lake_writer
 
     shutil.rmtree(lake_dir, ignore_errors=True)
     lake_dir.mkdir(parents=True)
@@ -141,7 +143,7 @@ def one_run(spark, config, events_dir: Path, lake_dir: Path) -> dict:
     total = time.perf_counter() - started
     sampler.stop()
     stages = {s["stage"]: s for s in outcome.stages}
-    figures = {"total": total, "peak_driver": sampler.peak_driver, "peak_workers": sampler.peak_workers,
+    figures = {"writer": lake_writer(spark), "total": total, "peak_driver": sampler.peak_driver, "peak_workers": sampler.peak_workers,
                "events": stages["ingest"].get("events_written", 0), "lines": stages["ingest"].get("lines_read", 0)}
     figures.update({name: s["seconds"] for name, s in stages.items()})
     return figures
@@ -161,6 +163,8 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--topics", type=int, default=2000, help="simulated topics (default %(default)s)")
     parser.add_argument("--config", default=None,
                         help="nsaudit config file for the audit and its JVM (default: conf/nsaudit.toml)")
+    parser.add_argument("--writer", choices=("auto", "native", "delta-rs"), default=None,
+                        help="the lake writer (default: the config's [lake] writer)")
     parser.add_argument("--no-replay", action="store_true",
                         help="skip the Python replay baseline (about 8 minutes on the reference day)")
     return parser.parse_args()
@@ -185,7 +189,8 @@ def _audit(args: argparse.Namespace, events_dir: Path, lake_dir: Path) -> tuple[
     # the JVM `nsaudit audit` starts with the default configuration: its heap and JVM options
     config = load_config(args.config)
     spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8,
-                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options)
+                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
+                          lake_writer=args.writer or config.lake.writer)
     runs = []
     replay = None
     try:
@@ -217,7 +222,8 @@ def _print_figures(args: argparse.Namespace, runs: list[dict], replay: tuple | N
 
     lines, events = runs[0]["lines"], runs[0]["events"]
     header = "first run, median" if len(runs) > 1 else "one run"
-    print(f"\n{events:,} events ({lines:,} lines), master {args.master}, {len(runs)} run(s); {header}:")
+    print(f"\n{events:,} events ({lines:,} lines), master {args.master}, lake writer {runs[0]['writer']}, "
+          f"{len(runs)} run(s); {header}:")
     for stage in ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "report"):
         print(f"  {stage:<15}{both(lambda f, s=stage: f(s))}   {events / med(stage):12,.0f} events/s (median)")
     print(f"  {'ingest+rebuild':<15}{both(lambda f: f('ingest') + f('rebuild'))}   (target < 90 s)")

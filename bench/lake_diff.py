@@ -22,6 +22,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
 RUN_COLUMNS = {"audit_runs": ("finished_ts", "seconds", "stages")}
 
@@ -49,6 +54,12 @@ def _column_hashes(column: pa.Array) -> np.ndarray:
         for i in range(kind.num_fields):
             hashes = _mix(hashes * np.uint64(1_000_003) + _column_hashes(column.field(i)))
     else:
+        if column.null_count and (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+            # pandas would turn an integer or boolean column with nulls into floats or objects, whose
+            # hashes differ from the same values' without nulls (a struct's field under a null
+            # struct is null in one writer's files, a placeholder in another's); nulls are
+            # replaced by the null hash below anyway
+            column = pc.fill_null(column, pa.scalar(False if pa.types.is_boolean(kind) else 0, kind))
         hashes = pd.util.hash_pandas_object(pd.Series(column.to_pandas()), index=False).to_numpy()
     if column.null_count:
         hashes = np.where(column.is_null().to_numpy(zero_copy_only=False), np.uint64(0x9E3779B97F4A7C15), hashes)
@@ -71,9 +82,9 @@ def _segment_sums(values: np.ndarray, offsets: pa.Array) -> np.ndarray:
 
 
 def _row_hashes(lake: Path, name: str) -> tuple[pa.Schema, pd.Series]:
-    from deltalake import DeltaTable
+    from jobs.lake.delta.arrow import read_table_arrow  # pyarrow's own filesystem (jobs/lake/delta/arrow.py)
 
-    table = DeltaTable(str(lake / name)).to_pyarrow_table()
+    table = read_table_arrow(lake / name)
     table = table.drop_columns([c for c in RUN_COLUMNS.get(name, ()) if c in table.column_names])
     frame = pd.DataFrame({f.name: _column_hashes(c) for f, c in zip(table.schema, table.columns)})
     hashes = pd.util.hash_pandas_object(frame, index=False) if len(frame.columns) else pd.Series(dtype="uint64")

@@ -120,6 +120,20 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class LakeConfig:
+    """How the lake's Delta tables are written and kept (docs/audit.md, "Lake writes" and "Housekeeping")."""
+
+    writer: str = "delta-rs"  # delta-rs | native (delta-spark) | auto: native where its jars are
+    keep_days: int = 0  # nsaudit lake retention keeps the last N audited days; 0 = keep every day
+
+    def __post_init__(self) -> None:
+        if self.writer not in ("auto", "native", "delta-rs"):
+            raise ConfigError(f"lake.writer must be auto, native or delta-rs, not {self.writer!r}")
+        if self.keep_days < 0:
+            raise ConfigError(f"lake.keep_days must be >= 0 (0 keeps every day), not {self.keep_days}")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration, one frozen object."""
 
@@ -127,6 +141,7 @@ class Config:
     eventlog: EventLogConfig = field(default_factory=EventLogConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
+    lake: LakeConfig = field(default_factory=LakeConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
 
 

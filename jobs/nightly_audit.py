@@ -256,7 +256,8 @@ def run_from_cli(args: argparse.Namespace) -> int:
         spark = build_session(master=master, app_name=f"nsaudit-audit-{day}",
                               shuffle_partitions=config.spark.shuffle_partitions,
                               driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
-                              log_file=path, console_log=getattr(args, "verbose", False))
+                              log_file=path, console_log=getattr(args, "verbose", False),
+                              lake_writer=config.lake.writer)
         try:
             outcome = _run_reporting_failure(spark, config, args, day, path)
         finally:

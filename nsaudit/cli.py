@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from common.errors import UserError
 from jobs import nightly_audit
-from common.arguments import OneLineParser, output_dir_arg, time_arg
+from common.arguments import OneLineParser, existing_dir_arg, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
@@ -94,6 +94,12 @@ def _audit(sub) -> None:
     p.set_defaults(run="jobs.nightly_audit:run_from_cli")
 
 
+def _version_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--version", type=int, default=None, metavar="V",
+                   help="answer from the lake as it stood at version V of audit_runs (one version when an audit "
+                   "starts, one when it ends: nsaudit lake history audit_runs lists them); default: the latest")
+
+
 def _queries(sub) -> None:
     p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_QUERY_EPILOG,
                        description="Print the TopicRouteData that GET_ROUTEINFO_BY_TOPIC would have answered.")
@@ -101,12 +107,14 @@ def _queries(sub) -> None:
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--topic", required=True)
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
+    _version_arg(p)
     p.set_defaults(run="jobs.query.lookup:route_from_cli")
     p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_QUERY_EPILOG,
                        description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.")
     p.add_argument("--lake", required=True, metavar="DIR")
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
+    _version_arg(p)
     p.set_defaults(run="jobs.query.lookup:cluster_from_cli")
     p = sub.add_parser("diff", help="what changed in a server's route tables between two instants",
                        epilog=_QUERY_EPILOG, description="Print the route-table changes between two instants.")
@@ -114,7 +122,56 @@ def _queries(sub) -> None:
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--from", dest="from_", required=True, metavar="TIME", type=time_arg)
     p.add_argument("--to", required=True, metavar="TIME", type=time_arg)
+    _version_arg(p)
     p.set_defaults(run="jobs.query.lookup:diff_from_cli")
+
+
+_LAKE_EPILOG = ("The engine is the audit's writer ([lake] writer in --config): delta-rs without a JVM, or "
+                "delta-spark in a local Spark session when its jars are there (docs/audit.md, Housekeeping).")
+
+
+def _lake(sub) -> None:
+    lake_parser = sub.add_parser("lake", help="housekeeping of a lake: optimize, vacuum, retention, history",
+                                 description="Housekeeping of a lake's Delta tables after many nightly audits.")
+    commands = lake_parser.add_subparsers(dest="lake_command", required=True, metavar="LAKE_COMMAND")
+
+    def command(name: str, help: str, description: str, run: str) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, help=help, description=description, epilog=_LAKE_EPILOG)
+        p.add_argument("--lake", required=True, metavar="DIR", type=existing_dir_arg)
+        p.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
+        p.set_defaults(run=run)
+        return p
+
+    command("optimize", "compact small files per partition, Z-order the often-filtered columns",
+            "Rewrite every day that has a partition of more than one file into as few files as the size limit "
+            "allows (one commit per table), Z-ordered by ns and topic where the queries filter on them. Prints "
+            "files before and after; the replaced files stay on disk (older versions read them) until vacuum.",
+            "jobs.housekeeping.commands:optimize_from_cli")
+    p = command("vacuum", "delete files no recent version needs",
+                "Delete from every table the data files that no version of the last --retain-hours needs, and "
+                "files no commit references (a failed write's). Prints files deleted and bytes freed. Versions "
+                "older than that can no longer be read (time travel, route --version).",
+                "jobs.housekeeping.commands:vacuum_from_cli")
+    p.add_argument("--retain-hours", type=int, default=168, metavar="N",
+                   help="keep what the versions of the last N hours need (default and minimum without --force: 168, "
+                   "Delta's safety default)")
+    p.add_argument("--force", action="store_true", help="allow --retain-hours below 168")
+    p.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
+    p = command("retention", "delete the days before the last N",
+                "Delete from every table the days before the last N (counted back from the latest day in "
+                "audit_runs), one commit per table, and those days' reports and logs. The files stay on disk "
+                "for older versions until vacuum.",
+                "jobs.housekeeping.commands:retention_from_cli")
+    p.add_argument("--keep-days", type=int, default=None, metavar="N",
+                   help="days to keep (default: [lake] keep_days of the config; 0 keeps every day)")
+    p = commands.add_parser("history", help="a table's commits, newest first",
+                            description="Print one JSON line per commit of a lake table, newest first: version, "
+                            "timestamp, operation, its parameters and metrics, and the engine that wrote it. "
+                            "nsaudit route --version takes a version of audit_runs.")
+    p.add_argument("table", metavar="TABLE", help="table name (events, topic_route_history, audit_runs, ...)")
+    p.add_argument("--lake", required=True, metavar="DIR", type=existing_dir_arg)
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest commits")
+    p.set_defaults(run="jobs.housekeeping.commands:history_from_cli")
 
 
 def _demo(sub) -> None:
@@ -140,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and audit the event logs with Spark into Delta tables.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_nameserver, _simulate, _fleet, _audit, _queries, _demo):
+    for add in (_nameserver, _simulate, _fleet, _audit, _queries, _lake, _demo):
         add(sub)
     return parser
 

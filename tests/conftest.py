@@ -51,7 +51,7 @@ def spark():
     """A local[2] SparkSession shared by every Spark test (UI off, UTC, 2 shuffle partitions)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from jobs.spark.session import build_session
+    from jobs.spark.session import LAKE_WRITER_CONF, build_session
 
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: adaptive re-planning and whole-stage code generation cost more than
@@ -63,6 +63,10 @@ def spark():
         shuffle_partitions=2,
         driver_memory="2g",
         extra_conf={"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false"},
+        lake_writer="auto",  # delta-spark's jars on the classpath, when set-up fetched them ...
     )
+    # ... but the tables go through delta-rs, as with the default [lake] writer: the tests of the
+    # native writer switch to it (tests/jobs/lake_writers.py)
+    session.conf.set(LAKE_WRITER_CONF, "delta-rs")
     yield session
     session.stop()

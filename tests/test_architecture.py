@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "jobs": 20,
     "jobs.spark": 20,
     "jobs.lake": 21,
+    "jobs.housekeeping": 22,
     "jobs.ingest": 22,
     "jobs.rebuild": 23,
     "jobs.snapshots": 24,

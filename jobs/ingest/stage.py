@@ -65,7 +65,7 @@ from jobs.lake.delta.write import delete_failed_write, job_ids
 from jobs.lake.findings import write_findings
 from jobs.lake.tables import data_file_schema, read_table, table_exists
 from jobs.spark.frames import local_frame
-from jobs.spark.session import is_native_delta_available
+from jobs.spark.session import lake_writer
 from jobs.timing import timed
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.ingest import (
@@ -210,7 +210,7 @@ def _events_plan(spark: SparkSession, lake_dir: str | os.PathLike) -> FastPlan:
     return build_plan(
         local_table_path(events_path), EVENTS_PARTITION_BY, to_arrow_schema(file_struct),
         # delta-spark commits only the files it wrote itself: every line takes the JVM path
-        write_events=not is_native_delta_available(spark),
+        write_events=lake_writer(spark) != "native",
     )
 
 

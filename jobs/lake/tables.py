@@ -1,8 +1,8 @@
 """Reads and writes every lake table: Delta tables, readable by delta-spark and by ``deltalake``.
 
 :func:`write_table` has Spark tasks write the Parquet files and the driver commit them as one
-Delta transaction (:mod:`jobs.lake.delta.write`), or uses delta-spark's own writer where its jars
-are loaded; :func:`read_table` reads a snapshot with the declared schema. How writes commit and
+Delta transaction (:mod:`jobs.lake.delta.write`), or uses delta-spark's own writer where the
+session's lake writer is native (``[lake] writer``); :func:`read_table` reads a snapshot with the declared schema. How writes commit and
 fail, and what they guarantee: docs/audit.md, "Lake writes".
 """
 
@@ -29,9 +29,10 @@ from jobs.lake.delta.schema import (
     check_table_schema,
     column,
     conform_to_schema,
+    delta_spark_schema,
 )
 from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files
-from jobs.spark.session import is_native_delta_available
+from jobs.spark.session import lake_writer
 from jobs.spark.frames import local_frame
 
 __all__ = [
@@ -112,7 +113,8 @@ def write_table(
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
     One Delta transaction per write, written by Spark tasks and committed by the driver with
-    ``deltalake``, or by delta-spark's ``format("delta")`` where its classes are on the classpath:
+    ``deltalake``, or by delta-spark's ``format("delta")`` where the session's lake writer is
+    native (:func:`jobs.spark.session.lake_writer`):
     the schema is checked (never cast), a failed write leaves the previous version, and a day's
     overwrite is idempotent (docs/audit.md, "Lake writes").
 
@@ -162,7 +164,8 @@ def write_table(
     schema, file_schema = _declared_and_file_schema(root, df, schema, partition_by)
     encoded_where = _encode_replace_where(replace_where, schema, partition_by)
     conformed_df, task_df = _frames_to_write(df, schema, root, expansion, few_rows)
-    if is_native_delta_available(df.sparkSession):
+    if lake_writer(df.sparkSession) == "native":
+        _create_native(df.sparkSession, root, schema, partition_by)
         _write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
     else:
         plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
@@ -285,6 +288,22 @@ def _encode_replace_where(
     return encoded
 
 
+def _create_native(spark: SparkSession, root: str, schema: StructType, partition_by: tuple[str, ...]) -> None:
+    """Create a missing table from the declared schema, as its own first commit, through delta-spark.
+
+    delta-spark's DataFrame writer would create it from the rows' schema made nullable (its rule:
+    NOT NULL comes from a table's definition, never from data), so both writers' tables would
+    differ; created from the declared schema, NOT NULL columns hold and are checked on write. The
+    one difference left is :func:`delta_spark_schema`'s (NOT NULL inside a nullable struct).
+    """
+    if table_exists(root):
+        return
+    from delta.tables import DeltaTable
+
+    DeltaTable.createIfNotExists(spark).location(root).addColumns(delta_spark_schema(schema)) \
+        .partitionedBy(*partition_by).execute()
+
+
 def _write_native(
     df: DataFrame, root: str, mode: str, partition_by: tuple[str, ...], replace_where: Mapping[str, Any] | None,
     extra_files: Sequence[dict] = (),
@@ -363,7 +382,7 @@ def read_table(
     partitions = tuple(table.metadata().partition_columns)
     check_table_schema(table_struct, partitions, schema, None, root)
 
-    if is_native_delta_available(spark):
+    if lake_writer(spark) == "native":
         reader = spark.read.format("delta")
         if version is not None or timestamp is not None:
             # Pin the snapshot deltalake resolved, so both engines mean the same version.

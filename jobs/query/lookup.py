@@ -12,6 +12,9 @@ empty, so its route is null and its cluster info empty.
 Answers never claim more than the lake holds: a server the lake has never seen is a bad argument,
 and an instant whose day ``audit_runs`` does not record ``ok`` (never audited, or an audit that
 did not finish) is answered with ``"audited": false``, a ``reason``, ``up`` null and no tables.
+
+With ``--version V`` every answer comes from the lake as it stood at version V of ``audit_runs``
+(:mod:`jobs.query.versions`): the audit as it was before a rerun.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from jobs import lake
+from jobs.query.versions import LakeVersion
 from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_view
 from nameserver.codec import fastjson
 from common.errors import UserError
@@ -60,25 +63,45 @@ class RouteLake:
         UserError: the lake has no rebuilt route tables, or they cannot be read.
     """
 
-    def __init__(self, lake_dir: str) -> None:
+    def __init__(self, lake_dir: str, version: int | None = None) -> None:
         self.lake_dir = lake_dir
         self._state_path = lake.table_path(lake_dir, lake.NS_STATE)
         self._runs: dict[dt.date, str] | None = None
+        self._partitions: dict[tuple, Any] = {}
+        self._as_of = LakeVersion(lake_dir, version) if version is not None else None
         try:
             from deltalake import DeltaTable
 
-            if not DeltaTable.is_deltatable(self._state_path):
-                raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}); "
+            state_version = self._version(self._state_path)
+            if not DeltaTable.is_deltatable(self._state_path) or state_version == _ABSENT:
+                raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
+                                f"{' at ' + self._as_of.describe() if self._as_of else ''}); "
                                 "run nsaudit audit for a day first")
-            self._ns_state = DeltaTable(self._state_path)
+            self._ns_state = DeltaTable(self._state_path, version=state_version)
         except UserError:
             raise
         except Exception as exc:  # deltalake raises its own error types for a damaged log
             raise UserError(f"{lake_dir}: cannot read {lake.NS_STATE}: {exc}") from None
 
+    def _read_once(self, path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
+        """:func:`_read` at this lake's version, each partition once per ``RouteLake`` (a diff reads
+        one day twice); a new ``RouteLake`` sees the tables' latest commits."""
+        key = (path, columns, day, ns)
+        if key not in self._partitions:
+            self._partitions[key] = _read(path, list(columns), day, ns, self._version(path))
+        return self._partitions[key]
+
+    def _version(self, path: str) -> int | None:
+        """The version of a table to read: None for the latest, :data:`_ABSENT` when it did not
+        exist at ``--version``."""
+        if self._as_of is None:
+            return None
+        found = self._as_of.table_version(path)
+        return _ABSENT if found is None else found
+
     def check_server(self, ns: str) -> None:
         """Raise a UserError naming the known servers when the lake has never seen ``ns``."""
-        table = _read_all(self._state_path, ["ns"])
+        table = _read_all(self._state_path, ["ns"], self._version(self._state_path))
         known = sorted(set(table.column("ns").to_pylist())) if table is not None else []
         if ns not in known:
             raise UserError(f"--ns {ns!r}: no such name server in {self.lake_dir}; "
@@ -87,7 +110,8 @@ class RouteLake:
     def not_audited(self, at_ms: int) -> str | None:
         """Why no audited day covers ``at_ms``, or None when its day's audit is ``ok``."""
         if self._runs is None:
-            table = _read_all(lake.table_path(self.lake_dir, lake.AUDIT_RUNS), ["date", "status"])
+            path = lake.table_path(self.lake_dir, lake.AUDIT_RUNS)
+            table = _read_all(path, ["date", "status"], self._version(path))
             self._runs = {} if table is None else {r["date"]: r["status"] for r in table.to_pylist()}
         day = utc_date(at_ms)
         status = self._runs.get(day)
@@ -124,7 +148,7 @@ class RouteLake:
         return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
 
     def _state_row(self, ns: str, day: dt.date) -> dict[str, Any] | None:
-        table = _read(self._state_path, ["up", "up_at_start"], day, ns)
+        table = _read(self._state_path, ["up", "up_at_start"], day, ns, self._version(self._state_path))
         return table.to_pylist()[0] if table is not None and table.num_rows else None
 
     def _tables(self, ns: str, day: dt.date, at_ms: int | None) -> TableState:
@@ -143,14 +167,15 @@ class RouteLake:
         return state
 
     def _history(self, name: str, ns: str, day: dt.date, at_ms: int | None) -> list[dict[str, Any]]:
-        table = _read_cached(lake.table_path(self.lake_dir, name), tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns)
+        path = lake.table_path(self.lake_dir, name)
+        table = self._read_once(path, tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns)
         return [] if table is None else _valid(table, at_ms)
 
     def _up(self, ns: str, day: dt.date, at_ms: int, up_at_start: bool) -> bool:
         """Up inside a run; after a run stopped by ``ns_stop``, down; before the day's first run,
         as at 00:00."""
-        table = _read_cached(lake.table_path(self.lake_dir, lake.NS_RUNS),
-                             ("start_ts", "stop_ts", "start_seq", "stop_seq", "stop_reason"), day, ns)
+        path = lake.table_path(self.lake_dir, lake.NS_RUNS)
+        table = self._read_once(path, ("start_ts", "stop_ts", "start_seq", "stop_seq", "stop_reason"), day, ns)
         runs = [] if table is None else table.to_pylist()
         at_us = at_ms * 1000
         last_stop = None
@@ -189,34 +214,40 @@ def _valid(table: Any, at_ms: int | None) -> list[dict[str, Any]]:
     return table.filter(mask).to_pylist()
 
 
-def _read(path: str, columns: list[str], day: dt.date, ns: str) -> Any:
-    """One server's rows of one day partition as an Arrow table (JVM-free; see ``jobs.lake.delta.arrow``);
-    ``None`` when the table does not exist (a rebuild has not written it yet)."""
+# A table that did not exist yet at the version asked for (``--version``).
+_ABSENT = -1
+
+
+def _read(path: str, columns: list[str], day: dt.date, ns: str, version: int | None = None) -> Any:
+    """One server's rows of one day partition as an Arrow table (JVM-free; see ``jobs.lake.delta.arrow``),
+    at ``version`` (None: the latest); ``None`` when the table does not exist (a rebuild has not
+    written it yet, or not by that version)."""
     from jobs.lake.delta.arrow import read_table_arrow
 
+    if version == _ABSENT:
+        return None
     try:
-        return read_table_arrow(path, columns=columns, filters=[("date", "=", day), ("ns", "=", ns)])
+        return read_table_arrow(path, columns=columns, filters=[("date", "=", day), ("ns", "=", ns)], version=version)
     except FileNotFoundError:
         return None
     except Exception as exc:
         raise UserError(f"cannot read {path}: {exc}") from None
 
 
-def _read_all(path: str, columns: list[str]) -> Any:
-    """Some columns of a whole (small) table; ``None`` when the table does not exist."""
+def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:
+    """Some columns of a whole (small) table at ``version``; ``None`` when the table does not exist."""
     from jobs.lake.delta.arrow import read_table_arrow
 
+    if version == _ABSENT:
+        return None
     try:
-        return read_table_arrow(path, columns=columns)
+        return read_table_arrow(path, columns=columns, version=version)
     except FileNotFoundError:
         return None
     except Exception as exc:
         raise UserError(f"cannot read {path}: {exc}") from None
 
 
-@lru_cache(maxsize=64)
-def _read_cached(path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
-    return _read(path, list(columns), day, ns)
 
 
 # ---------------------------------------------------------------------------- answers
@@ -303,14 +334,14 @@ def _time(text: str, option: str) -> int:
 def route_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit route``: print one JSON line; exit 0 for every well-formed question."""
     at = _time(args.at, "--at")
-    print(dumps_answer(route_answer(RouteLake(args.lake), args.ns, args.topic, at)))
+    print(dumps_answer(route_answer(RouteLake(args.lake, args.version), args.ns, args.topic, at)))
     return 0
 
 
 def cluster_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit cluster``: print one JSON line."""
     at = _time(args.at, "--at")
-    print(dumps_answer(cluster_answer(RouteLake(args.lake), args.ns, at)))
+    print(dumps_answer(cluster_answer(RouteLake(args.lake, args.version), args.ns, at)))
     return 0
 
 
@@ -319,5 +350,5 @@ def diff_from_cli(args: argparse.Namespace) -> int:
     from_ms, to_ms = _time(args.from_, "--from"), _time(args.to, "--to")
     if from_ms > to_ms:
         raise UserError(f"--from ({args.from_}) is after --to ({args.to})")
-    print(dumps_answer(diff_answer(RouteLake(args.lake), args.ns, from_ms, to_ms)))
+    print(dumps_answer(diff_answer(RouteLake(args.lake, args.version), args.ns, from_ms, to_ms)))
     return 0

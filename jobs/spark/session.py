@@ -2,7 +2,8 @@
 
 One place decides how Spark is configured for the lake: UTC everywhere, microsecond Parquet
 timestamps (what Delta's ``timestamp`` type is), Arrow on (the Delta writes without
-delta-spark's JVM jars, ``jobs.lake.delta``, hand Arrow batches to their tasks), UI off, a quiet log.
+delta-spark's JVM jars, ``jobs.lake.delta``, hand Arrow batches to their tasks), UI off, a quiet log,
+and which of the two Delta writers the lake's tables go through (:func:`lake_writer`).
 
 Example:
     >>> spark = build_session(master="local[2]", shuffle_partitions=4)
@@ -20,7 +21,29 @@ from contextlib import contextmanager, nullcontext
 
 from pyspark.sql import SparkSession
 
+from common.errors import UserError
+
 log = logging.getLogger("nsaudit.spark")
+
+# delta-spark's jars as set-up fetches them (jars/delta-spark/pom.xml, jars/fetch.sh): handed to
+# the JVM as spark.jars, so a session starts without resolving anything (no Ivy, no network).
+DELTA_JARS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                              "jars", "delta-spark", "lib")
+# The writer the lake's tables go through in this session, "native" or "delta-rs" (docs/audit.md,
+# "Lake writes"); a runtime conf, so jobs.lake reads it from the session it is handed.
+LAKE_WRITER_CONF = "spark.nsaudit.lake.writer"
+LAKE_WRITERS = ("auto", "native", "delta-rs")
+# What delta-spark needs for its SQL and DeltaTable commands (OPTIMIZE, VACUUM, RESTORE), beside
+# its jars (static confs, so they are set when the JVM starts), and one rule relaxed: delta-spark
+# refuses to create a table whose schema has NOT NULL inside an array or map (events' `topics`)
+# unless told to keep such constraints unenforced, so the two writers' tables keep one schema.
+# The cost: a null there fails a delta-rs write (its tasks check every declared NOT NULL) but
+# passes delta-spark's, which checks top-level columns and struct fields only (docs/audit.md).
+_DELTA_SQL_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled": "true",
+}
 
 # Spark confs the lake relies on, so extra_conf may not change them: lake times are UTC instants,
 # stored as Parquet microseconds (Delta's `timestamp`; Spark's default would be INT96), and
@@ -69,6 +92,7 @@ def build_session(
     java_options: str = DEFAULT_JAVA_OPTIONS,
     log_file: str | None = None,
     console_log: bool = True,
+    lake_writer: str = "auto",
 ) -> SparkSession:
     """Create (or return the running) SparkSession configured for the lake.
 
@@ -94,10 +118,18 @@ def build_session(
             log4j2 configuration written beside it; ``None``: Spark's default (the console).
         console_log: with ``log_file``, whether that log also goes to stderr; without, what the
             JVM prints outside log4j goes to ``log_file`` too.
+        lake_writer: ``[lake] writer``: ``"native"`` (delta-spark; its jars from
+            :data:`DELTA_JARS_DIR`, or ``--packages`` under spark-submit), ``"delta-rs"`` (Spark
+            tasks write Parquet, ``deltalake`` commits), or ``"auto"``: native where the jars are,
+            else delta-rs. :func:`lake_writer` says which one the session got.
 
     Raises:
-        ValueError: ``extra_conf`` tries to change a conf the lake depends on.
+        ValueError: ``extra_conf`` tries to change a conf the lake depends on, or an unknown
+            ``lake_writer``.
+        UserError: ``lake_writer="native"`` and delta-spark's classes are not on the classpath.
     """
+    if lake_writer not in LAKE_WRITERS:
+        raise ValueError(f"lake writer must be one of {', '.join(LAKE_WRITERS)}, not {lake_writer!r}")
     extra = dict(extra_conf or {})
     _check_extra_conf(extra)
     submitted = _launched_by_spark_submit()
@@ -105,6 +137,8 @@ def build_session(
         _point_python_workers(master)
 
     conf = session_conf(shuffle_partitions, driver_memory, java_options, extra)
+    if lake_writer != "delta-rs" and not submitted:
+        _add_delta_jars(conf, delta_jars())
     logged = log_file is not None and not submitted  # under spark-submit the user's log config wins
     if logged:
         _add_driver_log(conf, log_file, console_log)
@@ -118,7 +152,50 @@ def build_session(
     # the lake depends on are runtime SQL confs, so make sure they hold for this one too.
     for key, value in _REQUIRED_CONF.items():
         spark.conf.set(key, value)
+    spark.conf.set(LAKE_WRITER_CONF, _resolve_lake_writer(spark, lake_writer))
     return spark
+
+
+def delta_jars(folder: str = DELTA_JARS_DIR) -> list[str]:
+    """delta-spark's jars fetched by set-up (``bash jars/fetch.sh delta-spark``); [] when absent."""
+    if not os.path.isdir(folder):
+        return []
+    return sorted(os.path.join(folder, name) for name in os.listdir(folder) if name.endswith(".jar"))
+
+
+def _add_delta_jars(conf: dict[str, str], jars: list[str]) -> None:
+    """Put ``jars`` on the driver's and executors' classpath with delta-spark's SQL extension."""
+    if not jars:
+        return
+    given = [j for j in conf.get("spark.jars", "").split(",") if j]
+    conf["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
+    for key, value in _DELTA_SQL_CONF.items():
+        conf.setdefault(key, value)
+
+
+def _resolve_lake_writer(spark: SparkSession, wanted: str) -> str:
+    """``wanted`` made concrete for this session: ``auto`` is native when delta-spark's classes load."""
+    if wanted == "delta-rs":
+        return "delta-rs"
+    if is_native_delta_available(spark):
+        return "native"
+    if wanted == "native":
+        raise UserError(f"[lake] writer = \"native\" needs delta-spark's jars, and {DELTA_JARS_DIR} has none; "
+                        "run bash jars/fetch.sh delta-spark, or set writer = \"delta-rs\"")
+    return "delta-rs"
+
+
+def lake_writer(spark: SparkSession) -> str:
+    """``"native"`` when this session's lake writes and reads go through delta-spark, else ``"delta-rs"``.
+
+    :func:`build_session` decides it (its ``lake_writer``); a session started elsewhere (a
+    notebook's) uses delta-spark when its classes are loaded. Tests switch a running session
+    between the two by setting :data:`LAKE_WRITER_CONF`.
+    """
+    chosen = spark.conf.get(LAKE_WRITER_CONF, None)
+    if chosen in ("native", "delta-rs"):
+        return chosen
+    return "native" if is_native_delta_available(spark) else "delta-rs"
 
 
 def _check_extra_conf(extra: Mapping[str, str]) -> None:
@@ -227,8 +304,9 @@ def session_conf(shuffle_partitions: int, driver_memory: str | None, java_option
 def is_native_delta_available(spark: SparkSession) -> bool:
     """Whether delta-spark's classes are on this session's JVM classpath.
 
-    True for a cluster started with ``--packages io.delta:delta-spark_2.13:4.0.0`` (or the jars in
-    ``spark.jars``); then ``format("delta")`` works natively. Looked up through the context class
+    True for a session started with delta-spark's jars in ``spark.jars`` (:func:`build_session`
+    does that when set-up fetched them) or ``--packages io.delta:delta-spark_2.13:4.0.1``; then
+    ``format("delta")`` works natively. Looked up through the context class
     loader, which is the one that sees ``--packages`` jars.
     """
     try:

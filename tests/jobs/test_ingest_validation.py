@@ -179,7 +179,7 @@ def _day(spark, lake_dir, name, schema):
 def _force(monkeypatch, reader: str) -> None:
     """``jvm``: no line takes the fast path, as when delta-spark writes ``events``."""
     if reader == "jvm":
-        monkeypatch.setattr(ingest_module, "is_native_delta_available", lambda spark: True)
+        monkeypatch.setattr(ingest_module, "lake_writer", lambda spark: "native")
         seen = []
         real = ingest_module.build_plan
         monkeypatch.setattr(ingest_module, "build_plan",

@@ -10,13 +10,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame, release_frame
+from jobs.spark import session as session_module
 from jobs.spark.session import (
     DATAFRAME_DEBUGGING_CONF,
     DEFAULT_JAVA_OPTIONS,
     build_session,
+    delta_jars,
+    is_native_delta_available,
+    lake_writer,
     session_conf,
 )
-from common.config import load_config
+from common.config import ConfigError, LakeConfig, load_config
+from common.errors import UserError
 
 
 @pytest.mark.spark
@@ -27,6 +32,33 @@ def test_session_has_lake_settings(spark):
     assert conf.get("spark.sql.execution.arrow.pyspark.enabled") == "true"
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
     assert spark.sparkContext.pythonExec == sys.executable
+
+
+@pytest.mark.spark
+def test_the_session_has_delta_sparks_jars_from_set_up_and_the_configured_writer(spark):
+    jars = delta_jars()
+    assert [j.rsplit("/", 1)[1] for j in jars] == ["delta-spark_2.13-4.0.1.jar", "delta-storage-4.0.1.jar"], (
+        "run bash jars/fetch.sh delta-spark")
+    assert spark.sparkContext.getConf().get("spark.jars").split(",") == jars  # no resolve at start
+    assert is_native_delta_available(spark)
+    assert lake_writer(spark) == "delta-rs"  # tests/conftest.py: the suite writes through delta-rs
+
+
+def test_a_native_writer_without_the_jars_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(session_module, "is_native_delta_available", lambda spark: False)
+    with pytest.raises(UserError, match=r'writer = "native" needs delta-spark\'s jars.*jars/fetch.sh delta-spark'):
+        session_module._resolve_lake_writer(None, "native")
+    assert session_module._resolve_lake_writer(None, "auto") == "delta-rs"  # auto falls back
+    with pytest.raises(ValueError, match="lake writer must be one of auto, native, delta-rs"):
+        build_session(lake_writer="spark")
+
+
+def test_the_lake_writer_setting_is_checked():
+    assert load_config().lake == LakeConfig()  # conf/nsaudit.toml holds the defaults
+    with pytest.raises(ConfigError, match="lake.writer must be auto, native or delta-rs"):
+        LakeConfig(writer="spark")
+    with pytest.raises(ConfigError, match="lake.keep_days must be >= 0"):
+        LakeConfig(keep_days=-1)
 
 
 def test_extra_conf_cannot_change_what_the_lake_depends_on():

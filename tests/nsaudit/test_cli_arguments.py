@@ -35,6 +35,7 @@ def _cases() -> list[tuple[str, list[str]]]:
     cluster = ["cluster", "--lake", "lake", "--ns", "ns-a", "--at", "0"]
     diff = ["diff", "--lake", "lake", "--ns", "ns-a", "--from", "0", "--to", "1"]
     demo = ["demo", "--dir", "demo"]
+    lake = ["--lake", "events"]  # a folder without lake tables
     return [
         ("no command", []),
         ("unknown command", ["bogus"]),
@@ -75,6 +76,20 @@ def _cases() -> list[tuple[str, list[str]]]:
         ("cluster: impossible --at", cluster[:-1] + ["2026-13-40T00:00:00Z"]),
         ("diff: --from after --to", diff[:-4] + ["--from", "5", "--to", "1"]),
         ("diff: --to not a time", diff[:-1] + ["later"]),
+        ("route: --version not a number", route + ["--version", "latest"]),
+        ("lake: no command", ["lake"]),
+        ("lake: unknown command", ["lake", "defrag"] + lake),
+        ("lake optimize: missing --lake", ["lake", "optimize"]),
+        ("lake optimize: --lake not found", ["lake", "optimize", "--lake", "missing"]),
+        ("lake optimize: no tables in --lake", ["lake", "optimize"] + lake),
+        ("lake vacuum: --retain-hours not a number", ["lake", "vacuum", "--retain-hours", "week"] + lake),
+        ("lake vacuum: below 168 h without --force", ["lake", "vacuum", "--retain-hours", "1"] + lake),
+        ("lake vacuum: negative --retain-hours", ["lake", "vacuum", "--retain-hours", "-1", "--force"] + lake),
+        ("lake retention: negative --keep-days", ["lake", "retention", "--keep-days", "-1"] + lake),
+        ("lake retention: missing config", ["lake", "retention", "--config", "missing.toml"] + lake),
+        ("lake history: missing TABLE", ["lake", "history"] + lake),
+        ("lake history: no such table", ["lake", "history", "events"] + lake),
+        ("lake history: zero --limit", ["lake", "history", "events", "--limit", "0"] + lake),
         ("demo: negative --brokers", demo + ["--brokers", "-1"]),
         ("demo: --topics not a number", demo + ["--topics", "many"]),
         ("demo: --dir cannot be made", ["demo", "--dir", "a-file/demo"]),

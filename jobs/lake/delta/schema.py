@@ -138,7 +138,8 @@ def check_table_schema(
     """Raise SchemaMismatchError unless a table has exactly the declared fields and partitioning.
 
     Field order may differ (the table's order wins); names, types and nullability at every level
-    may not: a table never changes its schema behind the declared one's back.
+    may not: a table never changes its schema behind the declared one's back. The one exception is
+    a table delta-spark created: its schema may be :func:`delta_spark_schema` of the declared one.
 
     Args:
         table_schema: the schema in the table's log.
@@ -147,6 +148,9 @@ def check_table_schema(
         partition_by: the partitioning the caller asks for; None to accept the table's.
         what: the table path, for the message.
     """
+    if declared != delta_spark_schema(declared) and _plain_struct(table_schema) == _plain_struct(
+            delta_spark_schema(declared)) and (partition_by is None or tuple(partition_by) == tuple(table_partitions)):
+        return  # the declared schema as delta-spark had to create it (delta_spark_schema)
     have = {f.name: f for f in table_schema.fields}
     want = {f.name: f for f in declared.fields}
     problems = []
@@ -168,6 +172,46 @@ def check_table_schema(
         problems.append(f"table is partitioned by {list(table_partitions)}, write asks for {list(partition_by)}")
     if problems:
         raise SchemaMismatchError(f"{what}: table schema differs from the declared one: " + "; ".join(problems))
+
+
+def delta_spark_schema(declared: StructType) -> StructType:
+    """The declared schema as delta-spark can enforce it: NOT NULL struct fields inside a nullable
+    struct, an array or a map made nullable.
+
+    delta-spark checks a field of a struct even where the struct is null, and so refuses a null
+    struct whose fields are declared NOT NULL (delta-io/delta#860, open): ``events.data_version``
+    is null for most events, its ``timestamp`` NOT NULL when it is there. Inside arrays and maps it
+    cannot check NOT NULL at all and drops it (``events.topics``' fields). The native writer
+    creates tables with this schema; every other field keeps its declared nullability.
+
+    Example:
+        ``data_version STRUCT<timestamp: BIGINT NOT NULL, counter: BIGINT NOT NULL>`` (nullable)
+        becomes ``data_version STRUCT<timestamp: BIGINT, counter: BIGINT>``.
+    """
+    return StructType([_relaxed_field(f, False) for f in declared.fields])
+
+
+def _relaxed_field(field: StructField, relax: bool) -> StructField:
+    nullable = field.nullable or relax
+    return StructField(field.name, _relaxed_type(field.dataType, nullable), nullable, field.metadata)
+
+
+def _relaxed_type(dtype: DataType, relax: bool) -> DataType:
+    # Struct fields inside an array or a map become nullable too: delta-spark drops NOT NULL there
+    # (spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled, jobs.spark.session),
+    # keeping the array's containsNull and the map's valueContainsNull as declared.
+    if isinstance(dtype, StructType):
+        return StructType([_relaxed_field(f, relax) for f in dtype.fields])
+    if isinstance(dtype, ArrayType):
+        return ArrayType(_relaxed_type(dtype.elementType, True), dtype.containsNull)
+    if isinstance(dtype, MapType):
+        return MapType(_relaxed_type(dtype.keyType, True), _relaxed_type(dtype.valueType, True),
+                       dtype.valueContainsNull)
+    return dtype
+
+
+def _plain_struct(schema: StructType) -> dict:
+    return {f.name: _plain(f) for f in schema.fields}
 
 
 def _plain(field: StructField) -> dict:
