@@ -25,7 +25,9 @@ settings.load_profile("ci")
 SHARED_DAYS = {"audited_lake": "audited-day", "fault_free_day": "fault-free-day"}  # fixture -> group
 SLOWEST_FIRST = (
     "audited-day",  # standalone cluster, notebook, report in a browser
+    "tests/jobs/test_lake_writers.py",  # the audit of a day through each Delta writer
     "tests/interop/test_rocketmq.py",  # real RocketMQ name servers, brokers and clients
+    "tests/jobs/test_lake_housekeeping.py",
     "fault-free-day",  # distribution and divergence end to end
     "tests/jobs/test_rebuild_equality.py",
     "tests/jobs/test_ingest.py",
