@@ -39,6 +39,7 @@ LAKE_WRITERS = ("auto", "native", "delta-rs")
 # unless told to keep such constraints unenforced, so the two writers' tables keep one schema.
 # The cost: a null there fails a delta-rs write (its tasks check every declared NOT NULL) but
 # passes delta-spark's, which checks top-level columns and struct fields only (docs/audit.md).
+DELTA_SNAPSHOT_PARTITIONS_CONF = "spark.databricks.delta.snapshotPartitions"
 _DELTA_SQL_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -171,6 +172,10 @@ def _add_delta_jars(conf: dict[str, str], jars: list[str]) -> None:
     conf["spark.jars"] = ",".join(given + [j for j in jars if j not in given])
     for key, value in _DELTA_SQL_CONF.items():
         conf.setdefault(key, value)
+    # delta-spark rebuilds a table's state from its log in a Spark job of 50 partitions by default,
+    # on every read and commit. The lake's logs are small (a commit or two per table and day, a
+    # checkpoint every ten), so the shuffle's partition count is plenty and saves most of that job.
+    conf.setdefault(DELTA_SNAPSHOT_PARTITIONS_CONF, conf.get("spark.sql.shuffle.partitions", "50"))
 
 
 def _resolve_lake_writer(spark: SparkSession, wanted: str) -> str:
