@@ -22,7 +22,7 @@ from jobs.housekeeping.files import table_files
 from nsaudit.cli import main
 from tests.jobs.lake_writers import writing_through
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1200)]  # builds four audited days first
 
 DAYS = [dt.date(2026, 11, 18) + dt.timedelta(days=i) for i in range(4)]
 SERVERS = ("ns-a", "ns-b")

@@ -22,7 +22,9 @@ from jobs.lake.delta.schema import delta_spark_schema
 from jobs.lake.tables import read_table, table_schema
 from tests.jobs.lake_writers import writing_through
 
-pytestmark = [pytest.mark.slow, pytest.mark.spark]
+# the module fixture audits a day through each writer: allow it more than the suite's 600 s per test on a
+# loaded machine (a pytest-timeout signal inside a py4j call would break the shared session).
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 DAY = dt.date(2026, 11, 21)
 WRITERS = ("delta-rs", "native")
