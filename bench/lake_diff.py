@@ -8,6 +8,11 @@ left out.
 
 Usage:
     .venv/bin/python bench/lake_diff.py LAKE_A LAKE_B
+    .venv/bin/python bench/lake_diff.py --across-writers LAKE_DELTA_RS LAKE_NATIVE
+
+``--across-writers`` compares a lake written through delta-rs with one written through delta-spark:
+delta-spark cannot enforce NOT NULL on a field nested in a struct or list, so nested fields'
+nullability is left out of the schema comparison (top-level columns' is still compared).
 
 Prints one line per table (``same``, or what differs) and exits 1 when anything differs.
 """
@@ -91,10 +96,30 @@ def _row_hashes(lake: Path, name: str) -> tuple[pa.Schema, pd.Series]:
     return table.schema, hashes.sort_values(ignore_index=True)
 
 
-def compare_table(a: Path, b: Path, name: str) -> str | None:
-    """``None`` when table ``name`` has the same schema and rows in both lakes, else what differs."""
+def _nested_nullable(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` with every field inside it nullable (what delta-spark declares for nested fields)."""
+    if pa.types.is_struct(data_type):
+        return pa.struct([pa.field(f.name, _nested_nullable(f.type), True) for f in data_type])
+    if pa.types.is_list(data_type) or pa.types.is_large_list(data_type):
+        return pa.list_(pa.field(data_type.value_field.name, _nested_nullable(data_type.value_type), True))
+    if pa.types.is_map(data_type):
+        return pa.map_(_nested_nullable(data_type.key_type), _nested_nullable(data_type.item_type))
+    return data_type
+
+
+def _loosened(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, _nested_nullable(f.type), f.nullable) for f in schema])
+
+
+def compare_table(a: Path, b: Path, name: str, across_writers: bool = False) -> str | None:
+    """``None`` when table ``name`` has the same schema and rows in both lakes, else what differs.
+
+    ``across_writers``: nested fields' nullability is not compared (see the module's docstring).
+    """
     schema_a, rows_a = _row_hashes(a, name)
     schema_b, rows_b = _row_hashes(b, name)
+    if across_writers:
+        schema_a, schema_b = _loosened(schema_a), _loosened(schema_b)
     if schema_a != schema_b:
         return f"schemas differ:\n  {schema_a}\n  {schema_b}"
     if len(rows_a) != len(rows_b):
@@ -121,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lake_a", type=Path)
     parser.add_argument("lake_b", type=Path)
+    parser.add_argument("--across-writers", action="store_true",
+                        help="the lakes were written through different Delta writers: nested fields' nullability may differ")
     args = parser.parse_args(argv)
     names_a, names_b = _tables(args.lake_a), _tables(args.lake_b)
     differ = False
@@ -129,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<24} only in {'A' if name in names_a else 'B'}")
             differ = True
             continue
-        problem = compare_table(args.lake_a, args.lake_b, name)
+        problem = compare_table(args.lake_a, args.lake_b, name, args.across_writers)
         print(f"{name:<24} {problem or 'same'}")
         differ |= problem is not None
     for problem in compare_summaries(args.lake_a, args.lake_b):
