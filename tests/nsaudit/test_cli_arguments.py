@@ -35,6 +35,7 @@ def _cases() -> list[tuple[str, list[str]]]:
     cluster = ["cluster", "--lake", "lake", "--ns", "ns-a", "--at", "0"]
     diff = ["diff", "--lake", "lake", "--ns", "ns-a", "--from", "0", "--to", "1"]
     demo = ["demo", "--dir", "demo"]
+    collect = ["collect", "--namesrv", "127.0.0.1:9876;127.0.0.1:9877", "--events", "obs", "--rounds", "1"]
     return [
         ("no command", []),
         ("unknown command", ["bogus"]),
@@ -60,6 +61,17 @@ def _cases() -> list[tuple[str, list[str]]]:
         ("fleet: tiny --period-ms", fleet + ["--period-ms", "5"]),
         ("fleet: unknown fault", fleet + ["--faults", "meteor"]),
         ("fleet: missing config", fleet + ["--config", "missing.toml"]),
+        ("collect: missing --namesrv", collect[:1] + collect[3:]),
+        ("collect: --namesrv entry not HOST:PORT", ["collect", "--namesrv", "127.0.0.1:9876;nowhere", "--events", "obs"]),
+        ("collect: --namesrv port 0", ["collect", "--namesrv", "127.0.0.1:0", "--events", "obs"]),
+        ("collect: --namesrv empty", ["collect", "--namesrv", ";", "--events", "obs"]),
+        ("collect: --namesrv twice the same", ["collect", "--namesrv", "h:1;h:1", "--events", "obs"]),
+        ("collect: --namesrv bad stream id", ["collect", "--namesrv", "../x=h:1", "--events", "obs"]),
+        ("collect: --interval-ms 0", collect + ["--interval-ms", "0"]),
+        ("collect: --interval-ms not a number", collect + ["--interval-ms", "often"]),
+        ("collect: negative --rounds", collect + ["--rounds", "-1"]),
+        ("collect: missing config", collect + ["--config", "missing.toml"]),
+        ("collect: --events is a file", collect[:4] + ["a-file"]),
         ("audit: impossible --date", audit[:-1] + ["2026-13-40"]),
         ("audit: --date not a date", audit[:-1] + ["yesterday"]),
         ("audit: missing --events", ["audit", "--events", "missing", "--lake", "lake", "--date", "2026-11-21"]),
