@@ -111,6 +111,7 @@ class ServerPoller:
                 self._client = await connect(self.target.host, self.target.port, timeout_s)
             result = await observe_round(self._client, timeout_s, self.config.concurrency,
                                          self.config.interval_ms / 1000 * SPREAD_SHARE)
+            self._client.unsolicited.clear()  # frames nobody asked for: a long-lived connection must not hoard them
         except ObserveFailure as failure:
             await self._disconnect()
             self.failures += 1
