@@ -1,6 +1,6 @@
 """Observation streams (``nsaudit collect``) in the nightly audit's first stages: ingest accepts every
-line with its nested values intact, and the rebuild runs over them without changing the real
-servers' tables. Comparing observations is not done by the audit yet (docs/collect.md)."""
+line with its nested values intact, and the rebuild leaves them out: they are not name servers of
+the lake and change no real server's tables. Comparing observations is not done by the audit yet (docs/collect.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from jobs.rebuild.stage import run_rebuild
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.view import ServerView, broker_entry, route_entry
 from schemas.events import EVENTS_TABLE_SCHEMA
-from schemas.routes import TOPIC_ROUTE_HISTORY_SCHEMA
+from schemas.routes import NS_RUNS_SCHEMA, NS_STATE_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 from tests.jobs.logdata import BROKER_A, DAY, T0, ns_start, ns_stop, register, write_log
 
 OBSERVED = "obs-10.0.0.2-9876"
@@ -67,3 +67,8 @@ def test_observation_streams_are_ingested_whole_and_the_rebuild_leaves_them_out_
                            where={"date": DAY})
     rows = {(r["ns"], r["topic"], r["broker_name"], r["perm"]) for r in routes_df.collect()}
     assert rows == {("ns-a", "TopicTest", "broker-a", 6)}
+    # the observed stream is not a name server of the lake: no run, no state to carry
+    for table, table_schema in ((lake.NS_RUNS, NS_RUNS_SCHEMA), (lake.NS_STATE, NS_STATE_SCHEMA)):
+        servers = {r["ns"] for r in read_table(spark, lake.table_path(lake_dir, table), table_schema,
+                                               where={"date": DAY}).select("ns").collect()}
+        assert servers == {"ns-a"}, table
