@@ -26,7 +26,7 @@ from nameserver.collect.collector import Collector
 from nameserver.collect.poller import backoff_ms
 from nameserver.collect.rounds import READ_ONLY_CODES, ask
 from nameserver.collect.targets import Target, parse_targets
-from nameserver.codec import RequestCode, ResponseCode
+from nameserver.codec import FrameDecoder, RequestCode, ResponseCode, encode_frame, make_response
 from nameserver.client import simple_request
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.model import DataVersion, TopicConfig
@@ -285,3 +285,56 @@ def test_nsaudit_collect_runs_until_sigterm_then_closes_every_stream_and_exits_0
         assert [s.state for s in list_segments(tmp_path / "obs", ns)] == ["closed"]
         log = stream(tmp_path / "obs", ns)
         assert log[-1]["type"] == "observe_stop" and log[-1]["reason"] == "SIGTERM"
+
+
+async def _system_error(reader, writer):
+    decoder = FrameDecoder()
+    while data := await reader.read(1 << 16):
+        decoder.feed(data)
+        for cmd in decoder:
+            writer.write(encode_frame(make_response(cmd, ResponseCode.SYSTEM_ERROR, remark="store is busy")))
+    writer.close()
+
+
+def test_an_error_answer_fails_the_round_with_the_code_and_remark(tmp_path):
+    events = tmp_path / "obs"
+
+    async def body():
+        server = await asyncio.start_server(_system_error, "127.0.0.1", 0)
+        lines = Lines()
+        collector = Collector([Target("err", "127.0.0.1", server.sockets[0].getsockname()[1])], events, FAST,
+                              EventLogConfig(durability="none"), lines.append)
+        collector.start()
+        await collector.run(max_rounds=2)
+        server.close()
+        return lines
+
+    lines = arun(body())
+    log = stream(events, "err")
+    assert [e["type"] for e in log] == ["observe_start", "observe_error", "observe_stop"]
+    assert log[1]["reason"] == "error_answer"
+    assert log[1]["detail"] == "GET_BROKER_CLUSTER_INFO answered code 1 store is busy"
+    assert log[-1]["reason"] == "2 rounds done"
+    assert len(lines) == 2 and all("FAILED error_answer: GET_BROKER_CLUSTER_INFO answered code 1" in l for l in lines)
+
+
+def test_a_stop_during_a_hung_round_ends_at_once_without_an_error_event(tmp_path):
+    events = tmp_path / "obs"
+    patient = CollectConfig(interval_ms=1000, timeout_ms=30_000)
+
+    async def body():
+        server = await asyncio.start_server(_hangs, "127.0.0.1", 0)
+        collector = Collector([Target("hung", "127.0.0.1", server.sockets[0].getsockname()[1])], events, patient,
+                              EventLogConfig(durability="none"), lambda line: None)
+        collector.start()
+        run = asyncio.ensure_future(collector.run())
+        await asyncio.sleep(0.3)
+        asked = time.monotonic()
+        collector.request_stop("SIGTERM")
+        await run
+        server.close()
+        return time.monotonic() - asked
+
+    assert arun(body()) < 2  # not the 30 s the round would wait for its answer
+    assert [e["type"] for e in stream(events, "hung")] == ["observe_start", "observe_stop"]
+    assert [s.state for s in list_segments(events, "hung")] == ["closed"]

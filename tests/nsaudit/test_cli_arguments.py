@@ -23,6 +23,7 @@ def places(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "events").mkdir()
     (tmp_path / "a-file").write_text("x")
+    (tmp_path / "no-concurrency.toml").write_text("[collect]\nconcurrency = 0\n")
     return tmp_path
 
 
@@ -72,6 +73,7 @@ def _cases() -> list[tuple[str, list[str]]]:
         ("collect: negative --rounds", collect + ["--rounds", "-1"]),
         ("collect: missing config", collect + ["--config", "missing.toml"]),
         ("collect: --events is a file", collect[:4] + ["a-file"]),
+        ("collect: [collect] concurrency 0", collect + ["--config", "no-concurrency.toml"]),
         ("audit: impossible --date", audit[:-1] + ["2026-13-40"]),
         ("audit: --date not a date", audit[:-1] + ["yesterday"]),
         ("audit: missing --events", ["audit", "--events", "missing", "--lake", "lake", "--date", "2026-11-21"]),
