@@ -73,7 +73,6 @@ class ServerPoller:
         await self._write(self.record.start(self._clock()))
         try:
             while not stop.is_set():
-                started = loop.time()
                 round_task = asyncio.ensure_future(self._one_round())
                 stop_task = asyncio.ensure_future(stop.wait())
                 await asyncio.wait({round_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -83,10 +82,10 @@ class ServerPoller:
                     with contextlib.suppress(asyncio.CancelledError):
                         await round_task
                     break
-                wait_ms = round_task.result()
+                next_round_at = round_task.result()
                 if max_rounds and self.rounds >= max_rounds:
                     break
-                remaining = wait_ms / 1000 - (loop.time() - started if not self.failures else 0)
+                remaining = next_round_at - loop.time()
                 if remaining > 0:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(stop.wait(), remaining)
@@ -97,9 +96,9 @@ class ServerPoller:
         """Write ``observe_stop`` and make the stream durable."""
         await self._write(self.record.stop(self._clock(), reason))
 
-    async def _one_round(self) -> int:
-        """One round, logged; returns ms to wait before the next (from the round's start when it
-        went well, from now after a failure)."""
+    async def _one_round(self) -> float:
+        """One round, logged; returns the loop time at which the next may start: an interval after
+        this one started when it went well, the backoff from now after a failure."""
         self.rounds += 1
         number = self.rounds
         loop = asyncio.get_running_loop()
@@ -119,13 +118,13 @@ class ServerPoller:
             await self._write(self.record.failed(self._clock(), number, failure.reason, failure.detail))
             self._report(f"collect {self.target.ns} ({self.target.addr}) round {number}: FAILED {failure.reason}: "
                          f"{failure.detail}; failure {self.failures} in a row, retry in {wait / 1000:g} s")
-            return wait
+            return loop.time() + wait / 1000
         recovered = self.failures
         self.failures = 0
         events = self.record.observed(result.view, self._clock(), number)
         await self._write(events)
         self._report(self._ok_line(number, result, events, loop.time() - started, recovered))
-        return self.config.interval_ms
+        return started + self.config.interval_ms / 1000
 
     def _ok_line(self, number: int, result: RoundResult, events: list[dict], seconds: float, recovered: int) -> str:
         view = result.view
