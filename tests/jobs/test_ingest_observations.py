@@ -1,18 +1,21 @@
 """Observation streams (``nsaudit collect``) in the nightly audit's first stages: ingest accepts every
-line with its nested values intact, and the rebuild leaves them out: they are not name servers of
-the lake and change no real server's tables. Comparing observations is not done by the audit yet (docs/collect.md)."""
+line with its nested values intact, and the rebuild and the liveness stage leave them out: they are
+not name servers of the lake and change no real server's tables. Comparing observations is not done by the audit yet (docs/collect.md)."""
 
 from __future__ import annotations
 
 from pyspark.sql import functions as F
 
+from common.config import Config
 from jobs import lake
+from jobs.analytics.liveness.stage import run_liveness
 from jobs.ingest.stage import run_ingest
 from jobs.lake.tables import read_table
 from jobs.rebuild.stage import run_rebuild
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.view import ServerView, broker_entry, route_entry
 from schemas.events import EVENTS_TABLE_SCHEMA
+from schemas.liveness import BROKER_AVAILABILITY_SCHEMA
 from schemas.routes import NS_RUNS_SCHEMA, NS_STATE_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 from tests.jobs.logdata import BROKER_A, DAY, T0, ns_start, ns_stop, register, write_log
 
@@ -39,7 +42,7 @@ def observation_log() -> list[dict]:
             + server.observed(wiped, T0 + 31_100, 4) + server.stop(T0 + 40_000, "SIGTERM"))
 
 
-def test_observation_streams_are_ingested_whole_and_the_rebuild_leaves_them_out_of_the_route_tables(spark, tmp_path):
+def test_observation_streams_are_ingested_whole_and_left_out_of_the_rebuild_and_liveness(spark, tmp_path):
     events, lake_dir = tmp_path / "events", tmp_path / "lake"
     write_log(events, "ns-a", [ns_start(T0), register(T0 + 500, BROKER_A), ns_stop(T0 + 50_000)])
     observations = observation_log()
@@ -72,3 +75,8 @@ def test_observation_streams_are_ingested_whole_and_the_rebuild_leaves_them_out_
         servers = {r["ns"] for r in read_table(spark, lake.table_path(lake_dir, table), table_schema,
                                                where={"date": DAY}).select("ns").collect()}
         assert servers == {"ns-a"}, table
+    # nor of the liveness stage: broker-a's availability is over the one real server
+    run_liveness(spark, str(lake_dir), DAY, Config())
+    (row,) = read_table(spark, lake.table_path(lake_dir, lake.BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA,
+                        where={"date": DAY}).collect()
+    assert (row["broker_addr"], row["servers"], sorted(row["live_ms_by_ns"])) == (BROKER_A.broker_addr, 1, ["ns-a"])
