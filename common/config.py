@@ -134,6 +134,25 @@ class LakeConfig:
 
 
 @dataclass(frozen=True)
+class CollectConfig:
+    """``nsaudit collect``: polling of real name servers (docs/collect.md)."""
+
+    interval_ms: int = 10_000  # a round of every server starts this often
+    concurrency: int = 16  # GET_ROUTEINFO_BY_TOPIC requests in flight per server
+    timeout_ms: int = 5_000  # connect, and each answer; longer is a failed round
+    backoff_initial_ms: int = 1_000  # first retry after a failed round; doubles per failure ...
+    backoff_max_ms: int = 60_000  # ... up to this
+
+    def __post_init__(self) -> None:
+        for name in ("interval_ms", "concurrency", "timeout_ms", "backoff_initial_ms", "backoff_max_ms"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"collect.{name} must be >= 1, not {getattr(self, name)}")
+        if self.backoff_max_ms < self.backoff_initial_ms:
+            raise ConfigError(f"collect.backoff_max_ms must be >= backoff_initial_ms ({self.backoff_initial_ms}), "
+                              f"not {self.backoff_max_ms}")
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration, one frozen object."""
 
@@ -143,6 +162,7 @@ class Config:
     spark: SparkConfig = field(default_factory=SparkConfig)
     lake: LakeConfig = field(default_factory=LakeConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    collect: CollectConfig = field(default_factory=CollectConfig)
 
 
 def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:

@@ -37,6 +37,15 @@ def _nameserver(sub) -> None:
     p.set_defaults(run="nameserver.cli:run")
 
 
+def _collect(sub) -> None:
+    from nameserver.collect import cli as collect_cli
+
+    p = sub.add_parser("collect", help="poll real name servers and log what each answers",
+                       description=collect_cli.DESCRIPTION, epilog=collect_cli.EPILOG)
+    collect_cli.add_arguments(p)
+    p.set_defaults(run="nameserver.collect.cli:run")
+
+
 def _simulate(sub) -> None:
     p = sub.add_parser(
         "simulate", help="write a simulated fleet's event logs, fast",
@@ -197,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and audit the event logs with Spark into Delta tables.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_nameserver, _simulate, _fleet, _audit, _queries, _lake, _demo):
+    for add in (_nameserver, _collect, _simulate, _fleet, _audit, _queries, _lake, _demo):
         add(sub)
     return parser
 

@@ -26,6 +26,8 @@ from typing import Any, Union
 
 from pyspark.sql import types as T
 
+from schemas.event_types import EVENT_TYPES, OBSERVATION_TYPES
+
 FORMAT_VERSION = 1
 JSON_SCHEMA_PATH = Path(__file__).resolve().parent / "event-v1.schema.json"
 JSON_SCHEMA_ID = "urn:nsaudit:schema:event:v1"
@@ -107,18 +109,36 @@ TOPIC = Struct(
     )
 )
 
-EVENT_TYPES = (
-    "ns_start",
-    "ns_stop",
-    "register",
-    "heartbeat",
-    "unregister",
-    "expire",
-    "channel_close",
-    "wipe_write_perm",
-    "add_write_perm",
-    "delete_topic",
-    "rejected",
+BROKER_ADDR = Struct(
+    (
+        _nested("broker_id", INT64, "broker id, 0 for the master"),
+        _nested("broker_addr", STRING, "broker address host:port"),
+    )
+)
+
+OBSERVED_QUEUE_DATA = Struct(
+    (
+        _nested("broker_name", STRING, "broker group name"),
+        _nested("read_queue_nums", INT32, "read queues"),
+        _nested("write_queue_nums", INT32, "write queues"),
+        _nested("perm", INT32, "permission bits: 4 read, 2 write, 1 inherit"),
+        _nested("topic_sys_flag", INT32, "system flags"),
+    )
+)
+
+OBSERVED_BROKER_DATA = Struct(
+    (
+        _nested("cluster", STRING, "cluster name (empty when the answer had none)"),
+        _nested("broker_name", STRING, "broker group name"),
+        _nested("broker_addrs", Array(BROKER_ADDR), "the group's addresses, ascending broker id"),
+    )
+)
+
+FILTER_SERVERS = Struct(
+    (
+        _nested("broker_addr", STRING, "broker address host:port"),
+        _nested("filter_servers", Array(STRING), "filter server addresses"),
+    )
 )
 
 # the events that remove a broker address from a server's live table (RouteInfoManager's
@@ -177,13 +197,18 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("semantics", STRING, "routing semantics implemented, e.g. rocketmq-4.9"),
     Key("version", STRING, "name-server software version"),
     # ns_stop, rejected
-    Key("reason", STRING, "why the server stopped or the request was refused"),
+    Key(
+        "reason",
+        STRING,
+        "why the server stopped or the request was refused; observe_*: why the collector stopped, why the "
+        "server's answers failed, or why a full snapshot follows (start, day, recovered)",
+    ),
     Key(
         "silent_closes",
         INT64,
         "ns_stop: connections of the run that closed without ever carrying a registration (no channel_close logged)",
     ),
-    Key("detail", STRING, "rejected: free text on what was wrong (never secrets)"),
+    Key("detail", STRING, "rejected, observe_error: free text on what was wrong (never secrets)"),
     Key("access_key", STRING, "rejected no_permission: the AccessKey id the request named (never a secret)"),
     Key("frame_length", INT64, "rejected malformed_frame: the frame's length field"),
     Key("serialize_type", INT32, "rejected malformed_frame: the frame's serialize type byte"),
@@ -200,6 +225,34 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("topic_count", INT32, "queue-data entries of the broker name the request touched"),
     # delete_topic
     Key("topic", STRING, "topic name"),
+    # observations (nsaudit collect)
+    Key("namesrv_addr", STRING, "observe_*: the observed name server's host:port, as the collector was given it"),
+    Key("interval_ms", INT64, "observe_start: the collector's polling interval, ms"),
+    Key("round", INT64, "observe_* and observed_*: the collector's round of this server within its run, from 1"),
+    Key("brokers_observed", INT32, "observe_snapshot: broker names in the cluster info that follows"),
+    Key("topics_observed", INT32, "observe_snapshot: topics of the topic list that follows"),
+    Key(
+        "broker_addrs",
+        Array(BROKER_ADDR),
+        "observed_broker: the group's addresses in the cluster info, ascending broker id; null when the "
+        "broker name left the cluster info",
+    ),
+    Key(
+        "queue_datas",
+        Array(OBSERVED_QUEUE_DATA),
+        "observed_route: the route's queue data, ascending broker name; null when the server answered "
+        "TOPIC_NOT_EXIST or no longer lists the topic",
+    ),
+    Key(
+        "broker_datas",
+        Array(OBSERVED_BROKER_DATA),
+        "observed_route: the route's broker data, ascending broker name; null with queue_datas",
+    ),
+    Key(
+        "filter_server_table",
+        Array(FILTER_SERVERS),
+        "observed_route: the route's filter servers, ascending broker address; null with queue_datas",
+    ),
 )
 
 _REQUEST = ("request_code", "channel", "remote")
@@ -236,6 +289,12 @@ TYPE_RULES: dict[str, TypeRule] = {
     "add_write_perm": TypeRule(_REQUEST + ("broker_name", "topic_count")),
     "delete_topic": TypeRule(_REQUEST + ("topic",), ("cluster",)),
     "rejected": TypeRule(("reason",)),
+    "observe_start": TypeRule(("namesrv_addr", "interval_ms")),
+    "observe_stop": TypeRule(present=("reason",)),
+    "observe_error": TypeRule(("namesrv_addr", "round", "reason"), ("detail",)),
+    "observe_snapshot": TypeRule(("namesrv_addr", "round", "reason", "brokers_observed", "topics_observed")),
+    "observed_broker": TypeRule(("round", "broker_name"), ("cluster", "broker_addrs")),
+    "observed_route": TypeRule(("round", "topic"), ("queue_datas", "broker_datas", "filter_server_table")),
 }
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in EVENT_KEYS}

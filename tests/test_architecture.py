@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "nameserver.client": 13,
     "nameserver.layout": 13,
     "nameserver.fleet": 14,
+    "nameserver.collect": 14,
     "nameserver.sim": 14,
     "nameserver.cli": 15,
     "nameserver.__main__": 16,

@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from jobs import lake
 from jobs.lake.days import read_or_empty, replace_day
@@ -30,7 +31,7 @@ from jobs.rebuild.tables import (
 from jobs.rebuild.walker import WALK_EVENT_COLUMNS, agg_walk
 from jobs.spark.frames import checkpoint_frame, release_frame
 from jobs.timing import timed
-from schemas.events import EVENTS_TABLE_SCHEMA
+from schemas.events import EVENTS_TABLE_SCHEMA, OBSERVATION_TYPES
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
     CLUSTER_HISTORY_SCHEMA,
@@ -80,6 +81,9 @@ def run_rebuild(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_inter
     """
     events_df = with_ts_ms(
         read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": day})
+        # what nsaudit collect saw on other servers: no route table of the stream's own, so an
+        # observation stream is not rebuilt as a name server (docs/collect.md)
+        .where(~F.col("type").isin(*OBSERVATION_TYPES))
     ).select(*WALK_EVENT_COLUMNS)
     return rebuild_day(events_df, read_previous_state(spark, lake_dir, day), lake_dir, day)
 

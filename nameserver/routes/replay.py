@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from nameserver.model import DataVersion, TopicConfig
+from schemas.event_types import OBSERVATION_TYPES
 from nameserver.routes.manager import RequestContext, RouteInfoManager, iter_topic_configs
 
 
@@ -141,6 +142,8 @@ _HANDLERS = {
     "add_write_perm": RouteReplayer._add,
     "delete_topic": RouteReplayer._delete_topic,
     "rejected": RouteReplayer._nothing,
+    # what a collector saw on another server (nsaudit collect): no table of this stream changes
+    **{kind: RouteReplayer._nothing for kind in OBSERVATION_TYPES},
 }
 
 

@@ -64,6 +64,13 @@ def _full_event(seq: int) -> dict:
         "topics": [{"topic": "TopicTest", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
                     "topic_sys_flag": 0, "order": False, "topic_filter_type": "SINGLE_TAG"}],
         "filter_servers": ["10.0.0.7:1"], "last_update_ts": T0,
+        # the observation keys (nsaudit collect), nested arrays of objects
+        "broker_addrs": [{"broker_id": 0, "broker_addr": "10.0.0.5:10911"}],
+        "queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
+                         "topic_sys_flag": 0}],
+        "broker_datas": [{"cluster": "C1", "broker_name": "broker-a",
+                          "broker_addrs": [{"broker_id": 0, "broker_addr": "10.0.0.5:10911"}]}],
+        "filter_server_table": [{"broker_addr": "10.0.0.5:10911", "filter_servers": ["10.0.0.5:30000"]}],
     }
     kinds = {"string": "x", "int32": 7, "int64": 7}
     return {k.name: values.get(k.name, kinds.get(k.type)) for k in EVENT_KEYS}
@@ -118,9 +125,10 @@ def _bad_cases() -> list[tuple[str, dict, str]]:
         if _null_reason(rule) is not None:
             cases.append((f"{rule.path}=null", None, _null_reason(rule)))
     out = [(what, _set(_full_event(100), what.split("=")[0], value), reason) for what, value, reason in cases]
-    for prefix in ("", "data_version.", "topics[]."):
+    for prefix in ("", "data_version.", "topics[].", "broker_datas[].broker_addrs[]."):
         event = _full_event(100)
-        holder = event if not prefix else event["data_version"] if prefix == "data_version." else event["topics"][0]
+        holder = {"": event, "data_version.": event["data_version"], "topics[].": event["topics"][0],
+                  "broker_datas[].broker_addrs[].": event["broker_datas"][0]["broker_addrs"][0]}[prefix]
         holder["junk"] = 1
         out.append((f"{prefix}junk", event, f"unknown_key: {prefix}junk"))
     return out

@@ -23,6 +23,7 @@ def places(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "events").mkdir()
     (tmp_path / "a-file").write_text("x")
+    (tmp_path / "no-concurrency.toml").write_text("[collect]\nconcurrency = 0\n")
     return tmp_path
 
 
@@ -36,6 +37,7 @@ def _cases() -> list[tuple[str, list[str]]]:
     diff = ["diff", "--lake", "lake", "--ns", "ns-a", "--from", "0", "--to", "1"]
     demo = ["demo", "--dir", "demo"]
     lake = ["--lake", "events"]  # a folder without lake tables
+    collect = ["collect", "--namesrv", "127.0.0.1:9876;127.0.0.1:9877", "--events", "obs", "--rounds", "1"]
     return [
         ("no command", []),
         ("unknown command", ["bogus"]),
@@ -61,6 +63,18 @@ def _cases() -> list[tuple[str, list[str]]]:
         ("fleet: tiny --period-ms", fleet + ["--period-ms", "5"]),
         ("fleet: unknown fault", fleet + ["--faults", "meteor"]),
         ("fleet: missing config", fleet + ["--config", "missing.toml"]),
+        ("collect: missing --namesrv", collect[:1] + collect[3:]),
+        ("collect: --namesrv entry not HOST:PORT", ["collect", "--namesrv", "127.0.0.1:9876;nowhere", "--events", "obs"]),
+        ("collect: --namesrv port 0", ["collect", "--namesrv", "127.0.0.1:0", "--events", "obs"]),
+        ("collect: --namesrv empty", ["collect", "--namesrv", ";", "--events", "obs"]),
+        ("collect: --namesrv twice the same", ["collect", "--namesrv", "h:1;h:1", "--events", "obs"]),
+        ("collect: --namesrv bad stream id", ["collect", "--namesrv", "../x=h:1", "--events", "obs"]),
+        ("collect: --interval-ms 0", collect + ["--interval-ms", "0"]),
+        ("collect: --interval-ms not a number", collect + ["--interval-ms", "often"]),
+        ("collect: negative --rounds", collect + ["--rounds", "-1"]),
+        ("collect: missing config", collect + ["--config", "missing.toml"]),
+        ("collect: --events is a file", collect[:4] + ["a-file"]),
+        ("collect: [collect] concurrency 0", collect + ["--config", "no-concurrency.toml"]),
         ("audit: impossible --date", audit[:-1] + ["2026-13-40"]),
         ("audit: --date not a date", audit[:-1] + ["yesterday"]),
         ("audit: missing --events", ["audit", "--events", "missing", "--lake", "lake", "--date", "2026-11-21"]),

@@ -23,6 +23,8 @@ from nameserver.codec import MalformedFrame
 from nameserver.server.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 from nameserver.server.journal import Outage, log_unavailable_event
+from nameserver.collect.record import ObservedServer
+from nameserver.collect.view import ServerView, broker_entry, route_entry
 from schemas import events as schema
 
 T0 = 1795219200000
@@ -56,8 +58,23 @@ def route_table_events() -> list[dict]:
     out.append(rejected_event(T0 + 200_001, "unknown request code 9999", ctx(9999, "c4")))
     out.append(rejected_event(T0 + 200_002, "bad frame", None))
     out += server_rejections(T0 + 200_003)
+    out += observation_events(T0 + 200_005)
     out.append(ns_stop_event(T0 + 200_010, "SIGTERM", silent_closes=12))
     return out
+
+
+def observation_events(now: int) -> list[dict]:
+    """Every ``observe_*``/``observed_*`` shape, as ``nsaudit collect`` writes them."""
+    server = ObservedServer("10.0.0.2:9876", interval_ms=10_000)
+    broker = {"cluster": "C1", "broker_name": "broker-a", "broker_addrs": {0: A, 1: S}}
+    route = {"broker_datas": [broker], "filter_server_table": {A: ["10.0.0.5:30000"]},
+             "queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
+                              "topic_sys_flag": 0}]}
+    full = ServerView({"broker-a": broker_entry(broker)}, {"TopicTest": route_entry(route), "Gone": None})
+    emptied = ServerView({}, {"TopicTest": None})
+    return (server.start(now) + server.observed(full, now + 1, 1) + server.observed(emptied, now + 2, 2)
+            + server.failed(now + 3, 3, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
+            + server.stop(now + 4, "SIGTERM"))
 
 
 def server_rejections(now: int) -> list[dict]:

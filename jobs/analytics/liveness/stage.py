@@ -40,7 +40,7 @@ from jobs.lake.findings import write_findings
 from jobs.lake.tables import read_table
 from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame
 from common.config import Config
-from schemas.events import EVENTS_TABLE_SCHEMA
+from schemas.events import EVENTS_TABLE_SCHEMA, OBSERVATION_TYPES
 from schemas.liveness import BROKER_AVAILABILITY_SCHEMA, LIVENESS_WINDOWS_SCHEMA
 from schemas.routes import NS_RUNS_SCHEMA
 
@@ -202,7 +202,10 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
         FileNotFoundError: the lake has no ``events`` table.
     """
     params = LivenessParams.from_config(config)
-    events_df = read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": day})
+    # observation streams (nsaudit collect) are no name server whose brokers live or expire
+    events_df = read_table(
+        spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": day}
+    ).where(~F.col("type").isin(*OBSERVATION_TYPES))
     prev_windows_df = read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA,
                                     where={"date": day - dt.timedelta(days=1)})
     ns_runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA)

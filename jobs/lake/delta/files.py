@@ -156,7 +156,10 @@ class DataFile:
         # batches (10,000 rows) would give files of many tiny row groups.
         self.pending.append(batch)
         self.pending_rows += batch.num_rows
-        self.pending_bytes += batch.nbytes
+        # the buffers' size, not nbytes: nbytes walks the offsets of nested lists, and pyarrow
+        # 21 crashed (SIGSEGV) there on Spark batches whose list-of-struct event columns
+        # (the observation keys) were all null
+        self.pending_bytes += batch.get_total_buffer_size()
         self.num_records += batch.num_rows
         for name, stats in self.stats.items():
             stats.update(batch.column(name))

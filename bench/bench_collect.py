@@ -1,0 +1,149 @@
+"""``nsaudit collect`` against three loaded name servers on loopback: how fast a round goes.
+
+Starts ``--servers`` ``python -m nameserver`` processes (``loopback.NameServerProcess``) and loads
+each with ``--brokers`` master brokers and ``--topics`` topics, every topic on ``--per-topic``
+brokers (so each broker registers ``topics * per_topic / brokers`` topics). Then runs the
+collector (``nameserver.collect.Collector``, in this process, its streams in a temporary folder
+with durability ``none``) for ``--rounds`` rounds of every server with ``--interval-ms`` (default 1:
+rounds back to back, the route requests unpaced), and prints per round:
+
+* the wall time of a full round of every server (the slowest server's round: the shortest
+  interval the collector sustains for these servers);
+* route requests per second over all servers;
+* CPU seconds of the collector's process (one thread: the asyncio loop does all the work) and of
+  each server per round.
+
+The first round writes the full snapshot (``--topics`` route events per server); later ones find no
+change. The load average is printed at the start and the end. A benchmark, not a test: it prints
+figures and asserts nothing.
+
+Usage:
+    .venv/bin/python bench/bench_collect.py [--servers 3] [--brokers 1000] [--topics 10000] [--per-topic 4]
+        [--rounds 3] [--concurrency 16] [--interval-ms 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+
+import psutil
+
+from loopback import NameServerProcess  # bench/, beside this script
+from common.config import CollectConfig, EventLogConfig
+from nameserver.client import RemotingClient, register_broker_request
+from nameserver.collect.collector import Collector
+from nameserver.collect.targets import Target
+from nameserver.model import DataVersion, TopicConfig
+
+_OK = re.compile(r"^collect (\S+) .* round (\d+): ok, .* (\d+) requests in ([0-9.]+) s")
+
+
+def placement(brokers: int, topics: int, per_topic: int) -> list[list[TopicConfig]]:
+    """Each broker's topics: topic i on brokers i, i+1, ... (mod brokers), ``per_topic`` of them."""
+    table: list[list[TopicConfig]] = [[] for _ in range(brokers)]
+    for i in range(topics):
+        for k in range(per_topic):
+            table[(i + k) % brokers].append(TopicConfig(f"BenchTopic-{i:05d}", 8, 8))
+    return table
+
+
+async def load(port: int, table: list[list[TopicConfig]]) -> RemotingClient:
+    """Register every broker of ``table`` with the server on ``port``; returns the connection, which
+    must stay open (its close unregisters the brokers, as RocketMQ's onChannelDestroy does)."""
+    client = await RemotingClient.connect("127.0.0.1", port)
+    for n, topic_list in enumerate(table):
+        addr = f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}:10911"
+        answer = await client.request(register_broker_request(
+            "BenchCluster", addr, f"broker-{n:05d}", 0, addr.replace("10911", "10912"),
+            DataVersion(1_700_000_000_000, 1), topic_list), timeout=60)
+        assert answer.code == 0, answer
+    return client
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", type=int, default=3)
+    parser.add_argument("--brokers", type=int, default=1000)
+    parser.add_argument("--topics", type=int, default=10_000)
+    parser.add_argument("--per-topic", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--interval-ms", type=int, default=1)
+    args = parser.parse_args(argv)
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
+    servers = [NameServerProcess() for _ in range(args.servers)]
+    try:
+        table = placement(args.brokers, args.topics, args.per_topic)
+        procs = [psutil.Process(s.proc.pid) for s in servers]
+        targets = [Target(f"bench-{i}", "127.0.0.1", s.port) for i, s in enumerate(servers)]
+        config = CollectConfig(interval_ms=args.interval_ms, concurrency=args.concurrency, timeout_ms=60_000)
+        lines: list[tuple[float, float, list[float], str]] = []  # (wall, own cpu, servers' cpu, line)
+
+        def report(line: str) -> None:
+            lines.append((time.perf_counter(), time.process_time(), [sum(p.cpu_times()[:2]) for p in procs], line))
+
+        with tempfile.TemporaryDirectory(prefix="nscollect-") as out:
+            async def run() -> tuple:
+                started = time.perf_counter()
+                brokers = [await load(server.port, table) for server in servers]
+                print(f"loaded {args.servers} servers with {args.brokers} brokers x {args.topics} topics "
+                      f"({args.per_topic} brokers per topic) in {time.perf_counter() - started:.1f} s")
+                collector = Collector(targets, out, config, EventLogConfig(durability="none"), report)
+                collector.start()
+                before = (time.perf_counter(), time.process_time(), [sum(p.cpu_times()[:2]) for p in procs])
+                await collector.run(args.rounds)
+                for client in brokers:
+                    await client.close()
+                return before
+
+            before = asyncio.run(run())
+        print_rounds(args, before, lines)
+    finally:
+        for server in servers:
+            server.stop()
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+def print_rounds(args, before, lines) -> None:
+    """Per round of every server: wall time, route requests/s, CPU of the collector and the servers."""
+    done: dict[int, list] = {}
+    for wall, cpu, server_cpu, line in lines:
+        match = _OK.match(line)
+        if match is None:
+            print(f"not ok: {line}")
+            continue
+        done.setdefault(int(match[2]), []).append((wall, cpu, server_cpu, int(match[3]), float(match[4])))
+    previous = before
+    walls = []
+    print(f"{'round':>5} {'wall s':>8} {'slowest server s':>17} {'requests/s':>11} {'collector cpu s':>16} "
+          f"{'servers cpu s':>14}")
+    for number in sorted(done):
+        entries = done[number]
+        if len(entries) < args.servers:
+            continue
+        end = max(e[0] for e in entries)
+        last = max(entries, key=lambda e: e[0])
+        wall = end - previous[0]
+        requests = sum(e[3] for e in entries)
+        cpu = last[1] - previous[1]
+        server_cpu = [a - b for a, b in zip(last[2], previous[2])]
+        walls.append(wall)
+        print(f"{number:>5} {wall:>8.2f} {max(e[4] for e in entries):>17.2f} {requests / wall:>11,.0f} "
+              f"{cpu:>16.2f} {sum(server_cpu) / len(server_cpu):>14.2f}")
+        previous = (end, last[1], last[2])
+    if len(walls) > 1:
+        print(f"median of rounds after the first (no change to log): {statistics.median(walls[1:]):.2f} s "
+              f"for {args.servers} x {args.topics} topics (target: within 30 s on one core)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""``nsaudit collect``: its arguments and the foreground run until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import signal
+import sys
+
+from common.config import ConfigError, load_config
+from common.errors import UserError
+from nameserver.collect.collector import Collector
+from nameserver.collect.targets import parse_targets
+
+DESCRIPTION = (
+    "Poll real name servers, each on its own connection, with read-only requests only "
+    "(GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206, GET_ROUTEINFO_BY_TOPIC 105; "
+    "never QUERY_DATA_VERSION 322 or anything that changes a server), and log what each answered into "
+    "its own event stream under DIR: the full state at start, at each UTC day and after an outage, "
+    "then only changes; a server that does not answer is logged too and retried with backoff. "
+    "Prints one progress line per server and round on stderr. SIGTERM/SIGINT: stop, write "
+    "observe_stop, close the streams, exit 0."
+)
+EPILOG = (
+    "Each entry of --namesrv is HOST:PORT or ID=HOST:PORT; the stream id (the folder under DIR and the "
+    "events' ns) is ID, or obs-<host>-<port> by default. Exit status: 0 stopped by a signal or after "
+    "--rounds, 1 an event stream could not be written, 2 bad arguments or configuration."
+)
+
+
+def _targets(text: str):
+    try:
+        return parse_targets(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {value}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``collect``'s options to ``parser``."""
+    parser.add_argument("--namesrv", required=True, type=_targets, metavar="HOST:PORT;HOST:PORT;...",
+                        help="the name servers to observe, as in a broker's namesrvAddr (';' or ',' between "
+                        "entries; quote it in a shell)")
+    parser.add_argument("--events", required=True, metavar="DIR",
+                        help="event-log directory; each server's stream is DIR/<stream id>")
+    parser.add_argument("--interval-ms", type=_positive, default=None, metavar="N",
+                        help="start a round of every server this often (default [collect] interval_ms, 10000)")
+    parser.add_argument("--rounds", type=_non_negative, default=0, metavar="N",
+                        help="stop after N rounds of each server, failed ones included (default 0: until SIGTERM/SIGINT)")
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="TOML config: [collect] timeouts, concurrency, backoff; [eventlog] durability "
+                        "(default conf/nsaudit.toml)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the collector the parsed arguments describe; returns the exit code."""
+    config = load_config(args.config)
+    collect = config.collect
+    if args.interval_ms is not None:
+        try:
+            collect = dataclasses.replace(collect, interval_ms=args.interval_ms)
+        except ConfigError as exc:
+            raise UserError(str(exc)) from None
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(_serve(args, collect, config.eventlog))
+
+
+def _print(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _serve(args: argparse.Namespace, collect, eventlog) -> int:
+    collector = Collector(args.namesrv, args.events, collect, eventlog, _print)
+    try:
+        collector.start()
+    except OSError as exc:
+        raise UserError(f"cannot open the event streams under {args.events}: {exc}") from None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, collector.request_stop, sig.name)
+    _print(f"collect: observing {', '.join(f'{t.addr} as {t.ns}' for t in collector.targets)} into {args.events}, "
+           f"a round every {collect.interval_ms} ms")
+    await collector.run(args.rounds)
+    if collector.failure is not None:
+        _print(f"collect: stopped: an event stream could not be written: {collector.failure}")
+        return 1
+    _print(f"collect: stopped ({collector.stop_reason}); streams closed")
+    return 0

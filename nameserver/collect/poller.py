@@ -1,0 +1,151 @@
+"""The rounds of one observed server on its own connection: connect, observe, log, wait, retry.
+
+Each server has its own :class:`ServerPoller`, so a server that is down, slow or answers garbage
+delays nobody else. A failed round closes the connection and the next attempt waits
+``backoff_initial_ms``, doubling per failure up to ``backoff_max_ms``; a good round resets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Callable
+
+from common.config import CollectConfig
+from nameserver.client import RemotingClient
+from nameserver.collect.record import ObservedServer
+from nameserver.collect.rounds import ObserveFailure, RoundResult, connect, observe_round
+from nameserver.collect.targets import Target
+from nameserver.eventlog.writer import EventLogWriter
+
+# Route requests start within this share of the interval, so a round ends well before the next.
+SPREAD_SHARE = 0.5
+
+
+def wall_clock_ms() -> int:
+    """Epoch milliseconds, the ``ts`` of every event."""
+    return time.time_ns() // 1_000_000
+
+
+def backoff_ms(failures: int, config: CollectConfig) -> int:
+    """The wait before the next attempt after ``failures`` failed rounds in a row (>= 1)."""
+    return min(config.backoff_max_ms, config.backoff_initial_ms * 2 ** min(failures - 1, 32))
+
+
+class ServerPoller:
+    """Polls one server until told to stop, writing its stream.
+
+    Args:
+        target: the server and its stream id.
+        writer: the stream's open event-log writer.
+        config: interval, concurrency, timeouts, backoff.
+        report: takes each round's progress line (stderr in the command).
+        clock: epoch ms for the events' ``ts``.
+
+    Attributes:
+        rounds: rounds done (good or failed).
+        failures: failed rounds in a row.
+    """
+
+    def __init__(self, target: Target, writer: EventLogWriter, config: CollectConfig,
+                 report: Callable[[str], None], clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.target = target
+        self.writer = writer
+        self.config = config
+        self.record = ObservedServer(target.addr, config.interval_ms)
+        self.rounds = 0
+        self.failures = 0
+        self._report = report
+        self._clock = clock
+        self._client: RemotingClient | None = None
+
+    async def run(self, stop: asyncio.Event, max_rounds: int = 0) -> None:
+        """Write ``observe_start``, then poll until ``stop`` is set (or ``max_rounds`` > 0 are done).
+
+        A round in progress when ``stop`` is set is abandoned and logs nothing. ``observe_stop`` is
+        the caller's (:meth:`stop`), after every poller has ended.
+
+        Raises:
+            EventLogError: the stream cannot be written (fatal for the collector).
+        """
+        loop = asyncio.get_running_loop()
+        await self._write(self.record.start(self._clock()))
+        try:
+            while not stop.is_set():
+                round_task = asyncio.ensure_future(self._one_round())
+                stop_task = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({round_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+                stop_task.cancel()
+                if not round_task.done():
+                    round_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await round_task
+                    break
+                next_round_at = round_task.result()
+                if max_rounds and self.rounds >= max_rounds:
+                    break
+                remaining = next_round_at - loop.time()
+                if remaining > 0:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), remaining)
+        finally:
+            await self._disconnect()
+
+    async def stop(self, reason: str) -> None:
+        """Write ``observe_stop`` and make the stream durable."""
+        await self._write(self.record.stop(self._clock(), reason))
+
+    async def _one_round(self) -> float:
+        """One round, logged; returns the loop time at which the next may start: an interval after
+        this one started when it went well, the backoff from now after a failure."""
+        self.rounds += 1
+        number = self.rounds
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        timeout_s = self.config.timeout_ms / 1000
+        try:
+            if self._client is None or not self._client.is_open:
+                await self._disconnect()
+                self._client = await connect(self.target.host, self.target.port, timeout_s)
+            result = await observe_round(self._client, timeout_s, self.config.concurrency,
+                                         self.config.interval_ms / 1000 * SPREAD_SHARE)
+            self._client.unsolicited.clear()  # frames nobody asked for: a long-lived connection must not hoard them
+        except ObserveFailure as failure:
+            await self._disconnect()
+            self.failures += 1
+            wait = backoff_ms(self.failures, self.config)
+            await self._write(self.record.failed(self._clock(), number, failure.reason, failure.detail))
+            self._report(f"collect {self.target.ns} ({self.target.addr}) round {number}: FAILED {failure.reason}: "
+                         f"{failure.detail}; failure {self.failures} in a row, retry in {wait / 1000:g} s")
+            return loop.time() + wait / 1000
+        recovered = self.failures
+        self.failures = 0
+        events = self.record.observed(result.view, self._clock(), number)
+        await self._write(events)
+        self._report(self._ok_line(number, result, events, loop.time() - started, recovered))
+        return started + self.config.interval_ms / 1000
+
+    def _ok_line(self, number: int, result: RoundResult, events: list[dict], seconds: float, recovered: int) -> str:
+        view = result.view
+        routed = sum(1 for r in view.routes.values() if r is not None)
+        if events and events[0]["type"] == "observe_snapshot":
+            logged = f"snapshot ({events[0]['reason']}) of {len(events) - 1} entries"
+        else:
+            logged = f"{len(events)} change{'s' if len(events) != 1 else ''}"
+        back = f", answering again after {recovered} failed round{'s' if recovered != 1 else ''}" if recovered else ""
+        return (f"collect {self.target.ns} ({self.target.addr}) round {number}: ok, {len(view.broker_addr_table)} "
+                f"brokers, {len(view.routes)} topics ({routed} routed), {logged}, {result.requests} requests "
+                f"in {seconds:.2f} s{back}")
+
+    async def _write(self, events: list[dict]) -> None:
+        if not events:
+            return
+        for event in events:
+            self.writer.append(event)
+        await asyncio.get_running_loop().run_in_executor(None, self.writer.sync)
+
+    async def _disconnect(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.abort()
