@@ -113,6 +113,8 @@ def frames(spark, snapshot_rows, *, previous=(), addr_rows=(), cluster_rows=(), 
         frame(spark, list(addr_rows), BROKER_ADDR_HISTORY_SCHEMA),
         frame(spark, list(cluster_rows), CLUSTER_HISTORY_SCHEMA), DAY, params,
         exact_pieces_df=exact_pieces_from_snapshots(snapshots_df, params),
+        exact_broker_data_runs_df=D.agg_exact_broker_data_runs(frame(spark, list(addr_rows), BROKER_ADDR_HISTORY_SCHEMA),
+                                                               DAY),
     )
 
 
@@ -463,8 +465,9 @@ def test_no_master_and_queue_data_without_broker(spark):
     ]
     fr = frames(spark, rows, addr_rows=addr_rows)
     assert_findings(spark, fr, "no_master", [("broker-a", "ns-a", 1, 2), ("broker-e", "ns-a", 2, 2)])
+    # exact, from the history: from the master's removal at 00:05 to the slave's at 00:15
     assert detail_of(fr, "no_master", "broker-a") == {
-        "snapshots": 2, "cluster": "C1", "topics": 1, "writable_topics": 1, "write_queues": 8, "addrs": {"1": SA},
+        "duration_ms": 2 * STEP, "still_open": False, "cluster": "C1", "addrs": {"1": SA},
     }
     assert_findings(spark, fr, "queue_data_without_broker", [("broker-x", "ns-a", 0, 0)])
 
@@ -582,6 +585,11 @@ def test_a_master_gap_shorter_than_the_snapshot_interval_is_found_with_its_exact
     assert details[gone]["queue_datas"] == [{"broker_name": "broker-a", "cluster": "C1", "perm": 6,
                                              "read_queue_nums": 8, "write_queue_nums": 8, "has_master": False}]
     assert details[0]["still_open"] is True and details[0]["queue_datas"][0]["cluster"] is None
+    masterless = read_table(spark, lake.table_path(tmp_path, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY}).where(
+        F.col("kind") == "no_master").select(
+        "subject", "ns", (F.unix_millis("start_ts") - T0).alias("start"), (F.unix_millis("end_ts") - T0).alias("end"))
+    assert sorted(tuple(r) for r in masterless.collect()) == [
+        ("broker-a", "ns-a", gone, back), ("broker-a", "ns-a", gone2, back2)]
 
 
 def test_exact_runs_merge_touching_segments_only(spark):
@@ -767,11 +775,12 @@ def test_pieces_give_what_the_exploded_snapshots_give(spark):
     previous_df = snapshots(spark, [])
     runs_df = agg_broker_data_runs(addr_df, DAY, STEP)
     exact_df = D.agg_exact_pieces(queue_df, D.agg_exact_broker_data_runs(addr_df, DAY), DAY)
+    exact_runs_df = D.agg_exact_broker_data_runs(addr_df, DAY)
     by_pieces = build(agg_route_pieces(queue_df, runs_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS,
-                      exact_pieces_df=exact_df)
+                      exact_pieces_df=exact_df, exact_broker_data_runs_df=exact_runs_df)
     instants_df = agg_route_snapshots(queue_df, addr_df, DAY, STEP)
     by_instants = build(D.pieces_from_snapshots(instants_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS,
-                        exact_pieces_df=exact_df)
+                        exact_pieces_df=exact_df, exact_broker_data_runs_df=exact_runs_df)
     for name in ("topic_stats_df", "group_rows_df"):
         assert_df_equality(getattr(by_pieces, name), getattr(by_instants, name), ignore_row_order=True,
                            ignore_nullable=True)

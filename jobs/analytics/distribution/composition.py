@@ -12,16 +12,15 @@ from pyspark.sql import functions as F
 from jobs.analytics.distribution.conditions import (
     filter_addr_in_two_groups,
     filter_broker_in_two_clusters,
-    filter_no_master,
     filter_queue_data_without_broker,
     filter_queue_skew,
     filter_write_perm_wiped,
-    with_last_addrs,
     with_skew_plan,
 )
 from jobs.analytics.distribution.exact import (
     EXACT_KINDS,
     agg_exact_kind_runs,
+    agg_exact_no_master,
     agg_exact_topic_conditions,
     select_exact_findings,
     select_exact_kind_runs,
@@ -66,6 +65,7 @@ def build_distribution(
     broker_data_runs_df: DataFrame | None = None,
     *,
     exact_pieces_df: DataFrame,
+    exact_broker_data_runs_df: DataFrame,
 ) -> DistributionFrames:
     """Compose the transforms for one day; computes the findings' runs of instants (small) at once.
 
@@ -82,6 +82,8 @@ def build_distribution(
         exact_pieces_df: the same routes at millisecond positions
             (:func:`jobs.analytics.distribution.exact.agg_exact_pieces`): the exact kinds'
             findings (``EXACT_KINDS``) come from them, the others from the instants.
+        exact_broker_data_runs_df: :func:`jobs.analytics.distribution.exact.agg_exact_broker_data_runs`
+            of ``broker_addr_df`` (``no_master``).
     """
     interval = params.snapshot_interval_ms
     if broker_data_runs_df is None:
@@ -99,12 +101,12 @@ def build_distribution(
         agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
     )
     exact_flagged_df = exact_pieces_df.transform(with_queue_flags)
-    exact_runs_df = checkpoint_frame(agg_exact_kind_runs(
-        agg_exact_topic_conditions(agg_topic_segments(exact_flagged_df), exact_flagged_df), day))
+    exact_conditions = agg_exact_topic_conditions(agg_topic_segments(exact_flagged_df), exact_flagged_df)
+    exact_conditions["no_master"] = agg_exact_no_master(exact_broker_data_runs_df)
+    exact_runs_df = checkpoint_frame(agg_exact_kind_runs(exact_conditions, day))
     conditions = {
         "write_perm_wiped": filter_write_perm_wiped(flagged_df, previous_flagged_df, day, interval),
         "queue_skew": filter_queue_skew(group_rows_df, params),
-        "no_master": filter_no_master(group_rows_df),
         "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
         "broker_in_two_clusters": filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval),
         "addr_in_two_groups": filter_addr_in_two_groups(broker_addr_df, day, interval),
@@ -112,16 +114,16 @@ def build_distribution(
     # small (a row per run), read once per kind: computed here, once, and cut from its plan, so
     # that the nine reads neither repeat nor re-plan it
     kind_runs_df = checkpoint_frame(agg_kind_runs(conditions, day, interval))
-    findings_df = _union_findings(kind_runs_df, conditions, exact_runs_df, exact_flagged_df, broker_addr_df, params)
+    findings_df = _union_findings(kind_runs_df, conditions, exact_runs_df, exact_flagged_df, params)
     return DistributionFrames(topic_segments_df, topic_stats_df, group_rows_df, findings_df,
                               cached=(topic_segments_df, group_rows_df, kind_runs_df, exact_runs_df))
 
 
 def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], exact_runs_df: DataFrame,
-                    exact_flagged_df: DataFrame, broker_addr_df: DataFrame, params: DistributionParams) -> DataFrame:
+                    exact_flagged_df: DataFrame, params: DistributionParams) -> DataFrame:
     """The finding rows of every kind (``SEVERITY`` order): the exact kinds from
     :func:`jobs.analytics.distribution.exact.agg_exact_kind_runs` rows, the others (``kinds``) from
-    :func:`agg_kind_runs` rows; the details of four kinds gain what their run's end adds."""
+    :func:`agg_kind_runs` rows; the details of three kinds gain what their run's end adds."""
     def runs(kind: str) -> DataFrame:
         return select_kind_runs(kind_runs_df, kind)
 
@@ -130,12 +132,11 @@ def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], exact_runs_df
 
     enriched: Mapping[str, DataFrame] = {
         "queue_skew": with_skew_plan(runs("queue_skew"), params),
-        "no_master": with_last_addrs(runs("no_master"), broker_addr_df),
     }
     by_kind = {kind: select_findings(enriched[kind] if kind in enriched else runs(kind), kind) for kind in kinds}
     for kind in EXACT_KINDS:
         kind_df = exact(kind)
-        if kind != "read_write_mismatch":  # its segments already name their QueueData
+        if kind in ("no_writable_queue", "single_broker_topic"):  # the others' segments say it all
             kind_df = with_last_queue_datas(kind_df, exact_flagged_df)
         by_kind[kind] = select_exact_findings(kind_df, kind)
     findings = [by_kind[kind] for kind in SEVERITY]

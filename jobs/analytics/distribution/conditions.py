@@ -120,34 +120,6 @@ def with_skew_plan(runs_df: DataFrame, params: DistributionParams) -> DataFrame:
     ).drop("_plan")
 
 
-def filter_no_master(group_rows_df: DataFrame) -> DataFrame:
-    """``no_master`` instants: a BrokerData without id 0. Its QueueData give producers nothing
-    (§3) however writable they are; consumers may still read from the slaves."""
-    return group_rows_df.where((F.col("broker_addrs") > 0) & ~F.col("has_master")).select(
-        "ns", F.col("broker_name").alias("subject"), "snapshot_ts",
-        F.struct("cluster", "topics", "writable_topics", "write_queues").alias("detail"),
-    )
-
-
-def with_last_addrs(runs_df: DataFrame, broker_addr_df: DataFrame) -> DataFrame:
-    """Add to the ``detail`` of broker-name runs the group's ``addrs`` (id -> address) at the run's
-    last instant, from ``broker_addr_history`` (null when it has none)."""
-    h, r = broker_addr_df.alias("h"), runs_df.select("ns", "subject", "end_ts").distinct().alias("r")
-    valid = (F.col("h.valid_from_ts") <= F.col("r.end_ts")) & (
-        F.col("h.valid_to_ts").isNull() | (F.col("r.end_ts") < F.col("h.valid_to_ts"))
-    )
-    addrs_df = (
-        h.join(r, (F.col("h.ns") == F.col("r.ns")) & (F.col("h.broker_name") == F.col("r.subject")) & valid)
-        .groupBy("r.ns", "r.subject", "r.end_ts")
-        .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("h.broker_id", "h.broker_addr")))).alias("addrs"))
-    )
-    return (
-        runs_df.join(addrs_df, ["ns", "subject", "end_ts"], "left")
-        .withColumn("detail", F.struct("detail.*", "addrs"))
-        .drop("addrs")
-    )
-
-
 def filter_queue_data_without_broker(group_rows_df: DataFrame) -> DataFrame:
     """``queue_data_without_broker`` instants: QueueData of a broker name with no BrokerData."""
     return group_rows_df.where((F.col("broker_addrs") == 0) & (F.col("topics") > 0)).select(

@@ -1,5 +1,5 @@
-"""Exact topic findings: ``no_writable_queue``, ``single_broker_topic`` and ``read_write_mismatch``
-from the validity intervals themselves, not from the snapshot instants.
+"""Exact findings: ``no_writable_queue``, ``single_broker_topic``, ``read_write_mismatch`` and
+``no_master`` from the validity intervals themselves, not from the snapshot instants.
 
 The input is the day's routes as pieces at millisecond resolution (:func:`agg_exact_pieces`:
 :func:`jobs.snapshots.agg_route_pieces` with a 1 ms "interval", so a position is the millisecond
@@ -24,8 +24,9 @@ from jobs.analytics.distribution.queue_data import sum_long
 from jobs.lake.findings import finding_columns
 from jobs.snapshots import agg_broker_data_runs, agg_route_pieces, with_segments
 from common.timeutil import DAY_MS, day_start_ms
+from nameserver.model import MASTER_ID
 
-EXACT_KINDS = ("no_writable_queue", "read_write_mismatch", "single_broker_topic")
+EXACT_KINDS = ("no_writable_queue", "read_write_mismatch", "single_broker_topic", "no_master")
 MS = 1  # the "snapshot interval" that makes every millisecond of the day a position
 
 
@@ -148,6 +149,22 @@ def select_exact_kind_runs(kind_runs_df: DataFrame, kind: str) -> DataFrame:
     return kind_runs_df.where(F.col("kind") == kind).select(
         "ns", "subject", "start_ts", "end_ts", "duration_ms", "still_open", "last_pos",
         F.col(f"_detail_{kind}").alias("detail"))
+
+
+def agg_exact_no_master(exact_runs_df: DataFrame) -> DataFrame:
+    """``no_master`` segments: a BrokerData without id 0 (its QueueData give producers nothing,
+    §3; consumers may still read from the slaves), with its ``cluster`` and ``addrs`` (id ->
+    address).
+
+    Args:
+        exact_runs_df: :func:`agg_exact_broker_data_runs` (runs of one BrokerData value; null
+            ``broker_addrs`` where the name has none).
+    """
+    lacks_master = F.col("broker_addrs").isNotNull() & (F.size("broker_addrs") > 0) & ~F.map_contains_key(
+        "broker_addrs", F.lit(MASTER_ID).cast("long"))
+    return exact_runs_df.where(lacks_master).select(
+        "ns", F.col("broker_name").alias("subject"), "first_pos", "last_pos",
+        F.struct("cluster", F.col("broker_addrs").alias("addrs")).alias("detail"))
 
 
 def with_last_queue_datas(runs_df: DataFrame, flagged_df: DataFrame) -> DataFrame:

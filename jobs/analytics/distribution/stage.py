@@ -104,12 +104,12 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     pieces_df = checkpoint_frame(agg_route_pieces(topic_route_df, runs_df, day, params.snapshot_interval_ms))
     # the same at millisecond positions, for the exact findings (their conditions and the
     # QueueData their details name)
-    exact_pieces_df = checkpoint_frame(
-        agg_exact_pieces(topic_route_df, agg_exact_broker_data_runs(broker_addr_df, day), day))
+    exact_runs_df = checkpoint_frame(agg_exact_broker_data_runs(broker_addr_df, day))
+    exact_pieces_df = checkpoint_frame(agg_exact_pieces(topic_route_df, exact_runs_df, day))
     frames = build_distribution(
         pieces_df, _read_previous_end(spark, lake_dir, day), broker_addr_df,
         read_or_empty(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, where=today),
-        day, params, runs_df, exact_pieces_df=exact_pieces_df,
+        day, params, runs_df, exact_pieces_df=exact_pieces_df, exact_broker_data_runs_df=exact_runs_df,
     )
     try:
         _write_tables(frames, lake_dir, day, params)
@@ -117,7 +117,7 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         counts, topic_rows = _count_rows(frames)
     finally:
         frames.release()
-        for df in (pieces_df, exact_pieces_df, runs_df):
+        for df in (pieces_df, exact_pieces_df, exact_runs_df, runs_df):
             release_frame(df)
     notes = [] if counts["rows"] else [
         f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]

@@ -127,7 +127,7 @@ def with_servers(findings_df: DataFrame) -> DataFrame:
 
 
 # kinds checked at the snapshot instants: the condition may have begun up to one interval earlier
-SAMPLED_KINDS = ("write_perm_wiped", "queue_skew", "no_master", "queue_data_without_broker",
+SAMPLED_KINDS = ("write_perm_wiped", "queue_skew", "queue_data_without_broker",
                  "broker_in_two_clusters", "addr_in_two_groups")
 # kinds whose evidence is the event at their end: a clean unregister ends a window that began
 # with the registration, and a flapping address's last window end is its latest trouble
@@ -143,8 +143,8 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
     snapshot interval before its first instant for :data:`SAMPLED_KINDS`.
 
     Example:
-        A ``broker_unregistered`` of a window 00:00-10:00: 10:00-10:00. A ``no_master`` at the
-        instants 10:05-10:20 with a 5-minute interval: 10:00-10:20.
+        A ``broker_unregistered`` of a window 00:00-10:00: 10:00-10:00. A ``write_perm_wiped`` at
+        the instants 10:05-10:20 with a 5-minute interval: 10:00-10:20.
     """
     start, end = F.unix_millis("start_ts"), F.unix_millis("end_ts")
     midnight = F.lit(day_start_ms(day)).cast("long")
