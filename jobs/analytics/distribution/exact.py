@@ -27,6 +27,7 @@ from common.timeutil import DAY_MS, day_start_ms
 from nameserver.model import MASTER_ID
 
 EXACT_KINDS = ("no_writable_queue", "read_write_mismatch", "single_broker_topic", "no_master")
+REGISTRATION_PERIOD_MS = 30_000  # a broker registers with every server this often (§2.1)
 MS = 1  # the "snapshot interval" that makes every millisecond of the day a position
 
 
@@ -154,7 +155,8 @@ def select_exact_kind_runs(kind_runs_df: DataFrame, kind: str) -> DataFrame:
 def agg_exact_no_master(exact_runs_df: DataFrame) -> DataFrame:
     """``no_master`` segments: a BrokerData without id 0 (its QueueData give producers nothing,
     §3; consumers may still read from the slaves), with its ``cluster`` and ``addrs`` (id ->
-    address).
+    address). A BrokerData created without its master that gets it within
+    ``REGISTRATION_PERIOD_MS`` is a group starting (its slave registered first), not a finding.
 
     Args:
         exact_runs_df: :func:`agg_exact_broker_data_runs` (runs of one BrokerData value; null
@@ -162,7 +164,12 @@ def agg_exact_no_master(exact_runs_df: DataFrame) -> DataFrame:
     """
     lacks_master = F.col("broker_addrs").isNotNull() & (F.size("broker_addrs") > 0) & ~F.map_contains_key(
         "broker_addrs", F.lit(MASTER_ID).cast("long"))
-    return exact_runs_df.where(lacks_master).select(
+    # a group whose slave registers a moment before its master (a start, not a loss): the
+    # BrokerData is new and the master follows within a registration period
+    previous = F.lag("broker_addrs").over(Window.partitionBy("ns", "broker_name").orderBy("first_pos"))
+    starting = previous.isNull() & (F.col("last_pos") + 1 - F.col("first_pos") < REGISTRATION_PERIOD_MS) & (
+        F.col("last_pos") < DAY_MS - 1)
+    return exact_runs_df.withColumn("_starting", starting).where(lacks_master & ~F.col("_starting")).select(
         "ns", F.col("broker_name").alias("subject"), "first_pos", "last_pos",
         F.struct("cluster", F.col("broker_addrs").alias("addrs")).alias("detail"))
 
