@@ -3,7 +3,7 @@
     spark-submit jobs/nightly_audit.py --events DIR --lake DIR [--date YYYY-MM-DD] [--config FILE]
     nsaudit audit --events DIR --lake DIR [--date YYYY-MM-DD] [--master URL]
 
-Stages: ingest → rebuild → snapshots → liveness → divergence → distribution → security → report. Each stage
+Stages: ingest → rebuild → snapshots → liveness → divergence → distribution → security → incidents → report. Each stage
 replaces that day's partitions of its tables in one Delta transaction per table, so a rerun gives
 the same tables and adds nothing twice, and a failed run leaves every table at its previous
 version (readable). The day counts as audited only when ``audit_runs`` records it ``ok``: a run
@@ -47,6 +47,7 @@ class AuditOutcome:
     day: dt.date
     stages: list[dict[str, Any]] = field(default_factory=list)
     findings_by_severity: dict[str, int] = field(default_factory=dict)
+    incidents_by_severity: dict[str, int] = field(default_factory=dict)
     report_html: str | None = None
     report_json: str | None = None
     seconds: float = 0.0
@@ -81,7 +82,8 @@ def _counts(result: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-STAGES = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "report")
+STAGES = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "incidents",
+          "report")
 
 
 def _failed_stage(stages_done: list[dict[str, Any]]) -> str:
@@ -102,6 +104,7 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     from jobs import snapshots
     from jobs.analytics.distribution import stage as distribution
     from jobs.analytics.divergence import stage as divergence
+    from jobs.analytics.incidents import stage as incidents
     from jobs.analytics.liveness import stage as liveness
     from jobs.analytics.security import stage as security
     from jobs.ingest import stage as ingest
@@ -125,6 +128,8 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     div = _stage(outcome, "divergence", lambda: divergence.run_divergence(spark, lake, day, config), progress)
     dist = _stage(outcome, "distribution", lambda: distribution.run_distribution(spark, lake, day, config), progress)
     _stage(outcome, "security", lambda: security.run_security(spark, lake, day, config), progress)
+    linked = _stage(outcome, "incidents", lambda: incidents.run_incidents(spark, lake, day, config), progress)
+    outcome.incidents_by_severity = dict(linked.incidents_by_severity)
 
     def write_report():
         data = report_data.collect_report_data(spark, lake, day, live, div, dist)
@@ -300,6 +305,7 @@ def _summary(outcome: AuditOutcome) -> dict[str, Any]:
         "date": outcome.day.isoformat(),
         "seconds": outcome.seconds,
         "findings": outcome.findings_by_severity,
+        "incidents": outcome.incidents_by_severity,
         "report": outcome.report_html,
         "stages": outcome.stages,
     }

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from common.errors import UserError
 from jobs import nightly_audit
-from common.arguments import OneLineParser, existing_dir_arg, output_dir_arg, time_arg
+from common.arguments import OneLineParser, date_arg, existing_dir_arg, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
@@ -183,6 +183,22 @@ def _lake(sub) -> None:
     p.set_defaults(run="jobs.housekeeping.commands:history_from_cli")
 
 
+def _incidents(sub) -> None:
+    p = sub.add_parser(
+        "incidents", help="a day's incidents (findings grouped by root cause), worst first",
+        description="Print the incidents of an audited day: severity, root cause, subject, servers, span, "
+        "impact (topics producers could not write, share of clients exposed) and the incident id; critical "
+        "first, then by impact. A day not audited ok says so.",
+    )
+    p.add_argument("--lake", required=True, metavar="DIR", type=existing_dir_arg)
+    p.add_argument("--date", required=True, metavar="YYYY-MM-DD", type=date_arg, help="the audited UTC day")
+    p.add_argument("--min-severity", choices=("info", "warning", "critical"), default="info",
+                   help="leave out incidents below this severity (default info: all)")
+    p.add_argument("--format", choices=("table", "json", "prometheus"), default="table",
+                   help="table (default), one JSON object, or Prometheus text exposition")
+    p.set_defaults(run="jobs.query.incidents:incidents_from_cli")
+
+
 def _demo(sub) -> None:
     p = sub.add_parser(
         "demo", help="simulate a day with faults into ./demo and audit it",
@@ -206,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and audit the event logs with Spark into Delta tables.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_nameserver, _collect, _simulate, _fleet, _audit, _queries, _lake, _demo):
+    for add in (_nameserver, _collect, _simulate, _fleet, _audit, _queries, _incidents, _lake, _demo):
         add(sub)
     return parser
 

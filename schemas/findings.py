@@ -21,7 +21,13 @@ FINDINGS_SCHEMA = StructType(
         StructField("start_ts", TimestampType(), True),  # UTC; null when the finding has no span
         StructField("end_ts", TimestampType(), True),
         StructField("detail", StringType(), False),  # JSON object text, keys per kind
+        # the finding's content hash (jobs.lake.findings.finding_id), set when it is written
+        StructField("finding_id", StringType(), True),
+        # the incident it belongs to (jobs.analytics.incidents); null until that stage has run
+        StructField("incident_id", StringType(), True),
     ]
 )
+
+LINK_COLUMNS = ("finding_id", "incident_id")  # what the writers add; stages leave them out
 
 FINDINGS_PARTITION_BY = ("date", "category")

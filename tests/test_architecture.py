@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "jobs.rebuild": 23,
     "jobs.snapshots": 24,
     "jobs.analytics": 25,
+    "jobs.analytics.incidents": 25,  # reads the findings every stage wrote, imports none of them
     "jobs.report": 26,
     "jobs.query": 26,
     "jobs.nightly_audit": 27,

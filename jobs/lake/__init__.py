@@ -16,6 +16,7 @@ from schemas.tables import (  # noqa: F401 (re-exported)
     EVENTS,
     FILTER_SERVER_HISTORY,
     FINDINGS,
+    INCIDENTS,
     INGEST_FILES,
     LIVENESS_WINDOWS,
     NS_DIVERGENCES,

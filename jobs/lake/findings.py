@@ -33,7 +33,8 @@ def finding_columns(
     end_ts: Column | None = None,
     detail: DetailSpec | None = None,
 ) -> list[Column]:
-    """The finding columns, in ``FINDINGS_SCHEMA`` order, from column expressions.
+    """The finding columns, in ``FINDINGS_SCHEMA`` order, from column expressions (all but
+    ``finding_id`` and ``incident_id``, which :func:`write_findings` adds).
 
     Args:
         date: the audited day; None leaves ``date`` out (``write_findings`` adds it).
@@ -104,8 +105,19 @@ def detail_json(detail: DetailSpec) -> Column:
     return F.to_json(detail, {"ignoreNullFields": "false"})
 
 
+FINDING_ID_FIELDS = ("date", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail")
+
+
+def finding_id() -> Column:
+    """A finding's id: 16 hex digits of the SHA-256 of its content (``FINDING_ID_FIELDS``), so a
+    rerun that finds the same thing gives it the same id."""
+    text = F.to_json(F.struct(*[F.col(c) for c in FINDING_ID_FIELDS]), {"ignoreNullFields": "false"})
+    return F.substring(F.sha2(text, 256), 1, 16)
+
+
 def with_finding_keys(findings_df: DataFrame, date: dt.date, category: str | None = None) -> DataFrame:
-    """Add ``date`` (and ``category`` when given) to finding rows that lack them.
+    """Add ``date`` (and ``category`` when given) to finding rows that lack them, and their
+    ``finding_id`` and a null ``incident_id`` (set by the incidents stage) when they lack those.
 
     Raises:
         ValueError: an unknown category.
@@ -117,6 +129,10 @@ def with_finding_keys(findings_df: DataFrame, date: dt.date, category: str | Non
         out_df = out_df.withColumn("date", F.lit(date).cast(T.DateType()))
     if category is not None and "category" not in out_df.columns:
         out_df = out_df.withColumn("category", F.lit(category))
+    if "finding_id" not in out_df.columns and "category" in out_df.columns:
+        out_df = out_df.withColumn("finding_id", finding_id())
+    if "incident_id" not in out_df.columns:
+        out_df = out_df.withColumn("incident_id", F.lit(None).cast(T.StringType()))
     return out_df
 
 

@@ -21,7 +21,9 @@ from jobs.report.render import ReportData, write_report
 from schemas.divergence import NS_DIVERGENCES_SCHEMA
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
+from jobs.report.incidents import INCIDENT_COLUMNS
 from schemas.findings import FINDINGS_SCHEMA
+from schemas.incidents import INCIDENTS_SCHEMA
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
 LIVENESS_ROWS_PER_SERVER = 60
@@ -29,6 +31,7 @@ DIVERGENCE_ROWS = 300
 HEATMAP_BROKERS = 40
 HEATMAP_TOPICS = 60
 FINDING_ROWS = 2000
+INCIDENT_ROWS = 500
 
 
 def _read_day(spark: SparkSession, lake: str, name: str, schema, day: dt.date) -> DataFrame | None:
@@ -87,9 +90,19 @@ def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS,
     )
 
 
+def select_incident_rows(incidents_df: DataFrame, limit: int = INCIDENT_ROWS) -> DataFrame:
+    """The report's incidents (``INCIDENT_COLUMNS``): by severity, then impact (topics producers
+    could not write, share of clients exposed, write queues), then start; at most ``limit``."""
+    rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
+    return incidents_df.orderBy(rank, F.col("topics_unwritable").desc(), F.col("client_share").desc(),
+                                F.col("write_queues_unwritable").desc(), "start_ts", "incident_id").limit(
+        limit).select(*INCIDENT_COLUMNS)
+
+
 def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, findings_df: DataFrame | None,
-                 quarantine_df: DataFrame | None) -> dict[str, Any]:
-    """Servers, brokers, topics, events, quarantined lines and findings by severity, in one pass each.
+                 quarantine_df: DataFrame | None, incidents_df: DataFrame | None = None) -> dict[str, Any]:
+    """Servers, brokers, topics, events, quarantined lines, and findings and incidents by severity,
+    in one pass each.
 
     ``end_cells_df``: the end-of-day cells (:func:`jobs.analytics.distribution.agg_end_of_day_distribution`),
     whose topics are ``topics_at_end``.
@@ -118,6 +131,12 @@ def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, fi
             by_severity[row["severity"]] = row["count"]
     headline.update({f"findings_{k}": v for k, v in by_severity.items()})
     headline["findings_by_severity"] = by_severity
+    incidents = {"critical": 0, "warning": 0, "info": 0}
+    if incidents_df is not None:
+        for row in incidents_df.groupBy("severity").count().collect():  # at most three rows
+            incidents[row["severity"]] = row["count"]
+    headline.update({f"incidents_{k}": v for k, v in incidents.items()})
+    headline["incidents_by_severity"] = incidents
     return headline
 
 
@@ -131,6 +150,7 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     end_cells_df = agg_end_of_day_distribution(snapshots_df, day) if snapshots_df is not None else None
     findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
     quarantine_df = _read_day(spark, lake, lake_tables.QUARANTINE, QUARANTINE_SCHEMA, day)
+    incidents_df = _read_day(spark, lake, lake_tables.INCIDENTS, INCIDENTS_SCHEMA, day)
 
     def small(df: DataFrame | None, columns: list[str]) -> pd.DataFrame:
         return df.toPandas() if df is not None else pd.DataFrame(columns=columns)
@@ -143,11 +163,11 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
             F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2),
             "category", "kind", "subject",
         ).limit(FINDING_ROWS) if findings_df is not None else None,
-        ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail"],
+        ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail", "incident_id"],
     )
     return ReportData(
         day=day,
-        headline=agg_headline(events_df, end_cells_df, findings_df, quarantine_df),
+        headline=agg_headline(events_df, end_cells_df, findings_df, quarantine_df, incidents_df),
         liveness=small(agg_liveness_rows(windows_df) if windows_df is not None else None,
                        ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"]),
         divergences=small(agg_divergence_rows(div_df) if div_df is not None else None,
@@ -156,6 +176,7 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
                            ["cluster", "broker_name", "topic", "write_queue_nums"]),
         findings=findings_pdf,
         notes=[str(n) for n in notes],
+        incidents=small(select_incident_rows(incidents_df) if incidents_df is not None else None, INCIDENT_COLUMNS),
     )
 
 

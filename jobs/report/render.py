@@ -22,6 +22,8 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from jobs.report.incidents import INCIDENT_COLUMNS, incidents_html  # noqa: E402
+
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 END_REASON_COLORS = {
     "open": "#2e7d32",
@@ -59,8 +61,9 @@ class ReportData:
         liveness: columns ns, broker_addr, broker_name, start_ts, end_ts, end_reason.
         divergences: columns kind, subject, start_ts, end_ts, duration_ms, ns_views (text).
         distribution: columns cluster, broker_name, topic, write_queue_nums (end-of-day state).
-        findings: columns severity, category, kind, subject, ns, start_ts, end_ts, detail.
+        findings: columns severity, category, kind, subject, ns, start_ts, end_ts, detail, incident_id.
         notes: caps applied and other remarks shown under the headline.
+        incidents: ``jobs.report.incidents.INCIDENT_COLUMNS``, worst and widest first.
     """
 
     day: dt.date
@@ -70,6 +73,7 @@ class ReportData:
     distribution: pd.DataFrame
     findings: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    incidents: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=INCIDENT_COLUMNS))
 
 
 def _svg(fig) -> str:
@@ -213,6 +217,7 @@ def _findings_table(frame: pd.DataFrame, max_rows: int = 500) -> str:
         note = f"<p>{len(frame)} findings; the first {max_rows} by severity are listed (all are in the findings table).</p>"
         frame = frame.head(max_rows)
     cols = ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail"]
+    cols += ["incident_id"] if "incident_id" in frame.columns else []
     head = "".join(f"<th>{c}</th>" for c in cols)
     body = []
     for row in frame[cols].itertuples(index=False):
@@ -242,7 +247,7 @@ td{white-space:nowrap} td .detail{white-space:normal;overflow-wrap:anywhere;min-
 
 
 def render_html(data: ReportData) -> str:
-    """The whole page as one string: headline, timelines, heatmaps, findings."""
+    """The whole page as one string: headline, incidents, timelines, heatmaps, findings."""
     cards = "".join(
         f'<div class="card"><span>{html.escape(str(k))}</span><b>{html.escape(str(v))}</b></div>'
         for k, v in data.headline.items()
@@ -250,6 +255,8 @@ def render_html(data: ReportData) -> str:
     )
     sections = [f"<h1>nsaudit report for {data.day.isoformat()} (UTC)</h1>", f'<div class="cards" id="headline">{cards}</div>']
     sections += [f"<p>{html.escape(n)}</p>" for n in data.notes]
+    # first: what happened, one line per root cause; the per-stage detail follows
+    sections.append(incidents_html(data.incidents, data.day, _svg))
 
     def figures(title: str, anchor: str, figs: list[Figure], empty: str) -> None:
         sections.append(f'<h2 id="{anchor}">{html.escape(title)}</h2>')

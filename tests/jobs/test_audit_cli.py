@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from jobs.nightly_audit import STAGES
 from nsaudit.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,12 +62,12 @@ def killed_rerun(root, first_audit) -> list[str]:
     try:
         for line in proc.stderr:
             lines.append(line.rstrip("\n"))
-            if line.startswith(f"audit {DAY}: [2/8] rebuild ..."):
+            if line.startswith(f"audit {DAY}: [2/{len(STAGES)}] rebuild ..."):
                 break
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
-    assert lines[-1].endswith("[2/8] rebuild ..."), lines
+    assert lines[-1].endswith(f"[2/{len(STAGES)}] rebuild ..."), lines
     return lines
 
 
@@ -91,7 +92,8 @@ def test_an_audit_prints_its_stages_and_summary_and_logs_the_rest(root, first_au
     shown = first_audit.stdout + first_audit.stderr
     assert "WARN" not in shown and " took " not in shown, shown
     assert all(line.startswith(f"audit {DAY}: [") for line in first_audit.stderr.splitlines()), first_audit.stderr
-    assert json.loads(first_audit.stdout)["date"] == DAY
+    summary = json.loads(first_audit.stdout)
+    assert summary["date"] == DAY and set(summary["incidents"]) == {"info", "warning", "critical"}
     log = (root / "lake" / "_logs" / f"{DAY}.log").read_text()
     assert " WARN " in log  # Spark's
     assert "jobs.ingest.stage: ingest: sequence took" in log  # the stages'

@@ -92,13 +92,29 @@ def build(*args, **kwargs):
     return fr
 
 
+def exact_pieces_from_snapshots(snapshots_df, params=PARAMS):
+    """Hand-built snapshot rows as millisecond pieces (:mod:`jobs.analytics.distribution.exact`):
+    the row of instant ``k`` holds from that instant until the next one (``END`` for its own
+    millisecond)."""
+    pos = D.pieces_from_snapshots(snapshots_df, DAY, params.snapshot_interval_ms)
+    end_pos, step = (DAY_MS - 1) // params.snapshot_interval_ms + 1, params.snapshot_interval_ms
+    return pos.withColumn("first_pos", F.when(F.col("first_pos") == end_pos, DAY_MS - 1)
+                          .otherwise(F.col("first_pos") * step)).withColumn(
+        "last_pos", F.when(F.col("last_pos") == end_pos, DAY_MS - 1).otherwise((F.col("last_pos") + 1) * step - 1))
+
+
 def frames(spark, snapshot_rows, *, previous=(), addr_rows=(), cluster_rows=(), params=PARAMS):
-    """The stage's frames for hand-built snapshot rows (each a piece of one instant)."""
+    """The stage's frames for hand-built snapshot rows (each a piece of one instant; for the exact
+    findings, one that holds until the next instant)."""
+    snapshots_df = snapshots(spark, snapshot_rows)
     return build(
-        D.pieces_from_snapshots(snapshots(spark, snapshot_rows), DAY, params.snapshot_interval_ms),
+        D.pieces_from_snapshots(snapshots_df, DAY, params.snapshot_interval_ms),
         snapshots(spark, list(previous)),
         frame(spark, list(addr_rows), BROKER_ADDR_HISTORY_SCHEMA),
         frame(spark, list(cluster_rows), CLUSTER_HISTORY_SCHEMA), DAY, params,
+        exact_pieces_df=exact_pieces_from_snapshots(snapshots_df, params),
+        exact_broker_data_runs_df=D.agg_exact_broker_data_runs(frame(spark, list(addr_rows), BROKER_ADDR_HISTORY_SCHEMA),
+                                                               DAY),
     )
 
 
@@ -113,10 +129,16 @@ def findings_of(fr, kind):
 
 
 def assert_findings(spark, fr, kind, expected):
-    """The kind's findings are exactly ``expected``: (subject, ns, first instant, last instant)."""
+    """The kind's findings are exactly ``expected``: (subject, ns, first instant, last instant).
+
+    An exact kind's finding (``D.EXACT_KINDS``) of hand-built snapshot rows ends where the rows of
+    its last instant stop holding: at the next instant."""
+    def end(b):
+        return at(b + 1) if kind in D.EXACT_KINDS and b != END else at(b)
+
     actual_df = findings_of(fr, kind).select(*FINDING_SCHEMA.names)
     expected_df = frame(spark,
-        [(kind, D.SEVERITY[kind], subject, ns, at(a), at(b)) for subject, ns, a, b in expected], FINDING_SCHEMA
+        [(kind, D.SEVERITY[kind], subject, ns, at(a), end(b)) for subject, ns, a, b in expected], FINDING_SCHEMA
     )
     assert_df_equality(actual_df, expected_df, ignore_row_order=True, ignore_nullable=True)
 
@@ -287,7 +309,7 @@ def test_no_writable_queue(spark):
         ("no-broker-data", "ns-a", 0, 0),
     ])
     assert detail_of(fr, "no_writable_queue", "masterless") == {
-        "snapshots": 1, "brokers": 1, "brokers_with_master": 0, "writable_brokers": 1, "write_queues": 8,
+        "duration_ms": STEP, "still_open": False, "brokers": 1, "brokers_with_master": 0, "writable_brokers": 1, "write_queues": 8,
         "queue_datas": [{"broker_name": "broker-a", "cluster": "C1", "perm": 6, "read_queue_nums": 8,
                          "write_queue_nums": 8, "has_master": False}],
     }
@@ -307,7 +329,7 @@ def test_read_write_mismatch(spark):
         ("mismatch", "ns-a", 0, 0), ("mismatch", "ns-a", 2, 2), ("no-broker-data", "ns-a", 0, 0),
     ])
     assert detail_of(fr, "read_write_mismatch", "no-broker-data") == {
-        "snapshots": 1, "unread_write_queues": 1,
+        "duration_ms": STEP, "still_open": False, "unread_write_queues": 1,
         "queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 0, "write_queue_nums": 1}],
     }
 
@@ -443,8 +465,9 @@ def test_no_master_and_queue_data_without_broker(spark):
     ]
     fr = frames(spark, rows, addr_rows=addr_rows)
     assert_findings(spark, fr, "no_master", [("broker-a", "ns-a", 1, 2), ("broker-e", "ns-a", 2, 2)])
+    # exact, from the history: from the master's removal at 00:05 to the slave's at 00:15
     assert detail_of(fr, "no_master", "broker-a") == {
-        "snapshots": 2, "cluster": "C1", "topics": 1, "writable_topics": 1, "write_queues": 8, "addrs": {"1": SA},
+        "duration_ms": 2 * STEP, "still_open": False, "cluster": "C1", "addrs": {"1": SA},
     }
     assert_findings(spark, fr, "queue_data_without_broker", [("broker-x", "ns-a", 0, 0)])
 
@@ -524,10 +547,61 @@ def test_run_distribution_writes_the_day_and_replaces_it(spark, tmp_path):
     assert topic_df.count() == instants
     found = read_table(spark, lake.table_path(tmp_path, lake.FINDINGS), FINDINGS_SCHEMA, where=where).collect()
     # collected timestamps are naive local time: compare instants
+    # exact: from the row's first millisecond to the next midnight, as it still holds at the end
     assert [(r["category"], r["kind"], r["severity"], r["subject"], r["start_ts"].timestamp(), r["end_ts"].timestamp())
             for r in found] == [
-        ("distribution", "read_write_mismatch", "warning", "t1", at(0).timestamp(), at(END).timestamp())]
-    assert json.loads(found[0]["detail"])["snapshots"] == instants
+        ("distribution", "read_write_mismatch", "warning", "t1", at(0).timestamp(), (T0 + DAY_MS) / 1000)]
+    detail = json.loads(found[0]["detail"])
+    assert (detail["duration_ms"], detail["still_open"], detail["unread_write_queues"]) == (DAY_MS, True, 4)
+
+
+def test_a_master_gap_shorter_than_the_snapshot_interval_is_found_with_its_exact_start_and_end(spark, tmp_path):
+    """broker-a's master is gone for 53 s between the 10:00 and 10:05 snapshots (and once across
+    the 11:00 snapshot); topic t1 lives on broker-a only, so producers asking ns-a get no queue
+    for exactly those spans. ns-b never loses the master: no finding there."""
+    ten = 10 * 3_600_000
+    gone, back = ten + 7_123, ten + 60_456  # 53,333 ms, no snapshot instant inside
+    gone2, back2 = 11 * 3_600_000 - 1_000, 11 * 3_600_000 + 2_500  # across 11:00:00.000
+    queue_rows = [(ns, "t1", "broker-a", 8, 8, 6, 0, at(0), None, 1, None, DAY) for ns in ("ns-a", "ns-b")]
+    queue_rows.append(("ns-a", "t2", "broker-x", 8, 8, 6, 0, at(0), None, 1, None, DAY))  # null BrokerData all day
+    addr_rows = [
+        ("ns-a", "C1", "broker-a", 0, MA, at(0), at_ms(gone), 1, None, DAY),
+        ("ns-a", "C1", "broker-a", 0, MA, at_ms(back), at_ms(gone2), 2, None, DAY),
+        ("ns-a", "C1", "broker-a", 0, MA, at_ms(back2), None, 3, None, DAY),
+        addr_row("broker-a", 1, SA), addr_row("broker-a", 0, MA, ns="ns-b"),
+    ]
+    _write_day(tmp_path, spark, queue_rows, addr_rows, [cluster_row("C1", "broker-a")])
+    D.run_distribution(spark, str(tmp_path), DAY, Config(audit=AuditConfig(snapshot_interval_ms=STEP)))
+    from schemas.findings import FINDINGS_SCHEMA
+
+    found = read_table(spark, lake.table_path(tmp_path, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY}).where(
+        F.col("kind") == "no_writable_queue").select(
+        "subject", "ns", (F.unix_millis("start_ts") - T0).alias("start"), (F.unix_millis("end_ts") - T0).alias("end"),
+        "detail").collect()
+    assert sorted((r["subject"], r["ns"], r["start"], r["end"]) for r in found) == [
+        ("t1", "ns-a", gone, back), ("t1", "ns-a", gone2, back2), ("t2", "ns-a", 0, DAY_MS)]
+    details = {r["start"]: json.loads(r["detail"]) for r in found}
+    assert details[gone]["duration_ms"] == 53_333 and details[gone]["still_open"] is False
+    assert details[gone]["queue_datas"] == [{"broker_name": "broker-a", "cluster": "C1", "perm": 6,
+                                             "read_queue_nums": 8, "write_queue_nums": 8, "has_master": False}]
+    assert details[0]["still_open"] is True and details[0]["queue_datas"][0]["cluster"] is None
+    masterless = read_table(spark, lake.table_path(tmp_path, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY}).where(
+        F.col("kind") == "no_master").select(
+        "subject", "ns", (F.unix_millis("start_ts") - T0).alias("start"), (F.unix_millis("end_ts") - T0).alias("end"))
+    assert sorted(tuple(r) for r in masterless.collect()) == [
+        ("broker-a", "ns-a", gone, back), ("broker-a", "ns-a", gone2, back2)]
+
+
+def test_exact_runs_merge_touching_segments_only(spark):
+    rows = [("s", 0, 999, 1), ("s", 1000, 1999, None), ("s", 5000, 5999, 3),  # null detail kept
+            ("t", DAY_MS - 1, DAY_MS - 1, 4)]  # edge: the day's last millisecond only
+    segments_df = frame(spark, rows, "subject string, first_pos long, last_pos long, n long").withColumn(
+        "detail", F.struct("n"))
+    got = D.agg_exact_runs(segments_df, ["subject"], DAY).select(
+        "subject", F.unix_millis("start_ts") - T0, F.unix_millis("end_ts") - T0, "duration_ms", "still_open",
+        "detail.n").collect()
+    assert sorted(tuple(r) for r in got) == [
+        ("s", 0, 2000, 2000, False, None), ("s", 5000, 6000, 1000, False, 3), ("t", DAY_MS - 1, DAY_MS, 1, True, 4)]
 
 
 # ---------------------------------------------------------------------------- a simulated day
@@ -623,9 +697,12 @@ def test_each_layout_fault_gives_its_finding_with_its_subject(spark, tmp_path):
             runs = sorted((_ms(r["start_ts"]), _ms(r["end_ts"])) for r in found
                           if (r["kind"], r["subject"], r["ns"]) == (kind, record["subject"], ns))
             assert runs, (record["kind"], record["subject"], ns)
-            # from the first snapshot after the groups' first registrations on that server
-            registered = max(effect["ts"] for effect in record["expected"][ns])
-            assert runs[0][0] == T0 + -(-(registered - T0) // STEP) * STEP, (record["subject"], ns, runs, registered)
+            registrations = [effect["ts"] for effect in record["expected"][ns]]
+            if kind in D.EXACT_KINDS:  # exact: from the registration that brought the mismatched QueueData
+                assert runs[0][0] in registrations, (record["subject"], ns, runs, registrations)
+            else:  # from the first snapshot after the groups' first registrations on that server
+                registered = max(registrations)
+                assert runs[0][0] == T0 + -(-(registered - T0) // STEP) * STEP, (record["subject"], ns, runs, registered)
     # and no read_write_mismatch the faults do not explain (a topic_change may scale writers out)
     scaled_out = {r["subject"] for r in truth
                   if r["kind"] == "topic_change" and r["read_queue_nums"] < r["write_queue_nums"]}
@@ -697,9 +774,13 @@ def test_pieces_give_what_the_exploded_snapshots_give(spark):
     cluster_df = frame(spark, [], CLUSTER_HISTORY_SCHEMA)
     previous_df = snapshots(spark, [])
     runs_df = agg_broker_data_runs(addr_df, DAY, STEP)
-    by_pieces = build(agg_route_pieces(queue_df, runs_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS)
+    exact_df = D.agg_exact_pieces(queue_df, D.agg_exact_broker_data_runs(addr_df, DAY), DAY)
+    exact_runs_df = D.agg_exact_broker_data_runs(addr_df, DAY)
+    by_pieces = build(agg_route_pieces(queue_df, runs_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS,
+                      exact_pieces_df=exact_df, exact_broker_data_runs_df=exact_runs_df)
     instants_df = agg_route_snapshots(queue_df, addr_df, DAY, STEP)
-    by_instants = build(D.pieces_from_snapshots(instants_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS)
+    by_instants = build(D.pieces_from_snapshots(instants_df, DAY, STEP), previous_df, addr_df, cluster_df, DAY, PARAMS,
+                        exact_pieces_df=exact_df, exact_broker_data_runs_df=exact_runs_df)
     for name in ("topic_stats_df", "group_rows_df"):
         assert_df_equality(getattr(by_pieces, name), getattr(by_instants, name), ignore_row_order=True,
                            ignore_nullable=True)
@@ -718,3 +799,36 @@ def test_pieces_give_what_the_exploded_snapshots_give(spark):
     # the random days make most kinds (not the cluster-set and shared-address ones: no such history)
     assert {"no_writable_queue", "single_broker_topic", "write_perm_wiped", "no_master",
             "queue_data_without_broker", "read_write_mismatch"} <= {r[0] for r in found}, found
+    # the exact no_writable_queue spans are those of a plain walk over the history's milliseconds
+    exact = sorted((r["subject"], r["ns"], r["start"], r["end"]) for r in by_pieces.findings_df.where(
+        F.col("kind") == "no_writable_queue").select(
+        "subject", "ns", (F.unix_millis("start_ts") - T0).alias("start"),
+        (F.unix_millis("end_ts") - T0).alias("end")).collect())
+    assert exact == _no_writable_spans(queue_rows, addr_rows)
+
+
+def _no_writable_spans(queue_rows, addr_rows):
+    """(topic, ns, start, end) in ms of the day where a topic has a route and a producer gets no
+    queue (no writable QueueData with write queues on a group whose master is registered), by
+    checking every span between two changes."""
+    def ms(ts, default):
+        return default if ts is None else round(ts.timestamp() * 1000) - T0
+
+    def valid(row, t):
+        return ms(row[-5], 0) <= t < ms(row[-4], DAY_MS)
+
+    spans = []
+    for ns, topic in sorted({(r[0], r[1]) for r in queue_rows}):
+        rows = [r for r in queue_rows if (r[0], r[1]) == (ns, topic)]
+        masters = [a for a in addr_rows if a[0] == ns and a[3] == 0 and a[2] in {r[2] for r in rows}]
+        cuts = sorted({0, DAY_MS} | {ms(r[-5], 0) for r in rows + masters} | {ms(r[-4], DAY_MS) for r in rows + masters})
+        for lo, hi in zip(cuts, cuts[1:]):
+            live = [r for r in rows if valid(r, lo)]
+            publishing = [r for r in live if r[5] & 2 and r[4] > 0
+                          and any(a[2] == r[2] and valid(a, lo) for a in masters)]
+            if live and not publishing:
+                if spans and spans[-1][:2] == (topic, ns) and spans[-1][3] == lo:
+                    spans[-1] = (topic, ns, spans[-1][2], hi)
+                else:
+                    spans.append((topic, ns, lo, hi))
+    return sorted(spans)

@@ -43,12 +43,17 @@ def test_headline_counts_servers_addresses_events_and_findings(spark):
     findings = frame(spark, [("warning",), ("info",), ("info",)], "severity string")
     quarantine = frame(spark, [(1,), (2,)], "line long")
 
-    headline = report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY), findings, quarantine)
+    incidents = frame(spark, [("critical",), ("info",)], "severity string")
+
+    headline = report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY), findings, quarantine,
+                                        incidents)
 
     assert headline == {
         "servers": 3, "brokers_registered": 2, "broker_addresses": 3, "events": 9, "topics_at_end": 2,
         "quarantined_lines": 2, "findings_critical": 0, "findings_warning": 1, "findings_info": 2,
         "findings_by_severity": {"critical": 0, "warning": 1, "info": 2},
+        "incidents_critical": 1, "incidents_warning": 0, "incidents_info": 1,
+        "incidents_by_severity": {"critical": 1, "warning": 0, "info": 1},
     }
 
 
@@ -58,6 +63,7 @@ def test_headline_of_a_day_without_tables(spark):
     counts = ("servers", "brokers_registered", "broker_addresses", "events")
     assert {k: headline[k] for k in counts} == dict.fromkeys(counts, 0)
     assert headline["findings_by_severity"] == {"critical": 0, "warning": 0, "info": 0}
+    assert headline["incidents_by_severity"] == {"critical": 0, "warning": 0, "info": 0}
 
 
 def test_heatmap_is_the_end_of_the_day_with_the_largest_value_any_server_reports(spark):
@@ -83,7 +89,8 @@ def test_a_day_whose_routes_are_all_gone_at_the_end_has_no_topic_at_the_end(spar
 # README, "The lake": the keys of summary.json, for scripts
 SUMMARY_KEYS = {
     "date", "servers", "brokers_registered", "broker_addresses", "events", "topics_at_end", "quarantined_lines",
-    "findings_critical", "findings_warning", "findings_info", "findings_by_severity", "notes", "audited",
+    "findings_critical", "findings_warning", "findings_info", "findings_by_severity", "incidents_critical",
+    "incidents_warning", "incidents_info", "incidents_by_severity", "notes", "audited",
 }
 
 
@@ -101,3 +108,30 @@ def test_summary_json_has_the_keys_the_readme_lists(spark, tmp_path):
     assert set(summary) == SUMMARY_KEYS
     assert (summary["date"], summary["servers"], summary["topics_at_end"], summary["notes"]) == (
         "2026-11-21", 1, 1, ["a note"])
+
+
+def test_the_report_opens_with_the_days_incidents_worst_first(tmp_path):
+    from jobs.report.incidents import INCIDENT_COLUMNS
+
+    def incident(iid, severity, cause, subject, servers, start_h, end_h, topics, share):
+        start = dt.datetime(2026, 11, 21, start_h, tzinfo=dt.timezone.utc)
+        return (iid, severity, cause, subject, servers, start,
+                dt.datetime(2026, 11, 21, end_h, tzinfo=dt.timezone.utc), (end_h - start_h) * 3_600_000, 4, topics,
+                8 * topics, 0, share)
+
+    incidents = pd.DataFrame([
+        incident("inc-1", "critical", "master_lost", "broker-2", ["ns-a", "ns-b"], 10, 11, 9, 1.0),
+        incident("inc-2", "warning", "write_perm_wiped", "broker-1", ["ns-c"], 3, 4, 0, 1 / 3),
+        incident("inc-3", "info", "single_broker_topic", "single_broker_topic", [], 0, 0, 0, 0.0),  # empty servers
+    ], columns=INCIDENT_COLUMNS)
+    empty = pd.DataFrame()
+    data = ReportData(day=DAY, headline={"servers": 2}, liveness=empty, divergences=empty, distribution=empty,
+                      findings=empty, incidents=incidents)
+    html_path, _ = report_data.write_day_report(str(tmp_path), data)
+    page = Path(html_path).read_text()
+    first = page.index('<h2 id="incidents">')
+    assert first < page.index("<h2", first + 1) and first == page.index("<h2")  # the first section
+    assert "1 critical, 1 warning and 1 info incidents" in page
+    rows = page[page.index('id="incidents-table"'):].split("<tr>")[2:]
+    assert ["master_lost" in rows[0], "write_perm_wiped" in rows[1], "33%" in rows[1]] == [True] * 3
+    assert 'data-plot="incidents"' in page  # the timeline of the two above info

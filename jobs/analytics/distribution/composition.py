@@ -10,20 +10,23 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from jobs.analytics.distribution.conditions import (
-    agg_last_queue_datas,
     filter_addr_in_two_groups,
     filter_broker_in_two_clusters,
-    filter_no_master,
-    filter_no_writable_queue,
     filter_queue_data_without_broker,
     filter_queue_skew,
-    filter_read_write_mismatch,
-    filter_single_broker_topic,
     filter_write_perm_wiped,
-    with_last_addrs,
-    with_queue_datas,
     with_skew_plan,
 )
+from jobs.analytics.distribution.exact import (
+    EXACT_KINDS,
+    agg_exact_kind_runs,
+    agg_exact_no_master,
+    agg_exact_topic_conditions,
+    select_exact_findings,
+    select_exact_kind_runs,
+    with_last_queue_datas,
+)
+from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.analytics.distribution.groups import agg_broker_groups, agg_group_rows, agg_group_totals
 from jobs.analytics.distribution.params import DistributionParams
 from jobs.analytics.distribution.queue_data import PIECE_COLUMNS, with_queue_flags
@@ -60,6 +63,9 @@ def build_distribution(
     day: dt.date,
     params: DistributionParams,
     broker_data_runs_df: DataFrame | None = None,
+    *,
+    exact_pieces_df: DataFrame,
+    exact_broker_data_runs_df: DataFrame,
 ) -> DistributionFrames:
     """Compose the transforms for one day; computes the findings' runs of instants (small) at once.
 
@@ -73,6 +79,11 @@ def build_distribution(
         params: snapshot spacing and skew thresholds.
         broker_data_runs_df: :func:`jobs.snapshots.agg_broker_data_runs` of ``broker_addr_df``
             when the caller has it.
+        exact_pieces_df: the same routes at millisecond positions
+            (:func:`jobs.analytics.distribution.exact.agg_exact_pieces`): the exact kinds'
+            findings (``EXACT_KINDS``) come from them, the others from the instants.
+        exact_broker_data_runs_df: :func:`jobs.analytics.distribution.exact.agg_exact_broker_data_runs`
+            of ``broker_addr_df`` (``no_master``).
     """
     interval = params.snapshot_interval_ms
     if broker_data_runs_df is None:
@@ -89,13 +100,13 @@ def build_distribution(
     group_rows_df = checkpoint_frame(
         agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
     )
+    exact_flagged_df = exact_pieces_df.transform(with_queue_flags)
+    exact_conditions = agg_exact_topic_conditions(agg_topic_segments(exact_flagged_df), exact_flagged_df)
+    exact_conditions["no_master"] = agg_exact_no_master(exact_broker_data_runs_df)
+    exact_runs_df = checkpoint_frame(agg_exact_kind_runs(exact_conditions, day))
     conditions = {
-        "no_writable_queue": filter_no_writable_queue(topic_stats_df),
-        "read_write_mismatch": filter_read_write_mismatch(flagged_df, day, interval),
-        "single_broker_topic": filter_single_broker_topic(topic_stats_df),
         "write_perm_wiped": filter_write_perm_wiped(flagged_df, previous_flagged_df, day, interval),
         "queue_skew": filter_queue_skew(group_rows_df, params),
-        "no_master": filter_no_master(group_rows_df),
         "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
         "broker_in_two_clusters": filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval),
         "addr_in_two_groups": filter_addr_in_two_groups(broker_addr_df, day, interval),
@@ -103,29 +114,32 @@ def build_distribution(
     # small (a row per run), read once per kind: computed here, once, and cut from its plan, so
     # that the nine reads neither repeat nor re-plan it
     kind_runs_df = checkpoint_frame(agg_kind_runs(conditions, day, interval))
-    findings_df = _union_findings(kind_runs_df, conditions, flagged_df, broker_addr_df, day, params)
+    findings_df = _union_findings(kind_runs_df, conditions, exact_runs_df, exact_flagged_df, params)
     return DistributionFrames(topic_segments_df, topic_stats_df, group_rows_df, findings_df,
-                              cached=(topic_segments_df, group_rows_df, kind_runs_df))
+                              cached=(topic_segments_df, group_rows_df, kind_runs_df, exact_runs_df))
 
 
-def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], flagged_df: DataFrame, broker_addr_df: DataFrame,
-                    day: dt.date, params: DistributionParams) -> DataFrame:
-    """The finding rows of every kind, in ``kinds`` order, from :func:`agg_kind_runs` rows; the
-    details of four kinds gain what their run's last instant adds."""
+def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], exact_runs_df: DataFrame,
+                    exact_flagged_df: DataFrame, params: DistributionParams) -> DataFrame:
+    """The finding rows of every kind (``SEVERITY`` order): the exact kinds from
+    :func:`jobs.analytics.distribution.exact.agg_exact_kind_runs` rows, the others (``kinds``) from
+    :func:`agg_kind_runs` rows; the details of three kinds gain what their run's end adds."""
     def runs(kind: str) -> DataFrame:
         return select_kind_runs(kind_runs_df, kind)
 
-    no_writable_df, single_broker_df = runs("no_writable_queue"), runs("single_broker_topic")
-    ends = ["ns", "subject", "end_ts"]
-    queue_datas_df = agg_last_queue_datas(no_writable_df.select(*ends).unionByName(single_broker_df.select(*ends)),
-                                          flagged_df, day, params.snapshot_interval_ms)
+    def exact(kind: str) -> DataFrame:
+        return select_exact_kind_runs(exact_runs_df, kind)
+
     enriched: Mapping[str, DataFrame] = {
-        "no_writable_queue": with_queue_datas(no_writable_df, queue_datas_df),
-        "single_broker_topic": with_queue_datas(single_broker_df, queue_datas_df),
         "queue_skew": with_skew_plan(runs("queue_skew"), params),
-        "no_master": with_last_addrs(runs("no_master"), broker_addr_df),
     }
-    findings = [select_findings(enriched[kind] if kind in enriched else runs(kind), kind) for kind in kinds]
+    by_kind = {kind: select_findings(enriched[kind] if kind in enriched else runs(kind), kind) for kind in kinds}
+    for kind in EXACT_KINDS:
+        kind_df = exact(kind)
+        if kind in ("no_writable_queue", "single_broker_topic"):  # the others' segments say it all
+            kind_df = with_last_queue_datas(kind_df, exact_flagged_df)
+        by_kind[kind] = select_exact_findings(kind_df, kind)
+    findings = [by_kind[kind] for kind in SEVERITY]
     findings_df = findings[0]
     for more_df in findings[1:]:
         findings_df = findings_df.unionByName(more_df)

@@ -1,5 +1,6 @@
-"""The per-instant conditions of the ``distribution`` findings (:mod:`jobs.analytics.distribution.kinds`),
-and what their runs' details add at the run's last instant.
+"""The per-instant conditions of the ``distribution`` findings (:mod:`jobs.analytics.distribution.kinds`)
+but the exact ones (:mod:`jobs.analytics.distribution.exact`), and what their runs' details add at
+the run's last instant.
 
 Section and scenario labels (§3, W21) are those of docs/nameserver-semantics.md.
 """
@@ -14,88 +15,9 @@ from pyspark.sql import functions as F
 from jobs.analytics.distribution.moves import SKEW_PLAN_TYPE, suggest_moves
 from jobs.analytics.distribution.params import DistributionParams
 from jobs.analytics.distribution.queue_data import count_if
-from jobs.snapshots import explode_pieces, snapshot_position, snapshot_ts_at, with_snapshot_ts
+from jobs.snapshots import snapshot_ts_at, with_snapshot_ts
 
 WIPED_TOPICS_LISTED = 20  # a write_perm_wiped detail names at most this many topics
-
-
-def filter_no_writable_queue(topic_stats_df: DataFrame) -> DataFrame:
-    """``no_writable_queue`` instants: a route whose publish queue set is empty (§3)."""
-    return topic_stats_df.where(F.col("publish_queues") == 0).select(
-        "ns", F.col("topic").alias("subject"), "snapshot_ts",
-        F.struct("brokers", "brokers_with_master", "writable_brokers", "write_queues").alias("detail"),
-    )
-
-
-def filter_single_broker_topic(topic_stats_df: DataFrame) -> DataFrame:
-    """``single_broker_topic`` instants: every QueueData of the topic is on one broker group."""
-    return topic_stats_df.where(F.col("brokers") == 1).select(
-        "ns", F.col("topic").alias("subject"), "snapshot_ts",
-        F.struct("read_queues", "write_queues", "publish_queues").alias("detail"),
-    )
-
-
-def agg_last_queue_datas(topic_runs_df: DataFrame, flagged_df: DataFrame, day: dt.date,
-                         snapshot_interval_ms: int) -> DataFrame:
-    """The QueueData of each topic run's last instant: ``ns``, ``subject``, ``end_ts``,
-    ``queue_datas`` (``broker_name``, ``cluster``, ``perm``, queue numbers, ``has_master``;
-    sorted by broker name).
-
-    Args:
-        topic_runs_df: :func:`jobs.analytics.distribution.runs.agg_runs` rows whose subject is a
-            topic (any number of kinds).
-        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` pieces of the day.
-        day: the UTC day.
-        snapshot_interval_ms: spacing of the instants.
-    """
-    # one row per finding: few enough to broadcast, and matched to the pieces that cover its instant
-    keys_df = F.broadcast(
-        topic_runs_df.select("ns", F.col("subject").alias("_topic"), "end_ts").distinct()
-        .withColumn("_pos", snapshot_position(F.col("end_ts"), day, snapshot_interval_ms))
-        .withColumnRenamed("ns", "_ns")
-    )
-    covers = (F.col("ns") == F.col("_ns")) & (F.col("topic") == F.col("_topic")) & (
-        F.col("_pos").between(F.col("first_pos"), F.col("last_pos")))
-    return (
-        flagged_df.join(keys_df, covers)
-        .groupBy("ns", "topic", "end_ts")
-        .agg(F.array_sort(F.collect_list(F.struct(
-            "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master",
-        ))).alias("queue_datas"))
-        .select("ns", F.col("topic").alias("subject"), "end_ts", "queue_datas")
-    )
-
-
-def with_queue_datas(runs_df: DataFrame, queue_datas_df: DataFrame) -> DataFrame:
-    """Add :func:`agg_last_queue_datas`'s ``queue_datas`` to the ``detail`` of topic runs."""
-    return (
-        runs_df.join(queue_datas_df, ["ns", "subject", "end_ts"], "left")
-        .withColumn("detail", F.struct("detail.*", "queue_datas"))
-        .drop("queue_datas")
-    )
-
-
-def filter_read_write_mismatch(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
-    """``read_write_mismatch`` instants: per topic, the readable and writable QueueData with fewer
-    read than write queues (queues ``read .. write - 1`` are written and never consumed).
-
-    Args:
-        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` pieces of the
-            day (only the mismatched are exploded).
-        day: the UTC day.
-        snapshot_interval_ms: spacing of the instants.
-    """
-    return (
-        explode_pieces(flagged_df.where(F.col("unread_write_queues") > 0), day, snapshot_interval_ms)
-        .groupBy("ns", "topic", "snapshot_ts")
-        .agg(
-            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums")))
-            .alias("queue_datas"),
-            F.sum("unread_write_queues").alias("unread_write_queues"),
-        )
-        .select("ns", F.col("topic").alias("subject"), "snapshot_ts",
-                F.struct("unread_write_queues", "queue_datas").alias("detail"))
-    )
 
 
 def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame, day: dt.date,
@@ -196,34 +118,6 @@ def with_skew_plan(runs_df: DataFrame, params: DistributionParams) -> DataFrame:
     return runs_df.withColumn("_plan", plan(F.col("detail.write_queues_by_broker"))).withColumn(
         "detail", F.struct("detail.*", "_plan.*")
     ).drop("_plan")
-
-
-def filter_no_master(group_rows_df: DataFrame) -> DataFrame:
-    """``no_master`` instants: a BrokerData without id 0. Its QueueData give producers nothing
-    (§3) however writable they are; consumers may still read from the slaves."""
-    return group_rows_df.where((F.col("broker_addrs") > 0) & ~F.col("has_master")).select(
-        "ns", F.col("broker_name").alias("subject"), "snapshot_ts",
-        F.struct("cluster", "topics", "writable_topics", "write_queues").alias("detail"),
-    )
-
-
-def with_last_addrs(runs_df: DataFrame, broker_addr_df: DataFrame) -> DataFrame:
-    """Add to the ``detail`` of broker-name runs the group's ``addrs`` (id -> address) at the run's
-    last instant, from ``broker_addr_history`` (null when it has none)."""
-    h, r = broker_addr_df.alias("h"), runs_df.select("ns", "subject", "end_ts").distinct().alias("r")
-    valid = (F.col("h.valid_from_ts") <= F.col("r.end_ts")) & (
-        F.col("h.valid_to_ts").isNull() | (F.col("r.end_ts") < F.col("h.valid_to_ts"))
-    )
-    addrs_df = (
-        h.join(r, (F.col("h.ns") == F.col("r.ns")) & (F.col("h.broker_name") == F.col("r.subject")) & valid)
-        .groupBy("r.ns", "r.subject", "r.end_ts")
-        .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("h.broker_id", "h.broker_addr")))).alias("addrs"))
-    )
-    return (
-        runs_df.join(addrs_df, ["ns", "subject", "end_ts"], "left")
-        .withColumn("detail", F.struct("detail.*", "addrs"))
-        .drop("addrs")
-    )
 
 
 def filter_queue_data_without_broker(group_rows_df: DataFrame) -> DataFrame:

@@ -4,7 +4,9 @@ Input is every server's routes at the ``route_snapshots`` instants (``00:00 + k 
 snapshot_interval_ms`` and ``23:59:59.999``), taken as *pieces*: a ``route_snapshots`` row that
 holds over a run of consecutive instants (:func:`jobs.snapshots.agg_route_pieces`, made from the
 day's ``topic_route_history`` and ``broker_addr_history`` exactly as ``route_snapshots`` is), so
-the day's instant rows of ``route_snapshots`` are never read back. Outputs, each replaced per
+the day's instant rows of ``route_snapshots`` are never read back. The exact findings
+(:mod:`jobs.analytics.distribution.exact`) come from the same history at millisecond positions,
+so they start and end at the events that opened and closed them. Outputs, each replaced per
 day: ``queue_distribution``, ``topic_distribution`` (:mod:`schemas.distribution`) and findings of
 category ``distribution`` (:mod:`jobs.analytics.distribution.kinds`).
 """
@@ -20,6 +22,7 @@ from pyspark.sql import functions as F
 
 from jobs import lake
 from jobs.analytics.distribution.composition import DistributionFrames, build_distribution
+from jobs.analytics.distribution.exact import agg_exact_broker_data_runs, agg_exact_pieces
 from jobs.analytics.distribution.groups import agg_queue_distribution
 from jobs.analytics.distribution.kinds import CATEGORY
 from jobs.analytics.distribution.params import DistributionParams
@@ -96,15 +99,17 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     # small (a row per change of a group's BrokerData), read by the pieces and the group rows;
     # checkpointed like build_distribution's intermediates (see there)
     runs_df = checkpoint_frame(agg_broker_data_runs(broker_addr_df, day, params.snapshot_interval_ms))
+    topic_route_df = read_or_empty(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, where=today)
     # interval-sized, read by every per-topic and per-group aggregate
-    pieces_df = checkpoint_frame(agg_route_pieces(
-        read_or_empty(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, where=today),
-        runs_df, day, params.snapshot_interval_ms,
-    ))
+    pieces_df = checkpoint_frame(agg_route_pieces(topic_route_df, runs_df, day, params.snapshot_interval_ms))
+    # the same at millisecond positions, for the exact findings (their conditions and the
+    # QueueData their details name)
+    exact_runs_df = checkpoint_frame(agg_exact_broker_data_runs(broker_addr_df, day))
+    exact_pieces_df = checkpoint_frame(agg_exact_pieces(topic_route_df, exact_runs_df, day))
     frames = build_distribution(
         pieces_df, _read_previous_end(spark, lake_dir, day), broker_addr_df,
         read_or_empty(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, where=today),
-        day, params, runs_df,
+        day, params, runs_df, exact_pieces_df=exact_pieces_df, exact_broker_data_runs_df=exact_runs_df,
     )
     try:
         _write_tables(frames, lake_dir, day, params)
@@ -112,7 +117,7 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         counts, topic_rows = _count_rows(frames)
     finally:
         frames.release()
-        for df in (pieces_df, runs_df):
+        for df in (pieces_df, exact_pieces_df, exact_runs_df, runs_df):
             release_frame(df)
     notes = [] if counts["rows"] else [
         f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]

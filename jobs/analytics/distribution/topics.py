@@ -30,7 +30,7 @@ def agg_topic_segments(flagged_df: DataFrame) -> DataFrame:
     Aggregated per segment of the topic's pieces (:func:`jobs.snapshots.with_segments`): only counts and sums,
     so Spark aggregates in a hash table; which broker names a finding is about is looked up
     afterwards, for the findings only
-    (:func:`jobs.analytics.distribution.conditions.agg_last_queue_datas`). :func:`agg_topic_stats`
+    (:func:`jobs.analytics.distribution.exact.with_last_queue_datas`). :func:`agg_topic_stats`
     makes the instant rows.
 
     Args:

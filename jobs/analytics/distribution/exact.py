@@ -1,0 +1,210 @@
+"""Exact findings: ``no_writable_queue``, ``single_broker_topic``, ``read_write_mismatch`` and
+``no_master`` from the validity intervals themselves, not from the snapshot instants.
+
+The input is the day's routes as pieces at millisecond resolution (:func:`agg_exact_pieces`:
+:func:`jobs.snapshots.agg_route_pieces` with a 1 ms "interval", so a position is the millisecond
+of the day, 0 = 00:00:00.000). Nothing is exploded: a topic's pieces are cut into segments over
+which none of them starts or ends (:func:`jobs.snapshots.with_segments`), the condition is
+checked once per segment, and touching segments where it holds make one run. A run starts at the
+event that made the condition true and ends at the event that made it false (``end_ts``
+exclusive), or at the next midnight when it still holds at the end of the day (``still_open``).
+A master gap of 53 s between two snapshots is thus a 53 s finding.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from jobs.analytics.distribution.kinds import SEVERITY
+from jobs.analytics.distribution.queue_data import sum_long
+from jobs.lake.findings import finding_columns
+from jobs.snapshots import agg_broker_data_runs, agg_route_pieces, with_segments
+from common.timeutil import DAY_MS, day_start_ms
+from nameserver.model import MASTER_ID
+
+EXACT_KINDS = ("no_writable_queue", "read_write_mismatch", "single_broker_topic", "no_master")
+REGISTRATION_PERIOD_MS = 30_000  # a broker registers with every server this often (§2.1)
+MS = 1  # the "snapshot interval" that makes every millisecond of the day a position
+
+
+def agg_exact_broker_data_runs(broker_addr_df: DataFrame, day: dt.date) -> DataFrame:
+    """:func:`jobs.snapshots.agg_broker_data_runs` at millisecond positions."""
+    return agg_broker_data_runs(broker_addr_df, day, MS)
+
+
+def agg_exact_pieces(topic_route_df: DataFrame, exact_runs_df: DataFrame, day: dt.date) -> DataFrame:
+    """The day's routes as pieces at millisecond positions: ``first_pos`` is the millisecond of the
+    day the piece starts at, ``last_pos`` the last millisecond it holds (``DAY_MS - 1`` when it is
+    still valid at the end of the day). Pieces that held for no millisecond are never rows.
+
+    Args:
+        topic_route_df: the day's ``topic_route_history``.
+        exact_runs_df: :func:`agg_exact_broker_data_runs` of the day's ``broker_addr_history``.
+        day: the UTC day.
+    """
+    return agg_route_pieces(topic_route_df, exact_runs_df, day, MS)
+
+
+def agg_exact_runs(segments_df: DataFrame, keys: Sequence[str], day: dt.date,
+                   details: Sequence[str] = ("detail",)) -> DataFrame:
+    """Merge touching segments (``first_pos``, ``last_pos`` in ms of the day) of each key into runs.
+
+    Args:
+        segments_df: the segments where a condition holds: ``keys``, ``first_pos``, ``last_pos``
+            and the columns ``details``; the segments of one key do not overlap.
+        keys: what a run is of.
+        day: the UTC day.
+        details: the columns whose value on the run's last segment the run keeps.
+
+    Returns:
+        One row per run: ``keys``, ``start_ts``, ``end_ts`` (exclusive: the instant the condition
+        stopped holding; the next midnight when it still holds at the end of the day),
+        ``duration_ms``, ``still_open``, ``last_pos`` and the ``details`` of its last segment.
+
+    Example:
+        Segments 0-999 and 1000-1999 (touching) and 5000-5999 of one key: runs 00:00:00.000 to
+        00:00:02.000 and 00:00:05.000 to 00:00:06.000.
+    """
+    by_pos = Window.partitionBy(*keys).orderBy("first_pos")
+    start = day_start_ms(day)
+    continues = F.coalesce(F.lag("last_pos").over(by_pos) + 1 == F.col("first_pos"), F.lit(False))
+    return (
+        segments_df.withColumn("_new", F.when(continues, 0).otherwise(1))
+        .withColumn("_run", F.sum("_new").over(by_pos.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+        .groupBy(*keys, "_run")
+        .agg(F.min("first_pos").alias("first_pos"), F.max("last_pos").alias("last_pos"),
+             *[F.max_by(c, "first_pos").alias(c) for c in details])
+        .select(
+            *keys,
+            F.timestamp_millis(F.col("first_pos") + start).alias("start_ts"),
+            F.timestamp_millis(F.col("last_pos") + 1 + start).alias("end_ts"),
+            (F.col("last_pos") + 1 - F.col("first_pos")).alias("duration_ms"),
+            (F.col("last_pos") >= DAY_MS - 1).alias("still_open"),
+            "last_pos", *details,
+        )
+    )
+
+
+def agg_exact_topic_conditions(topic_segments_df: DataFrame, flagged_df: DataFrame) -> dict[str, DataFrame]:
+    """Per exact kind, the segments (``ns``, ``subject``, ``first_pos``, ``last_pos``, ``detail``)
+    where its condition holds.
+
+    Args:
+        topic_segments_df: :func:`jobs.analytics.distribution.topics.agg_topic_segments` of the
+            millisecond pieces.
+        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` of the
+            millisecond pieces (for ``read_write_mismatch``, whose detail names the QueueData).
+    """
+    def topic_rows(where, *detail: str) -> DataFrame:
+        return topic_segments_df.where(where).select(
+            "ns", F.col("topic").alias("subject"), "first_pos", "last_pos", F.struct(*detail).alias("detail"))
+
+    mismatch_df = (
+        with_segments(flagged_df.where(F.col("unread_write_queues") > 0), ["ns", "topic"])
+        .groupBy("ns", "topic", "seg_first", "seg_last")
+        .agg(
+            sum_long("unread_write_queues").alias("unread_write_queues"),
+            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums")))
+            .alias("queue_datas"),
+        )
+        .select("ns", F.col("topic").alias("subject"), F.col("seg_first").alias("first_pos"),
+                F.col("seg_last").alias("last_pos"), F.struct("unread_write_queues", "queue_datas").alias("detail"))
+    )
+    return {
+        # a producer gets no queue from the route (§3)
+        "no_writable_queue": topic_rows(F.col("publish_queues") == 0,
+                                        "brokers", "brokers_with_master", "writable_brokers", "write_queues"),
+        "read_write_mismatch": mismatch_df,
+        "single_broker_topic": topic_rows(F.col("brokers") == 1, "read_queues", "write_queues", "publish_queues"),
+    }
+
+
+def agg_exact_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date) -> DataFrame:
+    """:func:`agg_exact_runs` of every kind's segments at once (one window for all kinds).
+
+    Each kind's ``detail`` keeps its own type in a column of its own (``_detail_<kind>``, null on
+    the other kinds' rows); :func:`select_exact_kind_runs` takes one kind's runs back out.
+
+    Args:
+        conditions: kind -> its segments (``ns``, ``subject``, ``first_pos``, ``last_pos``, ``detail``).
+        day: the UTC day.
+    """
+    types = {kind: df.schema["detail"].dataType for kind, df in conditions.items()}
+    merged_df = None
+    for kind, condition_df in conditions.items():
+        rows_df = condition_df.select(
+            F.lit(kind).alias("kind"), "ns", "subject", "first_pos", "last_pos",
+            *[(F.col("detail") if other == kind else F.lit(None).cast(types[other])).alias(f"_detail_{other}")
+              for other in conditions],
+        )
+        merged_df = rows_df if merged_df is None else merged_df.unionByName(rows_df)
+    return agg_exact_runs(merged_df, ("kind", "ns", "subject"), day, [f"_detail_{kind}" for kind in conditions])
+
+
+def select_exact_kind_runs(kind_runs_df: DataFrame, kind: str) -> DataFrame:
+    """The :func:`agg_exact_runs` rows of one ``kind`` of :func:`agg_exact_kind_runs`."""
+    return kind_runs_df.where(F.col("kind") == kind).select(
+        "ns", "subject", "start_ts", "end_ts", "duration_ms", "still_open", "last_pos",
+        F.col(f"_detail_{kind}").alias("detail"))
+
+
+def agg_exact_no_master(exact_runs_df: DataFrame) -> DataFrame:
+    """``no_master`` segments: a BrokerData without id 0 (its QueueData give producers nothing,
+    §3; consumers may still read from the slaves), with its ``cluster`` and ``addrs`` (id ->
+    address). A BrokerData created without its master that gets it within
+    ``REGISTRATION_PERIOD_MS`` is a group starting (its slave registered first), not a finding.
+
+    Args:
+        exact_runs_df: :func:`agg_exact_broker_data_runs` (runs of one BrokerData value; null
+            ``broker_addrs`` where the name has none).
+    """
+    lacks_master = F.col("broker_addrs").isNotNull() & (F.size("broker_addrs") > 0) & ~F.map_contains_key(
+        "broker_addrs", F.lit(MASTER_ID).cast("long"))
+    # a group whose slave registers a moment before its master (a start, not a loss): the
+    # BrokerData is new and the master follows within a registration period
+    previous = F.lag("broker_addrs").over(Window.partitionBy("ns", "broker_name").orderBy("first_pos"))
+    starting = previous.isNull() & (F.col("last_pos") + 1 - F.col("first_pos") < REGISTRATION_PERIOD_MS) & (
+        F.col("last_pos") < DAY_MS - 1)
+    return exact_runs_df.withColumn("_starting", starting).where(lacks_master & ~F.col("_starting")).select(
+        "ns", F.col("broker_name").alias("subject"), "first_pos", "last_pos",
+        F.struct("cluster", F.col("broker_addrs").alias("addrs")).alias("detail"))
+
+
+def with_last_queue_datas(runs_df: DataFrame, flagged_df: DataFrame) -> DataFrame:
+    """Add to the ``detail`` of topic runs the topic's QueueData at the run's last millisecond
+    (``broker_name``, ``cluster``, ``perm``, queue numbers, ``has_master``; by broker name)."""
+    # a row per finding: few enough to broadcast
+    keys_df = F.broadcast(runs_df.select(F.col("ns").alias("_ns"), F.col("subject").alias("_topic"),
+                                         F.col("last_pos").alias("_last")).distinct())
+    covers = (F.col("ns") == F.col("_ns")) & (F.col("topic") == F.col("_topic")) & (
+        F.col("_last").between(F.col("first_pos"), F.col("last_pos")))
+    queue_datas_df = (
+        flagged_df.join(keys_df, covers)
+        .groupBy("_ns", "_topic", "_last")
+        .agg(F.array_sort(F.collect_list(F.struct(
+            "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master",
+        ))).alias("queue_datas"))
+        .select(F.col("_ns").alias("ns"), F.col("_topic").alias("subject"), F.col("_last").alias("last_pos"),
+                "queue_datas")
+    )
+    return (
+        runs_df.join(queue_datas_df, ["ns", "subject", "last_pos"], "left")
+        .withColumn("detail", F.struct("detail.*", "queue_datas"))
+        .drop("queue_datas")
+    )
+
+
+def select_exact_findings(runs_df: DataFrame, kind: str) -> DataFrame:
+    """Finding rows (``jobs.lake.findings`` columns) of ``kind`` from :func:`agg_exact_runs` rows;
+    the JSON detail is ``duration_ms`` and ``still_open`` followed by the fields of ``detail``."""
+    return runs_df.select(
+        *finding_columns(
+            kind=kind, severity=SEVERITY[kind], subject=F.col("subject"), ns=F.col("ns"),
+            start_ts=F.col("start_ts"), end_ts=F.col("end_ts"),
+            detail=F.struct(F.col("duration_ms"), F.col("still_open"), F.col("detail.*")),
+        )
+    )

@@ -1,0 +1,159 @@
+"""What each finding is evidence of: its *cause key* (a family and a key within it), the servers it
+concerns and its span in epoch ms, all read from its columns and its JSON ``detail``.
+
+Families (docs/audit.md, "Incidents"):
+
+- ``broker`` (key: broker name): liveness of the group's addresses, their ``ns_divergence``
+  episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``),
+  ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue`` whose topic lost its queues on
+  that group (no master there, or no write perm);
+- ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing;
+- ``server`` (key: server id): ``ns_restart`` and the telemetry findings;
+- ``layout`` (key: ``read_lt_write:<topic>``, ``queue_skew:<cluster>``, ``single_broker_topic``):
+  configuration present all day;
+- anything else is its own family (the kind), keyed by subject; the first-day name findings
+  (``new_cluster``, ``new_broker_name``) are one key each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from common.timeutil import day_start_ms
+from nameserver.model import PERM_WRITE
+
+# the fields of the details that say what a finding is about (absent fields parse as null)
+DETAIL_FIELDS = T.StructType([
+    T.StructField("broker_name", T.StringType()),
+    T.StructField("broker_id", T.LongType()),
+    T.StructField("kind", T.StringType()),
+    T.StructField("key", T.MapType(T.StringType(), T.StringType())),
+    T.StructField("ns_views", T.MapType(T.StringType(), T.StringType())),
+    T.StructField("majority", T.StringType()),
+    T.StructField("write_queues", T.LongType()),
+    T.StructField("queue_datas", T.ArrayType(T.StructType([
+        T.StructField("broker_name", T.StringType()),
+        T.StructField("perm", T.IntegerType()),
+        T.StructField("has_master", T.BooleanType()),
+    ]))),
+])
+
+BROKER_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "no_master",
+                "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters")
+SERVER_KINDS = ("ns_restart", "seq_gap", "clock_step_back", "quarantined_lines", "duplicate_events")
+FLEET_KINDS = ("new_cluster", "new_broker_name")  # the first day names every group: one key each
+
+
+def with_detail_fields(findings_df: DataFrame) -> DataFrame:
+    """Add ``_d``: :data:`DETAIL_FIELDS` parsed from ``detail``."""
+    return findings_df.withColumn("_d", F.from_json("detail", DETAIL_FIELDS))
+
+
+def _culprit_group() -> Column:
+    """The group a ``no_writable_queue`` topic lost its queues on: the first (by name) of its
+    QueueData without a master or without write perm; null when every one has both (then the
+    queues are 0)."""
+    lost = F.filter("_d.queue_datas", lambda q: ~F.coalesce(q["has_master"], F.lit(False))
+                    | (F.coalesce(q["perm"], F.lit(0)).bitwiseAND(PERM_WRITE) == 0))
+    return F.array_min(F.transform(lost, lambda q: q["broker_name"]))
+
+
+def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
+    """Add ``family`` and ``cause_key`` (both never null).
+
+    Args:
+        findings_df: :func:`with_detail_fields` rows.
+        addr_names_df: ``broker_addr``, ``addr_broker_name``: the broker name of each address of
+            the day (one per address), for the findings that name an address only.
+
+    Example:
+        A ``broker_expired`` of ``10.0.3.1:10911`` whose detail says ``broker-003``: ``broker`` /
+        ``broker-003``. A ``route_missing`` episode of ``topic-0014``: ``topic`` / ``topic-0014``.
+    """
+    kind, subject, d = F.col("kind"), F.col("subject"), F.col("_d")
+    episode = d["kind"]
+    named = F.coalesce(d["broker_name"], F.col("addr_broker_name"))
+    culprit = _culprit_group()
+    family = (
+        F.when(kind.isin(*BROKER_KINDS), F.lit("broker"))
+        .when((kind == "ns_divergence") & (episode == "route_missing"), F.lit("topic"))
+        .when(kind == "ns_divergence", F.lit("broker"))
+        .when(kind == "no_writable_queue", F.when(culprit.isNotNull(), F.lit("broker")).otherwise(F.lit("topic")))
+        .when(kind.isin(*SERVER_KINDS), F.lit("server"))
+        .when(kind.isin("read_write_mismatch", "queue_skew", "single_broker_topic"), F.lit("layout"))
+        .otherwise(kind)
+    )
+    key = (
+        F.when(kind.isin("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters"), subject)
+        .when(kind.isin("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping"), named)
+        .when((kind == "ns_divergence") & (episode == "route_missing"), subject)
+        .when((kind == "ns_divergence") & (episode == "broker_missing"), F.col("addr_broker_name"))
+        .when(kind == "ns_divergence", d["key"]["broker_name"])
+        .when(kind == "no_writable_queue", F.coalesce(culprit, subject))
+        .when(kind == "read_write_mismatch", F.concat(F.lit("read_lt_write:"), subject))
+        .when(kind == "queue_skew", F.concat(F.lit("queue_skew:"), subject))
+        .when(kind == "single_broker_topic", F.lit("single_broker_topic"))
+        .when(kind.isin(*FLEET_KINDS), F.lit("fleet"))
+    )
+    addr = F.coalesce(d["key"]["broker_addr"], F.when(kind.isin("broker_expired", "broker_unregistered", "late_expiry",
+                                                                 "broker_flapping"), subject))
+    names_df = F.broadcast(addr_names_df.withColumnRenamed("broker_addr", "_addr"))
+    return (
+        findings_df.withColumn("_addr", addr)
+        .join(names_df, "_addr", "left")
+        # a name the day's history does not know (a stray address): the address is the key
+        .withColumn("family", family)
+        .withColumn("cause_key", F.coalesce(key, F.col("_addr"), subject))
+        .drop("_addr", "addr_broker_name")
+    )
+
+
+def with_servers(findings_df: DataFrame) -> DataFrame:
+    """Add ``servers``: the finding's ``ns``; for a divergence episode (no ``ns``), the servers
+    whose view was not the majority's (all compared servers when none stands out)."""
+    views = F.col("_d")["ns_views"]
+    minority = F.map_keys(F.map_filter(views, lambda _, v: v != F.col("_d")["majority"]))
+    compared = F.coalesce(F.map_keys(views), F.array().cast("array<string>"))
+    return findings_df.withColumn(
+        "servers",
+        F.when(F.col("ns").isNotNull(), F.array("ns"))
+        .when(F.size(minority) > 0, minority)
+        .otherwise(compared),
+    )
+
+
+# kinds checked at the snapshot instants: the condition may have begun up to one interval earlier
+SAMPLED_KINDS = ("write_perm_wiped", "queue_skew", "queue_data_without_broker",
+                 "broker_in_two_clusters", "addr_in_two_groups")
+# kinds whose evidence is the event at their end: a clean unregister ends a window that began
+# with the registration, and a flapping address's last window end is its latest trouble
+AT_END_KINDS = ("broker_unregistered", "broker_flapping")
+
+
+def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
+    """Add ``start_ms`` and ``end_ms``: when the finding is evidence of its cause; and
+    ``event_ms``, when what it saw began (``start_ms`` but for the widening below).
+
+    That is its span, a point when it has one end only and 00:00 of the day when it has none (a
+    finding about the day as a whole); the end alone for :data:`AT_END_KINDS`; and from one
+    snapshot interval before its first instant for :data:`SAMPLED_KINDS`.
+
+    Example:
+        A ``broker_unregistered`` of a window 00:00-10:00: 10:00-10:00. A ``write_perm_wiped`` at
+        the instants 10:05-10:20 with a 5-minute interval: 10:00-10:20.
+    """
+    start, end = F.unix_millis("start_ts"), F.unix_millis("end_ts")
+    midnight = F.lit(day_start_ms(day)).cast("long")
+    first, last = F.coalesce(start, end, midnight), F.coalesce(end, start, midnight)
+    kind = F.col("kind")
+    first = F.when(kind.isin(*AT_END_KINDS), last).otherwise(first)
+    widened = F.when(kind.isin(*SAMPLED_KINDS), F.greatest(F.col("event_ms") - snapshot_interval_ms, midnight))
+    return (
+        findings_df.withColumn("event_ms", first)
+        .withColumn("start_ms", F.coalesce(widened, F.col("event_ms")))
+        .withColumn("end_ms", F.greatest(last, first))
+    )
