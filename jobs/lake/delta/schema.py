@@ -191,22 +191,23 @@ def delta_spark_schema(declared: StructType) -> StructType:
     return StructType([_relaxed_field(f, False) for f in declared.fields])
 
 
-def _relaxed_field(field: StructField, relax: bool) -> StructField:
+def _relaxed_field(field: StructField, relax: bool, nested: bool = False) -> StructField:
     nullable = field.nullable or relax
-    return StructField(field.name, _relaxed_type(field.dataType, nullable), nullable, field.metadata)
+    return StructField(field.name, _relaxed_type(field.dataType, nullable, nested), nullable, field.metadata)
 
 
-def _relaxed_type(dtype: DataType, relax: bool) -> DataType:
+def _relaxed_type(dtype: DataType, relax: bool, nested: bool = False) -> DataType:
     # Struct fields inside an array or a map become nullable too: delta-spark drops NOT NULL there
-    # (spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled, jobs.spark.session),
-    # keeping the array's containsNull and the map's valueContainsNull as declared.
+    # (spark.databricks.delta.constraints.allowUnenforcedNotNull.enabled, jobs.spark.session). A
+    # column's own array keeps its containsNull (and a map its valueContainsNull) as declared; an
+    # array or map nested inside an array's or map's elements loses it too (``nested``).
     if isinstance(dtype, StructType):
-        return StructType([_relaxed_field(f, relax) for f in dtype.fields])
+        return StructType([_relaxed_field(f, relax, nested) for f in dtype.fields])
     if isinstance(dtype, ArrayType):
-        return ArrayType(_relaxed_type(dtype.elementType, True), dtype.containsNull)
+        return ArrayType(_relaxed_type(dtype.elementType, True, True), dtype.containsNull or nested)
     if isinstance(dtype, MapType):
-        return MapType(_relaxed_type(dtype.keyType, True), _relaxed_type(dtype.valueType, True),
-                       dtype.valueContainsNull)
+        return MapType(_relaxed_type(dtype.keyType, True, True), _relaxed_type(dtype.valueType, True, True),
+                       dtype.valueContainsNull or nested)
     return dtype
 
 
