@@ -115,7 +115,8 @@ def _canonical(value):
 def _rows(lake: Path, table: str) -> Counter:
     rows = read_table_arrow(lake / table).to_pylist()
     if table == "findings":
-        rows = [r for r in rows if r["category"] in AUDITED_CATEGORIES]
+        # the shared day does not run the incidents stage, which links each finding to its incident
+        rows = [{k: v for k, v in r.items() if k != "incident_id"} for r in rows if r["category"] in AUDITED_CATEGORIES]
     return Counter(json.dumps(_canonical(r), sort_keys=True, default=str) for r in rows)
 
 
