@@ -125,19 +125,20 @@ def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, fi
         headline["topics_at_end"] = end_cells_df.agg(F.countDistinct("topic")).first()[0]
     if quarantine_df is not None:
         headline["quarantined_lines"] = quarantine_df.count()
-    by_severity = {"critical": 0, "warning": 0, "info": 0}
-    if findings_df is not None:
-        for row in findings_df.groupBy("severity").count().collect():  # at most three rows
-            by_severity[row["severity"]] = row["count"]
-    headline.update({f"findings_{k}": v for k, v in by_severity.items()})
-    headline["findings_by_severity"] = by_severity
-    incidents = {"critical": 0, "warning": 0, "info": 0}
-    if incidents_df is not None:
-        for row in incidents_df.groupBy("severity").count().collect():  # at most three rows
-            incidents[row["severity"]] = row["count"]
-    headline.update({f"incidents_{k}": v for k, v in incidents.items()})
-    headline["incidents_by_severity"] = incidents
+    for name, df in (("findings", findings_df), ("incidents", incidents_df)):
+        by_severity = _count_by_severity(df)
+        headline.update({f"{name}_{k}": v for k, v in by_severity.items()})
+        headline[f"{name}_by_severity"] = by_severity
     return headline
+
+
+def _count_by_severity(df: DataFrame | None) -> dict[str, int]:
+    """Rows of ``df`` per severity, every severity present (0 when ``df`` is None)."""
+    counts = {"critical": 0, "warning": 0, "info": 0}
+    if df is not None:
+        for row in df.groupBy("severity").count().collect():  # at most three rows
+            counts[row["severity"]] = row["count"]
+    return counts
 
 
 def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_results: Any) -> ReportData:
