@@ -60,8 +60,8 @@ def views(wrong: str, odd: str, usual: str) -> dict:
 WIPED = [{"broker_name": "broker-004", "cluster": "C1", "perm": 4, "read_queue_nums": 8, "write_queue_nums": 8,
           "has_master": True}]
 ROWS = [
-    # a wipe of broker-004's write perm on ns-c at 10:00:01; write_perm_wiped is seen at the next snapshot
-    finding("w1", "write_perm_wiped", "warning", "broker-004", "ns-c", 10 * H + STEP, 10 * H + 4 * STEP, topics=2),
+    # a wipe of broker-004's write perm on ns-c at 10:00:01, added back at 10:20
+    finding("w1", "write_perm_wiped", "warning", "broker-004", "ns-c", 10 * H + 1_000, 10 * H + 20 * 60_000, topics=2),
     *[finding(f"w{i}", "ns_divergence", "warning", t, None, 10 * H + 1_000, 10 * H + 19 * 60_000,
               kind="queue_data_mismatch", key={"topic": t, "broker_name": "broker-004"},
               **views("ns-c", "8/8/4/0", "8/8/6/0")) for i, t in ((2, "t1"), (3, "t2"))],
@@ -118,7 +118,7 @@ def test_findings_sharing_a_root_cause_make_one_incident(spark):
 
     assert incident("w1") == ("write_perm_wiped", "broker-004", ["ns-c"], "critical", ["w1", "w2", "w3", "w4"])
     wipe = got[by_finding["w1"]]
-    # starts at the first exact evidence (10:00:01), not at the snapshot that saw the wipe
+    # starts at the wipe (10:00:01), ends at the add
     assert (ms(wipe["start_ts"]), ms(wipe["end_ts"])) == (10 * H + 1_000, 10 * H + 20 * 60_000)
     assert (wipe["topics_unwritable"], wipe["write_queues_unwritable"], wipe["topics_unroutable"]) == (1, 8, 0)
     assert wipe["client_share"] == pytest.approx(1 / 3)
