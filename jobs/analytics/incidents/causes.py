@@ -7,7 +7,8 @@ Families (docs/audit.md, "Incidents"):
   episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``),
   ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue`` whose topic lost its queues on
   that group (no master there, or no write perm);
-- ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing;
+- ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing,
+  ``topic_deleted`` and ``topic_route_changed``;
 - ``server`` (key: server id): ``ns_restart`` and the telemetry findings;
 - ``layout`` (key: ``read_lt_write:<topic>``, ``queue_skew:<cluster>``, ``single_broker_topic``):
   configuration present all day;
@@ -44,6 +45,7 @@ DETAIL_FIELDS = T.StructType([
 
 BROKER_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "no_master",
                 "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters")
+TOPIC_KINDS = ("topic_deleted", "topic_route_changed")
 SERVER_KINDS = ("ns_restart", "seq_gap", "clock_step_back", "quarantined_lines", "duplicate_events")
 FLEET_KINDS = ("new_cluster", "new_broker_name")  # the first day names every group: one key each
 
@@ -81,6 +83,7 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
     family = (
         F.when(kind.isin(*BROKER_KINDS), F.lit("broker"))
         .when((kind == "ns_divergence") & (episode == "route_missing"), F.lit("topic"))
+        .when(kind.isin(*TOPIC_KINDS), F.lit("topic"))
         .when(kind == "ns_divergence", F.lit("broker"))
         .when(kind == "no_writable_queue", F.when(culprit.isNotNull(), F.lit("broker")).otherwise(F.lit("topic")))
         .when(kind.isin(*SERVER_KINDS), F.lit("server"))
@@ -91,6 +94,7 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
         F.when(kind.isin("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters"), subject)
         .when(kind.isin("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping"), named)
         .when((kind == "ns_divergence") & (episode == "route_missing"), subject)
+        .when(kind.isin(*TOPIC_KINDS), subject)
         .when((kind == "ns_divergence") & (episode == "broker_missing"), F.col("addr_broker_name"))
         .when(kind == "ns_divergence", d["key"]["broker_name"])
         .when(kind == "no_writable_queue", F.coalesce(culprit, subject))
@@ -127,8 +131,7 @@ def with_servers(findings_df: DataFrame) -> DataFrame:
 
 
 # kinds checked at the snapshot instants: the condition may have begun up to one interval earlier
-SAMPLED_KINDS = ("write_perm_wiped", "queue_skew", "queue_data_without_broker",
-                 "broker_in_two_clusters", "addr_in_two_groups")
+SAMPLED_KINDS = ("queue_skew", "queue_data_without_broker", "broker_in_two_clusters", "addr_in_two_groups")
 # kinds whose evidence is the event at their end: a clean unregister ends a window that began
 # with the registration, and a flapping address's last window end is its latest trouble
 AT_END_KINDS = ("broker_unregistered", "broker_flapping")
@@ -143,8 +146,8 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
     snapshot interval before its first instant for :data:`SAMPLED_KINDS`.
 
     Example:
-        A ``broker_unregistered`` of a window 00:00-10:00: 10:00-10:00. A ``write_perm_wiped`` at
-        the instants 10:05-10:20 with a 5-minute interval: 10:00-10:20.
+        A ``broker_unregistered`` of a window 00:00-10:00: 10:00-10:00. A ``queue_skew`` at the
+        instants 10:05-10:20 with a 5-minute interval: 10:00-10:20.
     """
     start, end = F.unix_millis("start_ts"), F.unix_millis("end_ts")
     midnight = F.lit(day_start_ms(day)).cast("long")
