@@ -457,6 +457,17 @@ def test_broker_flapping_over_the_daily_limit(spark, cycles, flapping):
         assert detail["windows"] == 7 and detail["channel_closed"] == 7 and detail["threshold"] == 6
 
 
+def test_windows_reopened_after_server_restarts_are_not_flapping(spark):
+    # 4 departures of its own, then 3 restarts of the server: 8 windows, 5 of the broker's doing
+    log = Log().start(0)
+    for i in range(4):
+        log.reg(1000 + i * 10000, M).close(5000 + i * 10000, M)
+    log.reg(41000, M)
+    for i in range(3):
+        log.stop(50000 + i * 10000).start(51000 + i * 10000).reg(52000 + i * 10000, M)
+    assert finding_rows(frames(spark, log).findings_df, "broker_flapping") == []
+
+
 def test_ns_restart_clean_crash_and_first_start(spark):
     a = Log("ns-a").start(0).reg(1000, M).stop(50000).start(60000)  # first start: none; clean restart
     b = Log("ns-b").start(0).reg(1000, M).start(90000)  # crash: no ns_stop before
