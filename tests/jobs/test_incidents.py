@@ -136,6 +136,29 @@ def test_findings_sharing_a_root_cause_make_one_incident(spark):
     assert len(got) == 8
 
 
+def test_a_route_missing_on_a_server_just_restarted_is_the_restarts_impact(spark):
+    rows = [
+        finding("r1", "ns_restart", "warning", "ns-c", "ns-c", 15 * H - 60_000, 15 * H),
+        # from ns-c's start until midnight t1 is missing on ns-c alone: its group's master was gone
+        finding("r2", "ns_divergence", "warning", "t1", None, 15 * H, DAY_MS, kind="route_missing",
+                key={"topic": "t1"}, **views("ns-c", "absent", "present")),
+        # the same on ns-b, which did not restart; and on ns-c beyond the gap after its start
+        finding("t2", "ns_divergence", "warning", "t2", None, 15 * H, DAY_MS, kind="route_missing",
+                key={"topic": "t2"}, **views("ns-b", "absent", "present")),
+        finding("t3", "ns_divergence", "warning", "t3", None, 15 * H + GAP + 1, DAY_MS, kind="route_missing",
+                key={"topic": "t3"}, **views("ns-c", "absent", "present")),
+    ]
+    addr_df = I.agg_addr_names(frame(spark, ADDR_ROWS, BROKER_ADDR_HISTORY_SCHEMA))
+    linked_df = I.link_findings(frame(spark, rows, FINDINGS_SCHEMA), addr_df, DAY, STEP)
+    got = sorted((r["root_cause"], r["subject"], r["servers"], sorted(r["finding_ids"]), r["topics_unroutable"])
+                 for r in I.agg_incidents(linked_df, frame(spark, [(3,)], "n_servers int"), DAY).collect())
+    assert got == [
+        ("server_restart", "ns-c", ["ns-c"], ["r1", "r2"], 1),
+        ("topic_divergence", "t2", ["ns-b"], ["t2"], 1),
+        ("topic_divergence", "t3", ["ns-c"], ["t3"], 1),
+    ]
+
+
 def test_the_stage_links_every_finding_of_the_day_and_replaces_the_day(spark, tmp_path):
     findings_df = frame(spark, ROWS, FINDINGS_SCHEMA)
     for category in sorted({row[1] for row in ROWS}):

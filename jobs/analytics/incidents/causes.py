@@ -160,3 +160,37 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
         .withColumn("start_ms", F.coalesce(widened, F.col("event_ms")))
         .withColumn("end_ms", F.greatest(last, first))
     )
+
+
+def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
+    """Move a ``route_missing`` episode of one server that began within ``gap_ms`` of that
+    server's restart (the end of an ``ns_restart``) to the ``server`` family of that server.
+
+    A restart empties the server's tables and every broker registers again; a group whose master
+    is gone at that moment registers its slave only, which carries no routes, while the other
+    servers keep the group's QueueData: the topic is missing on the restarted server alone until
+    the master returns. That is the restart's impact, not a fault of the topic.
+
+    Args:
+        findings_df: :func:`with_servers` and :func:`with_span_ms` rows with their cause.
+        gap_ms: how long after the restart an episode may begin.
+
+    Example:
+        ``ns-a`` back at 14:50:53 after a restart, ``topic-0010`` missing on ``ns-a`` alone from
+        14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident.
+    """
+    restarts_df = F.broadcast(findings_df.where(F.col("kind") == "ns_restart").select(
+        F.col("ns").alias("_r_ns"), F.col("end_ms").alias("_r_end")))
+    episode = (F.col("kind") == "ns_divergence") & (F.col("_d")["kind"] == "route_missing") & (
+        F.size("servers") == 1)
+    after = episode & (F.col("servers")[0] == F.col("_r_ns")) & F.col("event_ms").between(
+        F.col("_r_end"), F.col("_r_end") + gap_ms)
+    moved_df = findings_df.join(restarts_df, after, "left_semi").select(
+        "finding_id", F.lit(True).alias("_after_restart"))
+    moved = F.coalesce(F.col("_after_restart"), F.lit(False))
+    return (
+        findings_df.join(moved_df, "finding_id", "left")
+        .withColumn("family", F.when(moved, F.lit("server")).otherwise(F.col("family")))
+        .withColumn("cause_key", F.when(moved, F.col("servers")[0]).otherwise(F.col("cause_key")))
+        .drop("_after_restart")
+    )
