@@ -60,8 +60,8 @@ def views(wrong: str, odd: str, usual: str) -> dict:
 WIPED = [{"broker_name": "broker-004", "cluster": "C1", "perm": 4, "read_queue_nums": 8, "write_queue_nums": 8,
           "has_master": True}]
 ROWS = [
-    # a wipe of broker-004's write perm on ns-c at 10:00:01; write_perm_wiped is seen at the next snapshot
-    finding("w1", "write_perm_wiped", "warning", "broker-004", "ns-c", 10 * H + STEP, 10 * H + 4 * STEP, topics=2),
+    # a wipe of broker-004's write perm on ns-c at 10:00:01, added back at 10:20
+    finding("w1", "write_perm_wiped", "warning", "broker-004", "ns-c", 10 * H + 1_000, 10 * H + 20 * 60_000, topics=2),
     *[finding(f"w{i}", "ns_divergence", "warning", t, None, 10 * H + 1_000, 10 * H + 19 * 60_000,
               kind="queue_data_mismatch", key={"topic": t, "broker_name": "broker-004"},
               **views("ns-c", "8/8/4/0", "8/8/6/0")) for i, t in ((2, "t1"), (3, "t2"))],
@@ -118,7 +118,7 @@ def test_findings_sharing_a_root_cause_make_one_incident(spark):
 
     assert incident("w1") == ("write_perm_wiped", "broker-004", ["ns-c"], "critical", ["w1", "w2", "w3", "w4"])
     wipe = got[by_finding["w1"]]
-    # starts at the first exact evidence (10:00:01), not at the snapshot that saw the wipe
+    # starts at the wipe (10:00:01), ends at the add
     assert (ms(wipe["start_ts"]), ms(wipe["end_ts"])) == (10 * H + 1_000, 10 * H + 20 * 60_000)
     assert (wipe["topics_unwritable"], wipe["write_queues_unwritable"], wipe["topics_unroutable"]) == (1, 8, 0)
     assert wipe["client_share"] == pytest.approx(1 / 3)
@@ -134,6 +134,29 @@ def test_findings_sharing_a_root_cause_make_one_incident(spark):
     assert incident("e1")[0] == "broker_cut_off"  # expired on two of three servers
     assert incident("z1") == ("no_writable_queue", "t0", ["ns-a"], "critical", ["z1"])
     assert len(got) == 8
+
+
+def test_a_route_missing_on_a_server_just_restarted_is_the_restarts_impact(spark):
+    rows = [
+        finding("r1", "ns_restart", "warning", "ns-c", "ns-c", 15 * H - 60_000, 15 * H),
+        # from ns-c's start until midnight t1 is missing on ns-c alone: its group's master was gone
+        finding("r2", "ns_divergence", "warning", "t1", None, 15 * H, DAY_MS, kind="route_missing",
+                key={"topic": "t1"}, **views("ns-c", "absent", "present")),
+        # the same on ns-b, which did not restart; and on ns-c beyond the gap after its start
+        finding("t2", "ns_divergence", "warning", "t2", None, 15 * H, DAY_MS, kind="route_missing",
+                key={"topic": "t2"}, **views("ns-b", "absent", "present")),
+        finding("t3", "ns_divergence", "warning", "t3", None, 15 * H + GAP + 1, DAY_MS, kind="route_missing",
+                key={"topic": "t3"}, **views("ns-c", "absent", "present")),
+    ]
+    addr_df = I.agg_addr_names(frame(spark, ADDR_ROWS, BROKER_ADDR_HISTORY_SCHEMA))
+    linked_df = I.link_findings(frame(spark, rows, FINDINGS_SCHEMA), addr_df, DAY, STEP)
+    got = sorted((r["root_cause"], r["subject"], r["servers"], sorted(r["finding_ids"]), r["topics_unroutable"])
+                 for r in I.agg_incidents(linked_df, frame(spark, [(3,)], "n_servers int"), DAY).collect())
+    assert got == [
+        ("server_restart", "ns-c", ["ns-c"], ["r1", "r2"], 1),
+        ("topic_divergence", "t2", ["ns-b"], ["t2"], 1),
+        ("topic_divergence", "t3", ["ns-c"], ["t3"], 1),
+    ]
 
 
 def test_the_stage_links_every_finding_of_the_day_and_replaces_the_day(spark, tmp_path):

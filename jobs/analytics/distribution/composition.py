@@ -14,7 +14,6 @@ from jobs.analytics.distribution.conditions import (
     filter_broker_in_two_clusters,
     filter_queue_data_without_broker,
     filter_queue_skew,
-    filter_write_perm_wiped,
     with_skew_plan,
 )
 from jobs.analytics.distribution.exact import (
@@ -22,6 +21,7 @@ from jobs.analytics.distribution.exact import (
     agg_exact_kind_runs,
     agg_exact_no_master,
     agg_exact_topic_conditions,
+    agg_exact_write_perm_wiped,
     select_exact_findings,
     select_exact_kind_runs,
     with_last_queue_datas,
@@ -103,16 +103,16 @@ def build_distribution(
     exact_flagged_df = exact_pieces_df.transform(with_queue_flags)
     exact_conditions = agg_exact_topic_conditions(agg_topic_segments(exact_flagged_df), exact_flagged_df)
     exact_conditions["no_master"] = agg_exact_no_master(exact_broker_data_runs_df)
+    exact_conditions["write_perm_wiped"] = agg_exact_write_perm_wiped(exact_flagged_df, previous_flagged_df)
     exact_runs_df = checkpoint_frame(agg_exact_kind_runs(exact_conditions, day))
     conditions = {
-        "write_perm_wiped": filter_write_perm_wiped(flagged_df, previous_flagged_df, day, interval),
         "queue_skew": filter_queue_skew(group_rows_df, params),
         "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
         "broker_in_two_clusters": filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval),
         "addr_in_two_groups": filter_addr_in_two_groups(broker_addr_df, day, interval),
     }
     # small (a row per run), read once per kind: computed here, once, and cut from its plan, so
-    # that the nine reads neither repeat nor re-plan it
+    # that the reads neither repeat nor re-plan it
     kind_runs_df = checkpoint_frame(agg_kind_runs(conditions, day, interval))
     findings_df = _union_findings(kind_runs_df, conditions, exact_runs_df, exact_flagged_df, params)
     return DistributionFrames(topic_segments_df, topic_stats_df, group_rows_df, findings_df,
@@ -139,7 +139,7 @@ def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], exact_runs_df
         if kind in ("no_writable_queue", "single_broker_topic"):  # the others' segments say it all
             kind_df = with_last_queue_datas(kind_df, exact_flagged_df)
         by_kind[kind] = select_exact_findings(kind_df, kind)
-    findings = [by_kind[kind] for kind in SEVERITY]
+    findings = [by_kind[kind] for kind in SEVERITY if kind in by_kind]  # the others: topic_changes
     findings_df = findings[0]
     for more_df in findings[1:]:
         findings_df = findings_df.unionByName(more_df)

@@ -14,70 +14,7 @@ from pyspark.sql import functions as F
 
 from jobs.analytics.distribution.moves import SKEW_PLAN_TYPE, suggest_moves
 from jobs.analytics.distribution.params import DistributionParams
-from jobs.analytics.distribution.queue_data import count_if
-from jobs.snapshots import snapshot_ts_at, with_snapshot_ts
-
-WIPED_TOPICS_LISTED = 20  # a write_perm_wiped detail names at most this many topics
-
-
-def filter_write_perm_wiped(flagged_df: DataFrame, previous_end_df: DataFrame, day: dt.date,
-                            snapshot_interval_ms: int) -> DataFrame:
-    """``write_perm_wiped`` instants, per (ns, broker name).
-
-    A QueueData without ``perm & 2`` counts when the same (topic, broker name) is writable on
-    another server at that instant, or was writable on this server at an earlier instant of the
-    day or at the end of the day before (WIPE_WRITE_PERM_OF_BROKER, 205, changes one server only;
-    a topic that is read-only everywhere and always is a choice, not a wipe).
-
-    Args:
-        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` pieces of the day.
-        previous_end_df: the same for the previous day's last instant (may be empty), at
-            position -1 (before every instant of the day).
-        day: the UTC day.
-        snapshot_interval_ms: spacing of the instants.
-    """
-    keys = ["ns", "topic", "broker_name"]
-    instant_keys = ["_pos", "topic", "broker_name"]
-
-    def instants(pieces_df: DataFrame) -> DataFrame:
-        return pieces_df.select(*keys, "cluster", F.explode(F.sequence("first_pos", "last_pos")).alias("_pos"))
-
-    candidates_pieces_df = flagged_df.where(~F.col("writable"))
-    candidates_df = instants(candidates_pieces_df)
-    # Only (topic, group) cells that lack the write bit somewhere need their writable rows looked
-    # at. There are at most as many as QueueData in the fleet, so the set is broadcast and the
-    # writable pieces are filtered before they are exploded.
-    suspects_df = F.broadcast(candidates_pieces_df.select("topic", "broker_name").distinct())
-    writable_df = instants(
-        flagged_df.unionByName(previous_end_df).where("writable").join(suspects_df, ["topic", "broker_name"], "left_semi")
-    )
-    first_writable_df = writable_df.groupBy(*keys).agg(F.min("_pos").alias("first_writable_pos"))
-    writable_elsewhere_df = writable_df.groupBy(*instant_keys).agg(
-        F.array_sort(F.collect_set("ns")).alias("writable_on")
-    )
-    wiped = F.col("earlier") | F.col("elsewhere")
-    return (
-        candidates_df.join(first_writable_df, keys, "left")
-        .join(writable_elsewhere_df, instant_keys, "left")
-        .withColumn("earlier", F.coalesce(F.col("first_writable_pos") < F.col("_pos"), F.lit(False)))
-        .withColumn("elsewhere", F.coalesce(F.size("writable_on") > 0, F.lit(False)))
-        .where(wiped)
-        .groupBy("ns", "broker_name", "_pos")
-        .agg(
-            F.min("cluster").alias("cluster"),
-            F.count(F.lit(1)).alias("topics"),
-            count_if(F.col("elsewhere")).alias("writable_on_other_servers"),
-            count_if(F.col("earlier")).alias("writable_earlier"),
-            F.slice(F.array_sort(F.collect_list("topic")), 1, WIPED_TOPICS_LISTED).alias("topics_listed"),
-            F.array_sort(F.array_distinct(F.flatten(F.collect_list(F.coalesce("writable_on", F.array())))))
-            .alias("writable_on"),
-        )
-        .select("ns", F.col("broker_name").alias("subject"),
-                snapshot_ts_at(F.col("_pos"), day, snapshot_interval_ms).alias("snapshot_ts"),
-                F.struct("cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on",
-                         "topics_listed").alias("detail"))
-    )
-
+from jobs.snapshots import with_snapshot_ts
 
 def filter_queue_skew(group_rows_df: DataFrame, params: DistributionParams) -> DataFrame:
     """``queue_skew`` instants: a cluster of two or more groups whose write queues per group exceed

@@ -1,5 +1,5 @@
-"""Exact findings: ``no_writable_queue``, ``single_broker_topic``, ``read_write_mismatch`` and
-``no_master`` from the validity intervals themselves, not from the snapshot instants.
+"""Exact findings: ``no_writable_queue``, ``single_broker_topic``, ``read_write_mismatch``,
+``no_master`` and ``write_perm_wiped`` from the validity intervals themselves, not from the snapshot instants.
 
 The input is the day's routes as pieces at millisecond resolution (:func:`agg_exact_pieces`:
 :func:`jobs.snapshots.agg_route_pieces` with a 1 ms "interval", so a position is the millisecond
@@ -26,7 +26,8 @@ from jobs.snapshots import agg_broker_data_runs, agg_route_pieces, with_segments
 from common.timeutil import DAY_MS, day_start_ms
 from nameserver.model import MASTER_ID
 
-EXACT_KINDS = ("no_writable_queue", "read_write_mismatch", "single_broker_topic", "no_master")
+EXACT_KINDS = ("no_writable_queue", "read_write_mismatch", "single_broker_topic", "no_master", "write_perm_wiped")
+WIPED_TOPICS_LISTED = 20  # a write_perm_wiped detail names at most this many topics
 REGISTRATION_PERIOD_MS = 30_000  # a broker registers with every server this often (§2.1)
 MS = 1  # the "snapshot interval" that makes every millisecond of the day a position
 
@@ -172,6 +173,68 @@ def agg_exact_no_master(exact_runs_df: DataFrame) -> DataFrame:
     return exact_runs_df.withColumn("_starting", starting).where(lacks_master & ~F.col("_starting")).select(
         "ns", F.col("broker_name").alias("subject"), "first_pos", "last_pos",
         F.struct("cluster", F.col("broker_addrs").alias("addrs")).alias("detail"))
+
+
+def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataFrame) -> DataFrame:
+    """``write_perm_wiped`` segments per (ns, broker name).
+
+    A QueueData without ``perm & 2`` counts over the whole of its piece when the same (ns, topic,
+    broker name) was writable before it (today, or at the end of the day before), and over the
+    part of it where the same (topic, broker name) is writable on another server. The pieces of
+    one (ns, topic, broker name) never overlap, so "before" is a comparison of piece starts, and
+    the other servers' writable pieces are intersected with it, never exploded.
+    WIPE_WRITE_PERM_OF_BROKER (205) changes one server only; a topic that is read-only everywhere
+    and always is a choice, not a wipe.
+
+    Args:
+        flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` of the
+            millisecond pieces.
+        previous_flagged_df: the same for the day before's last instant, at position -1.
+
+    Example:
+        broker-a's t1 writable on ns-a from 00:00 and wiped at 10:00:00.001 (205), added back at
+        10:20: a segment 10:00:00.001-10:20 of ns-a, ``writable_earlier`` 1.
+    """
+    keys = ["ns", "topic", "broker_name"]
+    wiped_df = flagged_df.where(~F.col("writable")).select(*keys, "cluster", "first_pos", "last_pos")
+    # only (topic, group) cells that lack the write bit somewhere: at most as many as QueueData
+    suspects_df = F.broadcast(wiped_df.select("topic", "broker_name").distinct())
+    writable_df = (
+        flagged_df.unionByName(previous_flagged_df).where("writable")
+        .join(suspects_df, ["topic", "broker_name"], "left_semi")
+        .select(*keys, "first_pos", "last_pos")
+    )
+    first_writable_df = writable_df.groupBy(*keys).agg(F.min("first_pos").alias("_first_writable"))
+    earlier_df = wiped_df.join(first_writable_df, keys).where(F.col("_first_writable") < F.col("first_pos")).select(
+        *keys, "cluster", "first_pos", "last_pos", F.lit(True).alias("earlier"),
+        F.lit(None).cast("string").alias("writable_on"))
+    w, o = wiped_df.alias("w"), writable_df.alias("o")
+    overlap = (F.col("w.topic") == F.col("o.topic")) & (F.col("w.broker_name") == F.col("o.broker_name")) & (
+        F.col("w.ns") != F.col("o.ns")) & (F.col("o.first_pos") <= F.col("w.last_pos")) & (
+        F.col("o.last_pos") >= F.col("w.first_pos"))
+    elsewhere_df = w.join(o, overlap).select(
+        "w.ns", "w.topic", "w.broker_name", "w.cluster",
+        F.greatest("w.first_pos", "o.first_pos").alias("first_pos"),
+        F.least("w.last_pos", "o.last_pos").alias("last_pos"),
+        F.lit(False).alias("earlier"), F.col("o.ns").alias("writable_on"))
+    group = ["ns", "broker_name"]
+    return (
+        with_segments(earlier_df.unionByName(elsewhere_df), group)
+        .groupBy(*group, "seg_first", "seg_last")
+        .agg(
+            F.min("cluster").alias("cluster"),
+            F.count_distinct("topic").alias("topics"),
+            F.count_distinct(F.when(F.col("writable_on").isNotNull(), F.col("topic"))).alias(
+                "writable_on_other_servers"),
+            F.count_distinct(F.when(F.col("earlier"), F.col("topic"))).alias("writable_earlier"),
+            F.array_sort(F.collect_set("writable_on")).alias("writable_on"),
+            F.slice(F.array_sort(F.collect_set("topic")), 1, WIPED_TOPICS_LISTED).alias("topics_listed"),
+        )
+        .select("ns", F.col("broker_name").alias("subject"), F.col("seg_first").alias("first_pos"),
+                F.col("seg_last").alias("last_pos"),
+                F.struct("cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on",
+                         "topics_listed").alias("detail"))
+    )
 
 
 def with_last_queue_datas(runs_df: DataFrame, flagged_df: DataFrame) -> DataFrame:

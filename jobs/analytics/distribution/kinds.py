@@ -17,4 +17,6 @@ SEVERITY = {
     "queue_data_without_broker": "warning",
     "broker_in_two_clusters": "warning",
     "addr_in_two_groups": "warning",
+    "topic_deleted": "info",  # warning when the server kept no route of the topic
+    "topic_route_changed": "info",
 }

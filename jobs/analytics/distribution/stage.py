@@ -26,6 +26,7 @@ from jobs.analytics.distribution.exact import agg_exact_broker_data_runs, agg_ex
 from jobs.analytics.distribution.groups import agg_queue_distribution
 from jobs.analytics.distribution.kinds import CATEGORY
 from jobs.analytics.distribution.params import DistributionParams
+from jobs.analytics.distribution.topic_changes import select_topic_deletes, select_topic_route_changes
 from jobs.analytics.distribution.topics import topic_distribution_expansion
 from jobs.lake.days import read_or_empty, replace_day
 from jobs.lake.findings import write_findings
@@ -35,6 +36,7 @@ from jobs.spark.frames import checkpoint_frame, release_frame
 from common.config import Config
 from common.timeutil import day_start_ms
 from schemas.distribution import PARTITION_BY, QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
+from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
     CLUSTER_HISTORY_SCHEMA,
@@ -84,8 +86,9 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     Reads the day's ``topic_route_history``, ``broker_addr_history`` and ``cluster_history``
     (the routes at the snapshot instants are made from them exactly as ``route_snapshots`` is,
     but aggregated before they are exploded) and the day before's last ``route_snapshots``
-    instant when the lake has it; writes ``queue_distribution``, ``topic_distribution`` and the
-    day's ``distribution`` findings.
+    instant when the lake has it, and the day's ``delete_topic`` events
+    (:mod:`jobs.analytics.distribution.topic_changes`); writes ``queue_distribution``,
+    ``topic_distribution`` and the day's ``distribution`` findings.
 
     Raises:
         FileNotFoundError: the lake has no ``topic_route_history`` table (run the rebuild first).
@@ -111,9 +114,12 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
         read_or_empty(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, where=today),
         day, params, runs_df, exact_pieces_df=exact_pieces_df, exact_broker_data_runs_df=exact_runs_df,
     )
+    events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where=today)
+    findings_df = frames.findings_df.unionByName(select_topic_deletes(events_df, topic_route_df)).unionByName(
+        select_topic_route_changes(topic_route_df, broker_addr_df, day))
     try:
         _write_tables(frames, lake_dir, day, params)
-        by_kind = _write_findings(frames.findings_df, lake_dir, day)
+        by_kind = _write_findings(findings_df, lake_dir, day)
         counts, topic_rows = _count_rows(frames)
     finally:
         frames.release()

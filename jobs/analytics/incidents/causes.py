@@ -7,7 +7,8 @@ Families (docs/audit.md, "Incidents"):
   episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``),
   ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue`` whose topic lost its queues on
   that group (no master there, or no write perm);
-- ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing;
+- ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing,
+  ``topic_deleted`` and ``topic_route_changed``;
 - ``server`` (key: server id): ``ns_restart`` and the telemetry findings;
 - ``layout`` (key: ``read_lt_write:<topic>``, ``queue_skew:<cluster>``, ``single_broker_topic``):
   configuration present all day;
@@ -44,6 +45,7 @@ DETAIL_FIELDS = T.StructType([
 
 BROKER_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "no_master",
                 "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters")
+TOPIC_KINDS = ("topic_deleted", "topic_route_changed")
 SERVER_KINDS = ("ns_restart", "seq_gap", "clock_step_back", "quarantined_lines", "duplicate_events")
 FLEET_KINDS = ("new_cluster", "new_broker_name")  # the first day names every group: one key each
 
@@ -81,6 +83,7 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
     family = (
         F.when(kind.isin(*BROKER_KINDS), F.lit("broker"))
         .when((kind == "ns_divergence") & (episode == "route_missing"), F.lit("topic"))
+        .when(kind.isin(*TOPIC_KINDS), F.lit("topic"))
         .when(kind == "ns_divergence", F.lit("broker"))
         .when(kind == "no_writable_queue", F.when(culprit.isNotNull(), F.lit("broker")).otherwise(F.lit("topic")))
         .when(kind.isin(*SERVER_KINDS), F.lit("server"))
@@ -91,6 +94,7 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
         F.when(kind.isin("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters"), subject)
         .when(kind.isin("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping"), named)
         .when((kind == "ns_divergence") & (episode == "route_missing"), subject)
+        .when(kind.isin(*TOPIC_KINDS), subject)
         .when((kind == "ns_divergence") & (episode == "broker_missing"), F.col("addr_broker_name"))
         .when(kind == "ns_divergence", d["key"]["broker_name"])
         .when(kind == "no_writable_queue", F.coalesce(culprit, subject))
@@ -127,8 +131,7 @@ def with_servers(findings_df: DataFrame) -> DataFrame:
 
 
 # kinds checked at the snapshot instants: the condition may have begun up to one interval earlier
-SAMPLED_KINDS = ("write_perm_wiped", "queue_skew", "queue_data_without_broker",
-                 "broker_in_two_clusters", "addr_in_two_groups")
+SAMPLED_KINDS = ("queue_skew", "queue_data_without_broker", "broker_in_two_clusters", "addr_in_two_groups")
 # kinds whose evidence is the event at their end: a clean unregister ends a window that began
 # with the registration, and a flapping address's last window end is its latest trouble
 AT_END_KINDS = ("broker_unregistered", "broker_flapping")
@@ -143,8 +146,8 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
     snapshot interval before its first instant for :data:`SAMPLED_KINDS`.
 
     Example:
-        A ``broker_unregistered`` of a window 00:00-10:00: 10:00-10:00. A ``write_perm_wiped`` at
-        the instants 10:05-10:20 with a 5-minute interval: 10:00-10:20.
+        A ``broker_unregistered`` of a window 00:00-10:00: 10:00-10:00. A ``queue_skew`` at the
+        instants 10:05-10:20 with a 5-minute interval: 10:00-10:20.
     """
     start, end = F.unix_millis("start_ts"), F.unix_millis("end_ts")
     midnight = F.lit(day_start_ms(day)).cast("long")
@@ -156,4 +159,38 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
         findings_df.withColumn("event_ms", first)
         .withColumn("start_ms", F.coalesce(widened, F.col("event_ms")))
         .withColumn("end_ms", F.greatest(last, first))
+    )
+
+
+def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
+    """Move a ``route_missing`` episode of one server that began within ``gap_ms`` of that
+    server's restart (the end of an ``ns_restart``) to the ``server`` family of that server.
+
+    A restart empties the server's tables and every broker registers again; a group whose master
+    is gone at that moment registers its slave only, which carries no routes, while the other
+    servers keep the group's QueueData: the topic is missing on the restarted server alone until
+    the master returns. That is the restart's impact, not a fault of the topic.
+
+    Args:
+        findings_df: :func:`with_servers` and :func:`with_span_ms` rows with their cause.
+        gap_ms: how long after the restart an episode may begin.
+
+    Example:
+        ``ns-a`` back at 14:50:53 after a restart, ``topic-0010`` missing on ``ns-a`` alone from
+        14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident.
+    """
+    restarts_df = F.broadcast(findings_df.where(F.col("kind") == "ns_restart").select(
+        F.col("ns").alias("_r_ns"), F.col("end_ms").alias("_r_end")))
+    episode = (F.col("kind") == "ns_divergence") & (F.col("_d")["kind"] == "route_missing") & (
+        F.size("servers") == 1)
+    after = episode & (F.col("servers")[0] == F.col("_r_ns")) & F.col("event_ms").between(
+        F.col("_r_end"), F.col("_r_end") + gap_ms)
+    moved_df = findings_df.join(restarts_df, after, "left_semi").select(
+        "finding_id", F.lit(True).alias("_after_restart"))
+    moved = F.coalesce(F.col("_after_restart"), F.lit(False))
+    return (
+        findings_df.join(moved_df, "finding_id", "left")
+        .withColumn("family", F.when(moved, F.lit("server")).otherwise(F.col("family")))
+        .withColumn("cause_key", F.when(moved, F.col("servers")[0]).otherwise(F.col("cause_key")))
+        .drop("_after_restart")
     )

@@ -75,8 +75,10 @@ def _root_cause(n_servers: Column) -> Column:
     )
     return (
         F.when(family == "broker", broker)
-        .when(family == "topic", F.when(F.col("topics_unroutable") > 0, F.lit("topic_divergence"))
-              .otherwise(F.lit("no_writable_queue")))
+        .when(family == "topic", F.when(has("topic_deleted"), F.lit("topic_deleted"))
+              .when(F.col("topics_unroutable") > 0, F.lit("topic_divergence"))
+              .when(has("no_writable_queue"), F.lit("no_writable_queue"))
+              .otherwise(F.lit("topic_route_changed")))
         .when(family == "server", F.when(has("ns_restart"), F.lit("server_restart")).otherwise(F.lit("telemetry")))
         .when(family == "layout", F.split(F.col("cause_key"), ":").getItem(0))
         .otherwise(family)

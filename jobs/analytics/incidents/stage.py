@@ -15,7 +15,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import lake
-from jobs.analytics.incidents.causes import with_cause, with_detail_fields, with_servers, with_span_ms
+from jobs.analytics.incidents.causes import (
+    with_cause,
+    with_detail_fields,
+    with_restart_causes,
+    with_servers,
+    with_span_ms,
+)
 from jobs.analytics.incidents.grouping import INCIDENT_GAP_MS, agg_incidents, with_incident_ids
 from jobs.lake.days import read_or_empty, replace_day
 from jobs.spark.frames import checkpoint_frame, release_frame
@@ -64,6 +70,7 @@ def link_findings(findings_df: DataFrame, addr_names_df: DataFrame, day: dt.date
         .transform(lambda df: with_cause(df, addr_names_df))
         .transform(with_servers)
         .transform(lambda df: with_span_ms(df, day, snapshot_interval_ms))
+        .transform(lambda df: with_restart_causes(df, gap_ms))
         .transform(lambda df: with_incident_ids(df, day, gap_ms))
     )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.analytics.liveness.params import LivenessParams
@@ -56,10 +56,14 @@ def agg_late_expiry_findings(checks_df: DataFrame, never_df: DataFrame) -> DataF
 
 def agg_flapping_findings(windows_df: DataFrame, params: LivenessParams) -> DataFrame:
     """``broker_flapping`` (warning): an address opened more windows on one server in the day than
-    ``flapping_windows_per_day`` (carried windows were opened on an earlier day and do not count)."""
+    ``flapping_windows_per_day``. Carried windows were opened on an earlier day, and a window
+    opened after the server stopped or restarted is the server's doing (its tables were emptied
+    and every broker registers again): neither counts."""
     reason = F.col("end_reason")
+    before = F.lag("end_reason").over(Window.partitionBy("ns", "broker_addr").orderBy("start_ts"))
     return (
-        windows_df.where(F.col("carried_in").isNull())
+        windows_df.withColumn("_after_server", F.coalesce(before.isin("ns_stop", "ns_restart"), F.lit(False)))
+        .where(F.col("carried_in").isNull() & ~F.col("_after_server"))
         .groupBy("ns", "broker_addr")
         .agg(
             F.count(F.lit(1)).alias("windows"),
