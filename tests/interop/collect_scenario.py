@@ -196,8 +196,9 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
                                "end_ms": None})
         wait_for(lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 6, SEEN_TIMEOUT_S,
                  "scn-a's write permission back on nsA after its next registration")
-        wipe["end_ms"] = first_ts(scenario.stream("nsA"), wipe["start_ms"],
-                                  lambda log: perm_of(route_seen(log, KEPT), "scn-a") == 6)
+        log = scenario.stream("nsA")
+        wiped = first_ts(log, wipe["start_ms"], lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 4)
+        wipe["end_ms"] = first_ts(log, wiped + 1, lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 6)
 
         # ns_restart: nsC down, then up again on its port, empty until the brokers register
         start = _now_ms()
