@@ -1,0 +1,245 @@
+"""A day of ``nsaudit collect`` against three real RocketMQ name servers, with the faults operators
+meet (issue "Audit the RocketMQ cluster you already run", its end-to-end acceptance).
+
+Three Java name servers (``nsA``, ``nsB``, ``nsC``), three master brokers of one cluster and the
+client JVM (for ``mqadmin``) run on 127.0.0.1; the collector runs as a user starts it, with the
+servers named ``nsA=HOST:PORT;...``. Then, one after the other, each seen in the collector's streams
+before the next:
+
+- ``partition``: broker ``scn-b`` lists only nsA and nsB in its ``namesrvAddr``, from its start;
+- ``wipe``: ``mqadmin wipeWritePerm -b scn-a -n <nsA>``: scn-a's write permission on nsA only;
+- ``delete_topic``: ``mqadmin deleteTopic -t ScnDoomed -c scn -n <nsB>``: the topic goes from the
+  brokers and from nsB; nsA and nsC keep their route (RocketMQ 4.9's name server adds a broker's
+  topics at a registration with a new data version but never removes one). The new data version
+  also rewrites scn-a's queue data on nsA at its next registration: the wipe ends there;
+- ``ns_restart``: nsC stopped, then started again on its port: empty until the brokers register;
+- ``broker_kill``: ``kill -9`` of broker ``scn-k``: each server drops it when its channel closes.
+
+:func:`run_scenario` returns the collected log and the ground truth (also written to
+``<events>/_truth/faults.jsonl`` in the simulator's shape: ``kind``, ``ns``, ``subject``,
+``start_ms``, ``end_ms``), with the time of each fault's injection.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nameserver.eventlog.segments import read_events
+from tests.interop.rocketmq import (
+    REPO, Driver, JavaProcess, Release, _java, free_port, start_broker, wait_for,
+)
+
+CLUSTER = "scn"
+SERVERS = ("nsA", "nsB", "nsC")
+KEPT, DOOMED = "ScnKept", "ScnDoomed"
+INTERVAL_MS = 2000
+REGISTER_PERIOD_MS = 10000  # the brokers' registerNameServerPeriod
+SEEN_TIMEOUT_S = 60
+
+
+@dataclass
+class Scenario:
+    """What a scenario run left: the collected streams, their ids and addresses, and the truth.
+
+    Attributes:
+        events: the collector's event directory.
+        addrs: stream id -> the server's ``host:port``.
+        brokers: broker name -> its address.
+        truth: the injected faults, in the simulator's truth shape.
+        collector_err: the collector's stderr (its progress and health lines).
+    """
+
+    events: Path
+    addrs: dict[str, str]
+    brokers: dict[str, str]
+    truth: list[dict] = field(default_factory=list)
+    collector_err: Path | None = None
+
+    def stream(self, ns: str) -> list[dict]:
+        problems: list = []
+        found = list(read_events(self.events, ns, problems))
+        assert problems == [], problems
+        return found
+
+    def fault(self, kind: str) -> dict:
+        return next(f for f in self.truth if f["kind"] == kind)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def start_namesrv_on(release: Release, run_dir: Path, name: str, port: int) -> JavaProcess:
+    """Start Apache RocketMQ's name server on ``port`` (again, for a restart); not yet ready."""
+    conf = run_dir / f"{name}.properties"
+    conf.write_text(f"listenPort={port}\n")
+    return JavaProcess(name, _java(release.server_lib, run_dir, "org.apache.rocketmq.namesrv.NamesrvStartup",
+                                   "-c", str(conf)), run_dir / f"{name}.log", "boot success", run_dir).start()
+
+
+# ---------------------------------------------------------------------------- reading the streams
+
+
+def brokers_seen(log: list[dict]) -> set[str]:
+    """The broker names of the server's state after the last event of ``log`` (empty when unknown)."""
+    names: set[str] = set()
+    for event in log:
+        if event["type"] in ("observe_snapshot", "observe_error", "observe_start"):
+            names = set()
+        elif event["type"] == "observed_broker":
+            if event["broker_addrs"] is None:
+                names.discard(event["broker_name"])
+            else:
+                names.add(event["broker_name"])
+    return names
+
+
+def route_seen(log: list[dict], topic: str) -> list[dict] | None | bool:
+    """The topic's last observed ``queue_datas`` (None: no route), or False when never observed since
+    the last snapshot."""
+    found: list[dict] | None | bool = False
+    for event in log:
+        if event["type"] in ("observe_snapshot", "observe_error", "observe_start"):
+            found = False
+        elif event["type"] == "observed_route" and event["topic"] == topic:
+            found = event["queue_datas"]
+    return found
+
+
+def first_ts(log: list[dict], after_ms: int, test) -> int | None:
+    """The ``ts`` of the first event at or after ``after_ms`` after which ``test(prefix)`` holds."""
+    for i, event in enumerate(log):
+        if event["ts"] >= after_ms and test(log[: i + 1]):
+            return event["ts"]
+    return None
+
+
+def perm_of(queue_datas, broker: str) -> int | None:
+    if not queue_datas:
+        return None
+    return next((q["perm"] for q in queue_datas if q["broker_name"] == broker), None)
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def run_scenario(release: Release, run_dir: Path) -> Scenario:
+    """Start the cluster and the collector, inject the faults, stop everything; the collected log."""
+    release.check()
+    processes: list[JavaProcess] = []
+    driver = collector = None
+    ports = {ns: free_port() for ns in SERVERS}
+    addrs = {ns: f"127.0.0.1:{port}" for ns, port in ports.items()}
+    events = run_dir / "collected"
+    namesrvs = {}
+    try:
+        for ns in SERVERS:
+            namesrvs[ns] = start_namesrv_on(release, run_dir, ns, ports[ns])
+            processes.append(namesrvs[ns])
+        for proc in namesrvs.values():
+            proc.wait_ready()
+        all_three = ";".join(addrs.values())
+        brokers = {
+            "scn-a": start_broker(release, run_dir, "scn-a", CLUSTER, all_three),
+            "scn-b": start_broker(release, run_dir, "scn-b", CLUSTER, f"{addrs['nsA']};{addrs['nsB']}"),
+            "scn-k": start_broker(release, run_dir, "scn-k", CLUSTER, all_three),
+        }
+        processes += [b.process for b in brokers.values()]
+        driver = Driver(release, run_dir).start()
+        for broker in brokers.values():
+            broker.process.wait_ready()
+        for topic in (KEPT, DOOMED):
+            driver.admin("updateTopic", "-t", topic, "-c", CLUSTER, "-r", 4, "-w", 4, "-n", addrs["nsA"])
+
+        scenario = Scenario(events, addrs, {name: b.addr for name, b in brokers.items()},
+                            collector_err=run_dir / "collect.err")
+        namesrv_arg = ";".join(f"{ns}={addr}" for ns, addr in addrs.items())
+        with open(scenario.collector_err, "w") as err:
+            collector = subprocess.Popen(
+                [sys.executable, "-m", "nsaudit.cli", "collect", "--namesrv", namesrv_arg, "--events", str(events),
+                 "--interval-ms", str(INTERVAL_MS)],
+                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=err)
+
+        def settled() -> bool:
+            logs = {ns: scenario.stream(ns) for ns in SERVERS}
+            want = {"nsA": {"scn-a", "scn-b", "scn-k"}, "nsB": {"scn-a", "scn-b", "scn-k"}, "nsC": {"scn-a", "scn-k"}}
+            return all(brokers_seen(logs[ns]) == want[ns] and route_seen(logs[ns], KEPT)
+                       and route_seen(logs[ns], DOOMED) for ns in SERVERS)
+
+        wait_for(settled, SEEN_TIMEOUT_S, "every server's stream to show its brokers and both topics")
+        scenario.truth.append({"kind": "partition", "ns": ["nsC"], "subject": "scn-b",
+                               "start_ms": None, "end_ms": None, "broker_addr": brokers["scn-b"].addr})
+
+        # wipe: scn-a's write permission on nsA only
+        start = _now_ms()
+        out = driver.admin("wipeWritePerm", "-b", "scn-a", "-n", addrs["nsA"])
+        assert "wipe write perm of broker[scn-a] in name server[" in out, out
+        wait_for(lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 4, SEEN_TIMEOUT_S,
+                 "the wipe in nsA's stream")
+        wipe = {"kind": "wipe", "ns": ["nsA"], "subject": "scn-a", "start_ms": start, "end_ms": None}
+        scenario.truth.append(wipe)
+
+        # delete_topic: from the brokers and nsB only; the new data version ends the wipe on nsA
+        start = _now_ms()
+        out = driver.admin("deleteTopic", "-t", DOOMED, "-c", CLUSTER, "-n", addrs["nsB"])
+        assert "from NameServer success" in out, out
+        wait_for(lambda: route_seen(scenario.stream("nsB"), DOOMED) is None, SEEN_TIMEOUT_S,
+                 "the deleted topic's null route in nsB's stream")
+        scenario.truth.append({"kind": "delete_topic", "ns": ["nsB"], "subject": DOOMED, "start_ms": start,
+                               "end_ms": None})
+        wait_for(lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 6, SEEN_TIMEOUT_S,
+                 "scn-a's write permission back on nsA after its next registration")
+        log = scenario.stream("nsA")
+        wiped = first_ts(log, wipe["start_ms"], lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 4)
+        wipe["end_ms"] = first_ts(log, wiped + 1, lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 6)
+
+        # ns_restart: nsC down, then up again on its port, empty until the brokers register
+        start = _now_ms()
+        namesrvs["nsC"].stop()
+        wait_for(lambda: any(e["type"] == "observe_error" and e["ts"] >= start for e in scenario.stream("nsC")),
+                 SEEN_TIMEOUT_S, "nsC's observe_error")
+        time.sleep(INTERVAL_MS / 1000 * 2)
+        restarted = _now_ms()
+        namesrvs["nsC"] = start_namesrv_on(release, run_dir, "nsC-restarted", ports["nsC"])
+        processes.append(namesrvs["nsC"])
+        namesrvs["nsC"].wait_ready()
+        wait_for(lambda: brokers_seen(scenario.stream("nsC")) == {"scn-a", "scn-k"}, SEEN_TIMEOUT_S,
+                 "the brokers back in nsC's stream")
+        scenario.truth.append({"kind": "ns_restart", "ns": ["nsC"], "subject": "nsC", "start_ms": start,
+                               "end_ms": restarted})
+
+        # broker_kill: kill -9, every server drops it when its channel closes
+        start = _now_ms()
+        brokers["scn-k"].process.kill()
+        wait_for(lambda: all("scn-k" not in brokers_seen(scenario.stream(ns)) for ns in SERVERS), SEEN_TIMEOUT_S,
+                 "scn-k gone from every server's stream")
+        scenario.truth.append({"kind": "broker_kill", "ns": list(SERVERS), "subject": "scn-k", "start_ms": start,
+                               "end_ms": None, "broker_addr": brokers["scn-k"].addr})
+        time.sleep(INTERVAL_MS / 1000 * 2)
+
+        collector.send_signal(signal.SIGTERM)
+        assert collector.wait(30) == 0, scenario.collector_err.read_text()[-2000:]
+        end = _now_ms()
+        for fault in scenario.truth:
+            if fault["start_ms"] is None:  # there from the start
+                fault["start_ms"] = min(e["ts"] for e in scenario.stream("nsA"))
+            if fault["end_ms"] is None:
+                fault["end_ms"] = end
+        truth_dir = events / "_truth"
+        truth_dir.mkdir(parents=True, exist_ok=True)
+        (truth_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in scenario.truth))
+        return scenario
+    finally:
+        if collector is not None and collector.poll() is None:
+            collector.kill()
+        if driver is not None:
+            driver.stop()
+        for process in reversed(processes):
+            process.stop()
