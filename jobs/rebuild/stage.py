@@ -71,6 +71,7 @@ class RebuildResult:
             missing until re-registered (a finding for the lead's report).
         unresolved_topics: 103 events whose topic list was never logged (applied with no topics).
         observed: observed name servers (``nsaudit collect`` streams) rebuilt from their observations.
+        resolution_ms: per observed server, its poll interval (None when unknown).
     """
 
     day: dt.date
@@ -80,6 +81,15 @@ class RebuildResult:
     started_without_state: tuple[str, ...]
     unresolved_topics: int
     observed: tuple[str, ...] = ()
+    resolution_ms: tuple[tuple[str, int | None], ...] = ()
+
+    @property
+    def notes(self) -> list[str]:
+        """The report's line on observed servers: which, and the resolution of their tables."""
+        if not self.observed:
+            return []
+        each = ", ".join(f"{ns} ({'unknown' if ms is None else f'{ms} ms'})" for ns, ms in self.resolution_ms)
+        return [f"observed name servers, tables as exact as their poll interval: {each}"]
 
 
 def run_rebuild(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_interval_ms: int = 300_000) -> RebuildResult:
@@ -163,7 +173,7 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
         states = select_ns_state(walk_df, day).select(
             "ns", "events", "interesting_events", "started_without_state", "unresolved_topics"
         ).collect()  # one small row per server: the job's report, not data
-        observed_ns = observed[lake.NS_STATE].select("ns").collect()  # likewise
+        observed_ns = observed[lake.NS_STATE].select("ns", "resolution_ms").collect()  # likewise
     finally:
         for df in (blocks_df, keys_df, walk_df, epochs_df, entries_df):
             if df is not None:
@@ -176,6 +186,7 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
         started_without_state=tuple(sorted(r["ns"] for r in states if r["started_without_state"])),
         unresolved_topics=sum(r["unresolved_topics"] for r in states),
         observed=tuple(sorted(r["ns"] for r in observed_ns)),
+        resolution_ms=tuple(sorted((r["ns"], r["resolution_ms"]) for r in observed_ns)),
     )
 
 
