@@ -122,7 +122,7 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     report_status.mark_unfinished(lake, day, f"The audit of {day} did not finish: this report is from an earlier "
                                   f"run and the lake's tables may not match it. Rerun nsaudit audit --date {day}.")
     _stage(outcome, "ingest", lambda: ingest.run_ingest(spark, events_dir, lake, day, config), progress)
-    _stage(outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake, day, interval), progress)
+    rebuilt = _stage(outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake, day, interval), progress)
     _stage(outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake, day, interval), progress)
     live = _stage(outcome, "liveness", lambda: liveness.run_liveness(spark, lake, day, config), progress)
     div = _stage(outcome, "divergence", lambda: divergence.run_divergence(spark, lake, day, config), progress)
@@ -132,7 +132,8 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     outcome.incidents_by_severity = dict(linked.incidents_by_severity)
 
     def write_report():
-        data = report_data.collect_report_data(spark, lake, day, live, div, dist)
+        # the rebuild's notes name the observed servers and their resolution
+        data = report_data.collect_report_data(spark, lake, day, rebuilt, live, div, dist)
         outcome.findings_by_severity = dict(data.headline.get("findings_by_severity", {}))
         outcome.report_html, outcome.report_json = report_data.write_day_report(lake, data)
         return None

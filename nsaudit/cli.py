@@ -19,7 +19,9 @@ from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate a
 _EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds."
 _QUERY_EPILOG = (_EPILOG + " An instant whose UTC day the lake does not record audited ok (never audited, "
                  "or a run that did not finish) is answered with \"audited\": false, a \"reason\" and no tables; "
-                 "a server the lake never saw is an error.")
+                 "a server the lake never saw is an error. An observed server (nsaudit collect, --ns obs-...) "
+                 "is answered with its last observation at or before the instant, with \"observed_ts\" and "
+                 "\"resolution_ms\" (the poll interval); outside a period its state was known, \"up\" is false.")
 
 
 def _host_ports(text: str) -> str:

@@ -87,12 +87,16 @@ NS_RUNS_SCHEMA = StructType(
         StructField("stop_ts", TimestampType(), True),
         StructField("start_seq", LongType(), True),
         StructField("stop_seq", LongType(), True),
-        StructField("stop_reason", StringType(), False),  # ns_stop | restart | open
+        StructField("stop_reason", StringType(), False),  # ns_stop | restart | open | observe_*
+        # observed servers: the poll interval, the tables' resolution (null: own server, or unknown)
+        StructField("resolution_ms", LongType(), True),
         StructField("date", DateType(), False),
     ]
 )
 """``ns_runs``: the intervals in which the server was up, between ``ns_start`` and ``ns_stop``
-(``stop_reason`` and ``start_seq``: docs/audit.md, "Rebuild").
+(``stop_reason`` and ``start_seq``: docs/audit.md, "Rebuild"); for an observed server the periods in
+which its state is known, from a snapshot to the next ``observe_error``, ``observe_stop`` or
+``observe_start`` (docs/audit.md, "Observed servers").
 """
 
 NS_STATE_SCHEMA = StructType(
@@ -108,6 +112,8 @@ NS_STATE_SCHEMA = StructType(
         StructField("started_without_state", BooleanType(), False),
         StructField("unresolved_topics", LongType(), False),  # 103s whose topic list was never logged
         StructField("state_json", StringType(), False),
+        StructField("observed", BooleanType(), True),  # an observed server (nsaudit collect); null in older rows
+        StructField("resolution_ms", LongType(), True),  # observed servers: the poll interval; else null
     ]
 )
 """``ns_state``: one row per (date, ns), the end-of-day state the next day's rebuild starts from,

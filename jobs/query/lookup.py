@@ -49,11 +49,19 @@ class ServerState:
         tables: the four route tables (empty before any data).
         up: False between ``ns_stop`` and the next ``ns_start``.
         day: the lake day answered from; ``None`` before any data of this server.
+        observed: an observed server (``nsaudit collect``): ``up`` says whether its state was known.
+        observed_ms: observed servers: when the observation the tables reflect was made (the last
+            change seen at or before the instant, or the snapshot that began the known period);
+            ``None`` outside a known period.
+        resolution_ms: observed servers: the poll interval (None when unknown).
     """
 
     tables: TableState
     up: bool
     day: dt.date | None
+    observed: bool = False
+    observed_ms: int | None = None
+    resolution_ms: int | None = None
 
 
 class RouteLake:
@@ -132,6 +140,8 @@ class RouteLake:
             row = self._state_row(ns, day)
             if row is None:
                 continue
+            if row["observed"]:
+                return self._observed_at(ns, day if day == wanted else None, at_ms, row["resolution_ms"])
             if day == wanted:
                 return ServerState(self._tables(ns, day, at_ms), self._up(ns, day, at_ms, row["up_at_start"]), day)
             return ServerState(self._tables(ns, day, None), row["up"], day)  # that day's end state
@@ -148,8 +158,35 @@ class RouteLake:
         return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
 
     def _state_row(self, ns: str, day: dt.date) -> dict[str, Any] | None:
-        table = _read(self._state_path, ["up", "up_at_start"], day, ns, self._version(self._state_path))
+        table = _read(self._state_path, ["up", "up_at_start", "observed", "resolution_ms"], day, ns,
+                      self._version(self._state_path))
         return table.to_pylist()[0] if table is not None and table.num_rows else None
+
+    def _observed_at(self, ns: str, day: dt.date | None, at_ms: int, resolution_ms: int | None) -> ServerState:
+        """An observed server at ``at_ms``: the last observation at or before it, inside a known
+        period (an ``ns_runs`` run) of ``day``; outside one (or with no observation that day:
+        ``day`` None) nothing is known, and the answer is that of a server that is down."""
+        unknown = ServerState(TableState(), False, day, True, None, resolution_ms)
+        if day is None:
+            return unknown
+        path = lake.table_path(self.lake_dir, lake.NS_RUNS)
+        runs = self._read_once(path, ("start_ts", "stop_ts", "start_seq", "stop_seq", "stop_reason"), day, ns)
+        at_us = at_ms * 1000
+        starts = [_micros(r["start_ts"]) for r in ([] if runs is None else runs.to_pylist())
+                  if _micros(r["start_ts"]) <= at_us and (r["stop_ts"] is None or at_us < _micros(r["stop_ts"]))]
+        if not starts:
+            return unknown
+        # the last change at or before the instant: an interval that began, or ended, then
+        seen = starts[0]
+        for name in _HISTORY:
+            table = self._read_once(lake.table_path(self.lake_dir, name),
+                                    tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns)
+            for column in ([] if table is None else _INTERVAL_COLUMNS):
+                for value in table.column(column).to_pylist():
+                    micros = _micros(value)
+                    if micros is not None and seen < micros <= at_us:
+                        seen = micros
+        return ServerState(self._tables(ns, day, at_ms), True, day, True, seen // 1000, resolution_ms)
 
     def _tables(self, ns: str, day: dt.date, at_ms: int | None) -> TableState:
         """The cells valid at ``at_ms`` of ``day``, or open at its end when ``at_ms`` is None."""
@@ -256,6 +293,7 @@ def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:
 def route_answer(route_lake: RouteLake, ns: str, topic: str, at_ms: int) -> dict[str, Any]:
     """``{"ns", "topic", "at", "route", "up", "audited"}``: GET_ROUTEINFO_BY_TOPIC's answer at
     ``at_ms``; when no audited day covers it, ``route`` and ``up`` are null and ``reason`` says why.
+    An observed server's answer adds ``observed_ts`` and ``resolution_ms`` (:class:`ServerState`).
 
     Raises:
         UserError: the lake has never seen ``ns``.
@@ -266,7 +304,7 @@ def route_answer(route_lake: RouteLake, ns: str, topic: str, at_ms: int) -> dict
         return {"ns": ns, "topic": topic, "at": at_ms, "route": None, "up": None, "audited": False, "reason": reason}
     state = route_lake.state_at(ns, at_ms)
     return {"ns": ns, "topic": topic, "at": at_ms, "route": route_view(state.tables, topic), "up": state.up,
-            "audited": True}
+            "audited": True, **_observed_keys(state)}
 
 
 def cluster_answer(route_lake: RouteLake, ns: str, at_ms: int) -> dict[str, Any]:
@@ -281,7 +319,8 @@ def cluster_answer(route_lake: RouteLake, ns: str, at_ms: int) -> dict[str, Any]
     if reason is not None:
         return {"ns": ns, "at": at_ms, "cluster_info": None, "up": None, "audited": False, "reason": reason}
     state = route_lake.state_at(ns, at_ms)
-    return {"ns": ns, "at": at_ms, "cluster_info": cluster_info_view(state.tables), "up": state.up, "audited": True}
+    return {"ns": ns, "at": at_ms, "cluster_info": cluster_info_view(state.tables), "up": state.up, "audited": True,
+            **_observed_keys(state)}
 
 
 def diff_answer(route_lake: RouteLake, ns: str, from_ms: int, to_ms: int) -> dict[str, Any]:
@@ -302,7 +341,15 @@ def diff_answer(route_lake: RouteLake, ns: str, from_ms: int, to_ms: int) -> dic
     return {
         "ns": ns, "from": from_ms, "to": to_ms, "up": {"from": before.up, "to": after.up},
         "tables": diff_view(before.tables, after.tables), "audited": True,
+        **({"observed_ts": {"from": before.observed_ms, "to": after.observed_ms}, "resolution_ms": after.resolution_ms}
+           if after.observed else {}),
     }
+
+
+def _observed_keys(state: ServerState) -> dict[str, Any]:
+    """The keys an observed server's answer adds: ``observed_ts`` (ms; null outside a known period)
+    and ``resolution_ms``."""
+    return {"observed_ts": state.observed_ms, "resolution_ms": state.resolution_ms} if state.observed else {}
 
 
 # Route-table bodies, printed in fastjson's standard form; the other keys are plain JSON values, and

@@ -15,11 +15,23 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from jobs import lake
 from jobs.lake.days import read_or_empty, replace_day
 from jobs.lake.tables import read_table
 from jobs.rebuild.marking import agg_blocks, select_interesting_keys, with_ts_ms
+from jobs.rebuild.observed import (
+    OBSERVED_EVENT_COLUMNS,
+    select_observed_broker_addrs,
+    select_observed_clusters,
+    select_observed_filter_servers,
+    select_observed_runs,
+    select_observed_state,
+    select_observed_topic_routes,
+    with_entry_intervals,
+    with_epochs,
+)
 from jobs.rebuild.tables import (
     select_broker_addr_history,
     select_cluster_history,
@@ -58,6 +70,8 @@ class RebuildResult:
             ``ns_start``: their tables start empty, so routes registered before the lake began are
             missing until re-registered (a finding for the lead's report).
         unresolved_topics: 103 events whose topic list was never logged (applied with no topics).
+        observed: observed name servers (``nsaudit collect`` streams) rebuilt from their observations.
+        resolution_ms: per observed server, its poll interval (None when unknown).
     """
 
     day: dt.date
@@ -66,6 +80,16 @@ class RebuildResult:
     interesting_events: int
     started_without_state: tuple[str, ...]
     unresolved_topics: int
+    observed: tuple[str, ...] = ()
+    resolution_ms: tuple[tuple[str, int | None], ...] = ()
+
+    @property
+    def notes(self) -> list[str]:
+        """The report's line on observed servers: which, and the resolution of their tables."""
+        if not self.observed:
+            return []
+        each = ", ".join(f"{ns} ({'unknown' if ms is None else f'{ms} ms'})" for ns, ms in self.resolution_ms)
+        return [f"observed name servers, tables as exact as their poll interval: {each}"]
 
 
 def run_rebuild(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_interval_ms: int = 300_000) -> RebuildResult:
@@ -79,13 +103,13 @@ def run_rebuild(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_inter
     Raises:
         FileNotFoundError: the lake has no ``events`` table.
     """
-    events_df = with_ts_ms(
-        read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": day})
-        # what nsaudit collect saw on other servers: no route table of the stream's own, so an
-        # observation stream is not rebuilt as a name server (docs/collect.md)
-        .where(~F.col("type").isin(*OBSERVATION_TYPES))
-    ).select(*WALK_EVENT_COLUMNS)
-    return rebuild_day(events_df, read_previous_state(spark, lake_dir, day), lake_dir, day)
+    day_df = read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": day})
+    is_observation = F.col("type").isin(*OBSERVATION_TYPES)
+    # what nsaudit collect saw on other servers has no route table of the stream's own to walk: it
+    # is rebuilt as a step function of the observations (jobs.rebuild.observed)
+    events_df = with_ts_ms(day_df.where(~is_observation)).select(*WALK_EVENT_COLUMNS)
+    observed_df = with_ts_ms(day_df.where(is_observation)).select(*OBSERVED_EVENT_COLUMNS)
+    return rebuild_day(events_df, read_previous_state(spark, lake_dir, day), lake_dir, day, observed_df)
 
 
 def read_previous_state(spark: SparkSession, lake_dir: str, day: dt.date) -> DataFrame:
@@ -93,11 +117,31 @@ def read_previous_state(spark: SparkSession, lake_dir: str, day: dt.date) -> Dat
     return read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where={"date": day - dt.timedelta(days=1)})
 
 
-def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, day: dt.date) -> RebuildResult:
-    """Walk one day's events (``WALK_EVENT_COLUMNS``, ``ts`` in ms) from the previous states and
+def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, day: dt.date,
+                observed_df: DataFrame | None = None) -> RebuildResult:
+    """Walk one day's events (``WALK_EVENT_COLUMNS``, ``ts`` in ms) from the previous states, add the
+    observed servers' step functions (``observed_df``: ``OBSERVED_EVENT_COLUMNS``, ``ts`` in ms) and
     replace the day in the rebuilt tables."""
-    blocks_df = keys_df = walk_df = None
+    blocks_df = keys_df = walk_df = epochs_df = entries_df = None
+    observed_state = F.coalesce(F.col("observed"), F.lit(False))
+    prev_resolution_df = prev_state_df.where(observed_state).select(
+        "ns", F.col("resolution_ms").alias("prev_resolution_ms"))
+    prev_state_df = prev_state_df.where(~observed_state)
+    if observed_df is None:
+        observed_df = events_df.sparkSession.createDataFrame([], _OBSERVED_EMPTY_SCHEMA)
     try:
+        with timed(log, "rebuild", "observed"):
+            epochs_df = checkpoint_frame(with_epochs(observed_df, prev_resolution_df))
+            entries_df = checkpoint_frame(with_entry_intervals(epochs_df))
+        observed_runs_df = select_observed_runs(epochs_df, day)
+        observed = {
+            lake.TOPIC_ROUTE_HISTORY: select_observed_topic_routes(entries_df, day),
+            lake.BROKER_ADDR_HISTORY: select_observed_broker_addrs(entries_df, day),
+            lake.CLUSTER_HISTORY: select_observed_clusters(entries_df, day),
+            lake.FILTER_SERVER_HISTORY: select_observed_filter_servers(entries_df, day),
+            lake.NS_RUNS: observed_runs_df,
+            lake.NS_STATE: select_observed_state(epochs_df, observed_runs_df, day),
+        }
         # Compute the small intermediate results one after the other, each cut from its plan
         # (checkpoint_frame): each is read by several branches of the next plan, which would
         # otherwise re-derive it from the day's events in every branch (a plan of a hundred scans
@@ -124,13 +168,14 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
         with timed(log, "rebuild", "write tables"):
             for name, select, schema in tables:
                 # validity intervals: a row per change of the day, few enough for one task
-                replace_day(select(walk_df, day), lake_dir, name, day, schema, partition_by=PARTITION_BY,
-                            few_rows=True)
+                rows_df = select(walk_df, day).unionByName(observed[name])
+                replace_day(rows_df, lake_dir, name, day, schema, partition_by=PARTITION_BY, few_rows=True)
         states = select_ns_state(walk_df, day).select(
             "ns", "events", "interesting_events", "started_without_state", "unresolved_topics"
         ).collect()  # one small row per server: the job's report, not data
+        observed_ns = observed[lake.NS_STATE].select("ns", "resolution_ms").collect()  # likewise
     finally:
-        for df in (blocks_df, keys_df, walk_df):
+        for df in (blocks_df, keys_df, walk_df, epochs_df, entries_df):
             if df is not None:
                 release_frame(df)
     return RebuildResult(
@@ -140,4 +185,11 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
         interesting_events=sum(r["interesting_events"] for r in states),
         started_without_state=tuple(sorted(r["ns"] for r in states if r["started_without_state"])),
         unresolved_topics=sum(r["unresolved_topics"] for r in states),
+        observed=tuple(sorted(r["ns"] for r in observed_ns)),
+        resolution_ms=tuple(sorted((r["ns"], r["resolution_ms"]) for r in observed_ns)),
     )
+
+
+# the observation columns of the events table, for a rebuild given no observations
+_OBSERVED_EMPTY_SCHEMA = T.StructType([EVENTS_TABLE_SCHEMA[c] for c in OBSERVED_EVENT_COLUMNS if c != "ts"]
+                                      + [T.StructField("ts", T.LongType(), False)])

@@ -57,6 +57,7 @@ def select_ns_runs(walk_df: DataFrame, day: dt.date) -> DataFrame:
         F.col("from_seq").alias("start_seq"),
         F.col("to_seq").alias("stop_seq"),
         "stop_reason",
+        F.lit(None).cast("bigint").alias("resolution_ms"),
         F.lit(day).alias("date"),
     )
 
@@ -67,4 +68,5 @@ def select_ns_state(walk_df: DataFrame, day: dt.date) -> DataFrame:
         F.lit(day).alias("date"), "ns", "up", "up_at_start", "last_seq",
         F.timestamp_millis("last_ts_ms").alias("last_ts"), "events", "interesting_events",
         "started_without_state", "unresolved_topics", "state_json",
+        F.lit(False).alias("observed"), F.lit(None).cast("bigint").alias("resolution_ms"),
     )

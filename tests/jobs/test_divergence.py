@@ -69,7 +69,7 @@ def window(ns: str, address: str, start: int, end: int | None, reason: str = "op
 
 
 def run(ns: str, start: int, end: int | None, reason: str = "open") -> tuple:
-    return (ns, at(start), at(end), None, None, reason, day_of(start))
+    return (ns, at(start), at(end), None, None, reason, None, day_of(start))
 
 
 ALL_DAY = [run(A, 0, None), run(B, 0, None), run(C, 0, None)]

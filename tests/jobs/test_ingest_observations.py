@@ -1,6 +1,6 @@
 """Observation streams (``nsaudit collect``) in the nightly audit's first stages: ingest accepts every
-line with its nested values intact, and the rebuild and the liveness stage leave them out: they are
-not name servers of the lake and change no real server's tables. Comparing observations is not done by the audit yet (docs/collect.md)."""
+line with its nested values intact, the rebuild makes the observed server's tables from them and
+changes no other server's, and the liveness stage does not count them as heartbeats."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def observation_log() -> list[dict]:
             + server.observed(wiped, T0 + 31_100, 4) + server.stop(T0 + 40_000, "SIGTERM"))
 
 
-def test_observation_streams_are_ingested_whole_and_left_out_of_the_rebuild_and_liveness(spark, tmp_path):
+def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_left_out_of_liveness(spark, tmp_path):
     events, lake_dir = tmp_path / "events", tmp_path / "lake"
     write_log(events, "ns-a", [ns_start(T0), register(T0 + 500, BROKER_A), ns_stop(T0 + 50_000)])
     observations = observation_log()
@@ -69,12 +69,13 @@ def test_observation_streams_are_ingested_whole_and_left_out_of_the_rebuild_and_
     routes_df = read_table(spark, lake.table_path(lake_dir, lake.TOPIC_ROUTE_HISTORY), TOPIC_ROUTE_HISTORY_SCHEMA,
                            where={"date": DAY})
     rows = {(r["ns"], r["topic"], r["broker_name"], r["perm"]) for r in routes_df.collect()}
-    assert rows == {("ns-a", "TopicTest", "broker-a", 6)}
-    # the observed stream is not a name server of the lake: no run, no state to carry
+    # the observed server's tables are a step function of its observations (tests/jobs/test_observed.py)
+    assert rows == {("ns-a", "TopicTest", "broker-a", 6), (OBSERVED, "TopicTest", "broker-a", 6),
+                    (OBSERVED, "TopicTest", "broker-a", 4)}
     for table, table_schema in ((lake.NS_RUNS, NS_RUNS_SCHEMA), (lake.NS_STATE, NS_STATE_SCHEMA)):
         servers = {r["ns"] for r in read_table(spark, lake.table_path(lake_dir, table), table_schema,
                                                where={"date": DAY}).select("ns").collect()}
-        assert servers == {"ns-a"}, table
+        assert servers == {"ns-a", OBSERVED}, table
     # nor of the liveness stage: broker-a's availability is over the one real server
     run_liveness(spark, str(lake_dir), DAY, Config())
     (row,) = read_table(spark, lake.table_path(lake_dir, lake.BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA,

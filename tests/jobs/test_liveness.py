@@ -545,10 +545,10 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
     ts = lambda d, ms: dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.timezone.utc)  # noqa: E731
     runs = frame(spark,
         [
-            ("ns-a", ts(d0, 7000), None, 5, None, "open", d0),  # started the day before yesterday
-            ("ns-a", ts(d1, 0), None, 5, None, "open", d1),  # clipped at midnight, same run
-            ("ns-b", ts(d1, 0), ts(d1, 9000), None, 12, "ns_stop", d1),  # stopped: not carried
-            ("ns-c", ts(d1, 0), None, None, None, "open", d1),  # began before the lake: unknown
+            ("ns-a", ts(d0, 7000), None, 5, None, "open", None, d0),  # started the day before yesterday
+            ("ns-a", ts(d1, 0), None, 5, None, "open", None, d1),  # clipped at midnight, same run
+            ("ns-b", ts(d1, 0), ts(d1, 9000), None, 12, "ns_stop", None, d1),  # stopped: not carried
+            ("ns-c", ts(d1, 0), None, None, None, "open", None, d1),  # began before the lake: unknown
         ],
         NS_RUNS_SCHEMA,
     )

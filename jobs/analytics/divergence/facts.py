@@ -111,6 +111,19 @@ def agg_broker_addrs_facts(addr_df: DataFrame) -> DataFrame:
     return _keyed(addr_df.groupBy("broker_name").agg(facts.alias("facts")), BROKER_ADDRS_MISMATCH, ("broker_name",))
 
 
+# what ``broker_missing`` needs of a liveness window
+LIVE_WINDOW_COLUMNS = ("date", "ns", "broker_addr", "start_ts", "end_ts")
+
+
+def select_observed_live_windows(addr_df: DataFrame, state_df: DataFrame) -> DataFrame:
+    """Liveness as observed: an observed server has no heartbeats to see, so a broker address is
+    live on it while the address is in its observed cluster info (its ``broker_addr_history``
+    intervals; ``state_df``: ``ns_state`` rows, whose ``observed`` marks those servers)."""
+    observed_df = state_df.where(F.col("observed")).select("ns").distinct()
+    return addr_df.join(F.broadcast(observed_df), "ns", "left_semi").select(
+        "date", "ns", "broker_addr", F.col("valid_from_ts").alias("start_ts"), F.col("valid_to_ts").alias("end_ts"))
+
+
 def build_keyed_facts(queue_df: DataFrame, addr_df: DataFrame, windows_df: DataFrame, span: Span) -> DataFrame:
     """One row per key of every kind (:data:`KEYED_COLUMNS`) with its ``facts``, from
     ``topic_route_history``, ``broker_addr_history`` and ``liveness_windows`` rows (the day's and

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.analytics.divergence.grace import Grace
-from jobs.analytics.divergence.kinds import BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING
+from jobs.analytics.divergence.kinds import ABSENT, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING
 from jobs.analytics.divergence.span import Span
 from jobs.lake.findings import finding_columns
 
@@ -73,4 +73,46 @@ def select_report_rows(episodes_df: DataFrame, limit: int = REPORT_ROWS) -> Data
         )
         .orderBy(F.col("duration_ms").desc(), "kind", "subject", "start_ts")
         .limit(limit)
+    )
+
+
+OBSERVED_BROKER_MISSING = "observed_broker_missing"
+
+
+def agg_observed_broker_missing(episodes_df: DataFrame, observed_df: DataFrame, names_df: DataFrame, span: Span,
+                                grace: Grace) -> DataFrame:
+    """One ``observed_broker_missing`` finding per observed server that is ``absent`` in a
+    ``broker_missing`` episode in which a server of nsaudit's own (a shadow name server the brokers
+    register with) has the address live: the broker's registrations reach the shadow but not that
+    real server (its ``namesrvAddr`` lacks the server, or the path to it is cut). The episode's
+    views are those of its longest stretch; it lasted longer than the grace, which includes one
+    poll interval.
+
+    Args:
+        episodes_df: the day's episodes (``EPISODE_COLUMNS``).
+        observed_df: ``ns`` of the observed servers.
+        names_df: ``broker_addr``, ``broker_name`` of the addresses in the day's liveness windows.
+    """
+    observed_ns = F.col("observed_ns")
+    shadows = F.transform(F.filter("views", lambda v: (v["view"] == "live") & ~F.array_contains(observed_ns, v["ns"])),
+                          lambda v: v["ns"])
+    missing = F.filter("views", lambda v: (v["view"] == ABSENT) & F.array_contains(observed_ns, v["ns"]))
+    detail = F.struct(
+        "broker_addr", "broker_name", F.col("_shadows").alias("shadow_servers"),
+        (F.col("end_ms") - F.col("start_ms")).alias("duration_ms"),
+        F.lit(grace.grace_ms).alias("grace_ms"), "began_before_day",
+        (F.col("end_ms") == span.day_end_ms).alias("continues_next_day"),
+    )
+    return (
+        episodes_df.where(F.col("kind") == BROKER_MISSING).drop("broker_name")
+        .crossJoin(F.broadcast(observed_df.agg(F.collect_set("ns").alias("observed_ns"))))
+        .join(F.broadcast(names_df), "broker_addr", "left")
+        .withColumn("_shadows", F.array_sort(shadows))
+        .where(F.size("_shadows") > 0)
+        .select("*", F.explode(missing).alias("_missing"))
+        .select(*finding_columns(
+            span.day, CATEGORY, OBSERVED_BROKER_MISSING, "warning",
+            F.coalesce("broker_name", "broker_addr"), F.col("_missing.ns"),
+            F.timestamp_millis("start_ms"), F.timestamp_millis("end_ms"), detail,
+        ))
     )

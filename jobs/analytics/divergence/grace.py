@@ -2,12 +2,15 @@
 
 Set by ``audit.divergence_grace_ms`` (docs/interfaces.md); unless configured it is the observed
 heartbeat period (median of the day's per-window median refresh gaps) + the scan interval (the
-largest of the day's ``ns_start`` events) + ``audit.clock_skew_ms``.
+largest of the day's ``ns_start`` events) + ``audit.clock_skew_ms``. A day with observed servers
+(``nsaudit collect`` streams) adds their longest poll interval to either: an observed server shows
+a change up to one interval after it happened, and two servers' rounds are up to one interval
+apart, so a change seen one round apart on two servers is no episode.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -27,6 +30,8 @@ class Grace:
             day has none (derived grace only).
         scan_interval_ms: the day's largest ``ns_start`` scan interval, or the configured one.
         clock_skew_ms: ``audit.clock_skew_ms``.
+        poll_interval_ms: the longest poll interval of the day's observed servers, included in
+            ``grace_ms``; None without observed servers.
     """
 
     grace_ms: int
@@ -34,6 +39,19 @@ class Grace:
     heartbeat_period_ms: int | None = None
     scan_interval_ms: int | None = None
     clock_skew_ms: int | None = None
+    poll_interval_ms: int | None = None
+
+
+def with_poll_interval(grace: Grace, poll_interval_ms: int | None) -> Grace:
+    """``grace`` widened by the observed servers' longest poll interval (unchanged without one).
+
+    Example:
+        >>> with_poll_interval(Grace(42012, "derived", 30012, 10000, 2000), 10_000).grace_ms
+        52012
+    """
+    if not poll_interval_ms:
+        return grace
+    return replace(grace, grace_ms=grace.grace_ms + int(poll_interval_ms), poll_interval_ms=int(poll_interval_ms))
 
 
 def agg_grace_inputs(windows_df: DataFrame, ns_start_df: DataFrame) -> DataFrame:
@@ -73,7 +91,11 @@ def grace_note(grace: Grace) -> str:
         >>> grace_note(Grace(42012, "derived", 30012, 10000, 2000))
         'divergence grace 42012 ms = heartbeat period 30012 + scan interval 10000 + clock skew 2000 (derived)'
     """
+    poll = f" + poll interval {grace.poll_interval_ms} (observed servers)" if grace.poll_interval_ms else ""
     if grace.source == "config":
+        if poll:
+            return (f"divergence grace {grace.grace_ms} ms = audit.divergence_grace_ms "
+                    f"{grace.grace_ms - grace.poll_interval_ms}{poll}")
         return f"divergence grace {grace.grace_ms} ms (audit.divergence_grace_ms)"
     return (f"divergence grace {grace.grace_ms} ms = heartbeat period {grace.heartbeat_period_ms} + scan interval "
-            f"{grace.scan_interval_ms} + clock skew {grace.clock_skew_ms} (derived)")
+            f"{grace.scan_interval_ms} + clock skew {grace.clock_skew_ms}{poll} (derived)")

@@ -12,9 +12,14 @@ from pyspark.sql import functions as F
 
 from jobs import lake
 from jobs.analytics.divergence.episodes import build_episodes, select_divergences
-from jobs.analytics.divergence.facts import build_keyed_facts
-from jobs.analytics.divergence.findings import CATEGORY, agg_divergence_findings, select_report_rows
-from jobs.analytics.divergence.grace import Grace, agg_grace_inputs, derive_grace, grace_note
+from jobs.analytics.divergence.facts import LIVE_WINDOW_COLUMNS, build_keyed_facts, select_observed_live_windows
+from jobs.analytics.divergence.findings import (
+    CATEGORY,
+    agg_divergence_findings,
+    agg_observed_broker_missing,
+    select_report_rows,
+)
+from jobs.analytics.divergence.grace import Grace, agg_grace_inputs, derive_grace, grace_note, with_poll_interval
 from jobs.analytics.divergence.span import Span
 from jobs.analytics.divergence.up_periods import agg_up_periods
 from jobs.lake.days import read_or_empty, replace_day
@@ -24,7 +29,7 @@ from common.config import Config
 from schemas.divergence import NS_DIVERGENCES_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
-from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
+from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, NS_STATE_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,14 @@ class DivergenceResult:
 
 def resolve_grace(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> Grace:
     """The day's grace (:func:`derive_grace`), reading the day's liveness windows and ``ns_start``
-    events only when it is not configured."""
+    events only when it is not configured, widened by the observed servers' longest poll interval
+    (:func:`with_poll_interval`, from the day's ``ns_runs``)."""
+    runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where={"date": [day]})
+    poll_ms = runs_df.agg(F.max("resolution_ms").alias("poll_ms")).first()["poll_ms"]  # one number
+    return with_poll_interval(_base_grace(spark, lake_dir, day, config), poll_ms)
+
+
+def _base_grace(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> Grace:
     if config.audit.divergence_grace_ms is not None:
         return derive_grace(None, None, config)
     windows_df = read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, where={"date": [day]})
@@ -75,10 +87,13 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     grace = resolve_grace(spark, lake_dir, day, config)
     span = Span.of(day, grace.grace_ms)
     days = {"date": [day - dt.timedelta(days=1), day]}
+    addr_df = read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=days)
+    state_df = read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=days)
+    windows_df = read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, where=days)
     keyed_df = build_keyed_facts(
         read_or_empty(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, where=days),
-        read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=days),
-        read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, where=days),
+        addr_df,
+        windows_df.select(*LIVE_WINDOW_COLUMNS).unionByName(select_observed_live_windows(addr_df, state_df)),
         span,
     )
     periods_df = agg_up_periods(read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=days), span)
@@ -87,7 +102,11 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     try:
         replace_day(select_divergences(episodes_df, day), lake_dir, lake.NS_DIVERGENCES, day, NS_DIVERGENCES_SCHEMA,
                     few_rows=True)
-        findings_df = agg_divergence_findings(episodes_df, span, grace)
+        # a real server missing a broker a shadow name server has live (docs/audit.md, "Shadow name server")
+        names_df = windows_df.groupBy("broker_addr").agg(F.max("broker_name").alias("broker_name"))
+        observed_df = state_df.where(F.col("observed")).select("ns").distinct()
+        findings_df = agg_divergence_findings(episodes_df, span, grace).unionByName(
+            agg_observed_broker_missing(episodes_df, observed_df, names_df, span, grace))
         write_findings(findings_df, lake_dir, day, CATEGORY)
         # one small row per (kind, critical): the stage's log line
         counts = episodes_df.groupBy("kind", "critical").count().collect()

@@ -208,7 +208,9 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
     ).where(~F.col("type").isin(*OBSERVATION_TYPES))
     prev_windows_df = read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA,
                                     where={"date": day - dt.timedelta(days=1)})
-    ns_runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA)
+    # an observed server's runs are periods its state was known, not runs of a server of ours
+    ns_runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA).where(
+        F.col("resolution_ms").isNull() & ~F.col("stop_reason").startswith("observe_"))
     carried_runs_df = _carried_run_timers(spark, lake_dir, agg_carried_runs(ns_runs_df, day))
     frames = build_liveness(events_df, prev_windows_df, carried_runs_df, agg_previous_day_up(ns_runs_df, day),
                             day, params)
