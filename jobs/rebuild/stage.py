@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 
 from jobs import lake
 from jobs.lake.days import read_or_empty, replace_day
-from jobs.lake.tables import read_table
+from jobs.lake.tables import evolve_table_schema, read_table
 from jobs.rebuild.marking import agg_blocks, select_interesting_keys, with_ts_ms
 from jobs.rebuild.observed import (
     OBSERVED_EVENT_COLUMNS,
@@ -113,7 +113,13 @@ def run_rebuild(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_inter
 
 
 def read_previous_state(spark: SparkSession, lake_dir: str, day: dt.date) -> DataFrame:
-    """``ns_state`` rows of the day before ``day`` (none when the lake has no such table yet)."""
+    """``ns_state`` rows of the day before ``day`` (none when the lake has no such table yet).
+
+    A lake written before ``ns_state`` gained its nullable columns (``observed``, ``resolution_ms``)
+    gets them first, null in the older rows, as the day's write would add them: reading it with the
+    declared schema would otherwise refuse the table.
+    """
+    evolve_table_schema(lake.table_path(lake_dir, lake.NS_STATE), NS_STATE_SCHEMA)
     return read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where={"date": day - dt.timedelta(days=1)})
 
 

@@ -380,3 +380,27 @@ def test_event_times_outside_the_day_are_clamped_into_it(ts):
     result = walk_day("ns-a", DAY, None, log.events)
     start = cells(result, QUEUE)[0][2]
     assert T0 + 1000 <= start <= T0 + DAY_MS - 1
+
+
+def test_the_previous_state_of_a_lake_written_before_the_observed_columns_reads_them_as_null(spark, tmp_path):
+    """A lake from before ``ns_state`` gained ``observed`` and ``resolution_ms``: the next day's rebuild
+    adds the columns (null in the older rows) and reads the state instead of refusing the table."""
+    from jobs import lake
+    from jobs.lake.tables import table_schema, write_table
+    from jobs.rebuild.stage import read_previous_state
+    from jobs.spark.frames import local_frame
+    from schemas.routes import NS_STATE_SCHEMA
+
+    older = T.StructType([f for f in NS_STATE_SCHEMA.fields if f.name not in ("observed", "resolution_ms")])
+    day = dt.date(2026, 11, 21)
+    row = {"date": day - dt.timedelta(days=1), "ns": "ns-a", "up": True, "up_at_start": True, "last_seq": 7,
+           "last_ts": None, "events": 7, "interesting_events": 2, "started_without_state": False,
+           "unresolved_topics": 0, "state_json": "{}"}
+    path = lake.table_path(str(tmp_path), lake.NS_STATE)
+    write_table(local_frame(spark, [tuple(row[f.name] for f in older.fields)], older), path, mode="overwrite",
+                partition_by=("date",), schema=older)
+    assert "resolution_ms" not in table_schema(path)[0].names
+
+    rows = [r.asDict() for r in read_previous_state(spark, str(tmp_path), day).collect()]
+    assert [(r["ns"], r["last_seq"], r["observed"], r["resolution_ms"]) for r in rows] == [("ns-a", 7, None, None)]
+    assert "resolution_ms" in table_schema(path)[0].names
