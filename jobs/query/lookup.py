@@ -259,16 +259,28 @@ def _read(path: str, columns: list[str], day: dt.date, ns: str, version: int | N
     """One server's rows of one day partition as an Arrow table (JVM-free; see ``jobs.lake.delta.arrow``),
     at ``version`` (None: the latest); ``None`` when the table does not exist (a rebuild has not
     written it yet, or not by that version)."""
-    from jobs.lake.delta.arrow import read_table_arrow
+    import pyarrow as pa
+
+    from jobs.lake.delta.arrow import load_table, read_table_arrow
 
     if version == _ABSENT:
         return None
     try:
-        return read_table_arrow(path, columns=columns, filters=[("date", "=", day), ("ns", "=", ns)], version=version)
+        have = {field.name for field in load_table(path, version=version).schema().fields}
+        absent = [c for c in columns if c in _ADDED_LATER and c not in have]
+        table = read_table_arrow(path, columns=[c for c in columns if c not in absent],
+                                 filters=[("date", "=", day), ("ns", "=", ns)], version=version)
     except FileNotFoundError:
         return None
     except Exception as exc:
         raise UserError(f"cannot read {path}: {exc}") from None
+    for name in absent:  # a lake (or a version of it) written before the column existed: null, as its rows mean
+        table = table.append_column(name, pa.nulls(table.num_rows))
+    return table.select(columns)
+
+
+# Nullable columns a lake written by an older nsaudit lacks until its next audit adds them: read as null.
+_ADDED_LATER = frozenset({"observed", "resolution_ms"})
 
 
 def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:

@@ -16,6 +16,7 @@ from jobs.lake import audit_runs
 from jobs.query.lookup import RouteLake, route_answer
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
+from common.errors import UserError
 from common.timeutil import DAY_MS, day_start_ms, iso
 from tests.jobs.eventgen import rebuild_from_lines, stamp
 
@@ -206,3 +207,21 @@ def test_a_missing_lake_is_a_user_error(tmp_path, capsys):
     code, out, err = run(capsys, "cluster", "--lake", str(tmp_path / "nowhere"), "--ns", "ns-a", "--at", "0")
     assert code != 0 and out == ""
     assert "no rebuilt route tables" in err and err.count("\n") == 1
+
+
+def test_a_lake_written_before_the_observed_columns_reads_them_as_null(tmp_path):
+    """``ns_state`` of a lake no audit of this version has touched lacks ``observed`` and
+    ``resolution_ms``: a query reads them as null (an own server) instead of failing."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from jobs.query.lookup import _read
+
+    day = dt.date(2026, 11, 26)
+    older = pa.table({"date": pa.array([day, day]), "ns": ["ns-a", "ns-b"], "up": [True, False],
+                      "up_at_start": [True, True]})
+    write_deltalake(str(tmp_path / "ns_state"), older, partition_by=["date"])
+    table = _read(str(tmp_path / "ns_state"), ["up", "up_at_start", "observed", "resolution_ms"], day, "ns-b")
+    assert table.to_pylist() == [{"up": False, "up_at_start": True, "observed": None, "resolution_ms": None}]
+    with pytest.raises(UserError, match="cannot read"):  # a column no version ever had is still an error
+        _read(str(tmp_path / "ns_state"), ["up", "no_such_column"], day, "ns-b")
