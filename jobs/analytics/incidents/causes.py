@@ -3,13 +3,13 @@ concerns and its span in epoch ms, all read from its columns and its JSON ``deta
 
 Families (docs/audit.md, "Incidents"):
 
-- ``broker`` (key: broker name): liveness of the group's addresses, their ``ns_divergence``
-  episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``),
+- ``broker`` (key: broker name): liveness of the group's addresses (as observed too), their
+  ``ns_divergence`` episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``),
   ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue`` whose topic lost its queues on
   that group (no master there, or no write perm);
 - ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing,
   ``topic_deleted`` and ``topic_route_changed``;
-- ``server`` (key: server id): ``ns_restart`` and the telemetry findings;
+- ``server`` (key: server id): ``ns_restart``, ``observed_server_down`` and the telemetry findings;
 - ``layout`` (key: ``read_lt_write:<topic>``, ``queue_skew:<cluster>``, ``single_broker_topic``):
   configuration present all day;
 - anything else is its own family (the kind), keyed by subject; the first-day name findings
@@ -36,6 +36,7 @@ DETAIL_FIELDS = T.StructType([
     T.StructField("ns_views", T.MapType(T.StringType(), T.StringType())),
     T.StructField("majority", T.StringType()),
     T.StructField("write_queues", T.LongType()),
+    T.StructField("tables_emptied", T.BooleanType()),
     T.StructField("queue_datas", T.ArrayType(T.StructType([
         T.StructField("broker_name", T.StringType()),
         T.StructField("perm", T.IntegerType()),
@@ -43,10 +44,12 @@ DETAIL_FIELDS = T.StructType([
     ]))),
 ])
 
-BROKER_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "no_master",
-                "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters")
+# liveness findings about a broker address (subject), whose detail names its broker
+ADDRESS_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "observed_broker_gone")
+BROKER_KINDS = ADDRESS_KINDS + ("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters")
 TOPIC_KINDS = ("topic_deleted", "topic_route_changed")
-SERVER_KINDS = ("ns_restart", "seq_gap", "clock_step_back", "quarantined_lines", "duplicate_events")
+RESTART_KINDS = ("ns_restart", "observed_server_down")
+SERVER_KINDS = RESTART_KINDS + ("seq_gap", "clock_step_back", "quarantined_lines", "duplicate_events")
 FLEET_KINDS = ("new_cluster", "new_broker_name")  # the first day names every group: one key each
 
 
@@ -92,7 +95,7 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
     )
     key = (
         F.when(kind.isin("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters"), subject)
-        .when(kind.isin("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping"), named)
+        .when(kind.isin(*ADDRESS_KINDS), named)
         .when((kind == "ns_divergence") & (episode == "route_missing"), subject)
         .when(kind.isin(*TOPIC_KINDS), subject)
         .when((kind == "ns_divergence") & (episode == "broker_missing"), F.col("addr_broker_name"))
@@ -103,8 +106,7 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
         .when(kind == "single_broker_topic", F.lit("single_broker_topic"))
         .when(kind.isin(*FLEET_KINDS), F.lit("fleet"))
     )
-    addr = F.coalesce(d["key"]["broker_addr"], F.when(kind.isin("broker_expired", "broker_unregistered", "late_expiry",
-                                                                 "broker_flapping"), subject))
+    addr = F.coalesce(d["key"]["broker_addr"], F.when(kind.isin(*ADDRESS_KINDS), subject))
     names_df = F.broadcast(addr_names_df.withColumnRenamed("broker_addr", "_addr"))
     return (
         findings_df.withColumn("_addr", addr)
@@ -164,7 +166,8 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
 
 def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
     """Move a ``route_missing`` episode of one server that began within ``gap_ms`` of that
-    server's restart (the end of an ``ns_restart``) to the ``server`` family of that server.
+    server's restart (the end of an ``ns_restart``, or of an ``observed_server_down``: an observed
+    server back from an outage) to the ``server`` family of that server.
 
     A restart empties the server's tables and every broker registers again; a group whose master
     is gone at that moment registers its slave only, which carries no routes, while the other
@@ -179,7 +182,7 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         ``ns-a`` back at 14:50:53 after a restart, ``topic-0010`` missing on ``ns-a`` alone from
         14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident.
     """
-    restarts_df = F.broadcast(findings_df.where(F.col("kind") == "ns_restart").select(
+    restarts_df = F.broadcast(findings_df.where(F.col("kind").isin(*RESTART_KINDS)).select(
         F.col("ns").alias("_r_ns"), F.col("end_ms").alias("_r_end")))
     episode = (F.col("kind") == "ns_divergence") & (F.col("_d")["kind"] == "route_missing") & (
         F.size("servers") == 1)

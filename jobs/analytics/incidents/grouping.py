@@ -53,8 +53,10 @@ def _severity_rank(severity: Column) -> Column:
 
 
 def _root_cause(n_servers: Column) -> Column:
-    """The incident's root cause, from the kinds of its findings (``kinds``) and the servers on
-    which its broker addresses expired (``expired_on``) or left cleanly (``unregistered_on``)."""
+    """The incident's root cause, from the kinds of its findings (``kinds``), the servers on which
+    its broker addresses expired (``expired_on``), whether an observed server stopped listing a
+    master (``master_gone``) and whether one came back from an outage with its tables emptied
+    (``tables_emptied``)."""
     family, kinds = F.col("family"), F.col("kinds")
 
     def has(kind: str) -> Column:
@@ -68,6 +70,10 @@ def _root_cause(n_servers: Column) -> Column:
         .when(has("broker_expired") & expired_everywhere, F.lit("broker_dead"))
         .when(has("broker_expired"), F.lit("broker_cut_off"))
         .when(has("broker_unregistered"), F.lit("broker_shutdown"))
+        # as observed: a kill, a crash and a clean shutdown look the same from outside
+        .when(has("observed_broker_gone") & F.col("broker_missing"), F.lit("broker_cut_off"))
+        .when(has("observed_broker_gone") & F.col("master_gone"), F.lit("master_lost"))
+        .when(has("observed_broker_gone"), F.lit("broker_dead"))
         .when(has("no_master") | has("no_writable_queue"), F.lit("master_lost"))
         .when(F.col("broker_missing"), F.lit("broker_cut_off"))
         .when(has("broker_flapping"), F.lit("broker_flapping"))
@@ -79,7 +85,9 @@ def _root_cause(n_servers: Column) -> Column:
               .when(F.col("topics_unroutable") > 0, F.lit("topic_divergence"))
               .when(has("no_writable_queue"), F.lit("no_writable_queue"))
               .otherwise(F.lit("topic_route_changed")))
-        .when(family == "server", F.when(has("ns_restart"), F.lit("server_restart")).otherwise(F.lit("telemetry")))
+        .when(family == "server", F.when(has("ns_restart") | F.col("tables_emptied"), F.lit("server_restart"))
+              .when(has("observed_server_down"), F.lit("server_unreachable"))
+              .otherwise(F.lit("telemetry")))
         .when(family == "layout", F.split(F.col("cause_key"), ":").getItem(0))
         .otherwise(family)
     )
@@ -128,6 +136,10 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
             .alias("master_expired"),
             F.coalesce(F.max(is_episode & (F.col("_d")["kind"] == "broker_missing")), F.lit(False))
             .alias("broker_missing"),
+            F.coalesce(F.max(F.when(kind == "observed_broker_gone", F.col("_d")["broker_id"] == 0)), F.lit(False))
+            .alias("master_gone"),
+            F.coalesce(F.max(F.when(kind == "observed_server_down", F.col("_d")["tables_emptied"])), F.lit(False))
+            .alias("tables_emptied"),
         )
         .join(per_topic_df, "incident_id", "left")
         .crossJoin(F.broadcast(n_servers_df))

@@ -11,7 +11,7 @@ CATEGORY = "liveness"
 FINDING_COLUMNS = ("kind", "severity", "subject", "ns", "start_ts", "end_ts", "detail")
 
 
-def _finding(kind: str, severity: Column | str, subject: Column, start_ms: Column, end_ms: Column,
+def liveness_finding(kind: str, severity: Column | str, subject: Column, start_ms: Column, end_ms: Column,
              detail: Column) -> list[Column]:
     """The finding columns (``FINDING_COLUMNS``) from column expressions; times in epoch ms."""
     sev = F.lit(severity) if isinstance(severity, str) else severity
@@ -31,7 +31,7 @@ def agg_late_expiry_findings(checks_df: DataFrame, never_df: DataFrame) -> DataF
     """``late_expiry``: an expire after its expected tick + tolerance (warning), or a silent entry
     never removed (critical, ``actual`` = "never")."""
     late_df = checks_df.where("late").select(
-        *_finding(
+        *liveness_finding(
             "late_expiry", "warning", F.col("broker_addr"), F.col("expected_ms"), F.col("ts_ms"),
             F.struct(
                 _ts(F.col("last_update_ms")).alias("last_update"), _ts(F.col("expected_ms")).alias("expected"),
@@ -42,7 +42,7 @@ def agg_late_expiry_findings(checks_df: DataFrame, never_df: DataFrame) -> DataF
         )
     )
     never_df = never_df.where("never").select(
-        *_finding(
+        *liveness_finding(
             "late_expiry", "critical", F.col("broker_addr"), F.col("deadline_ms"), F.col("bound_ms"),
             F.struct(
                 F.col("last_update_ts").alias("last_update"), _ts(F.col("deadline_ms")).alias("expected"),
@@ -76,7 +76,7 @@ def agg_flapping_findings(windows_df: DataFrame, params: LivenessParams) -> Data
         )
         .where(F.col("windows") > params.flapping_windows_per_day)
         .select(
-            *_finding(
+            *liveness_finding(
                 "broker_flapping", "warning", F.col("broker_addr"), F.unix_millis("first_start"),
                 F.coalesce(F.unix_millis("last_end"), F.unix_millis("last_start")),
                 F.struct("windows", F.lit(params.flapping_windows_per_day).alias("threshold"),
@@ -90,7 +90,7 @@ def agg_broker_expired_findings(checks_df: DataFrame) -> DataFrame:
     """``broker_expired`` (warning): the scan removed an address that went silent without
     unregistering (it died, hung, or lost its link to this server); from last update to removal."""
     return checks_df.select(
-        *_finding(
+        *liveness_finding(
             "broker_expired", "warning", F.col("broker_addr"), F.col("last_update_ms"), F.col("ts_ms"),
             F.struct("cluster", "broker_name", "broker_id", _ts(F.col("last_update_ms")).alias("last_update"),
                      _ts(F.col("expected_ms")).alias("expected"), (F.col("ts_ms") - F.col("last_update_ms")).alias("silent_ms")),
@@ -101,7 +101,7 @@ def agg_broker_expired_findings(checks_df: DataFrame) -> DataFrame:
 def agg_unregistered_findings(windows_df: DataFrame) -> DataFrame:
     """``broker_unregistered`` (info): a live address left cleanly (UNREGISTER_BROKER, 104)."""
     return windows_df.where(F.col("end_reason") == "unregister").select(
-        *_finding(
+        *liveness_finding(
             "broker_unregistered", "info", F.col("broker_addr"), F.unix_millis("start_ts"), F.unix_millis("end_ts"),
             F.struct("cluster", "broker_name", "broker_id", "last_update_ts", "duration_ms", "carried_in"),
         )
@@ -147,7 +147,7 @@ def agg_ns_restart_findings(resets_df: DataFrame, runs_df: DataFrame, prev_up_df
         .withColumn("crash", crash)
         .withColumn("_life_ms", last_life)
         .select(
-            *_finding(
+            *liveness_finding(
                 "ns_restart", F.when(F.col("crash"), F.lit("critical")).otherwise(F.lit("warning")), F.col("ns"),
                 F.col("_life_ms"), F.col("reset.ts_ms"),
                 F.struct("crash", F.col("reset.seq").alias("start_seq"), _ts(F.col("_life_ms")).alias("last_seen"),

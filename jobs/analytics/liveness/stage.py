@@ -23,6 +23,7 @@ from jobs.analytics.liveness.findings import (
     agg_unregistered_findings,
 )
 from jobs.analytics.liveness.identity import select_named_rows, with_window_identity
+from jobs.analytics.liveness.observed import agg_observed_broker_gone_findings, agg_observed_server_down_findings
 from jobs.analytics.liveness.params import LivenessParams
 from jobs.analytics.liveness.runs import (
     EVENT_COLUMNS,
@@ -42,7 +43,7 @@ from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame
 from common.config import Config
 from schemas.events import EVENTS_TABLE_SCHEMA, OBSERVATION_TYPES
 from schemas.liveness import BROKER_AVAILABILITY_SCHEMA, LIVENESS_WINDOWS_SCHEMA
-from schemas.routes import NS_RUNS_SCHEMA
+from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, NS_STATE_SCHEMA
 
 WINDOW_COLUMNS = tuple(LIVENESS_WINDOWS_SCHEMA.names) + ("run",)
 
@@ -214,13 +215,14 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
     carried_runs_df = _carried_run_timers(spark, lake_dir, agg_carried_runs(ns_runs_df, day))
     frames = build_liveness(events_df, prev_windows_df, carried_runs_df, agg_previous_day_up(ns_runs_df, day),
                             day, params)
+    observed_df = _observed_findings(spark, lake_dir, day)
     try:
         # windows and availability: a row per live entry or broker of the day
         replace_day(frames.windows_df, lake_dir, lake.LIVENESS_WINDOWS, day, LIVENESS_WINDOWS_SCHEMA, few_rows=True)
         replace_day(frames.availability_df, lake_dir, lake.BROKER_AVAILABILITY, day, BROKER_AVAILABILITY_SCHEMA,
                     few_rows=True)
-        write_findings(frames.findings_df, lake_dir, day, category=CATEGORY)
-        totals, by_kind = _count_outputs(frames)
+        write_findings(frames.findings_df.unionByName(observed_df), lake_dir, day, category=CATEGORY)
+        totals, by_kind = _count_outputs(frames, observed_df)
         events = events_df.count()
     finally:
         frames.release()
@@ -230,7 +232,20 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
                           by_kind, availability_df)
 
 
-def _count_outputs(frames: LivenessFrames) -> tuple[Row, dict[str, int]]:
+def _observed_findings(spark: SparkSession, lake_dir: str, day: dt.date) -> DataFrame:
+    """The day's liveness-as-observed findings (:mod:`jobs.analytics.liveness.observed`), from the
+    rebuild's tables of the observed servers (none on a day without ``nsaudit collect`` streams)."""
+    today = {"date": day}
+    observed_df = F.broadcast(read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=today)
+                              .where(F.col("observed")).select("ns").distinct())
+    runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=today)
+    addr_df = read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=today)
+    runs_df, addr_df = (df.join(observed_df, "ns", "left_semi") for df in (runs_df, addr_df))
+    return agg_observed_broker_gone_findings(addr_df, runs_df, day).unionByName(
+        agg_observed_server_down_findings(runs_df, addr_df, day))
+
+
+def _count_outputs(frames: LivenessFrames, observed_df: DataFrame) -> tuple[Row, dict[str, int]]:
     """The windows' counts (``windows``, ``open_windows``, ``broker_addrs``) and findings per kind."""
     # one small row of counts and a row per finding kind: the job's log, not data
     totals = frames.windows_df.agg(
@@ -238,7 +253,8 @@ def _count_outputs(frames: LivenessFrames) -> tuple[Row, dict[str, int]]:
         F.count(F.when(F.col("end_reason") == "open", 1)).alias("open_windows"),
         F.countDistinct("broker_addr").alias("broker_addrs"),
     ).first()
-    by_kind = {r["kind"]: r["n"] for r in frames.findings_df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
+    by_kind = {r["kind"]: r["n"] for r in frames.findings_df.unionByName(observed_df).groupBy("kind").agg(
+        F.count(F.lit(1)).alias("n")).collect()}
     return totals, by_kind
 
 
