@@ -302,6 +302,9 @@ def test_no_writable_queue(spark):
         snap(1, "masterless"),  # ...and is back
         snap(0, "no-broker-data", addrs=None),  # null row: producers skip it too
         snap(0, "one-good", "broker-a", perm=4), snap(0, "one-good", "broker-b", addrs=GROUP_B),
+        # edge: neither read nor write perm anywhere, out of service by its configuration (RocketMQ
+        # 5 brokers register rmq_sys_SYNC_BROKER_MEMBER_<broker> with perm 1)
+        snap(0, "out-of-service", perm=1), snap(1, "out-of-service", perm=1),
     ]
     fr = frames(spark, rows)
     assert_findings(spark, fr, "no_writable_queue", [

@@ -116,8 +116,11 @@ def agg_exact_topic_conditions(topic_segments_df: DataFrame, flagged_df: DataFra
                 F.col("seg_last").alias("last_pos"), F.struct("unread_write_queues", "queue_datas").alias("detail"))
     )
     return {
-        # a producer gets no queue from the route (§3)
-        "no_writable_queue": topic_rows(F.col("publish_queues") == 0,
+        # a producer gets no queue from the route (§3); a topic none of whose QueueData may be read
+        # or written is out of service by its configuration (RocketMQ 5 brokers register
+        # rmq_sys_SYNC_BROKER_MEMBER_<broker> with perm 1), not a producer's dead end
+        "no_writable_queue": topic_rows((F.col("publish_queues") == 0)
+                                        & ((F.col("writable_brokers") > 0) | (F.col("readable_brokers") > 0)),
                                         "brokers", "brokers_with_master", "writable_brokers", "write_queues"),
         "read_write_mismatch": mismatch_df,
         "single_broker_topic": topic_rows(F.col("brokers") == 1, "read_queues", "write_queues", "publish_queues"),
