@@ -25,6 +25,7 @@ settings.load_profile("ci")
 SHARED_DAYS = {"audited_lake": "audited-day", "fault_free_day": "fault-free-day"}  # fixture -> group
 SLOWEST_FIRST = (
     "audited-day",  # standalone cluster, notebook, report in a browser
+    "tests/interop/test_collect_faults.py",  # real name servers with faults, collected and audited
     "tests/jobs/test_lake_writers.py",  # the audit of a day through each Delta writer
     "tests/interop/test_rocketmq.py",  # real RocketMQ name servers, brokers and clients
     "tests/jobs/test_lake_housekeeping.py",

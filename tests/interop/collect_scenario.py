@@ -1,23 +1,28 @@
 """A day of ``nsaudit collect`` against three real RocketMQ name servers, with the faults operators
-meet (issue "Audit the RocketMQ cluster you already run", its end-to-end acceptance).
+meet, and a fault-free run of the same fleet before it (issue "Audit the RocketMQ cluster you
+already run", its end-to-end acceptance).
 
-Three Java name servers (``nsA``, ``nsB``, ``nsC``), three master brokers of one cluster and the
-client JVM (for ``mqadmin``) run on 127.0.0.1; the collector runs as a user starts it, with the
-servers named ``nsA=HOST:PORT;...``. Then, one after the other, each seen in the collector's streams
-before the next:
+Three Java name servers (``nsA``, ``nsB``, ``nsC``), master brokers of one cluster and the client
+JVM (for ``mqadmin``) run on 127.0.0.1; the collector runs as a user starts it, with the servers
+named ``nsA=HOST:PORT;...``. First a fault-free run: brokers ``scn-a`` and ``scn-k`` list all three
+servers, the collector writes to ``clean/`` for a while and stops. Then broker ``scn-b`` starts, a
+second collector writes to ``collected/``, and one after the other, each seen in its streams before
+the next:
 
-- ``partition``: broker ``scn-b`` lists only nsA and nsB in its ``namesrvAddr``, from its start;
+- ``partition``: ``scn-b`` lists only nsA and nsB in its ``namesrvAddr``, from its start;
 - ``wipe``: ``mqadmin wipeWritePerm -b scn-a -n <nsA>``: scn-a's write permission on nsA only;
+- ``ns_restart``: nsC stopped, then started again on its port: empty until the brokers register;
 - ``delete_topic``: ``mqadmin deleteTopic -t ScnDoomed -c scn -n <nsB>``: the topic goes from the
-  brokers and from nsB; nsA and nsC keep their route (RocketMQ 4.9's name server adds a broker's
+  brokers and from nsB; nsA and nsC keep their route (a 4.9 or 5.x name server adds a broker's
   topics at a registration with a new data version but never removes one). The new data version
   also rewrites scn-a's queue data on nsA at its next registration: the wipe ends there;
-- ``ns_restart``: nsC stopped, then started again on its port: empty until the brokers register;
 - ``broker_kill``: ``kill -9`` of broker ``scn-k``: each server drops it when its channel closes.
 
-:func:`run_scenario` returns the collected log and the ground truth (also written to
-``<events>/_truth/faults.jsonl`` in the simulator's shape: ``kind``, ``ns``, ``subject``,
-``start_ms``, ``end_ms``), with the time of each fault's injection.
+Each fault is held longer than the divergence grace of an audit configured for this fleet
+(:data:`AUDIT_CONFIG`: the brokers register every 10 s), so the audit of the day can be checked
+against the truth. :func:`run_scenario` returns the collected logs and the ground truth (also
+written to ``<events>/_truth/faults.jsonl`` in the simulator's shape: ``kind``, ``ns``,
+``subject``, ``start_ms``, ``end_ms``), with the time of each fault's injection.
 """
 
 from __future__ import annotations
@@ -39,9 +44,18 @@ from tests.interop.rocketmq import (
 CLUSTER = "scn"
 SERVERS = ("nsA", "nsB", "nsC")
 KEPT, DOOMED = "ScnKept", "ScnDoomed"
+# A broker creates this system topic at its transaction service's first check (60 s after its start
+# by default): a new data version, whose registration would end the wipe before the delete does.
+# The scenario's brokers check after 1 s, so the topic is there before anything is collected.
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+BROKER_SETTINGS = {"transactionCheckInterval": 1000}
 INTERVAL_MS = 2000
 REGISTER_PERIOD_MS = 10000  # the brokers' registerNameServerPeriod
 SEEN_TIMEOUT_S = 60
+# what an operator of this fleet sets for its audit: the brokers' registration period, and no clock
+# skew (one host); the grace is then 10 s + 10 s scan + 2 s poll = 22 s
+AUDIT_CONFIG = f"[audit]\nheartbeat_period_ms = {REGISTER_PERIOD_MS}\nclock_skew_ms = 0\n"
+HOLD_S = 26  # each fault's state is held longer than that grace
 
 
 @dataclass
@@ -49,7 +63,8 @@ class Scenario:
     """What a scenario run left: the collected streams, their ids and addresses, and the truth.
 
     Attributes:
-        events: the collector's event directory.
+        events: the collector's event directory of the day with faults.
+        clean_events: the event directory of the fault-free run before it.
         addrs: stream id -> the server's ``host:port``.
         brokers: broker name -> its address.
         truth: the injected faults, in the simulator's truth shape.
@@ -57,14 +72,15 @@ class Scenario:
     """
 
     events: Path
+    clean_events: Path
     addrs: dict[str, str]
     brokers: dict[str, str]
     truth: list[dict] = field(default_factory=list)
     collector_err: Path | None = None
 
-    def stream(self, ns: str) -> list[dict]:
+    def stream(self, ns: str, events: Path | None = None) -> list[dict]:
         problems: list = []
-        found = list(read_events(self.events, ns, problems))
+        found = list(read_events(events or self.events, ns, problems))
         assert problems == [], problems
         return found
 
@@ -130,14 +146,28 @@ def perm_of(queue_datas, broker: str) -> int | None:
 # ---------------------------------------------------------------------------- the run
 
 
+def start_collector(addrs: dict[str, str], events: Path, err_path: Path) -> subprocess.Popen:
+    """``nsaudit collect`` as a user starts it, the servers named by their stream ids."""
+    namesrv_arg = ";".join(f"{ns}={addr}" for ns, addr in addrs.items())
+    with open(err_path, "w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "nsaudit.cli", "collect", "--namesrv", namesrv_arg, "--events", str(events),
+             "--interval-ms", str(INTERVAL_MS)],
+            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def stop_collector(collector: subprocess.Popen, err_path: Path) -> None:
+    collector.send_signal(signal.SIGTERM)
+    assert collector.wait(30) == 0, err_path.read_text()[-2000:]
+
+
 def run_scenario(release: Release, run_dir: Path) -> Scenario:
-    """Start the cluster and the collector, inject the faults, stop everything; the collected log."""
+    """Start the cluster, collect a fault-free run, then a run with the faults; stop everything."""
     release.check()
     processes: list[JavaProcess] = []
     driver = collector = None
     ports = {ns: free_port() for ns in SERVERS}
     addrs = {ns: f"127.0.0.1:{port}" for ns, port in ports.items()}
-    events = run_dir / "collected"
     namesrvs = {}
     try:
         for ns in SERVERS:
@@ -147,33 +177,54 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
             proc.wait_ready()
         all_three = ";".join(addrs.values())
         brokers = {
-            "scn-a": start_broker(release, run_dir, "scn-a", CLUSTER, all_three),
-            "scn-b": start_broker(release, run_dir, "scn-b", CLUSTER, f"{addrs['nsA']};{addrs['nsB']}"),
-            "scn-k": start_broker(release, run_dir, "scn-k", CLUSTER, all_three),
+            "scn-a": start_broker(release, run_dir, "scn-a", CLUSTER, all_three, **BROKER_SETTINGS),
+            "scn-k": start_broker(release, run_dir, "scn-k", CLUSTER, all_three, **BROKER_SETTINGS),
         }
         processes += [b.process for b in brokers.values()]
         driver = Driver(release, run_dir).start()
         for broker in brokers.values():
             broker.process.wait_ready()
-        for topic in (KEPT, DOOMED):
-            driver.admin("updateTopic", "-t", topic, "-c", CLUSTER, "-r", 4, "-w", 4, "-n", addrs["nsA"])
 
-        scenario = Scenario(events, addrs, {name: b.addr for name, b in brokers.items()},
-                            collector_err=run_dir / "collect.err")
-        namesrv_arg = ";".join(f"{ns}={addr}" for ns, addr in addrs.items())
-        with open(scenario.collector_err, "w") as err:
-            collector = subprocess.Popen(
-                [sys.executable, "-m", "nsaudit.cli", "collect", "--namesrv", namesrv_arg, "--events", str(events),
-                 "--interval-ms", str(INTERVAL_MS)],
-                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=err)
+        def create_topics() -> None:
+            # on every master of the cluster (mqadmin prints a line per broker); a broker that has
+            # not registered with nsA yet is not in its cluster info: try again
+            def created(topic: str) -> bool:
+                out = driver.admin("updateTopic", "-t", topic, "-c", CLUSTER, "-r", 4, "-w", 4, "-n", addrs["nsA"])
+                return all(f"create topic to {b.addr} success" in out for b in brokers.values())
 
-        def settled() -> bool:
-            logs = {ns: scenario.stream(ns) for ns in SERVERS}
-            want = {"nsA": {"scn-a", "scn-b", "scn-k"}, "nsB": {"scn-a", "scn-b", "scn-k"}, "nsC": {"scn-a", "scn-k"}}
+            for topic in (KEPT, DOOMED):
+                wait_for(lambda: created(topic), SEEN_TIMEOUT_S, f"{topic} created on every broker")
+
+        def settled(events: Path, want: dict[str, set[str]]) -> bool:
+            logs = {ns: scenario.stream(ns, events) for ns in SERVERS}
             return all(brokers_seen(logs[ns]) == want[ns] and route_seen(logs[ns], KEPT)
-                       and route_seen(logs[ns], DOOMED) for ns in SERVERS)
+                       and route_seen(logs[ns], DOOMED)
+                       and all(perm_of(route_seen(logs[ns], HALF_TOPIC), b) for b in want[ns]) for ns in SERVERS)
 
-        wait_for(settled, SEEN_TIMEOUT_S, "every server's stream to show its brokers and both topics")
+        create_topics()
+        scenario = Scenario(run_dir / "collected", run_dir / "clean", addrs, {},
+                            collector_err=run_dir / "collect.err")
+
+        # the fault-free run: every broker on every server, held past the grace
+        clean_err = run_dir / "collect-clean.err"
+        collector = start_collector(addrs, scenario.clean_events, clean_err)
+        everywhere = {ns: {"scn-a", "scn-k"} for ns in SERVERS}
+        wait_for(lambda: settled(scenario.clean_events, everywhere), SEEN_TIMEOUT_S,
+                 "every server's stream of the fault-free run to show its brokers, both topics and the half topic")
+        time.sleep(HOLD_S)
+        stop_collector(collector, clean_err)
+
+        # the run with faults: scn-b's namesrvAddr lacks nsC from its start
+        brokers["scn-b"] = start_broker(release, run_dir, "scn-b", CLUSTER, f"{addrs['nsA']};{addrs['nsB']}",
+                                        **BROKER_SETTINGS)
+        processes.append(brokers["scn-b"].process)
+        brokers["scn-b"].process.wait_ready()
+        create_topics()  # on scn-b too
+        scenario.brokers.update({name: b.addr for name, b in brokers.items()})
+        collector = start_collector(addrs, scenario.events, scenario.collector_err)
+        want = {"nsA": {"scn-a", "scn-b", "scn-k"}, "nsB": {"scn-a", "scn-b", "scn-k"}, "nsC": {"scn-a", "scn-k"}}
+        wait_for(lambda: settled(scenario.events, want), SEEN_TIMEOUT_S,
+                 "every server's stream to show its brokers, both topics and the half topic")
         scenario.truth.append({"kind": "partition", "ns": ["nsC"], "subject": "scn-b",
                                "start_ms": None, "end_ms": None, "broker_addr": brokers["scn-b"].addr})
 
@@ -194,20 +245,7 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
                     raise
         wipe = {"kind": "wipe", "ns": ["nsA"], "subject": "scn-a", "start_ms": start, "end_ms": None}
         scenario.truth.append(wipe)
-
-        # delete_topic: from the brokers and nsB only; the new data version ends the wipe on nsA
-        start = _now_ms()
-        out = driver.admin("deleteTopic", "-t", DOOMED, "-c", CLUSTER, "-n", addrs["nsB"])
-        assert "from NameServer success" in out, out
-        wait_for(lambda: route_seen(scenario.stream("nsB"), DOOMED) is None, SEEN_TIMEOUT_S,
-                 "the deleted topic's null route in nsB's stream")
-        scenario.truth.append({"kind": "delete_topic", "ns": ["nsB"], "subject": DOOMED, "start_ms": start,
-                               "end_ms": None})
-        wait_for(lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 6, SEEN_TIMEOUT_S,
-                 "scn-a's write permission back on nsA after its next registration")
-        log = scenario.stream("nsA")
-        wiped = first_ts(log, wipe["start_ms"], lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 4)
-        wipe["end_ms"] = first_ts(log, wiped + 1, lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 6)
+        time.sleep(HOLD_S)  # the partition and the wipe, past the grace
 
         # ns_restart: nsC down, then up again on its port, empty until the brokers register
         start = _now_ms()
@@ -224,6 +262,21 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         scenario.truth.append({"kind": "ns_restart", "ns": ["nsC"], "subject": "nsC", "start_ms": start,
                                "end_ms": restarted})
 
+        # delete_topic: from the brokers and nsB only; the new data version ends the wipe on nsA
+        start = _now_ms()
+        out = driver.admin("deleteTopic", "-t", DOOMED, "-c", CLUSTER, "-n", addrs["nsB"])
+        assert "from NameServer success" in out, out
+        wait_for(lambda: route_seen(scenario.stream("nsB"), DOOMED) is None, SEEN_TIMEOUT_S,
+                 "the deleted topic's null route in nsB's stream")
+        scenario.truth.append({"kind": "delete_topic", "ns": ["nsB"], "subject": DOOMED, "start_ms": start,
+                               "end_ms": None})
+        wait_for(lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 6, SEEN_TIMEOUT_S,
+                 "scn-a's write permission back on nsA after its next registration")
+        log = scenario.stream("nsA")
+        wiped = first_ts(log, wipe["start_ms"], lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 4)
+        wipe["end_ms"] = first_ts(log, wiped + 1, lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 6)
+        time.sleep(HOLD_S)  # the delete and the partition since nsC's restart, past the grace
+
         # broker_kill: kill -9, every server drops it when its channel closes
         start = _now_ms()
         brokers["scn-k"].process.kill()
@@ -233,15 +286,14 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
                                "end_ms": None, "broker_addr": brokers["scn-k"].addr})
         time.sleep(INTERVAL_MS / 1000 * 2)
 
-        collector.send_signal(signal.SIGTERM)
-        assert collector.wait(30) == 0, scenario.collector_err.read_text()[-2000:]
+        stop_collector(collector, scenario.collector_err)
         end = _now_ms()
         for fault in scenario.truth:
             if fault["start_ms"] is None:  # there from the start
                 fault["start_ms"] = min(e["ts"] for e in scenario.stream("nsA"))
             if fault["end_ms"] is None:
                 fault["end_ms"] = end
-        truth_dir = events / "_truth"
+        truth_dir = scenario.events / "_truth"
         truth_dir.mkdir(parents=True, exist_ok=True)
         (truth_dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in scenario.truth))
         return scenario
