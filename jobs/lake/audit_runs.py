@@ -14,8 +14,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from jobs import lake as lake_tables
-from jobs.lake.days import replace_day
-from jobs.spark.frames import local_frame
+from jobs.lake.tables import write_rows
 from schemas.audit_runs import AUDIT_RUNS_SCHEMA
 
 
@@ -30,5 +29,6 @@ def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: li
         json.dumps(stages, sort_keys=True, default=str),
         json.dumps(findings_by_severity, sort_keys=True),
     )
-    df = local_frame(spark, [row], AUDIT_RUNS_SCHEMA)
-    replace_day(df, lake, lake_tables.AUDIT_RUNS, day, AUDIT_RUNS_SCHEMA, few_rows=True)
+    # one row, written from the driver: no Spark job
+    write_rows(spark, [row], lake_tables.table_path(lake, lake_tables.AUDIT_RUNS), AUDIT_RUNS_SCHEMA,
+               mode="overwrite", partition_by=["date"], replace_where={"date": day})

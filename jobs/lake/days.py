@@ -10,11 +10,12 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from jobs import lake
-from jobs.lake.tables import read_table, table_exists, write_table
+from jobs.lake.tables import count_table_rows, read_table, read_table_arrow, table_exists, write_table
 from jobs.spark.frames import local_frame
 
 
@@ -54,3 +55,24 @@ def replace_day(df: DataFrame, lake_dir: str, name: str, day: dt.date, schema: S
     """
     return write_table(df, lake.table_path(lake_dir, name), mode="overwrite", partition_by=list(partition_by),
                 replace_where={"date": day, **(where or {})}, schema=schema, **write_options)
+
+
+def read_day_arrow(lake_dir: str, name: str, day: dt.date, columns: Sequence[str]) -> pa.Table:
+    """A few columns of one day of a small table, read in the driver without Spark (a stage's
+    counts, read back from what it wrote); no rows when the table does not exist.
+
+    Only for tables a day of which is small (findings, windows, episodes, a row per server or per
+    snapshot instant): never ``events``.
+    """
+    path = lake.table_path(lake_dir, name)
+    if not table_exists(path):
+        return pa.table({c: pa.array([], pa.null()) for c in columns})
+    return read_table_arrow(path, columns=list(columns), filters=[("date", "=", day)])
+
+
+def day_rows(lake_dir: str, name: str, day: dt.date) -> int:
+    """Rows of one day of a table, from its files' footers (no data is read); 0 without the table."""
+    path = lake.table_path(lake_dir, name)
+    if not table_exists(path):
+        return 0
+    return count_table_rows(path, filters=[("date", "=", day)])

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DateType, StringType, StructType
 
 from jobs.lake.delta import ship_by_value
-from jobs.lake.delta.arrow import load_table, local_table_path, read_table_arrow
+from jobs.lake.delta.arrow import count_table_rows, load_table, local_table_path, read_table_arrow
 from jobs.lake.delta.files import encode_partition_value
 from jobs.lake.delta.schema import (
     SchemaMismatchError,
@@ -31,12 +31,13 @@ from jobs.lake.delta.schema import (
     conform_to_schema,
     delta_spark_schema,
 )
-from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files
+from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files, write_local_files
 from jobs.spark.session import lake_writer
-from jobs.spark.frames import local_frame
+from jobs.spark.frames import local_arrow_table, local_frame
 
 __all__ = [
     "RowExpansion",
+    "count_table_rows",
     "SchemaMismatchError",
     "data_file_schema",
     "read_table",
@@ -44,6 +45,7 @@ __all__ = [
     "table_exists",
     "table_schema",
     "table_version",
+    "write_rows",
     "write_table",
 ]
 
@@ -171,6 +173,44 @@ def write_table(
         plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
                          expansion.arrow if expansion else None)
         _write_with_tasks(task_df, plan, extra_files)
+    return table_version(root)
+
+
+def write_rows(
+    spark: SparkSession,
+    rows: Sequence[Sequence | Mapping],
+    path: str | os.PathLike[str],
+    schema: StructType,
+    *,
+    mode: str,
+    partition_by: Sequence[str] = (),
+    replace_where: Mapping[str, Any] | None = None,
+) -> int:
+    """Write a few rows made in the driver (tuples in ``schema``'s order, or dicts) as one
+    transaction, as :func:`write_table` writes a DataFrame's.
+
+    Through delta-rs the rows are written and committed in this process, without a Spark job;
+    through delta-spark's writer (a native session) they go through a local DataFrame.
+
+    Returns:
+        The table version after the write.
+    """
+    if lake_writer(spark) == "native":
+        return write_table(local_frame(spark, rows, schema), path, mode=mode, partition_by=partition_by,
+                           replace_where=replace_where, schema=schema)
+    root = local_table_path(path)
+    partition_by = tuple(partition_by)
+    _check_mode(mode, replace_where)
+    evolve_table_schema(root, schema)
+    existing = table_schema(root) if table_exists(root) else None
+    check_partition_columns(schema, partition_by, root)
+    if existing:
+        check_table_schema(existing[0], existing[1], schema, partition_by, root)
+    file_schema = existing[0] if existing else schema
+    plan = WritePlan(root, mode, partition_by, _encode_replace_where(replace_where, schema, partition_by),
+                     file_schema.json())
+    written = write_local_files(local_arrow_table(rows, schema), plan)
+    commit_files(plan, written)
     return table_version(root)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -30,14 +31,17 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence | Mapping], schema:
         ...                                                 T.StructField("n", T.LongType())])).first()
         Row(ns='ns-a', n=3)
     """
+    return spark.createDataFrame(local_arrow_table(rows, schema), schema)
+
+
+def local_arrow_table(rows: Sequence[Sequence | Mapping], schema: T.StructType) -> pa.Table:
+    """Driver-side ``rows`` (tuples in ``schema``'s order, or dicts) as an Arrow table of ``schema``."""
     arrow_schema = to_arrow_schema(schema)
     if rows and not isinstance(rows[0], Mapping):
-        table = pa.Table.from_arrays(
+        return pa.Table.from_arrays(
             [pa.array(list(column), type=f.type) for column, f in zip(zip(*rows), arrow_schema)], schema=arrow_schema
         )
-    else:
-        table = pa.Table.from_pylist(list(rows), schema=arrow_schema)
-    return spark.createDataFrame(table, schema)
+    return pa.Table.from_pylist(list(rows), schema=arrow_schema)
 
 
 def checkpoint_frame(df: DataFrame) -> DataFrame:
@@ -73,6 +77,13 @@ def release_frame(df: DataFrame) -> None:
         # what RDD.unpersist does, without its warning that a local checkpoint cannot be
         # recomputed once freed (known here: the stage has read it for the last time)
         df.sparkSession.sparkContext._jsc.sc().unpersistRDD(plan.rdd().id(), False)
+
+
+class Releasable(Protocol):
+    """What holds persisted or checkpointed frames and frees them (:meth:`CachedFrames.release`)."""
+
+    def release(self) -> None:
+        """Free the frames held, after their last read."""
 
 
 @dataclass(frozen=True)

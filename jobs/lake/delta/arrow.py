@@ -126,3 +126,15 @@ def read_table_arrow(
     dataset = arrow_dataset(table, root, file_pruning_predicate=filters or None)
     expression = pq.filters_to_expression(filters) if filters else None
     return dataset.to_table(columns=columns, filter=expression)
+
+
+def count_table_rows(path: str | os.PathLike[str], filters: list[tuple[str, str, Any]] | None = None) -> int:
+    """Rows of a table (those matching partition ``filters``, as :func:`read_table_arrow` takes
+    them), counted from the Parquet footers of its files without reading their data.
+
+    Raises:
+        FileNotFoundError: there is no Delta table at ``path``.
+    """
+    root = local_table_path(path)
+    dataset = arrow_dataset(load_table(root), root, file_pruning_predicate=filters or None)
+    return dataset.count_rows(filter=pq.filters_to_expression(filters) if filters else None)

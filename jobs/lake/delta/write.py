@@ -137,6 +137,21 @@ def write_task(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str
     """``mapInArrow`` body: write this task's rows as Parquet files of the table (one per
     partition value met); yield one row per file, describing it for the commit."""
     keep_archive_listings()
+    files = write_batches(batches, plan, write_id)
+    if files:
+        yield pa.RecordBatch.from_pylist([{"file": json.dumps(f)} for f in files], schema=_ARROW_WRITTEN_FILES)
+
+
+def write_local_files(table: pa.Table, plan: WritePlan) -> list[dict]:
+    """Write a few rows made in the driver as the table's data files, in this process (no Spark
+    job); returns them as :func:`write_files` does, not yet committed."""
+    return write_batches(iter(table.to_batches()), plan, uuid.uuid4().hex)
+
+
+def write_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str) -> list[dict]:
+    """Write Arrow batches as Parquet files of the table (one per partition value met), named
+    with ``write_id``; returns the files' descriptions for the commit. Files it made are deleted
+    when it fails."""
     declared = StructType.fromJson(json.loads(plan.schema_json))
     data_fields = [f for f in declared.fields if f.name not in plan.partition_by]
     file_schema = to_arrow_schema(StructType(data_fields))
@@ -156,13 +171,11 @@ def write_task(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str
             if sum(f.pending_bytes for f in open_files.values()) > TASK_BUFFER_BYTES:
                 for f in open_files.values():
                     f.flush()
-        files = [f.close() for f in open_files.values()]
+        return [f.close() for f in open_files.values()]
     except BaseException:
         for f in open_files.values():
             f.discard()
         raise
-    if files:
-        yield pa.RecordBatch.from_pylist([{"file": json.dumps(f)} for f in files], schema=_ARROW_WRITTEN_FILES)
 
 
 def job_ids(spark: SparkSession) -> set[int]:
