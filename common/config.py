@@ -117,6 +117,13 @@ class SparkConfig:
     shuffle_partitions: int = 8
     driver_memory: str = "4g"
     java_options: str = "-XX:+UseParallelGC"  # jobs.spark.session.DEFAULT_JAVA_OPTIONS
+    # a day whose segments hold fewer bytes is audited with the small-day plan settings
+    # (jobs.spark.profile); 0 never uses them
+    small_day_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.small_day_bytes < 0:
+            raise ConfigError(f"spark.small_day_bytes must be >= 0 (0: never), not {self.small_day_bytes}")
 
 
 @dataclass(frozen=True)

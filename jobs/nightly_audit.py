@@ -32,6 +32,7 @@ from common.config import Config, load_config  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date, yesterday_utc  # noqa: E402
 from common.arguments import OneLineParser, date_arg, existing_dir_arg, master_arg, output_dir_arg  # noqa: E402
+from jobs.spark.work import spark_work  # noqa: E402
 from jobs.timing import timed  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")
@@ -58,13 +59,15 @@ class AuditOutcome:
         return max(present, key=SEVERITY_RANK.__getitem__) if present else None
 
 
-def _stage(outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
+def _stage(spark, outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
     progress(f"[{len(outcome.stages) + 1}/{len(STAGES)}] {name} ...")
+    before = spark_work(spark)
     with timed() as elapsed:
         result = func()
     seconds = elapsed.seconds
     counts = _counts(result)
-    outcome.stages.append({"stage": name, "seconds": round(seconds, 2), **counts})
+    work = spark_work(spark, before) - before
+    outcome.stages.append({"stage": name, "seconds": round(seconds, 2), **counts, **work.as_counts()})
     shown = ", ".join(f"{k}={v}" for k, v in counts.items())
     progress(f"[{len(outcome.stages)}/{len(STAGES)}] {name} done in {seconds:.1f} s" + (f" ({shown})" if shown else ""))
     return result
@@ -99,8 +102,29 @@ def _one_line(exc: BaseException) -> str:
 
 
 def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
-        outcome: AuditOutcome | None = None) -> AuditOutcome:
-    """Run every stage for ``day``; raises on the first failing stage (tables keep their versions)."""
+        outcome: AuditOutcome | None = None, files: list | None = None) -> AuditOutcome:
+    """Run every stage for ``day``; raises on the first failing stage (tables keep their versions).
+
+    The plan settings follow the day's size (:mod:`jobs.spark.profile`). ``files``: the day's
+    segments, when the caller has listed them (:func:`jobs.ingest.segments.list_day_segments`).
+
+    Raises:
+        IngestInputError: no segment for the day (nothing is written).
+    """
+    from jobs.ingest.segments import list_day_segments
+    from jobs.spark.profile import day_profile
+
+    outcome = outcome or AuditOutcome(day)
+    if files is None:
+        files = list_day_segments(events_dir, day)  # no segment for the day: an error, and the lake as it was
+    with day_profile(spark, sum(f.bytes for f in files), config.spark.small_day_bytes):
+        _run_stages(spark, config, events_dir, lake, day, progress, outcome, files)
+    return outcome
+
+
+def _run_stages(spark, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
+                outcome: AuditOutcome, files: list) -> None:
+    """The stages of :func:`run`, in order, between the day's ``running`` and ``ok`` rows."""
     from jobs import snapshots
     from jobs.analytics.distribution import stage as distribution
     from jobs.analytics.divergence import stage as divergence
@@ -109,26 +133,35 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     from jobs.analytics.security import stage as security
     from jobs.ingest import stage as ingest
     from jobs.lake import audit_runs
+    from jobs.lake.findings import DayFindings
     from jobs.rebuild import stage as rebuild
     from jobs.report import data as report_data
-
     from jobs.report import status as report_status
 
-    outcome = outcome or AuditOutcome(day)
     interval = config.audit.snapshot_interval_ms
     # Not ok from before the first write until after the last: a run that dies in between leaves
     # the day marked unfinished (queries and the report say so) instead of a mix that says ok.
     audit_runs.record(spark, lake, day, "running", [], {})
     report_status.mark_unfinished(lake, day, f"The audit of {day} did not finish: this report is from an earlier "
                                   f"run and the lake's tables may not match it. Rerun nsaudit audit --date {day}.")
-    _stage(outcome, "ingest", lambda: ingest.run_ingest(spark, events_dir, lake, day, config), progress)
-    rebuilt = _stage(outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake, day, interval), progress)
-    _stage(outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake, day, interval), progress)
-    live = _stage(outcome, "liveness", lambda: liveness.run_liveness(spark, lake, day, config), progress)
-    div = _stage(outcome, "divergence", lambda: divergence.run_divergence(spark, lake, day, config), progress)
-    dist = _stage(outcome, "distribution", lambda: distribution.run_distribution(spark, lake, day, config), progress)
-    _stage(outcome, "security", lambda: security.run_security(spark, lake, day, config), progress)
-    linked = _stage(outcome, "incidents", lambda: incidents.run_incidents(spark, lake, day, config), progress)
+    # every stage's findings, written once, with their incidents, by the incidents stage
+    findings = DayFindings(day)
+    try:
+        _stage(spark, outcome, "ingest",
+               lambda: ingest.run_ingest(spark, events_dir, lake, day, config, findings, files), progress)
+        rebuilt = _stage(spark, outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake, day, interval), progress)
+        _stage(spark, outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake, day, interval), progress)
+        live = _stage(spark, outcome, "liveness", lambda: liveness.run_liveness(spark, lake, day, config, findings),
+                      progress)
+        div = _stage(spark, outcome, "divergence",
+                     lambda: divergence.run_divergence(spark, lake, day, config, findings), progress)
+        dist = _stage(spark, outcome, "distribution",
+                      lambda: distribution.run_distribution(spark, lake, day, config, findings), progress)
+        _stage(spark, outcome, "security", lambda: security.run_security(spark, lake, day, config, findings), progress)
+        linked = _stage(spark, outcome, "incidents",
+                        lambda: incidents.run_incidents(spark, lake, day, config, findings), progress)
+    finally:
+        findings.release()  # a stage failed before the incidents stage released them
     outcome.incidents_by_severity = dict(linked.incidents_by_severity)
 
     def write_report():
@@ -138,9 +171,8 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
         outcome.report_html, outcome.report_json = report_data.write_day_report(lake, data)
         return None
 
-    _stage(outcome, "report", write_report, progress)
+    _stage(spark, outcome, "report", write_report, progress)
     audit_runs.record(spark, lake, day, "ok", outcome.stages, outcome.findings_by_severity)
-    return outcome
 
 
 def add_arguments(parser: argparse.ArgumentParser, master: str | None = None) -> None:
@@ -254,6 +286,13 @@ def run_from_cli(args: argparse.Namespace) -> int:
     stages go to :func:`log_path` (and to stderr too with ``args.verbose``).
     """
     config, day, master = _checked_arguments(args)
+    from jobs.ingest.segments import list_day_segments
+    from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS, is_small_day
+
+    files = list_day_segments(args.events, day)  # before anything is started or written
+    java_options = config.spark.java_options
+    if is_small_day(sum(f.bytes for f in files), config.spark.small_day_bytes):
+        java_options = f"{java_options} {SMALL_DAY_JAVA_OPTIONS}".strip()
     path = log_path(args.lake, day)
     with _logging_to(path, getattr(args, "verbose", False)):
         from jobs.spark.session import build_session
@@ -261,11 +300,11 @@ def run_from_cli(args: argparse.Namespace) -> int:
         # under spark-submit, build_session leaves the submitted master and log configuration alone
         spark = build_session(master=master, app_name=f"nsaudit-audit-{day}",
                               shuffle_partitions=config.spark.shuffle_partitions,
-                              driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
+                              driver_memory=config.spark.driver_memory, java_options=java_options,
                               log_file=path, console_log=getattr(args, "verbose", False),
                               lake_writer=config.lake.writer)
         try:
-            outcome = _run_reporting_failure(spark, config, args, day, path)
+            outcome = _run_reporting_failure(spark, config, args, day, path, files)
         finally:
             spark.stop()
     if outcome is None:
@@ -279,7 +318,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
 
 
 def _run_reporting_failure(spark, config: Config, args: argparse.Namespace, day: dt.date,
-                           path: str) -> AuditOutcome | None:
+                           path: str, files: list) -> AuditOutcome | None:
     """Run the stages; on a failure, one line on stderr (the trace goes to the log) and None."""
 
     def progress(line: str) -> None:
@@ -288,7 +327,7 @@ def _run_reporting_failure(spark, config: Config, args: argparse.Namespace, day:
     outcome = AuditOutcome(day)
     started = time.perf_counter()
     try:
-        run(spark, config, args.events, args.lake, day, progress, outcome)
+        run(spark, config, args.events, args.lake, day, progress, outcome, files)
     except UserError:
         raise
     except Exception as exc:  # a failed stage: say which and why on one line, keep the trace in the log

@@ -23,6 +23,7 @@ from jobs import lake
 from jobs.lake.days import replace_day
 from jobs.lake.tables import RowExpansion, read_table
 from jobs.spark.frames import spread
+from jobs.spark.profile import broadcast
 from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -248,7 +249,7 @@ def agg_route_pieces(
         .alias("q")
     )
     # one row per change of a group's BrokerData: few enough to broadcast
-    runs_df = F.broadcast(broker_data_runs_df.alias("b"))
+    runs_df = broadcast(broker_data_runs_df.alias("b"))
     overlaps = (
         (F.col("q.ns") == F.col("b.ns")) & (F.col("q.broker_name") == F.col("b.broker_name"))
         & (F.col("b.first_pos") <= F.col("q._last_pos")) & (F.col("q._first_pos") <= F.col("b.last_pos"))

@@ -32,6 +32,7 @@ from common.errors import UserError
 from jobs.spark import pyworker
 from jobs.spark.frames import local_frame
 from jobs.spark.pyworker import keep_archive_listings
+from jobs.spark.profile import broadcast
 from schemas.ingest import CORRUPT_GZIP, INVALID_UTF8, TRUNCATED_LINE
 
 # The writer's names are events-<20 digits>.jsonl[.gz|.open]; any events-*.jsonl name is read, so
@@ -189,7 +190,7 @@ def files_frame(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
         T.StructType([T.StructField(task, T.LongType(), False), *SEGMENT_FILES_SCHEMA.fields]),
     )
     tasks_df = spark.range(0, len(ordered), 1, max(1, len(ordered))).withColumnRenamed("id", task)
-    return tasks_df.join(F.broadcast(listing_df), task).select(*SEGMENT_FILES_SCHEMA.fieldNames())
+    return tasks_df.join(broadcast(listing_df), task).select(*SEGMENT_FILES_SCHEMA.fieldNames())
 
 
 def read_segment_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 
 from jobs.ingest.checks import with_event
 from jobs.spark.frames import local_frame
+from jobs.spark.profile import broadcast
 
 STATUS_KEEP, STATUS_DUPLICATE, STATUS_CONFLICT = "keep", "duplicate", "conflict"
 _PAIR_COLUMNS = ("ns", "seq", "ts_ms", "file", "line", "prev_seq", "prev_ts_ms", "prev_file")
@@ -90,7 +91,7 @@ def select_kept_pairs(status_df: DataFrame, previous_day_df: DataFrame) -> DataF
     across_df = (
         kept_df.where(F.col("prev_seq").isNull())
         .select("ns", "seq", "ts_ms", "file", "line")
-        .join(F.broadcast(last_df), "ns")
+        .join(broadcast(last_df), "ns")
         .select(*_PAIR_COLUMNS)
     )
     return within_day_df.unionByName(across_df)
@@ -197,7 +198,7 @@ def select_repeated_fast_lines(keys_df: DataFrame, status_df: DataFrame) -> Data
     """``file``, ``line`` of the fast path's lines (no ``event_hash`` yet) whose seq repeats."""
     repeated_df = status_df.where(F.col("status") != STATUS_KEEP).select("ns", "seq").distinct()
     return (
-        keys_df.where(F.col("event_hash").isNull()).join(F.broadcast(repeated_df), ["ns", "seq"]).select("file", "line")
+        keys_df.where(F.col("event_hash").isNull()).join(broadcast(repeated_df), ["ns", "seq"]).select("file", "line")
     )
 
 
@@ -210,6 +211,6 @@ def with_fast_event_hashes(keys_df: DataFrame, involved_df: DataFrame, lines_df:
         .transform(with_event)
         .select("file", "line", F.xxhash64("event").alias("_hash"))
     )
-    return keys_df.join(F.broadcast(hashes_df), ["file", "line"], "left").select(
+    return keys_df.join(broadcast(hashes_df), ["file", "line"], "left").select(
         "ns", "seq", "ts_ms", "file", "line", F.coalesce("event_hash", "_hash").alias("event_hash")
     )

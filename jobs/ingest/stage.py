@@ -59,10 +59,10 @@ from jobs.ingest.tables import (
     select_events,
     select_quarantine,
 )
-from jobs.lake.days import replace_day
+from jobs.lake.days import read_day_arrow, replace_day
 from jobs.lake.delta.arrow import local_table_path
 from jobs.lake.delta.write import delete_failed_write, job_ids
-from jobs.lake.findings import write_findings
+from jobs.lake.findings import DayFindings
 from jobs.lake.tables import data_file_schema, read_table, table_exists
 from jobs.spark.frames import local_frame
 from jobs.spark.session import lake_writer
@@ -90,7 +90,8 @@ class IngestResult:
         duplicates: accepted lines whose event was already kept.
         quarantined: lines written to ``quarantine``.
         events_written: rows written to ``events`` (``accepted - duplicates``).
-        findings: telemetry findings written, per kind (kinds with none are absent).
+        findings: telemetry findings written, per kind (kinds with none are absent); empty in
+            the nightly audit, which writes every stage's findings at its end.
     """
 
     day: dt.date
@@ -154,6 +155,8 @@ def run_ingest(
     lake_dir: str | os.PathLike,
     day: dt.date,
     config: Config | None = None,
+    findings: DayFindings | None = None,
+    files: list[SegmentFile] | None = None,
 ) -> IngestResult:
     """Ingest one UTC day: replace its ``events``, ``quarantine``, ``ingest_files`` and
     ``telemetry`` findings in the lake.
@@ -165,6 +168,10 @@ def run_ingest(
         day: the UTC day; its segments are the files under ``<events>/<ns>/<day>/``.
         config: the run's configuration; ingest has no settings of its own and takes it so
             every stage is called the same way.
+        findings: the audit's findings of the day, which the ``telemetry`` findings join (written
+            by the incidents stage); None: they are written now.
+        files: the day's segments, when the caller has listed them
+            (:func:`jobs.ingest.segments.list_day_segments`).
 
     Returns:
         The counts of the run.
@@ -172,13 +179,15 @@ def run_ingest(
     Raises:
         IngestInputError: no events directory, or no segment for the day (nothing is written).
     """
-    files = list_day_segments(events_dir, day)
+    files = files if files is not None else list_day_segments(events_dir, day)
     listing_df = local_frame(
         spark, [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files], LISTING_SCHEMA
     )
     plan = _events_plan(spark, lake_dir)
     cache = _Persisted()
-    committed = False
+    own = findings is None
+    findings = findings if findings is not None else DayFindings(day)
+    kept = committed = False
     jobs_before = job_ids(spark)
     try:
         scanned = _scan(spark, files, plan, cache)
@@ -187,14 +196,19 @@ def run_ingest(
         _write_events(lake_dir, day, plan, scanned, sequenced)
         committed = True
         _write_outputs(lake_dir, day, outputs)
-        result = _result(day, outputs.ingest_files_df, outputs.findings_df)
+        # the findings read the persisted frames: they stay until the findings are written
+        findings.add(CATEGORY, outputs.findings_df, keep=cache)
+        kept = True
+        by_kind = findings.write_category(lake_dir, CATEGORY) if own else {}
+        result = _result(lake_dir, day, by_kind)
     except BaseException:
         if not committed:
             # by the run's id, not from ``staged``: a failed scan's finished tasks wrote files too
             delete_failed_write(spark, jobs_before, plan.table_path, plan.partition_by, {"date": day}, plan.write_id)
         raise
     finally:
-        cache.release()
+        if own or not kept:
+            cache.release()
     log.info(
         "ingest %s: %d files, %d lines read, %d accepted (%d duplicates), %d quarantined, %d events; findings %s",
         day, result.files, result.lines_read, result.accepted, result.duplicates, result.quarantined,
@@ -328,8 +342,6 @@ def _write_outputs(lake_dir: str | os.PathLike, day: dt.date, outputs: _Outputs)
     with timed(log, "ingest", "ingest_files"):
         replace_day(outputs.ingest_files_df, lake_dir, lake.INGEST_FILES, day, INGEST_FILES_SCHEMA,
                     partition_by=INGEST_FILES_PARTITION_BY)
-    with timed(log, "ingest", "findings"):
-        write_findings(outputs.findings_df, lake_dir, day, CATEGORY)
 
 
 def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike, day: dt.date) -> DataFrame:
@@ -342,20 +354,17 @@ def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike, 
     return agg_last_events(previous_df.select(*columns))
 
 
-def _result(day: dt.date, ingest_files_df: DataFrame, findings_df: DataFrame) -> IngestResult:
-    totals = ingest_files_df.agg(
-        F.count(F.lit(1)).alias("files"),
-        *[F.sum(c).alias(c) for c in ("lines_read", "accepted", "duplicates", "quarantined")],
-    ).first()
-    by_kind = {r["kind"]: r["n"] for r in findings_df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
-    accepted, duplicates = totals["accepted"] or 0, totals["duplicates"] or 0
+def _result(lake_dir: str | os.PathLike, day: dt.date, findings: dict[str, int]) -> IngestResult:
+    """The run's counts, read back from the ``ingest_files`` rows it wrote (a row per file)."""
+    rows = read_day_arrow(str(lake_dir), lake.INGEST_FILES, day, ["lines_read", "accepted", "duplicates", "quarantined"])
+    totals = {name: sum(v or 0 for v in rows.column(name).to_pylist()) for name in rows.column_names}
     return IngestResult(
         day=day,
-        files=totals["files"],
-        lines_read=totals["lines_read"] or 0,
-        accepted=accepted,
-        duplicates=duplicates,
-        quarantined=totals["quarantined"] or 0,
-        events_written=accepted - duplicates,
-        findings=dict(sorted(by_kind.items())),
+        files=rows.num_rows,
+        lines_read=totals["lines_read"],
+        accepted=totals["accepted"],
+        duplicates=totals["duplicates"],
+        quarantined=totals["quarantined"],
+        events_written=totals["accepted"] - totals["duplicates"],
+        findings=findings,
     )

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.ingest.sequence import STATUS_CONFLICT, STATUS_DUPLICATE
+from jobs.spark.profile import broadcast
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.ingest import DUPLICATE_SEQ_CONFLICT, INGEST_FILES_SCHEMA
 
@@ -31,7 +32,7 @@ def select_events(checked_df: DataFrame, dropped_ranges_df: DataFrame) -> DataFr
     in_range = (
         (F.col("file") == F.col("_r_file")) & (F.col("line") >= F.col("_r_first")) & (F.col("line") <= F.col("_r_last"))
     )
-    kept_df = checked_df.where(F.col("reason").isNull()).join(F.broadcast(ranges_df), in_range, "left_anti")
+    kept_df = checked_df.where(F.col("reason").isNull()).join(broadcast(ranges_df), in_range, "left_anti")
     columns = []
     for f in EVENTS_TABLE_SCHEMA.fields:
         if f.name == "ts":
@@ -61,7 +62,7 @@ def select_conflicts(status_df: DataFrame, lines_df: DataFrame) -> DataFrame:
             F.lit(f"{DUPLICATE_SEQ_CONFLICT}: "), F.col("kept_file"), F.lit(":"), F.col("kept_line").cast("string")
         ).alias("reason"),
     )
-    return lines_df.join(F.broadcast(conflicts_df), ["file", "line"]).select(
+    return lines_df.join(broadcast(conflicts_df), ["file", "line"]).select(
         "file", "line", F.regexp_replace("text", "\n$", "").alias("raw"), "reason", "ns", "date"
     )
 

@@ -1,8 +1,9 @@
 """Building and writing ``findings`` rows (``schemas.findings``), shared by every audit stage.
 
-A stage turns its own rows into findings with column expressions (:func:`finding_columns`), then
-replaces its ``(date, category)`` partition (:func:`write_findings`); see docs/audit.md, "Lake
-writes".
+A stage turns its own rows into findings with column expressions (:func:`finding_columns`). In
+the nightly audit it hands them to the day's :class:`DayFindings`, and the incidents stage writes
+every stage's findings once, with their incidents; a stage run on its own replaces its
+``(date, category)`` partition (:func:`write_findings`). See docs/audit.md, "Lake writes".
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake
-from jobs.lake.days import replace_day
+from jobs.lake.days import read_day_arrow, replace_day
+from jobs.spark.frames import Releasable, local_frame
 from schemas.findings import CATEGORIES, FINDINGS_PARTITION_BY, FINDINGS_SCHEMA, SEVERITIES
 
 DetailSpec = Column | Mapping[str, Column]
@@ -174,3 +176,81 @@ def _as_column(value: str | Column | None) -> Column:
     if isinstance(value, Column):
         return value
     return F.lit(value).cast(T.StringType()) if value is None else F.lit(value)
+
+
+class DayFindings:
+    """The findings of one audited day, gathered from the stages and written once.
+
+    Each stage adds its findings as a lazy frame, with the checkpointed intermediates that frame
+    reads (:class:`jobs.spark.frames.Releasable`); nothing is computed until the incidents stage
+    links them to their incidents and writes them all in one commit (:meth:`frame`), then
+    :meth:`release` frees what the stages kept.
+
+    A stage run on its own (tests, notebooks) gets none and writes its category at once
+    (:meth:`write_category`).
+
+    Example:
+        >>> findings = DayFindings(day)
+        >>> run_liveness(spark, lake_dir, day, config, findings)
+        >>> findings.frame(spark).count()
+    """
+
+    def __init__(self, day: dt.date) -> None:
+        self.day = day
+        self._parts: list[tuple[str, DataFrame]] = []
+        self._kept: list[Releasable] = []
+
+    def add(self, category: str, findings_df: DataFrame, keep: Releasable | None = None) -> None:
+        """Add a stage's findings (rows as :func:`finding_columns` makes them, with or without
+        ``date`` and ``category``); ``keep``: what they read, freed by :meth:`release`.
+
+        Raises:
+            ValueError: an unknown category.
+        """
+        rows_df = with_finding_keys(findings_df, self.day, category).select(*FINDINGS_SCHEMA.names)
+        self._parts.append((category, rows_df))
+        if keep is not None:
+            self._kept.append(keep)
+
+    def categories(self) -> tuple[str, ...]:
+        """The categories added, in order."""
+        return tuple(category for category, _ in self._parts)
+
+    def frame(self, spark) -> DataFrame:
+        """Every finding added (``FINDINGS_SCHEMA`` columns); empty when none was."""
+        if not self._parts:
+            return local_frame(spark, [], FINDINGS_SCHEMA)
+        frames = [df for _, df in self._parts]
+        union_df = frames[0]
+        for more_df in frames[1:]:
+            union_df = union_df.unionByName(more_df)
+        return union_df
+
+    def write_category(self, lake_dir: str | os.PathLike, category: str) -> dict[str, int]:
+        """Replace the day's ``category`` partition of ``findings`` with what was added for it
+        (a stage run on its own); returns the findings written per kind (read back from the table,
+        not counted by Spark)."""
+        parts = [df for c, df in self._parts if c == category]
+        rows_df = parts[0] if parts else None
+        for more_df in parts[1:]:
+            rows_df = rows_df.unionByName(more_df)
+        if rows_df is None:
+            raise ValueError(f"no {category} findings were added")
+        write_findings(rows_df, lake_dir, self.day, category)
+        return findings_by_kind(lake_dir, self.day, category)
+
+    def release(self) -> None:
+        """Free the intermediates the added findings read (after their last read)."""
+        for kept in self._kept:
+            kept.release()
+        self._kept.clear()
+
+
+def findings_by_kind(lake_dir: str | os.PathLike, day: dt.date, category: str | None = None) -> dict[str, int]:
+    """The day's findings in the lake per kind (of one category, or all), read without Spark."""
+    rows = read_day_arrow(lake_dir, lake.FINDINGS, day, ["category", "kind"])
+    counts: dict[str, int] = {}
+    for row_category, kind in zip(rows.column("category").to_pylist(), rows.column("kind").to_pylist()):
+        if category is None or row_category == category:
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))

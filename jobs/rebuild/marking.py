@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 
 from nameserver.codec import RequestCode
 from schemas.events import REMOVAL_TYPES, RESET_TYPES
+from jobs.spark.profile import broadcast
 
 REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
 BROKER_HEARTBEAT = int(RequestCode.BROKER_HEARTBEAT)
@@ -68,7 +69,7 @@ def with_run(events_df: DataFrame) -> DataFrame:
         & (F.col("_to").isNull() | (F.col("seq") < F.col("_to")))
     )
     return (
-        events_df.join(F.broadcast(runs_df), in_run, "left")
+        events_df.join(broadcast(runs_df), in_run, "left")
         .withColumn("run", F.coalesce(F.col("run"), F.lit(0)))
         .drop("_ns", "_from", "_to")
     )
@@ -141,7 +142,7 @@ def agg_slow_streams(blocks_df: DataFrame, contested_df: DataFrame) -> DataFrame
     earlier = Window.partitionBy("ns", "run", "broker_addr").orderBy("lo").rowsBetween(Window.unboundedPreceding, -1)
     return (
         blocks_df.where(F.col("kind").isin(REGISTRATION, REMOVAL))
-        .join(F.broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
+        .join(broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
         .withColumn("_back", F.coalesce(F.col("lo") < F.max("hi").over(earlier), F.lit(False)))
         .groupBy("ns", "run", "broker_addr")
         .agg(F.min("lo").alias("lo"), F.max("hi").alias("hi"),
@@ -157,7 +158,7 @@ def select_block_keys(blocks_df: DataFrame, slow_df: DataFrame) -> DataFrame:
     of each kind and the last 103 of each (address, data version). Slow streams' 103s are decided by
     :func:`select_slow_keys`."""
     fast_df = blocks_df.where(F.col("kind") == REGISTRATION).join(
-        F.broadcast(slow_df.select("ns", "run", "broker_addr")), ["ns", "run", "broker_addr"], "left_anti")
+        broadcast(slow_df.select("ns", "run", "broker_addr")), ["ns", "run", "broker_addr"], "left_anti")
     starts_df = fast_df.select("ns", F.col("lo").alias("seq")).unionByName(
         blocks_df.where(
             (F.col("kind") == REMOVAL) | ((F.col("kind") == OTHER) & (F.col("type") != "rejected"))
@@ -178,7 +179,7 @@ def select_slow_keys(events_df: DataFrame, slow_df: DataFrame, contested_df: Dat
     is not a 103 with the same fingerprint and filter list, or another address used the slot."""
     # renamed keys: slow_df derives from events_df, so events_df["ns"] == slow_df["ns"] would
     # resolve to one attribute and be trivially true (every server's streams joined to every server)
-    stream = F.broadcast(slow_df.select(F.col("ns").alias("_ns"), "run", F.col("broker_addr").alias("_addr"), "lo", "hi"))
+    stream = broadcast(slow_df.select(F.col("ns").alias("_ns"), "run", F.col("broker_addr").alias("_addr"), "lo", "hi"))
     by_addr = Window.partitionBy("ns", "run", "broker_addr").orderBy("seq")
     by_slot = Window.partitionBy("ns", "run", "_slot", "broker_name", "broker_id").orderBy("seq")
     previous = F.last(
@@ -201,7 +202,7 @@ def select_slow_keys(events_df: DataFrame, slow_df: DataFrame, contested_df: Dat
         )
         .drop("_ns", "_addr", "lo", "hi")
         .where(_is_103() | _is_removal())
-        .join(F.broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
+        .join(broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
         .withColumn("_prev", previous)
         # only 103s of contested slots need the slot order; the rest share a null-keyed partition
         .withColumn("_slot", F.when(_is_103() & F.col("contested"), F.lit(True)))

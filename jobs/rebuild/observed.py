@@ -22,6 +22,7 @@ import datetime as dt
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from jobs.spark.profile import broadcast
 
 OBSERVED_EVENT_COLUMNS = (
     "ns", "seq", "ts", "type", "interval_ms", "cluster", "broker_name", "broker_addrs", "topic", "queue_datas",
@@ -64,7 +65,7 @@ def with_epochs(obs_df: DataFrame, prev_resolution_df: DataFrame) -> DataFrame:
     boundary = _is_boundary()
     nxt = F.first(F.when(boundary, F.struct("ts", "seq", "type")), ignorenulls=True).over(_after())
     return (
-        obs_df.join(F.broadcast(prev_resolution_df), "ns", "left")
+        obs_df.join(broadcast(prev_resolution_df), "ns", "left")
         .withColumn("epoch_seq", F.last(F.when(boundary, F.col("seq")), ignorenulls=True).over(_before()))
         .withColumn("epoch_type", F.last(F.when(boundary, F.col("type")), ignorenulls=True).over(_before()))
         .withColumn("resolution_ms", F.coalesce(

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake
-from jobs.lake.days import read_or_empty, replace_day
+from jobs.lake.days import read_day_arrow, read_or_empty, replace_day
 from jobs.lake.tables import evolve_table_schema, read_table
 from jobs.rebuild.marking import agg_blocks, select_interesting_keys, with_ts_ms
 from jobs.rebuild.observed import (
@@ -176,23 +176,29 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
                 # validity intervals: a row per change of the day, few enough for one task
                 rows_df = select(walk_df, day).unionByName(observed[name])
                 replace_day(rows_df, lake_dir, name, day, schema, partition_by=PARTITION_BY, few_rows=True)
-        states = select_ns_state(walk_df, day).select(
-            "ns", "events", "interesting_events", "started_without_state", "unresolved_topics"
-        ).collect()  # one small row per server: the job's report, not data
-        observed_ns = observed[lake.NS_STATE].select("ns", "resolution_ms").collect()  # likewise
     finally:
         for df in (blocks_df, keys_df, walk_df, epochs_df, entries_df):
             if df is not None:
                 release_frame(df)
+    return _result(lake_dir, day)
+
+
+def _result(lake_dir: str, day: dt.date) -> RebuildResult:
+    """The run's counts, read back from the ``ns_state`` rows it wrote (one per server)."""
+    columns = ["ns", "events", "interesting_events", "started_without_state", "unresolved_topics", "observed",
+               "resolution_ms"]
+    rows = read_day_arrow(lake_dir, lake.NS_STATE, day, columns).to_pylist()
+    own = [r for r in rows if not r["observed"]]
+    observed = [r for r in rows if r["observed"]]
     return RebuildResult(
         day=day,
-        servers=tuple(sorted(r["ns"] for r in states)),
-        events=sum(r["events"] for r in states),
-        interesting_events=sum(r["interesting_events"] for r in states),
-        started_without_state=tuple(sorted(r["ns"] for r in states if r["started_without_state"])),
-        unresolved_topics=sum(r["unresolved_topics"] for r in states),
-        observed=tuple(sorted(r["ns"] for r in observed_ns)),
-        resolution_ms=tuple(sorted((r["ns"], r["resolution_ms"]) for r in observed_ns)),
+        servers=tuple(sorted(r["ns"] for r in own)),
+        events=sum(r["events"] for r in own),
+        interesting_events=sum(r["interesting_events"] for r in own),
+        started_without_state=tuple(sorted(r["ns"] for r in own if r["started_without_state"])),
+        unresolved_topics=sum(r["unresolved_topics"] for r in own),
+        observed=tuple(sorted(r["ns"] for r in observed)),
+        resolution_ms=tuple(sorted((r["ns"], r["resolution_ms"]) for r in observed)),
     )
 
 

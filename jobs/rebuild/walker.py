@@ -14,6 +14,7 @@ from pyspark.sql import types as T
 from jobs.rebuild.marking import select_interesting_keys, with_topics
 from jobs.rebuild.walk import walk_rows
 from jobs.spark.pyworker import keep_archive_listings
+from jobs.spark.profile import broadcast
 
 # the event keys the walk applies (docs/nameserver-semantics.md §6), ``ts`` as epoch ms
 WALK_EVENT_COLUMNS = (
@@ -89,7 +90,7 @@ def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFram
     # a few thousand keys per server-day: broadcast them rather than shuffle the day
     interesting_df = (
         events_df.drop("topics")
-        .join(F.broadcast(keys_df), ["ns", "seq"])
+        .join(broadcast(keys_df), ["ns", "seq"])
         .transform(lambda df: with_topics(df, events_df, first_only=True))
         .select(*WALK_EVENT_COLUMNS)
         .withColumn("is_meta", F.lit(False))

@@ -322,26 +322,6 @@ def test_findings_one_per_episode(spark):
     assert json.loads(found[0]["detail"])["key"] == {"broker_addr": M}
 
 
-def test_report_rows_longest_first(spark):
-    span = D.Span.of(DAY, G)
-    keyed_df = D.build_keyed_facts(
-        frame(spark, [qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None),
-                      qd(C, "TopicA", "broker-a", 0, 100_000)], TOPIC_ROUTE_HISTORY_SCHEMA),
-        frame(spark, [], BROKER_ADDR_HISTORY_SCHEMA),
-        frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
-                      for w in (window(A, M, 0, None), window(B, M, 0, 50_000))], LIVENESS_WINDOWS_SCHEMA),
-        span,
-    )
-    episodes_df = D.build_episodes(keyed_df, D.agg_up_periods(frame(spark, ALL_DAY, NS_RUNS_SCHEMA), span),
-                                   DAY, G)
-    report = D.select_report_rows(episodes_df, limit=1).toPandas()
-    assert list(report.columns) == list(D.REPORT_COLUMNS)
-    assert report.to_dict("records") == [{
-        "kind": "broker_missing", "subject": M, "start_ts": report["start_ts"][0], "end_ts": report["end_ts"][0],
-        "duration_ms": DAY_MS, "ns_views": f"{A}=live, {B}=absent, {C}=absent",
-    }]
-
-
 # ---------------------------------------------------------------------------- a simulated day
 
 SIM_HOURS = 3

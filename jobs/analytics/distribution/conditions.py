@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from jobs.analytics.distribution.moves import SKEW_PLAN_TYPE, suggest_moves
 from jobs.analytics.distribution.params import DistributionParams
 from jobs.snapshots import with_snapshot_ts
+from jobs.spark.profile import broadcast
 
 def filter_queue_skew(group_rows_df: DataFrame, params: DistributionParams) -> DataFrame:
     """``queue_skew`` instants: a cluster of two or more groups whose write queues per group exceed
@@ -69,7 +70,7 @@ def _with_several(history_df: DataFrame, key: str, value: str) -> DataFrame:
     """The history rows of the (ns, ``key``) that had more than one ``value`` during the day: the
     only ones that can break "one value at a time", so only they are exploded to instants."""
     keys_df = history_df.groupBy("ns", key).agg(F.countDistinct(value).alias("_values")).where(F.col("_values") > 1)
-    return history_df.join(F.broadcast(keys_df.drop("_values")), ["ns", key], "left_semi")
+    return history_df.join(broadcast(keys_df.drop("_values")), ["ns", key], "left_semi")
 
 
 def filter_broker_in_two_clusters(

@@ -23,6 +23,7 @@ from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.analytics.distribution.queue_data import sum_long
 from jobs.lake.findings import finding_columns
 from jobs.snapshots import agg_broker_data_runs, agg_route_pieces, with_segments
+from jobs.spark.profile import broadcast
 from common.timeutil import DAY_MS, day_start_ms
 from nameserver.model import MASTER_ID
 
@@ -201,7 +202,7 @@ def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataF
     keys = ["ns", "topic", "broker_name"]
     wiped_df = flagged_df.where(~F.col("writable")).select(*keys, "cluster", "first_pos", "last_pos")
     # only (topic, group) cells that lack the write bit somewhere: at most as many as QueueData
-    suspects_df = F.broadcast(wiped_df.select("topic", "broker_name").distinct())
+    suspects_df = broadcast(wiped_df.select("topic", "broker_name").distinct())
     writable_df = (
         flagged_df.unionByName(previous_flagged_df).where("writable")
         .join(suspects_df, ["topic", "broker_name"], "left_semi")
@@ -244,7 +245,7 @@ def with_last_queue_datas(runs_df: DataFrame, flagged_df: DataFrame) -> DataFram
     """Add to the ``detail`` of topic runs the topic's QueueData at the run's last millisecond
     (``broker_name``, ``cluster``, ``perm``, queue numbers, ``has_master``; by broker name)."""
     # a row per finding: few enough to broadcast
-    keys_df = F.broadcast(runs_df.select(F.col("ns").alias("_ns"), F.col("subject").alias("_topic"),
+    keys_df = broadcast(runs_df.select(F.col("ns").alias("_ns"), F.col("subject").alias("_topic"),
                                          F.col("last_pos").alias("_last")).distinct())
     covers = (F.col("ns") == F.col("_ns")) & (F.col("topic") == F.col("_topic")) & (
         F.col("_last").between(F.col("first_pos"), F.col("last_pos")))

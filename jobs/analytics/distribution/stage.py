@@ -16,8 +16,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Row, SparkSession
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from jobs import lake
@@ -28,11 +28,11 @@ from jobs.analytics.distribution.kinds import CATEGORY
 from jobs.analytics.distribution.params import DistributionParams
 from jobs.analytics.distribution.topic_changes import select_topic_deletes, select_topic_route_changes
 from jobs.analytics.distribution.topics import topic_distribution_expansion
-from jobs.lake.days import read_or_empty, replace_day
-from jobs.lake.findings import write_findings
+from jobs.lake.days import day_rows, read_day_arrow, read_or_empty, replace_day
+from jobs.lake.findings import DayFindings
 from jobs.lake.tables import table_exists
 from jobs.snapshots import agg_broker_data_runs, agg_route_pieces
-from jobs.spark.frames import checkpoint_frame, release_frame
+from jobs.spark.frames import CachedFrames, checkpoint_frame
 from common.config import Config
 from common.timeutil import day_start_ms
 from schemas.distribution import PARTITION_BY, QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
@@ -58,7 +58,8 @@ class DistributionResult:
         servers: name servers with at least one broker group or route in a snapshot.
         queue_distribution_rows: rows written to ``queue_distribution``.
         topic_distribution_rows: rows written to ``topic_distribution``.
-        findings_by_kind: findings written, per kind (kinds with none are absent).
+        findings_by_kind: findings written, per kind (kinds with none are absent); empty in the
+            nightly audit, which writes every stage's findings at its end.
         notes: remarks for the report.
     """
 
@@ -80,7 +81,8 @@ class DistributionResult:
         }
 
 
-def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> DistributionResult:
+def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
+                     findings: DayFindings | None = None) -> DistributionResult:
     """Compute and write one day's distribution tables and findings (replacing that day's).
 
     Reads the day's ``topic_route_history``, ``broker_addr_history`` and ``cluster_history``
@@ -89,6 +91,10 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     instant when the lake has it, and the day's ``delete_topic`` events
     (:mod:`jobs.analytics.distribution.topic_changes`); writes ``queue_distribution``,
     ``topic_distribution`` and the day's ``distribution`` findings.
+
+    Args:
+        findings: the audit's findings of the day, which this stage's join (written by the
+            incidents stage); None: they are written now.
 
     Raises:
         FileNotFoundError: the lake has no ``topic_route_history`` table (run the rebuild first).
@@ -117,19 +123,23 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where=today)
     findings_df = frames.findings_df.unionByName(select_topic_deletes(events_df, topic_route_df)).unionByName(
         select_topic_route_changes(topic_route_df, broker_addr_df, day))
+    kept = CachedFrames(cached=(*frames.cached, pieces_df, exact_pieces_df, exact_runs_df, runs_df))
+    own = findings is None
+    findings = findings if findings is not None else DayFindings(day)
     try:
         _write_tables(frames, lake_dir, day, params)
-        by_kind = _write_findings(findings_df, lake_dir, day)
-        counts, topic_rows = _count_rows(frames)
+        findings.add(CATEGORY, findings_df, keep=kept)
+        by_kind = findings.write_category(lake_dir, CATEGORY) if own else {}
     finally:
-        frames.release()
-        for df in (pieces_df, exact_pieces_df, exact_runs_df, runs_df):
-            release_frame(df)
+        if own:
+            kept.release()
+    counts = _written_counts(lake_dir, day)
     notes = [] if counts["rows"] else [
         f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]
     return DistributionResult(
         day=day, snapshots=counts["snapshots"], servers=counts["servers"], queue_distribution_rows=counts["rows"],
-        topic_distribution_rows=topic_rows, findings_by_kind=dict(sorted(by_kind.items())), notes=notes,
+        topic_distribution_rows=day_rows(lake_dir, lake.TOPIC_DISTRIBUTION, day), findings_by_kind=by_kind,
+        notes=notes,
     )
 
 
@@ -149,23 +159,8 @@ def _write_tables(frames: DistributionFrames, lake_dir: str, day: dt.date, param
                 QUEUE_DISTRIBUTION_SCHEMA, partition_by=PARTITION_BY)
 
 
-def _write_findings(findings_df: DataFrame, lake_dir: str, day: dt.date) -> dict[str, int]:
-    """Replace the day's ``distribution`` findings; returns their number per kind."""
-    findings_df = findings_df.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        write_findings(findings_df, lake_dir, day, CATEGORY)
-        return {r["kind"]: r["count"] for r in findings_df.groupBy("kind").count().collect()}
-    finally:
-        findings_df.unpersist()
-
-
-def _count_rows(frames: DistributionFrames) -> tuple[Row, int]:
-    """``queue_distribution`` rows, instants and servers; ``topic_distribution`` rows."""
-    # small: one row per instant / server; the report's counts, not data
-    counts = frames.group_rows_df.agg(
-        F.count(F.lit(1)).alias("rows"), F.countDistinct("snapshot_ts").alias("snapshots"),
-        F.countDistinct("ns").alias("servers"),
-    ).first()
-    topic_rows = frames.topic_segments_df.agg(
-        F.coalesce(F.sum(F.col("last_pos") - F.col("first_pos") + 1), F.lit(0))).first()[0]
-    return counts, topic_rows
+def _written_counts(lake_dir: str, day: dt.date) -> dict[str, int]:
+    """``queue_distribution`` rows, instants and servers, read back from what the stage wrote."""
+    rows = read_day_arrow(lake_dir, lake.QUEUE_DISTRIBUTION, day, ["snapshot_ts", "ns"])
+    return {"rows": rows.num_rows, "snapshots": pc.count_distinct(rows.column("snapshot_ts")).as_py(),
+            "servers": pc.count_distinct(rows.column("ns")).as_py()}

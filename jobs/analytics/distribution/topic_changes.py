@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.lake.findings import finding_columns
+from jobs.spark.profile import broadcast
 from common.timeutil import day_start_ms
 from nameserver.model import MASTER_ID
 
@@ -49,7 +50,7 @@ def select_topic_deletes(events_df: DataFrame, topic_route_df: DataFrame) -> Dat
     # a QueueData the server held when the delete came (ended by it or not) / still held after it
     held = (F.col("r._from") < F.col("d._ms")) & (F.col("r._to").isNull() | (F.col("r._to") >= F.col("d._ms")))
     kept = held & (F.col("r._to").isNull() | (F.col("r._to") > F.col("d._ms")))
-    joined_df = F.broadcast(d).join(
+    joined_df = broadcast(d).join(
         r, (F.col("d.ns") == F.col("r.ns")) & (F.col("d.topic") == F.col("r.topic")), "left")
     counted_df = joined_df.groupBy("d.ns", "d.topic", "d.cluster", "d.remote", "d._ms").agg(
         F.count_distinct(F.when(held, F.col("r.broker_name"))).alias("groups_before"),
@@ -100,7 +101,7 @@ def select_topic_route_changes(topic_route_df: DataFrame, broker_addr_df: DataFr
     c, m = candidates_df.alias("c"), masters_df.alias("m")
     registered = (F.col("c.ns") == F.col("m.ns")) & (F.col("c.broker_name") == F.col("m.broker_name")) & (
         F.col("m._m_from") < F.col("c._from")) & (F.col("m._m_to").isNull() | (F.col("m._m_to") >= F.col("c._from")))
-    created_df = c.where(F.col("action") == "create").join(F.broadcast(m), registered, "left_semi")
+    created_df = c.where(F.col("action") == "create").join(broadcast(m), registered, "left_semi")
     changes_df = c.where(F.col("action") == "queues").unionByName(created_df)
     at = F.timestamp_millis("_from")
     return changes_df.select(*finding_columns(

@@ -12,9 +12,7 @@ from jobs.analytics.divergence.episodes import agg_episodes, build_episodes, sel
 from jobs.analytics.divergence.facts import build_keyed_facts
 from jobs.analytics.divergence.findings import (
     CATEGORY,
-    REPORT_COLUMNS,
     agg_divergence_findings,
-    select_report_rows,
 )
 from jobs.analytics.divergence.grace import Grace, agg_grace_inputs, derive_grace, grace_note
 from jobs.analytics.divergence.kinds import KINDS
@@ -27,7 +25,6 @@ __all__ = [
     "DivergenceResult",
     "Grace",
     "KINDS",
-    "REPORT_COLUMNS",
     "Span",
     "agg_divergence_findings",
     "agg_episodes",
@@ -40,5 +37,4 @@ __all__ = [
     "resolve_grace",
     "run_divergence",
     "select_divergences",
-    "select_report_rows",
 ]

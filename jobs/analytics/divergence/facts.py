@@ -16,6 +16,7 @@ from jobs.analytics.divergence.kinds import (
     ROUTE_MISSING,
 )
 from jobs.analytics.divergence.span import Span, with_interval_ms
+from jobs.spark.profile import broadcast
 
 # parts of a composite key; RocketMQ topic and broker names never hold control characters
 _KEY_SEP = "\u0001"
@@ -97,8 +98,8 @@ def agg_queue_data_facts(queue_df: DataFrame, topic_facts_df: DataFrame, broker_
     empty = F.array().cast(T.ArrayType(FACT_TYPE))
     keyed_df = (
         queue_df.groupBy("topic", "broker_name").agg(F.collect_list(_fact("qd", value)).alias("_qd"))
-        .join(F.broadcast(topic_facts_df.withColumnRenamed("facts", "_topic")), "topic", "left")
-        .join(F.broadcast(broker_facts_df.withColumnRenamed("facts", "_broker")), "broker_name", "left")
+        .join(broadcast(topic_facts_df.withColumnRenamed("facts", "_topic")), "topic", "left")
+        .join(broadcast(broker_facts_df.withColumnRenamed("facts", "_broker")), "broker_name", "left")
         .withColumn("facts", F.concat("_qd", F.coalesce("_topic", empty), F.coalesce("_broker", empty)))
     )
     return _keyed(keyed_df, QUEUE_DATA_MISMATCH, ("topic", "broker_name"))
@@ -120,7 +121,7 @@ def select_observed_live_windows(addr_df: DataFrame, state_df: DataFrame) -> Dat
     live on it while the address is in its observed cluster info (its ``broker_addr_history``
     intervals; ``state_df``: ``ns_state`` rows, whose ``observed`` marks those servers)."""
     observed_df = state_df.where(F.col("observed")).select("ns").distinct()
-    return addr_df.join(F.broadcast(observed_df), "ns", "left_semi").select(
+    return addr_df.join(broadcast(observed_df), "ns", "left_semi").select(
         "date", "ns", "broker_addr", F.col("valid_from_ts").alias("start_ts"), F.col("valid_to_ts").alias("end_ts"))
 
 

@@ -10,11 +10,10 @@ from jobs.analytics.divergence.grace import Grace
 from jobs.analytics.divergence.kinds import ABSENT, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING
 from jobs.analytics.divergence.span import Span
 from jobs.lake.findings import finding_columns
+from jobs.spark.profile import broadcast
 
 CATEGORY = "consistency"
 FINDING_KIND = "ns_divergence"
-REPORT_ROWS = 500
-REPORT_COLUMNS = ("kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views")
 
 
 def _subject() -> Column:
@@ -61,21 +60,6 @@ def agg_divergence_findings(episodes_df: DataFrame, span: Span, grace: Grace) ->
     )
 
 
-def select_report_rows(episodes_df: DataFrame, limit: int = REPORT_ROWS) -> DataFrame:
-    """The report's rows (:data:`REPORT_COLUMNS`), longest first, ``ns_views`` as
-    ``ns-a=live, ns-b=absent``."""
-    views_text = F.array_join(F.transform("views", lambda v: F.concat(v["ns"], F.lit("="), v["view"])), ", ")
-    return (
-        episodes_df.select(
-            "kind", _subject().alias("subject"), F.timestamp_millis("start_ms").alias("start_ts"),
-            F.timestamp_millis("end_ms").alias("end_ts"), (F.col("end_ms") - F.col("start_ms")).alias("duration_ms"),
-            views_text.alias("ns_views"),
-        )
-        .orderBy(F.col("duration_ms").desc(), "kind", "subject", "start_ts")
-        .limit(limit)
-    )
-
-
 OBSERVED_BROKER_MISSING = "observed_broker_missing"
 
 
@@ -105,8 +89,8 @@ def agg_observed_broker_missing(episodes_df: DataFrame, observed_df: DataFrame, 
     )
     return (
         episodes_df.where(F.col("kind") == BROKER_MISSING).drop("broker_name")
-        .crossJoin(F.broadcast(observed_df.agg(F.collect_set("ns").alias("observed_ns"))))
-        .join(F.broadcast(names_df), "broker_addr", "left")
+        .crossJoin(broadcast(observed_df.agg(F.collect_set("ns").alias("observed_ns"))))
+        .join(broadcast(names_df), "broker_addr", "left")
         .withColumn("_shadows", F.array_sort(shadows))
         .where(F.size("_shadows") > 0)
         .select("*", F.explode(missing).alias("_missing"))

@@ -22,6 +22,7 @@ from jobs.analytics.divergence.kinds import (
 )
 from jobs.analytics.divergence.span import Span
 from jobs.analytics.divergence.up_periods import covering_at
+from jobs.spark.profile import broadcast
 
 
 def _views(kind: Column, covering: Column, up_ns: Column) -> Column:
@@ -128,7 +129,7 @@ def select_disagreeing_segments(keyed_df: DataFrame, periods_df: DataFrame, span
     # costly projection into several uses). No row filter on these columns: it would be pushed
     # into the cross join's condition and compute everything twice; explode drops empty arrays.
     return (
-        keyed_df.crossJoin(F.broadcast(periods_df))
+        keyed_df.crossJoin(broadcast(periods_df))
         .withColumn("_bounds", F.sort_array(F.array_distinct(ends)))
         .withColumn("_segments", segments)
         .withColumn("_disagreeing", disagreeing)

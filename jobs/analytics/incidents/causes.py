@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 
 from common.timeutil import day_start_ms
 from nameserver.model import PERM_WRITE
+from jobs.spark.profile import broadcast
 
 # the fields of the details that say what a finding is about (absent fields parse as null)
 DETAIL_FIELDS = T.StructType([
@@ -107,7 +108,7 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
         .when(kind.isin(*FLEET_KINDS), F.lit("fleet"))
     )
     addr = F.coalesce(d["key"]["broker_addr"], F.when(kind.isin(*ADDRESS_KINDS), subject))
-    names_df = F.broadcast(addr_names_df.withColumnRenamed("broker_addr", "_addr"))
+    names_df = broadcast(addr_names_df.withColumnRenamed("broker_addr", "_addr"))
     return (
         findings_df.withColumn("_addr", addr)
         .join(names_df, "_addr", "left")
@@ -182,7 +183,7 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         ``ns-a`` back at 14:50:53 after a restart, ``topic-0010`` missing on ``ns-a`` alone from
         14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident.
     """
-    restarts_df = F.broadcast(findings_df.where(F.col("kind").isin(*RESTART_KINDS)).select(
+    restarts_df = broadcast(findings_df.where(F.col("kind").isin(*RESTART_KINDS)).select(
         F.col("ns").alias("_r_ns"), F.col("end_ms").alias("_r_end")))
     episode = (F.col("kind") == "ns_divergence") & (F.col("_d")["kind"] == "route_missing") & (
         F.size("servers") == 1)

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 
 from schemas.findings import SEVERITIES
 from schemas.incidents import INCIDENTS_SCHEMA
+from jobs.spark.profile import broadcast
 
 # Two findings of one cause key more than this apart (end of one to start of the next) are two
 # incidents. Expiry (120 s) plus a scan interval (10 s) and some slack: a broker's removal on the
@@ -142,7 +143,7 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
             .alias("tables_emptied"),
         )
         .join(per_topic_df, "incident_id", "left")
-        .crossJoin(F.broadcast(n_servers_df))
+        .crossJoin(broadcast(n_servers_df))
     )
     severity = F.element_at(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("_rank") + 1)
     after_colon = F.regexp_extract("cause_key", r"^[^:]*:(.+)$", 1)  # "" without one

@@ -23,7 +23,8 @@ from jobs.analytics.incidents.causes import (
     with_span_ms,
 )
 from jobs.analytics.incidents.grouping import INCIDENT_GAP_MS, agg_incidents, with_incident_ids
-from jobs.lake.days import read_or_empty, replace_day
+from jobs.lake.days import day_rows, read_day_arrow, read_or_empty, replace_day
+from jobs.lake.findings import DayFindings
 from jobs.spark.frames import checkpoint_frame, release_frame
 from common.config import Config
 from schemas.findings import FINDINGS_PARTITION_BY, FINDINGS_SCHEMA, SEVERITIES
@@ -88,30 +89,40 @@ def agg_server_count(ns_runs_df: DataFrame, findings_df: DataFrame) -> DataFrame
     return servers_df.agg(F.greatest(F.count_distinct("ns"), F.lit(1)).alias("n_servers"))
 
 
-def run_incidents(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> IncidentsResult:
+def run_incidents(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
+                  findings: DayFindings | None = None) -> IncidentsResult:
     """Group the day's findings into incidents; writes ``incidents`` and the day's ``findings``
-    with their ``incident_id`` (both replaced, so a rerun gives the same rows)."""
+    with their ``incident_id`` (both replaced, so a rerun gives the same rows).
+
+    Args:
+        findings: every stage's findings of the day, gathered by the nightly audit and written
+            here for the first time (then released); None: the day's ``findings`` in the lake.
+    """
     today = {"date": day}
-    findings_df = read_or_empty(spark, lake_dir, lake.FINDINGS, FINDINGS_SCHEMA, where=today)
+    if findings is None:
+        findings_df = read_or_empty(spark, lake_dir, lake.FINDINGS, FINDINGS_SCHEMA, where=today)
+    else:
+        findings_df = findings.frame(spark)
     addr_names_df = agg_addr_names(
         read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=today))
-    # small (a row per finding), read by both writes; and it must be read before findings is replaced
-    linked_df = checkpoint_frame(link_findings(findings_df, addr_names_df, day,
-                                                 config.audit.snapshot_interval_ms))
-    incidents_df = checkpoint_frame(agg_incidents(
-        linked_df, agg_server_count(read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=today),
-                                    findings_df), day))
     try:
+        # small (a row per finding), read by both writes; and it must be read before findings is replaced
+        linked_df = checkpoint_frame(link_findings(findings_df, addr_names_df, day,
+                                                   config.audit.snapshot_interval_ms))
+    finally:
+        if findings is not None:
+            findings.release()  # every stage's intermediates: their findings are computed now
+    try:
+        incidents_df = agg_incidents(
+            linked_df, agg_server_count(read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=today),
+                                        linked_df), day)
         replace_day(incidents_df, lake_dir, lake.INCIDENTS, day, INCIDENTS_SCHEMA, partition_by=PARTITION_BY,
                     few_rows=True)
         replace_day(linked_df.select(*FINDINGS_SCHEMA.names), lake_dir, lake.FINDINGS, day, FINDINGS_SCHEMA,
                     partition_by=FINDINGS_PARTITION_BY, few_rows=True)
-        # a row per severity and the day's count: the stage's log line and the summary, not data
-        by_severity = {s: 0 for s in SEVERITIES}
-        by_severity.update({r["severity"]: r["n"] for r in incidents_df.groupBy("severity").agg(
-            F.count(F.lit(1)).alias("n")).collect()})
-        findings = linked_df.count()
     finally:
-        release_frame(incidents_df)
         release_frame(linked_df)
-    return IncidentsResult(day, findings, by_severity)
+    by_severity = {s: 0 for s in SEVERITIES}
+    for severity in read_day_arrow(lake_dir, lake.INCIDENTS, day, ["severity"]).column(0).to_pylist():
+        by_severity[severity] += 1
+    return IncidentsResult(day, day_rows(lake_dir, lake.FINDINGS, day), by_severity)

@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from nameserver.codec import RequestCode
+from jobs.spark.profile import broadcast
 
 IDENTITY_COLUMNS = ("cluster", "broker_name", "broker_id")
 
@@ -26,7 +27,7 @@ def with_window_identity(windows_df: DataFrame, named_df: DataFrame) -> DataFram
     """
     keys_df = windows_df.select("ns", "broker_addr", F.col("id_seq").alias("seq")).where(F.col("seq").isNotNull())
     ids_df = (
-        named_df.join(F.broadcast(keys_df.distinct()), ["ns", "broker_addr", "seq"], "left_semi")
+        named_df.join(broadcast(keys_df.distinct()), ["ns", "broker_addr", "seq"], "left_semi")
         .groupBy("ns", "broker_addr", "seq")
         .agg(F.max(F.struct(*IDENTITY_COLUMNS)).alias("_id"))
         .select("ns", "broker_addr", F.col("seq").alias("id_seq"), *[F.col("_id")[c].alias(c) for c in IDENTITY_COLUMNS])

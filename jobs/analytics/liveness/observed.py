@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from common.timeutil import DAY_MS, day_start_ms
 from jobs.analytics.liveness.findings import FINDING_COLUMNS, liveness_finding
+from jobs.spark.profile import broadcast
 
 OBSERVED_BROKER_GONE = "observed_broker_gone"
 OBSERVED_SERVER_DOWN = "observed_server_down"
@@ -65,7 +66,7 @@ def agg_observed_broker_gone_findings(addr_df: DataFrame, runs_df: DataFrame, da
     end_ms = F.when(returned, F.col("_next_ms")).otherwise(F.col("_run_end_ms"))
     day_end = day_start_ms(day) + DAY_MS
     return (
-        ends_df.join(F.broadcast(runs), inside).drop(runs["ns"])
+        ends_df.join(broadcast(runs), inside).drop(runs["ns"])
         .withColumn("_returned", returned)
         .withColumn("_end_ms", end_ms)
         .select(liveness_finding(

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs.analytics.liveness.params import LivenessParams
+from jobs.spark.profile import broadcast
 from schemas.events import RESET_TYPES
 
 DATA_VERSION_TYPE = T.StructType([T.StructField("timestamp", T.LongType()), T.StructField("counter", T.LongType())])
@@ -94,7 +95,7 @@ def with_run(df: DataFrame, run_intervals_df: DataFrame) -> DataFrame:
     )
     inside = (F.col("ns") == F.col("_iv_ns")) & (F.col("seq") >= F.col("lo_seq")) & (F.col("seq") < F.col("hi_seq"))
     return (
-        df.join(F.broadcast(intervals_df), inside, "left")
+        df.join(broadcast(intervals_df), inside, "left")
         .withColumn("run", F.coalesce(F.col("_iv_run"), F.lit(0)))
         .drop("_iv_ns", "_iv_run", "lo_seq", "hi_seq")
     )

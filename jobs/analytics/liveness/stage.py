@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -36,10 +36,11 @@ from jobs.analytics.liveness.runs import (
     with_event_ms,
     with_run,
 )
-from jobs.lake.days import read_or_empty, replace_day
-from jobs.lake.findings import write_findings
+from jobs.lake.days import read_day_arrow, read_or_empty, replace_day
+from jobs.lake.findings import DayFindings
 from jobs.lake.tables import read_table
 from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame
+from jobs.spark.profile import broadcast
 from common.config import Config
 from schemas.events import EVENTS_TABLE_SCHEMA, OBSERVATION_TYPES
 from schemas.liveness import BROKER_AVAILABILITY_SCHEMA, LIVENESS_WINDOWS_SCHEMA
@@ -54,22 +55,18 @@ class LivenessResult:
 
     Attributes:
         day: the UTC day.
-        events: events of the day read.
         windows: liveness windows written.
         open_windows: of those, still open at the end of the day.
         broker_addrs: distinct broker addresses with a window.
-        findings_by_kind: findings written, per kind (kinds with none are absent).
-        availability_df: the day's ``broker_availability`` rows as written (lazy, small: one row
-            per broker address), for the report.
+        findings_by_kind: findings written, per kind (kinds with none are absent); empty in the
+            nightly audit, which writes every stage's findings at its end.
     """
 
     day: dt.date
-    events: int
     windows: int
     open_windows: int
     broker_addrs: int
     findings_by_kind: dict[str, int] = field(default_factory=dict)
-    availability_df: DataFrame | None = None
 
 
 @dataclass(frozen=True)
@@ -191,13 +188,18 @@ def _union_findings(checks_df: DataFrame, windows_df: DataFrame, resets_df: Data
     )
 
 
-def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> LivenessResult:
+def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
+                 findings: DayFindings | None = None) -> LivenessResult:
     """Audit liveness for ``day``: replaces the day in ``liveness_windows``, ``broker_availability``
     and the ``liveness`` findings (a rerun gives the same rows).
 
     Reads the day's ``events``; the day before's ``liveness_windows`` (windows carried over
     midnight) and ``ns_runs`` (scan schedule of a run started before today, and whether a server
     was up at the end of it) when the lake has them.
+
+    Args:
+        findings: the audit's findings of the day, which this stage's join (written by the
+            incidents stage); None: they are written now.
 
     Raises:
         FileNotFoundError: the lake has no ``events`` table.
@@ -215,47 +217,41 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
     carried_runs_df = _carried_run_timers(spark, lake_dir, agg_carried_runs(ns_runs_df, day))
     frames = build_liveness(events_df, prev_windows_df, carried_runs_df, agg_previous_day_up(ns_runs_df, day),
                             day, params)
-    observed_df = _observed_findings(spark, lake_dir, day)
+    own = findings is None
+    findings = findings if findings is not None else DayFindings(day)
+    kept = False
     try:
         # windows and availability: a row per live entry or broker of the day
         replace_day(frames.windows_df, lake_dir, lake.LIVENESS_WINDOWS, day, LIVENESS_WINDOWS_SCHEMA, few_rows=True)
         replace_day(frames.availability_df, lake_dir, lake.BROKER_AVAILABILITY, day, BROKER_AVAILABILITY_SCHEMA,
                     few_rows=True)
-        write_findings(frames.findings_df.unionByName(observed_df), lake_dir, day, category=CATEGORY)
-        totals, by_kind = _count_outputs(frames, observed_df)
-        events = events_df.count()
+        findings.add(CATEGORY, frames.findings_df.unionByName(_observed_findings(spark, lake_dir, day)), keep=frames)
+        kept = True
+        by_kind = findings.write_category(lake_dir, CATEGORY) if own else {}
     finally:
-        frames.release()
-    availability_df = read_table(spark, lake.table_path(lake_dir, lake.BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA,
-                                 where={"date": day})
-    return LivenessResult(day, events, totals["windows"], totals["open_windows"], totals["broker_addrs"],
-                          by_kind, availability_df)
+        if own or not kept:
+            frames.release()
+    return _result(lake_dir, day, by_kind)
+
+
+def _result(lake_dir: str, day: dt.date, by_kind: dict[str, int]) -> LivenessResult:
+    """The stage's counts, read back from the windows it wrote (a row per live entry)."""
+    rows = read_day_arrow(lake_dir, lake.LIVENESS_WINDOWS, day, ["broker_addr", "end_reason"])
+    addrs, reasons = rows.column("broker_addr").to_pylist(), rows.column("end_reason").to_pylist()
+    return LivenessResult(day, rows.num_rows, sum(r == "open" for r in reasons), len(set(addrs)), by_kind)
 
 
 def _observed_findings(spark: SparkSession, lake_dir: str, day: dt.date) -> DataFrame:
     """The day's liveness-as-observed findings (:mod:`jobs.analytics.liveness.observed`), from the
     rebuild's tables of the observed servers (none on a day without ``nsaudit collect`` streams)."""
     today = {"date": day}
-    observed_df = F.broadcast(read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=today)
+    observed_df = broadcast(read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=today)
                               .where(F.col("observed")).select("ns").distinct())
     runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=today)
     addr_df = read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=today)
     runs_df, addr_df = (df.join(observed_df, "ns", "left_semi") for df in (runs_df, addr_df))
     return agg_observed_broker_gone_findings(addr_df, runs_df, day).unionByName(
         agg_observed_server_down_findings(runs_df, addr_df, day))
-
-
-def _count_outputs(frames: LivenessFrames, observed_df: DataFrame) -> tuple[Row, dict[str, int]]:
-    """The windows' counts (``windows``, ``open_windows``, ``broker_addrs``) and findings per kind."""
-    # one small row of counts and a row per finding kind: the job's log, not data
-    totals = frames.windows_df.agg(
-        F.count(F.lit(1)).alias("windows"),
-        F.count(F.when(F.col("end_reason") == "open", 1)).alias("open_windows"),
-        F.countDistinct("broker_addr").alias("broker_addrs"),
-    ).first()
-    by_kind = {r["kind"]: r["n"] for r in frames.findings_df.unionByName(observed_df).groupBy("kind").agg(
-        F.count(F.lit(1)).alias("n")).collect()}
-    return totals, by_kind
 
 
 def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFrame) -> DataFrame:

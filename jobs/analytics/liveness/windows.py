@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from common.timeutil import day_start_ms
 from nameserver.codec import RequestCode
 from schemas.events import REMOVAL_TYPES
+from jobs.spark.profile import broadcast
 
 REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)  # a plain int: Spark makes a literal of it
 
@@ -123,7 +124,7 @@ def number_streams(streams_df: DataFrame, run_intervals_df: DataFrame) -> DataFr
     ranges_df = run_intervals_df.select("ns", "run", "lo_seq", "hi_seq")
     return (
         streams_df.select(*STREAM_KEYS).distinct()
-        .join(F.broadcast(ranges_df), ["ns", "run"], "left")
+        .join(broadcast(ranges_df), ["ns", "run"], "left")
         .repartition(1)
         .sortWithinPartitions(*STREAM_KEYS)
         .select(
@@ -157,7 +158,7 @@ def with_stream_id(address_df: DataFrame, numbered_df: DataFrame) -> DataFrame:
         (F.col("ns") == F.col("_s_ns")) & (F.col("broker_addr") == F.col("_s_addr"))
         & (F.col("seq") >= F.col("lo_seq")) & (F.col("seq") < F.col("hi_seq"))
     )
-    return address_df.join(F.broadcast(keys_df), inside, "inner").select(*STREAM_COLUMNS)
+    return address_df.join(broadcast(keys_df), inside, "inner").select(*STREAM_COLUMNS)
 
 
 def with_window_keys(stream_df: DataFrame) -> DataFrame:
@@ -347,8 +348,8 @@ def _agg_window_rows(gaps_df: DataFrame, numbered_df: DataFrame, run_intervals_d
         # package docstring)
         .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("sid").orderBy("wkey")))
         .where((F.col("wkey") > 0) | F.col("_carried") | F.col("_proof"))
-        .join(F.broadcast(numbered_df.select("sid", *STREAM_KEYS)), ["sid"], "inner")
-        .join(F.broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
+        .join(broadcast(numbered_df.select("sid", *STREAM_KEYS)), ["sid"], "inner")
+        .join(broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
               ["ns", "run"], "left")
     )
 

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from jobs.analytics.security.columns import host_of, to_ts
 from jobs.lake.findings import finding_columns
+from jobs.spark.profile import broadcast
 
 NAME_COLUMNS = ("cluster", "broker_name")  # finding kinds new_cluster, new_broker_name
 SEEN_NAME_COLUMNS = ("kind", "name")
@@ -65,7 +66,7 @@ def agg_new_names(pairs_df: DataFrame, known_df: DataFrame, has_history_df: Data
     flagged_df = (
         today_df.join(in_takeover_df, ["kind", "name"], "left")
         .join(takeover_hosts_df, F.col("first.remote_host") == F.col("t_host"), "left")
-        .crossJoin(F.broadcast(has_history_df))
+        .crossJoin(broadcast(has_history_df))
     )
     together = F.coalesce(F.col("in_takeover"), F.col("from_takeover_host"), F.lit(False))
     return flagged_df.select(*finding_columns(

@@ -38,7 +38,7 @@ from jobs.analytics.security.takeover import (
     select_slot_changes,
     select_takeover_findings,
 )
-from jobs.lake.findings import write_findings
+from jobs.lake.findings import DayFindings
 from jobs.lake.tables import read_table, table_exists
 from jobs.spark.frames import CachedFrames, checkpoint_frame
 from common.config import Config
@@ -54,13 +54,12 @@ class SecurityResult:
 
     Attributes:
         day: the UTC day.
-        events: events of the day read.
-        findings: findings written.
+        findings: findings written (0 in the nightly audit, which writes every stage's findings
+            at its end).
         findings_by_kind: findings per kind (kinds with none are absent).
     """
 
     day: dt.date
-    events: int
     findings: int
     findings_by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -140,8 +139,13 @@ def read_history(spark: SparkSession, lake_dir: str, day: dt.date,
     return known_df, has_history_df, carried_df
 
 
-def run_security(spark: SparkSession, lake_dir: str, day: dt.date, config: Config) -> SecurityResult:
+def run_security(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
+                 findings: DayFindings | None = None) -> SecurityResult:
     """Audit ``day`` for hijacks: replaces the day's ``security`` findings (a rerun gives the same rows).
+
+    Args:
+        findings: the audit's findings of the day, which this stage's join (written by the
+            incidents stage); None: they are written now.
 
     Raises:
         FileNotFoundError: the lake has no ``events`` table.
@@ -153,13 +157,13 @@ def run_security(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
     events_df = read_table(spark, path, EVENTS_TABLE_SCHEMA, where={"date": day})
     known_df, has_history_df, carried_df = read_history(spark, lake_dir, day, params.carry_ms)
     frames = build_security(events_df, known_df, has_history_df, params, carried_df)
-    findings_df = frames.findings_df.cache()
+    if findings is not None:
+        findings.add(CATEGORY, frames.findings_df, keep=frames)
+        return SecurityResult(day, 0)
+    own = DayFindings(day)
     try:
-        write_findings(findings_df, lake_dir, day, CATEGORY)
-        # one row per kind: the job's log line, not data
-        by_kind = {r["kind"]: r["n"] for r in findings_df.groupBy("kind").agg(F.count(F.lit(1)).alias("n")).collect()}
-        events = events_df.count()
+        own.add(CATEGORY, frames.findings_df)
+        by_kind = own.write_category(lake_dir, CATEGORY)
     finally:
-        findings_df.unpersist()
         frames.release()
-    return SecurityResult(day, events, sum(by_kind.values()), by_kind)
+    return SecurityResult(day, sum(by_kind.values()), by_kind)

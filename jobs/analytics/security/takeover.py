@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from jobs.analytics.security.columns import to_ts
 from jobs.lake.findings import finding_columns
+from jobs.spark.profile import broadcast
 from schemas.events import REMOVAL_TYPES, RESET_TYPES
 
 
@@ -42,7 +43,7 @@ def filter_shared_addresses(registrations_df: DataFrame, shared_df: DataFrame) -
     """The registrations of the addresses in ``shared_df`` (:func:`select_shared_addresses`, a
     broadcast of a handful of rows): every row :func:`select_slot_changes` and
     :func:`filter_old_holder_live` can use, without the day's other heartbeats."""
-    return registrations_df.join(F.broadcast(shared_df), ["ns", "broker_addr"], "left_semi")
+    return registrations_df.join(broadcast(shared_df), ["ns", "broker_addr"], "left_semi")
 
 
 def select_slot_changes(registrations_df: DataFrame) -> DataFrame:
