@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Sequence
 
 from common.config import CollectConfig, EventLogConfig
+from nameserver.collect.live.judge import LiveJudge
+from nameserver.collect.metrics import live_families, server_families
 from nameserver.collect.poller import ServerPoller, wall_clock_ms
 from nameserver.collect.targets import Target
+from nameserver.collect.view import ServerView
 from nameserver.eventlog.writer import EventLogWriter
+from nameserver.metrics.exposition import render
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +36,17 @@ class Collector:
         eventlog: segment size and durability of the streams.
         report: takes the progress lines.
         clock: epoch ms for the events.
+        judge: judges every round live (docs/collect.md, "Live incidents") and writes the
+            ``live_incident`` events; None judges nothing.
 
     Attributes:
         failure: the exception that stopped the collector (a stream that cannot be written), or None.
+        opened_total: live incidents opened, by root cause.
     """
 
     def __init__(self, targets: Sequence[Target], events_dir: str | Path, config: CollectConfig,
                  eventlog: EventLogConfig, report: Callable[[str], None],
-                 clock: Callable[[], int] = wall_clock_ms) -> None:
+                 clock: Callable[[], int] = wall_clock_ms, judge: LiveJudge | None = None) -> None:
         self.targets = tuple(targets)
         self.events_dir = Path(events_dir)
         self.config = config
@@ -49,6 +57,9 @@ class Collector:
         self._report = report
         self._clock = clock
         self._stop: asyncio.Event | None = None
+        self.judge = judge
+        self.opened_total: Counter = Counter()
+        self._by_ns: dict[str, ServerPoller] = {}
 
     def start(self) -> None:
         """Open every stream (recovering what a crash left) and build the pollers.
@@ -65,8 +76,9 @@ class Collector:
             for writer in writers:
                 writer.close("start failed")
             raise
-        self.pollers = [ServerPoller(t, w, self.config, self._report, self._clock)
+        self.pollers = [ServerPoller(t, w, self.config, self._report, self._clock, self._on_round)
                         for t, w in zip(self.targets, writers)]
+        self._by_ns = {p.target.ns: p for p in self.pollers}
 
     def request_stop(self, reason: str) -> None:
         """Ask :meth:`run` to finish: rounds in progress are abandoned, then every stream closes."""
@@ -97,6 +109,38 @@ class Collector:
                         poller.writer.close(self.stop_reason)
                     except OSError as exc:
                         self.failure = self.failure or exc
+
+    def metrics_body(self) -> bytes:
+        """The metrics exposition now (docs/collect.md, "Metrics and alerts")."""
+        families = server_families(self.pollers, self._clock(), self.judge)
+        if self.judge is not None:
+            families += live_families(self.judge, self.opened_total, self.judge.grace_ms)
+        return render(families)
+
+    async def _on_round(self, poller: ServerPoller, now: int, view: ServerView | None, events: list[dict]) -> None:
+        """A round was logged: judge it live and log the live incidents that opened or closed."""
+        if self.judge is None:
+            return
+        ns = poller.target.ns
+        if view is None:
+            written = self.judge.failed(ns, now)
+        elif events and events[0]["type"] == "observe_snapshot":
+            written = self.judge.observed(ns, now, view)
+        else:
+            topics = {e["topic"] for e in events if e["type"] == "observed_route"}
+            brokers = {e["broker_name"] for e in events if e["type"] == "observed_broker"}
+            written = self.judge.observed(ns, now, view, topics, brokers)
+        by_stream: dict[str, list[dict]] = {}
+        for stream, event in written:
+            target = self._by_ns.get(stream or "", poller)
+            by_stream.setdefault(target.target.ns, []).append(event)
+            if event["incident_state"] == "open":
+                self.opened_total[event["root_cause"]] += 1
+            self._report(f"collect live: incident {event['incident_state']} {event['root_cause']} "
+                         f"{event['subject']} on {','.join(event['servers'])} ({event['severity']}, "
+                         f"{event['incident_id']})")
+        for stream, stream_events in by_stream.items():
+            await self._by_ns[stream].write(stream_events)
 
     def _watch(self, task: asyncio.Future) -> None:
         if task.cancelled() or task.exception() is None:

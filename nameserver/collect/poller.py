@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Callable
+from typing import Awaitable, Callable
 
 from common.config import CollectConfig
 from nameserver.client import RemotingClient
@@ -42,20 +42,32 @@ class ServerPoller:
         config: interval, concurrency, timeouts, backoff.
         report: takes each round's progress line (stderr in the command).
         clock: epoch ms for the events' ``ts``.
+        on_round: awaited after each logged round with ``(poller, now, view, events)``: the
+            round's view and events, view None for a failed round (live judgement, metrics).
 
     Attributes:
         rounds: rounds done (good or failed).
         failures: failed rounds in a row.
+        failures_by_reason: failed rounds since the start, per ``observe_error`` reason.
+        last_ok_ms: epoch ms of the last round that got every answer (None before one).
+        last_round_s: how long that round took, seconds.
+        view: what the server answered in its last good round (None while failing).
     """
 
     def __init__(self, target: Target, writer: EventLogWriter, config: CollectConfig,
-                 report: Callable[[str], None], clock: Callable[[], int] = wall_clock_ms) -> None:
+                 report: Callable[[str], None], clock: Callable[[], int] = wall_clock_ms,
+                 on_round: Callable[..., Awaitable[None]] | None = None) -> None:
         self.target = target
         self.writer = writer
         self.config = config
         self.record = ObservedServer(target.addr, config.interval_ms)
         self.rounds = 0
         self.failures = 0
+        self.failures_by_reason: dict[str, int] = {}
+        self.last_ok_ms: int | None = None
+        self.last_round_s: float | None = None
+        self.view = None
+        self._on_round = on_round
         self._report = report
         self._clock = clock
         self._client: RemotingClient | None = None
@@ -70,7 +82,7 @@ class ServerPoller:
             EventLogError: the stream cannot be written (fatal for the collector).
         """
         loop = asyncio.get_running_loop()
-        await self._write(self.record.start(self._clock()))
+        await self.write(self.record.start(self._clock()))
         try:
             while not stop.is_set():
                 round_task = asyncio.ensure_future(self._one_round())
@@ -94,7 +106,7 @@ class ServerPoller:
 
     async def stop(self, reason: str) -> None:
         """Write ``observe_stop`` and make the stream durable."""
-        await self._write(self.record.stop(self._clock(), reason))
+        await self.write(self.record.stop(self._clock(), reason))
 
     async def _one_round(self) -> float:
         """One round, logged; returns the loop time at which the next may start: an interval after
@@ -114,15 +126,25 @@ class ServerPoller:
         except ObserveFailure as failure:
             await self._disconnect()
             self.failures += 1
+            self.failures_by_reason[failure.reason] = self.failures_by_reason.get(failure.reason, 0) + 1
+            self.view = None
             wait = backoff_ms(self.failures, self.config)
-            await self._write(self.record.failed(self._clock(), number, failure.reason, failure.detail))
+            now = self._clock()
+            events = self.record.failed(now, number, failure.reason, failure.detail)
+            await self.write(events)
+            if self._on_round is not None:
+                await self._on_round(self, now, None, events)
             self._report(f"collect {self.target.ns} ({self.target.addr}) round {number}: FAILED {failure.reason}: "
                          f"{failure.detail}; failure {self.failures} in a row, retry in {wait / 1000:g} s")
             return loop.time() + wait / 1000
         recovered = self.failures
         self.failures = 0
-        events = self.record.observed(result.view, self._clock(), number)
-        await self._write(events)
+        now = self._clock()
+        events = self.record.observed(result.view, now, number)
+        await self.write(events)
+        self.view, self.last_ok_ms, self.last_round_s = result.view, now, loop.time() - started
+        if self._on_round is not None:
+            await self._on_round(self, now, result.view, events)
         self._report(self._ok_line(number, result, events, loop.time() - started, recovered))
         return started + self.config.interval_ms / 1000
 
@@ -138,7 +160,8 @@ class ServerPoller:
                 f"brokers, {len(view.routes)} topics ({routed} routed), {logged}, {result.requests} requests "
                 f"in {seconds:.2f} s{back}")
 
-    async def _write(self, events: list[dict]) -> None:
+    async def write(self, events: list[dict]) -> None:
+        """Append ``events`` to the stream and make them durable (the writer's sync, off the loop)."""
         if not events:
             return
         for event in events:
