@@ -25,9 +25,7 @@ import logging
 import time
 from typing import Callable
 
-from common.errors import UserError
 from nameserver.metrics.exposition import CONTENT_TYPE
-from nameserver.server.address import parse_listen
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +33,25 @@ MAX_HEAD_BYTES = 8192
 DEFAULT_PATH = "/metrics"
 
 
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) to ``(host, port)``.
+
+    Raises:
+        ValueError: not HOST:PORT with a port in 0..65535.
+    """
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"must be HOST:PORT with a port in 0..65535, not {text!r}")
+    return host, int(port)
+
+
 def listen_address(text: str) -> str:
     """An argparse type for ``--metrics-listen``: ``HOST:PORT`` with a port in 0..65535."""
     try:
         parse_listen(text)
-    except UserError:
-        raise argparse.ArgumentTypeError(f"must be HOST:PORT with a port in 0..65535, not {text!r}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 
