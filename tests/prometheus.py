@@ -77,7 +77,11 @@ class Prometheus:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(10)
