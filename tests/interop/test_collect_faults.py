@@ -178,7 +178,7 @@ def audited(scenario, spark, tmp_path_factory):
     config = load_config(config_path)
     return {"faults": _audit(spark, scenario.events, root / "lake", config),
             "clean": _audit(spark, scenario.clean_events, root / "clean-lake", config),
-            "faults_findings": _findings(root / "lake"), "config": config}
+            "faults_findings": _findings(root / "lake"), "config": config, "faults_lake": root / "lake"}
 
 
 def _explains(fault: dict, incident: dict) -> bool:
@@ -270,3 +270,10 @@ def test_every_incident_of_the_audit_was_seen_live_and_no_live_incident_is_unexp
     assert any(e["root_cause"] == "write_perm_wiped" and e["subject"] == wipe["subject"] and e["servers"] == wipe["ns"]
                for e in opened), summary
     assert _live_events(scenario.clean_events) == []
+    # the report says when each was first seen live
+    incident = next(i for i in nightly if i["root_cause"] == "write_perm_wiped")
+    page = (audited["faults_lake"] / "reports" / incident["date"].isoformat() / "index.html").read_text()
+    row = next(r for r in page[page.index('id="incidents-table"'):].split("<tr>") if incident["incident_id"] in r)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
+    seen = next(e for e in opened if e["root_cause"] == "write_perm_wiped")
+    assert cells[6] == dt.datetime.fromtimestamp(seen["ts"] / 1000, dt.timezone.utc).strftime("%H:%M:%S"), cells
