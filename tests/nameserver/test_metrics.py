@@ -238,3 +238,27 @@ def test_a_real_prometheus_scrapes_the_collector_and_the_name_server_and_promtoo
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_the_dashboard_and_the_alerts_ask_only_for_metrics_that_are_served(tmp_path):
+    import json as json_lib
+
+    async def bodies() -> bytes:
+        controller = NameServerController("ns-d", tmp_path / "ns", NameServerConfig(listen="127.0.0.1:0"),
+                                          EventLogConfig(durability="none"))
+        await controller.start()
+        collector = Collector([target(controller, "obs-d")], tmp_path / "obs", FAST, EventLogConfig(durability="none"),
+                              Lines().append, judge=LiveJudge(300))
+        collector.start()
+        try:
+            return server_body(controller) + collector.metrics_body()
+        finally:
+            collector.pollers[0].writer.close("test end")
+            await controller.shutdown("test end")
+
+    served = set(re.findall(r"(?m)^# TYPE (\S+) ", arun(bodies()).decode()))
+    dashboard = json_lib.loads((ROOT / "deploy" / "grafana" / "nsaudit.json").read_text(encoding="utf-8"))
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs += re.findall(r"(?m)^\s+expr: (.+)$", ALERTS.read_text(encoding="utf-8"))
+    asked = {name for expr in exprs for name in re.findall(r"\b(nsaudit_[a-z_]+)", expr)}
+    assert len(asked) > 20 and sorted(asked - served) == []
