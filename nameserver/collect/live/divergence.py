@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from nameserver.collect.live.findings import FindingBook, LiveFinding
-from nameserver.collect.live.servers import KnownServer, addrs_text, queue_text
+from nameserver.collect.live.servers import KnownServer, addrs_text
 
 ROUTE_MISSING = "route_missing"
 BROKER_MISSING = "broker_missing"
@@ -34,24 +34,26 @@ FINDING_KIND = "ns_divergence"
 Key = tuple[str, object]  # (kind, topic | broker address | broker name | (topic, broker name))
 
 
-def views_of(key: Key, servers: Mapping[str, KnownServer]) -> dict[str, str]:
-    """Each compared server's view of ``key`` (sorted by server id)."""
+def views_of(key: Key, servers: list[tuple[str, KnownServer]]) -> dict[str, str]:
+    """Each compared server's view of ``key``; ``servers``: (id, server) pairs sorted by id."""
     kind, what = key
+    if kind == ROUTE_MISSING:
+        return {ns: "present" if what in server.qd else ABSENT for ns, server in servers}
+    if kind == BROKER_MISSING:
+        return {ns: "live" if what in server.addrs else ABSENT for ns, server in servers}
     views: dict[str, str] = {}
-    for ns in sorted(servers):
-        server = servers[ns]
-        if kind == ROUTE_MISSING:
-            views[ns] = "present" if what in server.qd else ABSENT
-        elif kind == BROKER_MISSING:
-            views[ns] = "live" if what in server.addrs else ABSENT
-        elif kind == QUEUE_DATA_MISMATCH:
-            topic, name = what
-            value = server.qd.get(topic, {}).get(name)
+    if kind == QUEUE_DATA_MISMATCH:
+        topic, name = what
+        for ns, server in servers:
+            cells = server.qd.get(topic)
+            value = cells.get(name) if cells else None
             if value is not None:
-                views[ns] = queue_text(value)
-            elif topic in server.qd and name in server.brokers:
+                views[ns] = value[4]
+            elif cells and name in server.brokers:
                 views[ns] = ABSENT
-        elif what in server.brokers:
+        return views
+    for ns, server in servers:
+        if what in server.brokers:
             views[ns] = addrs_text(server.brokers[what]["broker_addrs"])
     return views
 
@@ -112,9 +114,12 @@ class Divergence:
 
     def evaluate(self, keys: Iterable[Key], servers: Mapping[str, KnownServer], now: int) -> None:
         """Look at each key at ``now``: a disagreement begins, goes on or ends."""
-        up = tuple(sorted(servers))
+        ordered = sorted(servers.items())
+        up = tuple(ns for ns, _ in ordered)
+        if len(ordered) < 2 and not self.episodes:
+            return  # nothing to compare, nothing in progress
         for key in keys:
-            views = views_of(key, servers)
+            views = views_of(key, ordered)
             episode = self.episodes.get(key)
             if len(set(views.values())) > 1:
                 frozen = tuple(views.items())

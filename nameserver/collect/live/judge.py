@@ -213,25 +213,27 @@ class LiveJudge:
         group) was writable earlier today, or the same (topic, group) is writable on another
         server now."""
         touched: set[tuple[str, str]] = set()
+        seen, servers = self._writable_seen, list(self.servers.items())
         for topic in topics:
-            for cell in self._unwritable.pop(topic, set()):
+            for cell in self._unwritable.pop(topic, ()):
                 touched.add(cell)
                 self._wiped.get(cell, set()).discard(topic)
-            writable_on: dict[str, list[str]] = {}
-            unwritable = set()
-            for ns, server in self.servers.items():
+            unwritable = []
+            for ns, server in servers:
                 for name, value in server.qd.get(topic, {}).items():
                     if value[2] & PERM_WRITE:
-                        writable_on.setdefault(name, []).append(ns)
-                        self._writable_seen.add((ns, topic, name))
+                        seen.add((ns, topic, name))
                     else:
-                        unwritable.add((ns, name))
+                        unwritable.append((ns, name))
+            if not unwritable:
+                continue
+            self._unwritable[topic] = set(unwritable)
             for ns, name in unwritable:
                 touched.add((ns, name))
-                if (ns, topic, name) in self._writable_seen or any(o != ns for o in writable_on.get(name, ())):
+                elsewhere = any(o != ns and (cell := s.qd.get(topic, {}).get(name)) is not None
+                                and cell[2] & PERM_WRITE for o, s in servers)
+                if elsewhere or (ns, topic, name) in seen:
                     self._wiped.setdefault((ns, name), set()).add(topic)
-            if unwritable:
-                self._unwritable[topic] = unwritable
         for ns, name in touched:
             wiped = self._wiped.get((ns, name))
             key = ("write_perm_wiped", ns, name)
@@ -258,7 +260,7 @@ class LiveJudge:
         for key in self.divergence.keys():
             if key[0] == QUEUE_DATA_MISMATCH and (key[1][0] in topics or key[1][1] in brokers):
                 keys.add(key)
-        self.divergence.evaluate(sorted(keys, key=repr), self.servers, now)
+        self.divergence.evaluate(keys, self.servers, now)
 
     def _everything(self, now: int, topics=(), brokers=(), addrs=()) -> None:
         """A server joined or left the comparison: every key and every wiped cell again."""

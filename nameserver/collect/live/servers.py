@@ -22,13 +22,14 @@ from typing import Iterable
 from nameserver.collect.view import ServerView
 from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE
 
-# a QueueData as the live judge keeps it: (read_queue_nums, write_queue_nums, perm, topic_sys_flag)
-QueueValue = tuple[int, int, int, int]
+# a QueueData as the live judge keeps it: (read_queue_nums, write_queue_nums, perm, topic_sys_flag,
+# its queue_text), the text made once per answer, not per comparison
+QueueValue = tuple[int, int, int, int, str]
 
 
-def queue_text(value: QueueValue) -> str:
+def queue_text(read: int, write: int, perm: int, sys_flag: int) -> str:
     """The ``queue_data_mismatch`` view of a QueueData, ``read/write/perm/sysflag`` (``8/8/6/0``)."""
-    return "/".join(str(v) for v in value)
+    return f"{read}/{write}/{perm}/{sys_flag}"
 
 
 def addrs_text(broker_addrs: list[dict]) -> str:
@@ -54,6 +55,7 @@ class KnownServer:
         self.brokers: dict[str, dict] = {}
         self.addrs: dict[str, tuple[str, int]] = {}
         self.topics_of: dict[str, set[str]] = {}
+        self.masters: set[str] = set()  # broker names whose BrokerData lists id 0
         self._set_topics(view.routes)
         self._set_brokers(view.broker_addr_table)
 
@@ -70,6 +72,7 @@ class KnownServer:
         self._set_topics({t: view.routes.get(t) for t in topics})
         before = {a for name in brokers for a in self._addrs_of(self.brokers.get(name))}
         for name in brokers:
+            self.masters.discard(name)
             for addr in self._addrs_of(self.brokers.pop(name, None)):
                 if self.addrs.get(addr, (None,))[0] == name:
                     del self.addrs[addr]
@@ -85,8 +88,10 @@ class KnownServer:
         for topic, route in routes.items():
             if not route or not route.get("queue_datas"):
                 continue
-            cells = {q["broker_name"]: (q["read_queue_nums"], q["write_queue_nums"], q["perm"], q["topic_sys_flag"])
-                     for q in route["queue_datas"]}
+            cells = {}
+            for q in route["queue_datas"]:
+                value = (q["read_queue_nums"], q["write_queue_nums"], q["perm"], q["topic_sys_flag"])
+                cells[q["broker_name"]] = (*value, queue_text(*value))
             self.qd[topic] = cells
             for name in cells:
                 self.topics_of.setdefault(name, set()).add(topic)
@@ -98,11 +103,12 @@ class KnownServer:
             self.brokers[name] = entry
             for a in entry["broker_addrs"]:
                 self.addrs[a["broker_addr"]] = (name, a["broker_id"])
+                if a["broker_id"] == MASTER_ID:
+                    self.masters.add(name)
 
     def has_master(self, broker_name: str) -> bool:
         """The group's BrokerData (cluster info) lists id 0."""
-        entry = self.brokers.get(broker_name)
-        return entry is not None and any(a["broker_id"] == MASTER_ID for a in entry["broker_addrs"])
+        return broker_name in self.masters
 
     def masterless(self, broker_name: str) -> bool:
         """A BrokerData with addresses but none of id 0 (``no_master``, before the starting rule)."""
@@ -117,7 +123,7 @@ class KnownServer:
             return None
         publish = writable = readable = masters = write_queues = 0
         lost = []
-        for name, (_, write, perm, _) in cells.items():
+        for name, (_, write, perm, _, _) in cells.items():
             master = self.has_master(name)
             masters += master
             writable += bool(perm & PERM_WRITE)
@@ -135,7 +141,7 @@ class KnownServer:
     def read_write_mismatch(self, topic: str) -> dict | None:
         """The detail of ``read_write_mismatch`` when a readable and writable QueueData has fewer
         read than write queues (messages nobody reads); None otherwise."""
-        unread = [(name, read, write) for name, (read, write, perm, _) in sorted(self.qd.get(topic, {}).items())
+        unread = [(name, read, write) for name, (read, write, perm, _, _) in sorted(self.qd.get(topic, {}).items())
                   if perm & PERM_READ and perm & PERM_WRITE and read < write]
         if not unread:
             return None
