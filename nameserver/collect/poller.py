@@ -21,6 +21,7 @@ from nameserver.eventlog.writer import EventLogWriter
 
 # Route requests start within this share of the interval, so a round ends well before the next.
 SPREAD_SHARE = 0.5
+APPEND_SLICE = 1000  # events appended between two turns of the event loop
 
 
 def wall_clock_ms() -> int:
@@ -42,8 +43,10 @@ class ServerPoller:
         config: interval, concurrency, timeouts, backoff.
         report: takes each round's progress line (stderr in the command).
         clock: epoch ms for the events' ``ts``.
-        on_round: awaited after each logged round with ``(poller, now, view, events)``: the
-            round's view and events, view None for a failed round (live judgement, metrics).
+        on_round: called after each logged round with ``(poller, now, view, events)`` (the round's
+            view and events, view None for a failed round), before the events are written, so
+            the calls come in the order of ``now``; the awaitable it returns is awaited after the
+            write (live judgement).
 
     Attributes:
         rounds: rounds done (good or failed).
@@ -67,6 +70,7 @@ class ServerPoller:
         self.last_ok_ms: int | None = None
         self.last_round_s: float | None = None
         self.view = None
+        self.last_ts = 0
         self._on_round = on_round
         self._report = report
         self._clock = clock
@@ -131,9 +135,10 @@ class ServerPoller:
             wait = backoff_ms(self.failures, self.config)
             now = self._clock()
             events = self.record.failed(now, number, failure.reason, failure.detail)
+            judged = self._on_round(self, now, None, events) if self._on_round is not None else None
             await self.write(events)
-            if self._on_round is not None:
-                await self._on_round(self, now, None, events)
+            if judged is not None:
+                await judged
             self._report(f"collect {self.target.ns} ({self.target.addr}) round {number}: FAILED {failure.reason}: "
                          f"{failure.detail}; failure {self.failures} in a row, retry in {wait / 1000:g} s")
             return loop.time() + wait / 1000
@@ -141,10 +146,11 @@ class ServerPoller:
         self.failures = 0
         now = self._clock()
         events = self.record.observed(result.view, now, number)
-        await self.write(events)
         self.view, self.last_ok_ms, self.last_round_s = result.view, now, loop.time() - started
-        if self._on_round is not None:
-            await self._on_round(self, now, result.view, events)
+        judged = self._on_round(self, now, result.view, events) if self._on_round is not None else None
+        await self.write(events)
+        if judged is not None:
+            await judged
         self._report(self._ok_line(number, result, events, loop.time() - started, recovered))
         return started + self.config.interval_ms / 1000
 
@@ -161,11 +167,19 @@ class ServerPoller:
                 f"in {seconds:.2f} s{back}")
 
     async def write(self, events: list[dict]) -> None:
-        """Append ``events`` to the stream and make them durable (the writer's sync, off the loop)."""
+        """Append ``events`` to the stream and make them durable (the writer's sync, off the loop).
+
+        A snapshot of many entries is appended in slices with a turn of the event loop between
+        them, so a scrape or another server's round waits for no more than a slice. ``last_ts``
+        keeps the stream's latest ``ts``.
+        """
         if not events:
             return
-        for event in events:
+        for i, event in enumerate(events):
+            if i and i % APPEND_SLICE == 0:
+                await asyncio.sleep(0)
             self.writer.append(event)
+            self.last_ts = max(self.last_ts, event["ts"])
         await asyncio.get_running_loop().run_in_executor(None, self.writer.sync)
 
     async def _disconnect(self) -> None:
