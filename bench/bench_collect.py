@@ -47,7 +47,7 @@ from nameserver.client import RemotingClient, register_broker_request
 from nameserver.collect.collector import Collector
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.targets import Target
-from nameserver.metrics.endpoint import MetricsEndpoint
+from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint
 from nameserver.model import DataVersion, TopicConfig
 
 _OK = re.compile(r"^collect (\S+) .* round (\d+): ok, .* (\d+) requests in ([0-9.]+) s")
@@ -115,17 +115,16 @@ def main(argv: list[str] | None = None) -> int:
                 collector = Collector(targets, out, config, EventLogConfig(durability="none"), report, judge=judge)
                 collector.start()
                 endpoint = stop = None
-                if args.scrape_every:
-                    endpoint = MetricsEndpoint("127.0.0.1:0", collector.metrics_body)
-                    await endpoint.start()
+                if args.scrape_every:  # served as nsaudit collect serves it, on a thread of its own
+                    endpoint = EndpointThread(MetricsEndpoint("127.0.0.1:0", collector.metrics_body))
+                    _, port = endpoint.start()
                     stop = threading.Event()
-                    threading.Thread(target=scrape, args=(endpoint.port, args.scrape_every, stop, scrapes),
-                                     daemon=True).start()
+                    threading.Thread(target=scrape, args=(port, args.scrape_every, stop, scrapes), daemon=True).start()
                 before = (time.perf_counter(), time.process_time(), [sum(p.cpu_times()[:2]) for p in procs])
                 await collector.run(args.rounds)
                 if endpoint is not None:
                     stop.set()
-                    await endpoint.close()
+                    endpoint.stop()
                 for client in brokers:
                     await client.close()
                 return before
@@ -134,8 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         print_rounds(args, before, lines)
         if scrapes:
             times = sorted(t for t, _ in scrapes)
+            slow = sum(t >= 0.1 for t in times)
             print(f"scrapes during the rounds: {len(times)}, median {statistics.median(times) * 1000:.1f} ms, "
-                  f"max {times[-1] * 1000:.1f} ms, body {max(b for _, b in scrapes):,} bytes")
+                  f"95th percentile {times[int(0.95 * (len(times) - 1))] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms, "
+                  f"{slow} of 100 ms or more; body {max(b for _, b in scrapes):,} bytes")
     finally:
         for server in servers:
             server.stop()

@@ -15,7 +15,7 @@ from nameserver.collect.collector import Collector
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.live.rules import live_grace_ms
 from nameserver.collect.targets import parse_targets
-from nameserver.metrics.endpoint import MetricsEndpoint, listen_address
+from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint, listen_address
 
 DESCRIPTION = (
     "Poll real name servers, each on its own connection, with read-only requests only "
@@ -103,9 +103,9 @@ async def _serve(args: argparse.Namespace, collect, eventlog, grace_ms: int) -> 
         raise UserError(f"cannot open the event streams under {args.events}: {exc}") from None
     endpoint = None
     if args.metrics_listen is not None:
-        endpoint = MetricsEndpoint(args.metrics_listen, collector.metrics_body)
+        endpoint = EndpointThread(MetricsEndpoint(args.metrics_listen, collector.metrics_body))
         try:
-            host, port = await endpoint.start()
+            host, port = endpoint.start()
         except OSError as exc:
             for poller in collector.pollers:
                 poller.writer.close("start failed")
@@ -120,7 +120,7 @@ async def _serve(args: argparse.Namespace, collect, eventlog, grace_ms: int) -> 
         await collector.run(args.rounds)
     finally:
         if endpoint is not None:
-            await endpoint.close()
+            endpoint.stop()
     if collector.failure is not None:
         _print(f"collect: stopped: an event stream could not be written: {collector.failure}")
         return 1

@@ -17,7 +17,7 @@ from typing import Awaitable, Callable, Sequence
 
 from common.config import CollectConfig, EventLogConfig
 from nameserver.collect.live.judge import LiveJudge
-from nameserver.collect.metrics import live_families, server_families
+from nameserver.collect.metrics import live_families, server_families, unwritable_counts
 from nameserver.collect.poller import ServerPoller, wall_clock_ms
 from nameserver.collect.targets import Target
 from nameserver.collect.view import ServerView
@@ -64,7 +64,10 @@ class Collector:
         self.opened_total: Counter = Counter()
         self._by_ns: dict[str, ServerPoller] = {}
         self._judging: ThreadPoolExecutor | None = None
-        self._live_families: list = []  # the judge's families after its last round (published whole)
+        # what the judge's thread made after its last round, replaced whole (the metrics read them
+        # from the endpoint's thread)
+        self._live_families: list = []
+        self._unwritable: dict[str, int] | None = None
 
     def start(self) -> None:
         """Open every stream (recovering what a crash left) and build the pollers.
@@ -87,6 +90,7 @@ class Collector:
         if self.judge is not None:
             self._judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsaudit-live")
             self._live_families = live_families(self.judge, self.opened_total, self.judge.grace_ms)
+            self._unwritable = {}
 
     def request_stop(self, reason: str) -> None:
         """Ask :meth:`run` to finish: rounds in progress are abandoned, then every stream closes."""
@@ -121,8 +125,11 @@ class Collector:
                         self.failure = self.failure or exc
 
     def metrics_body(self) -> bytes:
-        """The metrics exposition now (docs/collect.md, "Metrics and alerts")."""
-        return render(server_families(self.pollers, self._clock(), self.judge) + self._live_families)
+        """The metrics exposition now (docs/collect.md, "Metrics and alerts"); safe to call from
+        another thread: it reads the pollers' numbers and views (replaced whole each round) and
+        what the judge published."""
+        live, unwritable = self._live_families, self._unwritable
+        return render(server_families(self.pollers, self._clock(), unwritable) + live)
 
     def _on_round(self, poller: ServerPoller, now: int, view: ServerView | None,
                   events: list[dict]) -> Awaitable[None] | None:
@@ -149,6 +156,7 @@ class Collector:
             if event["incident_state"] == "open":
                 self.opened_total[event["root_cause"]] += 1
         self._live_families = live_families(judge, self.opened_total, judge.grace_ms)
+        self._unwritable = unwritable_counts(judge)
         return written
 
     async def _log_live(self, judged: Awaitable, poller: ServerPoller) -> None:

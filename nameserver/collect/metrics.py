@@ -51,8 +51,12 @@ _DIVERGENCE_FAMILIES = (
 )
 
 
-def server_families(pollers: Sequence[ServerPoller], now_ms: int, judge: LiveJudge | None) -> list[Family]:
-    """Per observed server: up, the last good round's age and duration, what it lists, rounds and failures."""
+def server_families(pollers: Sequence[ServerPoller], now_ms: int, unwritable: dict[str, int] | None) -> list[Family]:
+    """Per observed server: up, the last good round's age and duration, what it lists, rounds and failures.
+
+    Args:
+        unwritable: per server, its open ``no_writable_queue`` findings (None: not judged live).
+    """
     fam = {name: Family(name, kind, text) for name, kind, text in (
         ("nsaudit_observed_up", "gauge", "1 when the server's last round got every answer, else 0"),
         ("nsaudit_observed_last_success_timestamp_seconds", "gauge", "when the last round that got every answer "
@@ -69,7 +73,6 @@ def server_families(pollers: Sequence[ServerPoller], now_ms: int, judge: LiveJud
                                                      "ones included"),
         ("nsaudit_observed_round_failures_total", "counter", "failed rounds since the collector started, by reason"),
     )}
-    unwritable = Counter(key[1] for key in judge.book.open if key[0] == "no_writable_queue") if judge else Counter()
     for poller in pollers:
         ns = poller.target.ns
         view = poller.view
@@ -86,8 +89,8 @@ def server_families(pollers: Sequence[ServerPoller], now_ms: int, judge: LiveJud
             fam["nsaudit_observed_groups_without_master"].add(
                 sum(1 for e in table.values() if e["broker_addrs"] and all(a["broker_id"] != 0 for a in e["broker_addrs"])),
                 ns=ns)
-            if judge is not None:
-                fam["nsaudit_observed_topics_without_writable_queue"].add(unwritable[ns], ns=ns)
+            if unwritable is not None:
+                fam["nsaudit_observed_topics_without_writable_queue"].add(unwritable.get(ns, 0), ns=ns)
         fam["nsaudit_observed_rounds_total"].add(poller.rounds, ns=ns)
         for reason in REASONS:
             fam["nsaudit_observed_round_failures_total"].add(poller.failures_by_reason.get(reason, 0), ns=ns,
@@ -95,8 +98,14 @@ def server_families(pollers: Sequence[ServerPoller], now_ms: int, judge: LiveJud
     return list(fam.values())
 
 
+def unwritable_counts(judge: LiveJudge) -> dict[str, int]:
+    """Per server, its open ``no_writable_queue`` findings."""
+    return dict(Counter(key[1] for key in judge.book.open if key[0] == "no_writable_queue"))
+
+
 def live_families(judge: LiveJudge, opened_total: Counter, grace_ms: int, max_series: int = MAX_SERIES) -> list[Family]:
-    """The open live findings per subject, the divergences beyond the grace and the live incidents."""
+    """The open live findings per subject, the divergences beyond the grace and the live incidents
+    (made on the judge's thread after each round, then served as they are)."""
     out: list[Family] = []
     open_findings = sorted(judge.book.open.items(), key=lambda kv: repr(kv[0]))
     counts = Family("nsaudit_live_findings", "gauge", "open live findings by kind (the nightly audit's finding kinds "

@@ -1,7 +1,10 @@
 """The metrics endpoint: an asyncio HTTP/1.1 server that answers GET of one path, and nothing else.
 
-It shares the event loop with the name server's answers or the collector's rounds, so what one
-scrape may cost is bounded, and a slow or hostile client can hold nothing but its own connection:
+:class:`EndpointThread` runs it on an event loop of its own, in a thread, so a scrape is answered
+while the name server's or the collector's loop is busy (a collector's loop is at full load
+through a round of 10,000 topics), and a scrape never waits for a round; the render function is
+then called on that thread and reads only what is safe to read from it. What one scrape may cost
+is bounded, and a slow or hostile client can hold nothing but its own connection:
 
 * the body is rendered at most once per ``min_render_interval_s`` and shared by every scrape in
   that time (families are capped, :mod:`~nameserver.metrics.exposition`), so a scrape storm renders
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from typing import Callable
 
@@ -164,3 +168,39 @@ class MetricsEndpoint:
                      % (status, reason, content_type, len(body), extra))
         writer.write(body)
         await asyncio.wait_for(writer.drain(), self._write_timeout)
+
+
+class EndpointThread:
+    """A :class:`MetricsEndpoint` served by an event loop on a daemon thread of its own.
+
+    Args:
+        endpoint: the endpoint (not started).
+    """
+
+    def __init__(self, endpoint: MetricsEndpoint) -> None:
+        self.endpoint = endpoint
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="nsaudit-metrics", daemon=True)
+
+    def start(self) -> tuple[str, int]:
+        """Start the thread and listen; returns the bound ``(host, port)``.
+
+        Raises:
+            OSError: the address cannot be bound (the thread is stopped again).
+        """
+        self._thread.start()
+        try:
+            return asyncio.run_coroutine_threadsafe(self.endpoint.start(), self._loop).result(30)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Close the endpoint, stop the loop and wait for the thread."""
+        if self._thread.is_alive():
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.endpoint.close(), self._loop).result(5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+        if not self._loop.is_running():
+            self._loop.close()

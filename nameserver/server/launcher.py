@@ -13,7 +13,7 @@ from common.config import EventLogConfig, NameServerConfig, load_config
 from common.errors import UserError
 from nameserver.acl import AccessController, exposure_notice, load_secret_store
 from nameserver.eventlog.writer import EventLogError
-from nameserver.metrics.endpoint import MetricsEndpoint
+from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint
 from nameserver.server.address import parse_listen
 from nameserver.server.controller import NameServerController
 from nameserver.server.metrics import server_body
@@ -81,9 +81,9 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
         raise UserError(f"cannot start name server {ns_id} on {config.listen}: {exc}") from None
     endpoint = None
     if metrics_listen is not None:
-        endpoint = MetricsEndpoint(metrics_listen, lambda: server_body(controller))
+        endpoint = EndpointThread(MetricsEndpoint(metrics_listen, lambda: server_body(controller)))
         try:
-            m_host, m_port = await endpoint.start()
+            m_host, m_port = endpoint.start()
         except OSError as exc:
             await controller.shutdown("metrics endpoint failed")
             raise UserError(f"cannot serve metrics on {metrics_listen}: {exc}") from None
@@ -101,7 +101,7 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
     sys.stdout.flush()
     await controller.wait_stopped()
     if endpoint is not None:
-        await endpoint.close()
+        endpoint.stop()
     return 1 if controller.failure is not None else 0
 
 

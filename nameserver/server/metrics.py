@@ -2,7 +2,9 @@
 requests it handled by code, what it refused, its event log and its connections.
 
 Read from the controller's state at scrape time (a few counters and table sizes: nothing is
-walked), so serving them costs the name server nothing between scrapes.
+walked), so serving them costs the name server nothing between scrapes. They are read from the
+endpoint's thread (:class:`~nameserver.metrics.endpoint.EndpointThread`): only sizes, numbers and
+whole copies of the counters' dicts, each one read the event loop's thread cannot tear.
 """
 
 from __future__ import annotations
@@ -38,12 +40,12 @@ def server_families(controller: NameServerController, now_ms: int | None = None)
     topics = gauge("nsaudit_nameserver_topics", "topics in topic_queue_table", len(routes.topic_queue_table))
     requests = Family("nsaudit_nameserver_requests_total", "counter", "requests handled by request code (REGISTER_BROKER "
                       "103 registrations, GET_ROUTEINFO_BY_TOPIC 105 lookups, ...), since the start")
-    for code, count in sorted(controller.requests_by_code.items()):
+    for code, count in sorted(dict(controller.requests_by_code).items()):
         requests.add(count, ns=ns, code=str(code) if code in _CODE_NAMES else "other",
                      name=_CODE_NAMES.get(code, "unknown"))
     rejected = Family("nsaudit_nameserver_rejected_total", "counter", "requests and connections refused, by the reason "
                       "of their rejected event (no_permission, malformed_frame, connection_limit, ...)")
-    for reason, count in sorted(journal.rejected.items()):
+    for reason, count in sorted(dict(journal.rejected).items()):
         rejected.add(count, ns=ns, reason=reason)
     outage = journal.outage
     writable = gauge("nsaudit_nameserver_event_log_writable", "1 while the event log can be written; 0 during a "
