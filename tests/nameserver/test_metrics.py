@@ -22,7 +22,7 @@ from common.config import EventLogConfig, NameServerConfig
 from nameserver.client import RemotingClient
 from nameserver.collect.collector import Collector
 from nameserver.collect.live.judge import LiveJudge
-from nameserver.metrics.endpoint import MetricsEndpoint
+from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint
 from nameserver.metrics.exposition import Family, render
 from nameserver.model import TopicConfig
 from nameserver.server.controller import NameServerController
@@ -137,8 +137,11 @@ def test_a_hundred_slow_scrapers_stall_neither_the_lookups_nor_the_endpoint_for_
         controller = NameServerController("ns-m", tmp_path, NameServerConfig(listen="127.0.0.1:0"),
                                           EventLogConfig(durability="none"))
         await controller.start()
-        endpoint = await _endpoint(lambda: server_body(controller), head_timeout_s=1.5, write_timeout_s=1.5,
-                                   min_render_interval_s=0)
+        # served as nsaudit nameserver serves it: on a loop of its own thread
+        served = EndpointThread(MetricsEndpoint("127.0.0.1:0", lambda: server_body(controller), head_timeout_s=1.5,
+                                                write_timeout_s=1.5, min_render_interval_s=0))
+        await asyncio.get_running_loop().run_in_executor(None, served.start)
+        endpoint = served.endpoint
         broker = await register(controller, A, "broker-a", [TopicConfig(f"T{i}", 4, 4) for i in range(200)])
         client = await RemotingClient.connect(controller.host, controller.port)
         loop = asyncio.get_running_loop()
@@ -156,15 +159,15 @@ def test_a_hundred_slow_scrapers_stall_neither_the_lookups_nor_the_endpoint_for_
             assert await loop.run_in_executor(None, hostile.cut_off) == 100
             answer = await loop.run_in_executor(None, _request, endpoint.port, b"GET /metrics HTTP/1.1\r\n\r\n")
             assert answer.startswith(b"HTTP/1.1 200")
-            served = answer.decode()
+            body = answer.decode()
             assert re.search(r'nsaudit_nameserver_requests_total\{ns="ns-m",code="105",name="GET_ROUTEINFO_BY_TOPIC"\} '
-                             r"(\d+)", served)[1] == "400"
-            assert 'nsaudit_nameserver_live_brokers{ns="ns-m"} 1\n' in served
+                             r"(\d+)", body)[1] == "400"
+            assert 'nsaudit_nameserver_live_brokers{ns="ns-m"} 1\n' in body
         finally:
             hostile.__exit__()
             await broker.close()
             await client.close()
-            await endpoint.close()
+            served.stop()
             await controller.shutdown("test end")
 
     arun(main())
