@@ -103,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
                 return
             lines.append((time.perf_counter(), time.process_time(), [sum(p.cpu_times()[:2]) for p in procs], line))
 
-        scrapes: list[tuple[float, int]] = []  # (seconds, body bytes)
+        scrapes: list[tuple[float, int, float]] = []  # (seconds, body bytes, when it began)
+        judged: list[float] = []  # CPU seconds of each round's live judgement (its own thread)
 
+        nonlocal_start = [0.0]
         with tempfile.TemporaryDirectory(prefix="nscollect-") as out:
             async def run() -> tuple:
                 started = time.perf_counter()
@@ -113,6 +115,16 @@ def main(argv: list[str] | None = None) -> int:
                       f"({args.per_topic} brokers per topic) in {time.perf_counter() - started:.1f} s")
                 judge = None if args.no_live else LiveJudge(52_000)
                 collector = Collector(targets, out, config, EventLogConfig(durability="none"), report, judge=judge)
+                judge_round = collector._judge_round
+
+                def timed_judge_round(*args):  # on the judge's thread: its CPU alone
+                    started = time.thread_time()
+                    try:
+                        return judge_round(*args)
+                    finally:
+                        judged.append(time.thread_time() - started)
+
+                collector._judge_round = timed_judge_round
                 collector.start()
                 endpoint = stop = None
                 if args.scrape_every:  # served as nsaudit collect serves it, on a thread of its own
@@ -121,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                     stop = threading.Event()
                     threading.Thread(target=scrape, args=(port, args.scrape_every, stop, scrapes), daemon=True).start()
                 before = (time.perf_counter(), time.process_time(), [sum(p.cpu_times()[:2]) for p in procs])
+                nonlocal_start[0] = before[0]
                 await collector.run(args.rounds)
                 if endpoint is not None:
                     stop.set()
@@ -130,13 +143,21 @@ def main(argv: list[str] | None = None) -> int:
                 return before
 
             before = asyncio.run(run())
+        started_at = nonlocal_start[0]
         print_rounds(args, before, lines)
+        if judged:
+            print(f"live judgement: {len(judged)} judged rounds, {sum(judged):.3f} CPU s in all: the first "
+                  f"{args.servers} (full state) {sum(judged[:args.servers]):.3f} s, the others "
+                  f"{sum(judged[args.servers:]):.4f} s")
         if scrapes:
-            times = sorted(t for t, _ in scrapes)
+            times = sorted(t for t, _, _ in scrapes)
+            for took, _, at in scrapes:
+                if took >= 0.1:
+                    print(f"  a scrape of {took * 1000:.0f} ms, begun {at - started_at:.1f} s after the rounds began")
             slow = sum(t >= 0.1 for t in times)
             print(f"scrapes during the rounds: {len(times)}, median {statistics.median(times) * 1000:.1f} ms, "
                   f"95th percentile {times[int(0.95 * (len(times) - 1))] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms, "
-                  f"{slow} of 100 ms or more; body {max(b for _, b in scrapes):,} bytes")
+                  f"{slow} of 100 ms or more; body {max(b for _, b, _ in scrapes):,} bytes")
     finally:
         for server in servers:
             server.stop()
@@ -153,7 +174,7 @@ def scrape(port: int, every: float, stop: threading.Event, out: list) -> None:
                 body = answer.read()
         except OSError:
             continue
-        out.append((time.perf_counter() - started, len(body)))
+        out.append((time.perf_counter() - started, len(body), started))
 
 
 def print_rounds(args, before, lines) -> None:
