@@ -265,3 +265,49 @@ def test_the_dashboard_and_the_alerts_ask_only_for_metrics_that_are_served(tmp_p
     exprs += re.findall(r"(?m)^\s+expr: (.+)$", ALERTS.read_text(encoding="utf-8"))
     asked = {name for expr in exprs for name in re.findall(r"\b(nsaudit_[a-z_]+)", expr)}
     assert len(asked) > 20 and sorted(asked - served) == []
+
+
+def _scrape(address: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    return {m[1]: float(m[2]) for m in re.finditer(r"(?m)^(\w+)\{[^}]*\} (\S+)$", text)}
+
+
+@pytest.mark.slow
+def test_a_full_disk_shows_in_the_name_servers_metrics_and_its_end_too(tmp_path):
+    from nameserver.model import DataVersion
+    from nameserver.codec import ResponseCode
+    from tests.nameserver.test_server import start_server, stop_server
+    from tests.nameserver.test_server_reliability import fill, small_tmpfs
+
+    with small_tmpfs(tmp_path / "ev", "2m") as events_dir:
+        proc, host, port = start_server(events_dir, "ns-full", "--metrics-listen", "127.0.0.1:0")
+        try:
+            address = re.search(r"metrics on http://(\S+)/metrics", proc.stderr.readline())[1]
+
+            async def fill_and_free():
+                broker = await RemotingClient.connect(host, port)
+                filler = fill(events_dir)
+                codes = [(await broker.register_broker("C1", f"10.0.1.{i}:10911", f"b{i}", 0, "10.0.1.1:10912",
+                                                       DataVersion(1, i), [TopicConfig("T", 4, 4)])).code
+                         for i in range(60)]
+                assert codes.count(ResponseCode.SYSTEM_ERROR) >= 3, codes
+                during = await asyncio.get_running_loop().run_in_executor(None, _scrape, address)
+                filler.unlink()
+                deadline = time.monotonic() + 10
+                while (await broker.register_broker("C1", "10.0.2.1:10911", "back", 0, "10.0.2.1:10912",
+                                                     DataVersion(1, 1), [])).code != ResponseCode.SUCCESS:
+                    assert time.monotonic() < deadline, "the log never resumed"
+                    await asyncio.sleep(0.1)
+                await broker.close()
+                return during, codes.count(ResponseCode.SYSTEM_ERROR)
+
+            during, refused = arun(fill_and_free())
+            after = _scrape(address)
+        finally:
+            assert stop_server(proc) == 0
+    assert (during["nsaudit_nameserver_event_log_writable"], during["nsaudit_nameserver_event_log_outages_total"]) == (0, 1)
+    assert during["nsaudit_nameserver_event_log_outage_seconds"] > 0
+    assert during["nsaudit_nameserver_refused_while_log_unavailable_total"] >= refused
+    assert (after["nsaudit_nameserver_event_log_writable"], after["nsaudit_nameserver_event_log_outage_seconds"]) == (1, 0)
+    assert after["nsaudit_nameserver_refused_while_log_unavailable_total"] >= refused
