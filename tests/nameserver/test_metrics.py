@@ -303,7 +303,11 @@ def test_a_full_disk_shows_in_the_name_servers_metrics_and_its_end_too(tmp_path)
                 return during, codes.count(ResponseCode.SYSTEM_ERROR)
 
             during, refused = arun(fill_and_free())
-            after = _scrape(address)
+            # a body is rendered at most once a second: the next one shows the log back
+            deadline = time.monotonic() + 5
+            while (after := _scrape(address))["nsaudit_nameserver_event_log_writable"] != 1:
+                assert time.monotonic() < deadline, after
+                time.sleep(0.2)
         finally:
             assert stop_server(proc) == 0
     assert (during["nsaudit_nameserver_event_log_writable"], during["nsaudit_nameserver_event_log_outages_total"]) == (0, 1)
