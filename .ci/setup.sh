@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up nsaudit on a fresh machine: Java 17, Maven and Chromium (apt, when missing), the Java jars
+# Set up nsaudit on a fresh machine: Java 17, Maven, Chromium and Prometheus (apt, when missing), the Java jars
 # of jars/ (Maven Central) and .venv/ with the pinned packages.
 # Idempotent and quick when nothing changed: the venv is rebuilt only when pyproject.toml changes.
 set -euo pipefail
@@ -19,6 +19,15 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq chromium >/dev/null
+fi
+
+# the metrics tests scrape with a real Prometheus and check the shipped alert rules with promtool
+# (both in Debian's prometheus package; its service is not started)
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+    echo "setup: prometheus not found, installing it with apt" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
 # Apache RocketMQ's jars (interop tests) and delta-spark's, from Maven Central into jars/*/lib

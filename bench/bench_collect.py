@@ -14,12 +14,16 @@ rounds back to back, the route requests unpaced), and prints per round:
   each server per round.
 
 The first round writes the full snapshot (``--topics`` route events per server); later ones find no
-change. The load average is printed at the start and the end. A benchmark, not a test: it prints
-figures and asserts nothing.
+change. The collector judges every round live, as ``nsaudit collect`` does (``--no-live``: it does
+not, for the comparison of CPU per round). ``--scrape-every S`` also serves its metrics and scrapes
+them from another thread every S seconds while the rounds run, and prints how long each scrape
+took (a real HTTP GET of ``/metrics``, answered by the collector's event loop between its route
+requests) and the body's size. The load average is printed at the start and the end. A benchmark,
+not a test: it prints figures and asserts nothing.
 
 Usage:
     .venv/bin/python bench/bench_collect.py [--servers 3] [--brokers 1000] [--topics 10000] [--per-topic 4]
-        [--rounds 3] [--concurrency 16] [--interval-ms 1]
+        [--rounds 3] [--concurrency 16] [--interval-ms 1] [--no-live] [--scrape-every S]
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import re
 import statistics
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 
 import psutil
 
@@ -39,7 +45,9 @@ from loopback import NameServerProcess  # bench/, beside this script
 from common.config import CollectConfig, EventLogConfig
 from nameserver.client import RemotingClient, register_broker_request
 from nameserver.collect.collector import Collector
+from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.targets import Target
+from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint
 from nameserver.model import DataVersion, TopicConfig
 
 _OK = re.compile(r"^collect (\S+) .* round (\d+): ok, .* (\d+) requests in ([0-9.]+) s")
@@ -77,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--interval-ms", type=int, default=1)
+    parser.add_argument("--no-live", action="store_true", help="no live judgement (the collector of before)")
+    parser.add_argument("--scrape-every", type=float, default=0.0, metavar="S",
+                        help="serve the metrics and scrape them every S seconds (0: no endpoint)")
     args = parser.parse_args(argv)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
     servers = [NameServerProcess() for _ in range(args.servers)]
@@ -88,29 +99,82 @@ def main(argv: list[str] | None = None) -> int:
         lines: list[tuple[float, float, list[float], str]] = []  # (wall, own cpu, servers' cpu, line)
 
         def report(line: str) -> None:
+            if line.startswith("collect live:"):
+                return
             lines.append((time.perf_counter(), time.process_time(), [sum(p.cpu_times()[:2]) for p in procs], line))
 
+        scrapes: list[tuple[float, int, float]] = []  # (seconds, body bytes, when it began)
+        judged: list[float] = []  # CPU seconds of each round's live judgement (its own thread)
+
+        nonlocal_start = [0.0]
         with tempfile.TemporaryDirectory(prefix="nscollect-") as out:
             async def run() -> tuple:
                 started = time.perf_counter()
                 brokers = [await load(server.port, table) for server in servers]
                 print(f"loaded {args.servers} servers with {args.brokers} brokers x {args.topics} topics "
                       f"({args.per_topic} brokers per topic) in {time.perf_counter() - started:.1f} s")
-                collector = Collector(targets, out, config, EventLogConfig(durability="none"), report)
+                judge = None if args.no_live else LiveJudge(52_000)
+                collector = Collector(targets, out, config, EventLogConfig(durability="none"), report, judge=judge)
+                judge_round = collector._judge_round
+
+                def timed_judge_round(*args):  # on the judge's thread: its CPU alone
+                    started = time.thread_time()
+                    try:
+                        return judge_round(*args)
+                    finally:
+                        judged.append(time.thread_time() - started)
+
+                collector._judge_round = timed_judge_round
                 collector.start()
+                endpoint = stop = None
+                if args.scrape_every:  # served as nsaudit collect serves it, on a thread of its own
+                    endpoint = EndpointThread(MetricsEndpoint("127.0.0.1:0", collector.metrics_body))
+                    _, port = endpoint.start()
+                    stop = threading.Event()
+                    threading.Thread(target=scrape, args=(port, args.scrape_every, stop, scrapes), daemon=True).start()
                 before = (time.perf_counter(), time.process_time(), [sum(p.cpu_times()[:2]) for p in procs])
+                nonlocal_start[0] = before[0]
                 await collector.run(args.rounds)
+                if endpoint is not None:
+                    stop.set()
+                    endpoint.stop()
                 for client in brokers:
                     await client.close()
                 return before
 
             before = asyncio.run(run())
+        started_at = nonlocal_start[0]
         print_rounds(args, before, lines)
+        if judged:
+            print(f"live judgement: {len(judged)} judged rounds, {sum(judged):.3f} CPU s in all: the first "
+                  f"{args.servers} (full state) {sum(judged[:args.servers]):.3f} s, the others "
+                  f"{sum(judged[args.servers:]):.4f} s")
+        if scrapes:
+            times = sorted(t for t, _, _ in scrapes)
+            for took, _, at in scrapes:
+                if took >= 0.1:
+                    print(f"  a scrape of {took * 1000:.0f} ms, begun {at - started_at:.1f} s after the rounds began")
+            slow = sum(t >= 0.1 for t in times)
+            print(f"scrapes during the rounds: {len(times)}, median {statistics.median(times) * 1000:.1f} ms, "
+                  f"95th percentile {times[int(0.95 * (len(times) - 1))] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms, "
+                  f"{slow} of 100 ms or more; body {max(b for _, b, _ in scrapes):,} bytes")
     finally:
         for server in servers:
             server.stop()
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
+
+
+def scrape(port: int, every: float, stop: threading.Event, out: list) -> None:
+    """GET /metrics every ``every`` seconds until ``stop``; (seconds, bytes) of each into ``out``."""
+    while not stop.wait(every):
+        started = time.perf_counter()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as answer:
+                body = answer.read()
+        except OSError:
+            continue
+        out.append((time.perf_counter() - started, len(body), started))
 
 
 def print_rounds(args, before, lines) -> None:

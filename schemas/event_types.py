@@ -22,10 +22,14 @@ EVENT_TYPES = (
     "observe_snapshot",
     "observed_broker",
     "observed_route",
+    # written by ``nsaudit collect`` when a live incident opens or closes (docs/event-log.md, Live incidents)
+    "live_incident",
 )
 
 # Observation streams (``nsaudit collect``) record what a name server answered, not requests a
-# server applied: they change no route table of the stream's own.
+# server applied, and what the collector judged of it live: they change no route table of the
+# stream's own.
 OBSERVATION_TYPES = (
     "observe_start", "observe_stop", "observe_error", "observe_snapshot", "observed_broker", "observed_route",
+    "live_incident",
 )

@@ -253,6 +253,17 @@ EVENT_KEYS: tuple[Key, ...] = (
         Array(FILTER_SERVERS),
         "observed_route: the route's filter servers, ascending broker address; null with queue_datas",
     ),
+    # live incidents (nsaudit collect): optional, only on live_incident
+    Key("incident_id", STRING, "live_incident: the live incident's id (live- and 12 hex digits), the same in its "
+        "open and close events"),
+    Key("incident_state", STRING, "live_incident: open (the incident began to hold) or close (it no longer holds)"),
+    Key("root_cause", STRING, "live_incident: its root cause as the nightly incidents name them (write_perm_wiped, "
+        "broker_cut_off, server_unreachable, ...)"),
+    Key("subject", STRING, "live_incident: what it is about (broker name, topic, server id)"),
+    Key("severity", STRING, "live_incident: the worst severity of its findings so far (warning, critical)"),
+    Key("servers", Array(STRING), "live_incident: the observed servers it concerns, sorted"),
+    Key("kinds", Array(STRING), "live_incident: the finding kinds it holds so far, sorted"),
+    Key("incident_ms", INT64, "live_incident: how long it had lasted at this event: it began at ts - incident_ms"),
 )
 
 _REQUEST = ("request_code", "channel", "remote")
@@ -295,6 +306,8 @@ TYPE_RULES: dict[str, TypeRule] = {
     "observe_snapshot": TypeRule(("namesrv_addr", "round", "reason", "brokers_observed", "topics_observed")),
     "observed_broker": TypeRule(("round", "broker_name"), ("cluster", "broker_addrs")),
     "observed_route": TypeRule(("round", "topic"), ("queue_datas", "broker_datas", "filter_server_table")),
+    "live_incident": TypeRule(("incident_id", "incident_state", "root_cause", "subject", "severity", "servers",
+                               "kinds", "incident_ms")),
 }
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in EVENT_KEYS}

@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "nameserver.routes": 12,
     "nameserver.eventlog": 12,
     "nameserver.acl": 12,
+    "nameserver.metrics": 12,
     "nameserver.server": 13,
     "nameserver.client": 13,
     "nameserver.layout": 13,

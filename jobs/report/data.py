@@ -22,6 +22,7 @@ from schemas.divergence import NS_DIVERGENCES_SCHEMA
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from jobs.report.incidents import INCIDENT_COLUMNS
+from jobs.report.live import read_live_opens, with_seen_live
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.incidents import INCIDENTS_SCHEMA
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
@@ -152,6 +153,8 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
     quarantine_df = _read_day(spark, lake, lake_tables.QUARANTINE, QUARANTINE_SCHEMA, day)
     incidents_df = _read_day(spark, lake, lake_tables.INCIDENTS, INCIDENTS_SCHEMA, day)
+    if incidents_df is not None:
+        incidents_df = with_seen_live(incidents_df, read_live_opens(spark, lake, day))
 
     def small(df: DataFrame | None, columns: list[str]) -> pd.DataFrame:
         return df.toPandas() if df is not None else pd.DataFrame(columns=columns)

@@ -18,7 +18,7 @@ import pandas as pd  # noqa: E402
 
 INCIDENT_COLUMNS = ["incident_id", "severity", "root_cause", "subject", "servers", "start_ts", "end_ts",
                     "duration_ms", "findings", "topics_unwritable", "write_queues_unwritable", "topics_unroutable",
-                    "client_share"]
+                    "client_share", "seen_live_ts"]
 SEVERITY_COLORS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 
 
@@ -61,12 +61,14 @@ def incidents_html(frame: pd.DataFrame, day: dt.date, svg) -> str:
     parts = ['<h2 id="incidents">Incidents</h2>',
              f'<p id="incident-counts">{counts["critical"]} critical, {counts["warning"]} warning and '
              f'{counts["info"]} info incidents; each groups the findings of one root cause (the findings '
-             'table below names its incident).</p>']
+             'table below names its incident). <i>seen_live_ts</i>: when <code>nsaudit collect</code> first '
+             'reported it live, if it did.</p>']
     timeline = incident_timeline_svg(frame, day, svg)
     if timeline:
         parts.append(f'<figure class="plot" data-plot="incidents" data-subject="">{timeline}</figure>')
-    cols = ["severity", "root_cause", "subject", "servers", "start_ts", "end_ts", "topics_unwritable",
-            "write_queues_unwritable", "topics_unroutable", "client_share", "findings", "incident_id"]
+    cols = ["severity", "root_cause", "subject", "servers", "start_ts", "end_ts", "seen_live_ts",
+            "topics_unwritable", "write_queues_unwritable", "topics_unroutable", "client_share", "findings",
+            "incident_id"]
     head = "".join(f"<th>{c}</th>" for c in cols)
     body = []
     for row in frame[cols].itertuples(index=False):
@@ -76,7 +78,9 @@ def incidents_html(frame: pd.DataFrame, day: dt.date, svg) -> str:
                 text = ", ".join(value)
             elif col == "client_share":
                 text = f"{value:.0%}"
-            elif col in ("start_ts", "end_ts"):
+            elif col == "seen_live_ts" and pd.isna(value):
+                text = ""  # no nsaudit collect judged it live
+            elif col in ("start_ts", "end_ts", "seen_live_ts"):
                 text = _utc(pd.Series([value])).iloc[0].strftime("%H:%M:%S")
             else:
                 text = str(value)

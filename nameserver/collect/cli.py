@@ -12,7 +12,10 @@ import sys
 from common.config import ConfigError, load_config
 from common.errors import UserError
 from nameserver.collect.collector import Collector
+from nameserver.collect.live.judge import LiveJudge
+from nameserver.collect.live.rules import live_grace_ms
 from nameserver.collect.targets import parse_targets
+from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint, listen_address
 
 DESCRIPTION = (
     "Poll real name servers, each on its own connection, with read-only requests only "
@@ -20,8 +23,10 @@ DESCRIPTION = (
     "never QUERY_DATA_VERSION 322 or anything that changes a server), and log what each answered into "
     "its own event stream under DIR: the full state at start, at each UTC day and after an outage, "
     "then only changes; a server that does not answer is logged too and retried with backoff. "
-    "Prints one progress line per server and round on stderr. SIGTERM/SIGINT: stop, write "
-    "observe_stop, close the streams, exit 0."
+    "Prints one progress line per server and round on stderr. Every round is also judged live as the "
+    "nightly audit judges the day: live incidents are logged as they open and close, and with "
+    "--metrics-listen served as Prometheus metrics. SIGTERM/SIGINT: stop, write observe_stop, close the "
+    "streams, exit 0."
 )
 EPILOG = (
     "Each entry of --namesrv is HOST:PORT or ID=HOST:PORT; the stream id (the folder under DIR and the "
@@ -65,9 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="start a round of every server this often (default [collect] interval_ms, 10000)")
     parser.add_argument("--rounds", type=_non_negative, default=0, metavar="N",
                         help="stop after N rounds of each server, failed ones included (default 0: until SIGTERM/SIGINT)")
+    parser.add_argument("--metrics-listen", default=None, type=listen_address, metavar="HOST:PORT",
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0 picks a "
+                        "free port, printed on stderr)")
     parser.add_argument("--config", default=None, metavar="FILE",
-                        help="TOML config: [collect] timeouts, concurrency, backoff; [eventlog] durability "
-                        "(default conf/nsaudit.toml)")
+                        help="TOML config: [collect] timeouts, concurrency, backoff; [eventlog] durability; [audit] "
+                        "the divergence grace of the live judgement (default conf/nsaudit.toml)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,25 +88,39 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             raise UserError(str(exc)) from None
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(_serve(args, collect, config.eventlog))
+    return asyncio.run(_serve(args, collect, config.eventlog, live_grace_ms(config, collect.interval_ms)))
 
 
 def _print(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-async def _serve(args: argparse.Namespace, collect, eventlog) -> int:
-    collector = Collector(args.namesrv, args.events, collect, eventlog, _print)
+async def _serve(args: argparse.Namespace, collect, eventlog, grace_ms: int) -> int:
+    collector = Collector(args.namesrv, args.events, collect, eventlog, _print, judge=LiveJudge(grace_ms))
     try:
         collector.start()
     except OSError as exc:
         raise UserError(f"cannot open the event streams under {args.events}: {exc}") from None
+    endpoint = None
+    if args.metrics_listen is not None:
+        endpoint = EndpointThread(MetricsEndpoint(args.metrics_listen, collector.metrics_body))
+        try:
+            host, port = endpoint.start()
+        except OSError as exc:
+            for poller in collector.pollers:
+                poller.writer.close("start failed")
+            raise UserError(f"cannot serve metrics on {args.metrics_listen}: {exc}") from None
+        _print(f"collect: metrics on http://{host}:{port}/metrics")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, collector.request_stop, sig.name)
     _print(f"collect: observing {', '.join(f'{t.addr} as {t.ns}' for t in collector.targets)} into {args.events}, "
-           f"a round every {collect.interval_ms} ms")
-    await collector.run(args.rounds)
+           f"a round every {collect.interval_ms} ms, live divergence grace {grace_ms} ms")
+    try:
+        await collector.run(args.rounds)
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
     if collector.failure is not None:
         _print(f"collect: stopped: an event stream could not be written: {collector.failure}")
         return 1

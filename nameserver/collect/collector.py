@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 from common.config import CollectConfig, EventLogConfig
+from nameserver.collect.live.judge import LiveJudge
+from nameserver.collect.metrics import live_families, server_families, unwritable_counts
 from nameserver.collect.poller import ServerPoller, wall_clock_ms
 from nameserver.collect.targets import Target
+from nameserver.collect.view import ServerView
 from nameserver.eventlog.writer import EventLogWriter
+from nameserver.metrics.exposition import render
 
 log = logging.getLogger(__name__)
 
@@ -31,14 +37,19 @@ class Collector:
         eventlog: segment size and durability of the streams.
         report: takes the progress lines.
         clock: epoch ms for the events.
+        judge: judges every round live (docs/collect.md, "Live incidents") and writes the
+            ``live_incident`` events; None judges nothing. It runs on a thread of its own, one
+            round after the other in the order of their ``ts``, so a round that changed much
+            (a snapshot of 10,000 topics) keeps neither the other rounds nor a scrape waiting.
 
     Attributes:
         failure: the exception that stopped the collector (a stream that cannot be written), or None.
+        opened_total: live incidents opened, by root cause.
     """
 
     def __init__(self, targets: Sequence[Target], events_dir: str | Path, config: CollectConfig,
                  eventlog: EventLogConfig, report: Callable[[str], None],
-                 clock: Callable[[], int] = wall_clock_ms) -> None:
+                 clock: Callable[[], int] = wall_clock_ms, judge: LiveJudge | None = None) -> None:
         self.targets = tuple(targets)
         self.events_dir = Path(events_dir)
         self.config = config
@@ -49,6 +60,14 @@ class Collector:
         self._report = report
         self._clock = clock
         self._stop: asyncio.Event | None = None
+        self.judge = judge
+        self.opened_total: Counter = Counter()
+        self._by_ns: dict[str, ServerPoller] = {}
+        self._judging: ThreadPoolExecutor | None = None
+        # what the judge's thread made after its last round, replaced whole (the metrics read them
+        # from the endpoint's thread)
+        self._live_families: list = []
+        self._unwritable: dict[str, int] | None = None
 
     def start(self) -> None:
         """Open every stream (recovering what a crash left) and build the pollers.
@@ -65,8 +84,13 @@ class Collector:
             for writer in writers:
                 writer.close("start failed")
             raise
-        self.pollers = [ServerPoller(t, w, self.config, self._report, self._clock)
+        self.pollers = [ServerPoller(t, w, self.config, self._report, self._clock, self._on_round)
                         for t, w in zip(self.targets, writers)]
+        self._by_ns = {p.target.ns: p for p in self.pollers}
+        if self.judge is not None:
+            self._judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsaudit-live")
+            self._live_families = live_families(self.judge, self.opened_total, self.judge.grace_ms)
+            self._unwritable = {}
 
     def request_stop(self, reason: str) -> None:
         """Ask :meth:`run` to finish: rounds in progress are abandoned, then every stream closes."""
@@ -87,6 +111,8 @@ class Collector:
             if self.stop_reason == "stopped" and max_rounds:
                 self.stop_reason = f"{max_rounds} rounds done"
         finally:
+            if self._judging is not None:
+                self._judging.shutdown(wait=True)
             for poller in self.pollers:
                 try:
                     await poller.stop(self.stop_reason)
@@ -97,6 +123,60 @@ class Collector:
                         poller.writer.close(self.stop_reason)
                     except OSError as exc:
                         self.failure = self.failure or exc
+
+    def metrics_body(self) -> bytes:
+        """The metrics exposition now (docs/collect.md, "Metrics and alerts"); safe to call from
+        another thread: it reads the pollers' numbers and views (replaced whole each round) and
+        what the judge published."""
+        live, unwritable = self._live_families, self._unwritable
+        return render(server_families(self.pollers, self._clock(), unwritable) + live)
+
+    def _on_round(self, poller: ServerPoller, now: int, view: ServerView | None,
+                  events: list[dict]) -> Awaitable[None] | None:
+        """A round was logged: hand it to the judge (in the order of the rounds' ``now``); the
+        awaitable logs the live incidents that opened or closed."""
+        if self.judge is None:
+            return None
+        topics = brokers = None
+        if view is not None and not (events and events[0]["type"] == "observe_snapshot"):
+            topics = {e["topic"] for e in events if e["type"] == "observed_route"}
+            brokers = {e["broker_name"] for e in events if e["type"] == "observed_broker"}
+        judged = asyncio.get_running_loop().run_in_executor(
+            self._judging, self._judge_round, poller.target.ns, now, view, topics, brokers)
+        return self._log_live(judged, poller)
+
+    def _judge_round(self, ns: str, now: int, view: ServerView | None, topics, brokers) -> list[tuple[str, dict]]:
+        """On the judge's thread: one round, then the live families the metrics serve."""
+        judge = self.judge
+        if view is None:
+            written = judge.failed(ns, now)
+        else:
+            written = judge.observed(ns, now, view, topics, brokers)
+        for _, event in written:
+            if event["incident_state"] == "open":
+                self.opened_total[event["root_cause"]] += 1
+        self._live_families = live_families(judge, self.opened_total, judge.grace_ms)
+        self._unwritable = unwritable_counts(judge)
+        return written
+
+    async def _log_live(self, judged: Awaitable, poller: ServerPoller) -> None:
+        by_stream: dict[str, list[dict]] = {}
+        for stream, event in await judged:
+            target = self._by_ns.get(stream or "", poller)
+            by_stream.setdefault(target.target.ns, []).append(event)
+            self._report(f"collect live: incident {event['incident_state']} {event['root_cause']} "
+                         f"{event['subject']} on {','.join(event['servers'])} ({event['severity']}, "
+                         f"{event['incident_id']})")
+        for stream, stream_events in by_stream.items():
+            target = self._by_ns[stream]
+            for event in stream_events:
+                # the stream may have logged a later round meanwhile: ts never goes back in a
+                # stream, and the incident's start (ts - incident_ms) stays where it was
+                late = target.last_ts - event["ts"]
+                if late > 0:
+                    event["ts"] += late
+                    event["incident_ms"] += late
+            await target.write(stream_events)
 
     def _watch(self, task: asyncio.Future) -> None:
         if task.cancelled() or task.exception() is None:

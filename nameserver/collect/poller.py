@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Callable
+from typing import Awaitable, Callable
 
 from common.config import CollectConfig
 from nameserver.client import RemotingClient
@@ -21,6 +21,7 @@ from nameserver.eventlog.writer import EventLogWriter
 
 # Route requests start within this share of the interval, so a round ends well before the next.
 SPREAD_SHARE = 0.5
+APPEND_SLICE = 1000  # events appended between two turns of the event loop
 
 
 def wall_clock_ms() -> int:
@@ -42,20 +43,35 @@ class ServerPoller:
         config: interval, concurrency, timeouts, backoff.
         report: takes each round's progress line (stderr in the command).
         clock: epoch ms for the events' ``ts``.
+        on_round: called after each logged round with ``(poller, now, view, events)`` (the round's
+            view and events, view None for a failed round), before the events are written, so
+            the calls come in the order of ``now``; the awaitable it returns is awaited after the
+            write (live judgement).
 
     Attributes:
         rounds: rounds done (good or failed).
         failures: failed rounds in a row.
+        failures_by_reason: failed rounds since the start, per ``observe_error`` reason.
+        last_ok_ms: epoch ms of the last round that got every answer (None before one).
+        last_round_s: how long that round took, seconds.
+        view: what the server answered in its last good round (None while failing).
     """
 
     def __init__(self, target: Target, writer: EventLogWriter, config: CollectConfig,
-                 report: Callable[[str], None], clock: Callable[[], int] = wall_clock_ms) -> None:
+                 report: Callable[[str], None], clock: Callable[[], int] = wall_clock_ms,
+                 on_round: Callable[..., Awaitable[None]] | None = None) -> None:
         self.target = target
         self.writer = writer
         self.config = config
         self.record = ObservedServer(target.addr, config.interval_ms)
         self.rounds = 0
         self.failures = 0
+        self.failures_by_reason: dict[str, int] = {}
+        self.last_ok_ms: int | None = None
+        self.last_round_s: float | None = None
+        self.view = None
+        self.last_ts = 0
+        self._on_round = on_round
         self._report = report
         self._clock = clock
         self._client: RemotingClient | None = None
@@ -70,7 +86,7 @@ class ServerPoller:
             EventLogError: the stream cannot be written (fatal for the collector).
         """
         loop = asyncio.get_running_loop()
-        await self._write(self.record.start(self._clock()))
+        await self.write(self.record.start(self._clock()))
         try:
             while not stop.is_set():
                 round_task = asyncio.ensure_future(self._one_round())
@@ -94,7 +110,7 @@ class ServerPoller:
 
     async def stop(self, reason: str) -> None:
         """Write ``observe_stop`` and make the stream durable."""
-        await self._write(self.record.stop(self._clock(), reason))
+        await self.write(self.record.stop(self._clock(), reason))
 
     async def _one_round(self) -> float:
         """One round, logged; returns the loop time at which the next may start: an interval after
@@ -114,15 +130,27 @@ class ServerPoller:
         except ObserveFailure as failure:
             await self._disconnect()
             self.failures += 1
+            self.failures_by_reason[failure.reason] = self.failures_by_reason.get(failure.reason, 0) + 1
+            self.view = None
             wait = backoff_ms(self.failures, self.config)
-            await self._write(self.record.failed(self._clock(), number, failure.reason, failure.detail))
+            now = self._clock()
+            events = self.record.failed(now, number, failure.reason, failure.detail)
+            judged = self._on_round(self, now, None, events) if self._on_round is not None else None
+            await self.write(events)
+            if judged is not None:
+                await judged
             self._report(f"collect {self.target.ns} ({self.target.addr}) round {number}: FAILED {failure.reason}: "
                          f"{failure.detail}; failure {self.failures} in a row, retry in {wait / 1000:g} s")
             return loop.time() + wait / 1000
         recovered = self.failures
         self.failures = 0
-        events = self.record.observed(result.view, self._clock(), number)
-        await self._write(events)
+        now = self._clock()
+        events = self.record.observed(result.view, now, number)
+        self.view, self.last_ok_ms, self.last_round_s = result.view, now, loop.time() - started
+        judged = self._on_round(self, now, result.view, events) if self._on_round is not None else None
+        await self.write(events)
+        if judged is not None:
+            await judged
         self._report(self._ok_line(number, result, events, loop.time() - started, recovered))
         return started + self.config.interval_ms / 1000
 
@@ -138,11 +166,20 @@ class ServerPoller:
                 f"brokers, {len(view.routes)} topics ({routed} routed), {logged}, {result.requests} requests "
                 f"in {seconds:.2f} s{back}")
 
-    async def _write(self, events: list[dict]) -> None:
+    async def write(self, events: list[dict]) -> None:
+        """Append ``events`` to the stream and make them durable (the writer's sync, off the loop).
+
+        A snapshot of many entries is appended in slices with a turn of the event loop between
+        them, so a scrape or another server's round waits for no more than a slice. ``last_ts``
+        keeps the stream's latest ``ts``.
+        """
         if not events:
             return
-        for event in events:
+        for i, event in enumerate(events):
+            if i and i % APPEND_SLICE == 0:
+                await asyncio.sleep(0)
             self.writer.append(event)
+            self.last_ts = max(self.last_ts, event["ts"])
         await asyncio.get_running_loop().run_in_executor(None, self.writer.sync)
 
     async def _disconnect(self) -> None:

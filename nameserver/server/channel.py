@@ -63,6 +63,8 @@ class ChannelOwner(Protocol):
 
     def known_lookups(self) -> dict[RequestKey, tuple] | None: ...
 
+    def known_answered(self, count: int) -> None: ...
+
     def handle_command(self, channel: "RemotingChannel", cmd: RemotingCommand,
                        key: RequestKey | None = None) -> None: ...
 
@@ -211,6 +213,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
                     count, added = decoder.answer_known(known, self._batch, MAX_FRAMES_PER_TURN - handled,
                                                         BATCH_FLUSH_BYTES - self._batch_bytes)
                     if count:
+                        controller.known_answered(count)
                         handled += count
                         self._batch_bytes += added
                         if self._batch_bytes >= BATCH_FLUSH_BYTES:

@@ -98,6 +98,7 @@ class NameServerController(ConnectionDefences):
         self._admission = Admission(ns_id, self.config)
         self._next_channel = 0
         self._silent_closes = 0  # closes of connections that never carried a registration
+        self.requests_by_code: dict[int, int] = {}  # requests handled, by code (the metrics)
         # one for every connection: clients repeat the same headers (route polls), whoever they are
         self._header_memo = HeaderMemo()
         self._tasks: list[asyncio.Task] = []
@@ -282,6 +283,26 @@ class NameServerController(ConnectionDefences):
         except EventLogError:
             return
 
+    def known_answered(self, count: int) -> None:
+        """A channel answered ``count`` GET_ROUTEINFO_BY_TOPIC from their bytes (the metrics)."""
+        counts = self.requests_by_code
+        counts[_GET_ROUTEINFO_BY_TOPIC] = counts.get(_GET_ROUTEINFO_BY_TOPIC, 0) + count
+
+    @property
+    def journal(self) -> Journal:
+        """The event log as the controller uses it (its state, for the metrics)."""
+        return self._journal
+
+    @property
+    def admission(self) -> Admission:
+        """Connection caps and the buffer budget (their state, for the metrics)."""
+        return self._admission
+
+    @property
+    def connections(self) -> int:
+        """Connections open now."""
+        return len(self._channels)
+
     def known_lookups(self) -> dict[RequestKey, tuple] | None:
         """What a channel may answer straight from a request's bytes now
         (``FrameDecoder.answer_known``), or None when every request must come to
@@ -305,6 +326,8 @@ class NameServerController(ConnectionDefences):
         """
         if self._log_closed or self._failure is not None:
             return
+        counts = self.requests_by_code
+        counts[cmd.code] = counts.get(cmd.code, 0) + 1
         processor = self.processor
         assert processor is not None
         now = None

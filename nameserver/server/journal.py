@@ -15,6 +15,7 @@ import dataclasses
 import errno
 import logging
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -91,6 +92,10 @@ class Journal:
         self.writer: EventLogWriter | None = None
         self.answers: DurableAnswers | None = None
         self.outage: Outage | None = None
+        # for the metrics: rejected events by reason, outages begun, route changes refused in past outages
+        self.rejected: Counter = Counter()
+        self.outages = 0
+        self.refused_before = 0
 
     def open(self) -> None:
         """Open the writer (recovering the folder) and its answer queue."""
@@ -121,6 +126,9 @@ class Journal:
         Raises:
             EventLogError: the log failed for another reason (``on_fatal`` was called).
         """
+        for event in events:
+            if event["type"] == "rejected":
+                self.rejected[event["reason"]] += 1
         for i, event in enumerate(events):
             if self.outage is None:
                 try:
@@ -141,6 +149,8 @@ class Journal:
         Raises:
             EventLogError: the log failed for another reason (``on_fatal`` was called).
         """
+        if event["type"] == "rejected":
+            self.rejected[event["reason"]] += 1
         if self.outage is not None:
             self.outage.unlogged += 1
             return
@@ -164,6 +174,7 @@ class Journal:
     def _begin_outage(self, exc: BaseException) -> None:
         cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
         self.outage = Outage(self._clock(), str(cause), cut_path=self.writer.segment_path)
+        self.outages += 1
         try:  # release the file; what it holds stays
             self.writer.close("log unavailable")
         except EventLogError:
@@ -203,5 +214,6 @@ class Journal:
                 pass
             return False
         self.writer, self.answers, self.outage = writer, answers, None
+        self.refused_before += outage.refused
         log.warning("name server %s: event log writable again; route changes accepted", self._ns_id)
         return True

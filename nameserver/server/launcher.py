@@ -13,8 +13,10 @@ from common.config import EventLogConfig, NameServerConfig, load_config
 from common.errors import UserError
 from nameserver.acl import AccessController, exposure_notice, load_secret_store
 from nameserver.eventlog.writer import EventLogError
+from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint
 from nameserver.server.address import parse_listen
 from nameserver.server.controller import NameServerController
+from nameserver.server.metrics import server_body
 
 DURABILITY_NONE_NOTICE = (
     '[eventlog] durability = "none": answers do not wait for the log, and a crash loses the events '
@@ -64,10 +66,10 @@ def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessControll
 
 
 async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig,
-                access: AccessController | None = None) -> int:
+                access: AccessController | None = None, metrics_listen: str | None = None) -> int:
     """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections,
     after a warning on stderr when the bound address is reachable from the network or the log
-    is not fsynced.
+    is not fsynced. With ``metrics_listen``, serve its metrics there (the address on stderr).
 
     Returns:
         0 after a clean shutdown, 1 after a fatal event-log failure.
@@ -77,6 +79,15 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
         host, port = await controller.start()
     except (OSError, EventLogError) as exc:
         raise UserError(f"cannot start name server {ns_id} on {config.listen}: {exc}") from None
+    endpoint = None
+    if metrics_listen is not None:
+        endpoint = EndpointThread(MetricsEndpoint(metrics_listen, lambda: server_body(controller)))
+        try:
+            m_host, m_port = endpoint.start()
+        except OSError as exc:
+            await controller.shutdown("metrics endpoint failed")
+            raise UserError(f"cannot serve metrics on {metrics_listen}: {exc}") from None
+        print(f"nameserver {ns_id}: metrics on http://{m_host}:{m_port}/metrics", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, controller.request_stop, sig.name)
@@ -89,6 +100,8 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
     sys.stdout.write(f"nameserver {ns_id} listening on {shown}:{port}\n")
     sys.stdout.flush()
     await controller.wait_stopped()
+    if endpoint is not None:
+        endpoint.stop()
     return 1 if controller.failure is not None else 0
 
 
@@ -96,4 +109,5 @@ def run_from_cli(args) -> int:
     """``nsaudit nameserver``: run in the foreground; exit 0 on SIGTERM/SIGINT."""
     ns, eventlog_config, access = build_config(args)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(args.ns_id, args.events, ns, eventlog_config, access))
+    return asyncio.run(serve(args.ns_id, args.events, ns, eventlog_config, access,
+                             getattr(args, "metrics_listen", None)))

@@ -147,12 +147,15 @@ def perm_of(queue_datas, broker: str) -> int | None:
 
 
 def start_collector(addrs: dict[str, str], events: Path, err_path: Path) -> subprocess.Popen:
-    """``nsaudit collect`` as a user starts it, the servers named by their stream ids."""
+    """``nsaudit collect`` as a user starts it, the servers named by their stream ids, with the
+    configuration the day is audited with (its live judgement uses the same grace)."""
     namesrv_arg = ";".join(f"{ns}={addr}" for ns, addr in addrs.items())
+    config = err_path.parent / "nsaudit.toml"
+    config.write_text(AUDIT_CONFIG, encoding="utf-8")
     with open(err_path, "w") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "nsaudit.cli", "collect", "--namesrv", namesrv_arg, "--events", str(events),
-             "--interval-ms", str(INTERVAL_MS)],
+             "--interval-ms", str(INTERVAL_MS), "--config", str(config)],
             cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=err)
 
 

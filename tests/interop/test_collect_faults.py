@@ -2,7 +2,10 @@
 (:mod:`tests.interop.collect_scenario`): each fault shows in the right server's stream, at the right
 time, and only there; the collection of the other servers goes on while one is down; every line
 written is valid. Then the nightly audit of what was collected reports each fault as an incident
-with the right server, subject and time, and nothing above info on the fault-free run.
+with the right server, subject and time, and nothing above info on the fault-free run. What the
+collector judged live from the same rounds matches it: the live judgement of the streams equals the
+audit's findings, every incident of the audit was seen live with its subject and start, and no live
+incident opened that the audit does not report.
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from common.config import load_config
+from nameserver.collect.live.replay import replay
+from nameserver.collect.live.rules import LIVE_KINDS, live_grace_ms
 from nameserver.eventlog.segments import list_segments, read_events
 from schemas import events as schema
 from tests.interop.collect_scenario import (
@@ -153,6 +159,13 @@ def _audit(spark, events: Path, lake_dir: Path, config) -> list[dict]:
     return rows
 
 
+def _findings(lake_dir: Path) -> list[dict]:
+    from jobs import lake
+    from jobs.lake.delta.arrow import read_table_arrow
+
+    return read_table_arrow(lake.table_path(lake_dir, lake.FINDINGS)).to_pylist()
+
+
 @pytest.fixture(scope="module")
 def audited(scenario, spark, tmp_path_factory):
     """The incidents of the run with faults and of the fault-free run, audited as an operator of this
@@ -164,7 +177,8 @@ def audited(scenario, spark, tmp_path_factory):
     config_path.write_text(AUDIT_CONFIG)
     config = load_config(config_path)
     return {"faults": _audit(spark, scenario.events, root / "lake", config),
-            "clean": _audit(spark, scenario.clean_events, root / "clean-lake", config)}
+            "clean": _audit(spark, scenario.clean_events, root / "clean-lake", config),
+            "faults_findings": _findings(root / "lake"), "config": config, "faults_lake": root / "lake"}
 
 
 def _explains(fault: dict, incident: dict) -> bool:
@@ -199,3 +213,67 @@ def test_the_fault_free_run_has_no_incident_above_info(audited):
                if i["severity"] != "info"]
     assert serious == []
     assert audited["clean"], "the fault-free day was audited and its one-broker topics are info incidents"
+
+
+# ---------------------------------------------------------------------------- live, against the audit
+
+# a live incident starts when its first finding does, as the audit's; it may be seen up to a poll
+# interval and the grace from the audit's start (what the acceptance allows)
+def _grace(audited) -> int:
+    return live_grace_ms(audited["config"], INTERVAL_MS)
+
+
+def _live_events(events: Path) -> list[dict]:
+    return [e for ns in SERVERS for e in read_events(events, ns, []) if e["type"] == "live_incident"]
+
+
+def _finding_key(kind, divergence, ns, subject, start_ms, end_ms) -> tuple:
+    return kind, divergence, ns, subject, start_ms, end_ms
+
+
+@pytest.mark.spark
+def test_the_live_judgement_of_the_collected_rounds_equals_the_audits_findings(scenario, audited):
+    """The same rounds fed to the live judge as the collector fed it give the audit's findings of
+    every kind judged live, with the same server, subject, start and end to the millisecond."""
+    def ms(ts) -> int:
+        return int(ts.timestamp() * 1000)
+
+    nightly = {_finding_key(f["kind"], json.loads(f["detail"]).get("kind") if f["kind"] == "ns_divergence" else None,
+                            f["ns"], f["subject"], ms(f["start_ts"]), ms(f["end_ts"]))
+               for f in audited["faults_findings"] if f["kind"] in LIVE_KINDS}
+    replayed = replay(scenario.events, SERVERS, _grace(audited))
+    live = {_finding_key(f.kind, f.detail.get("kind") if f.kind == "ns_divergence" else None, f.ns, f.subject,
+                         f.start_ms, f.end_ms) for f in replayed.findings}
+    assert nightly, "the day has findings of the kinds judged live"
+    assert sorted(live - nightly, key=repr) == [] and sorted(nightly - live, key=repr) == []
+
+
+@pytest.mark.spark
+def test_every_incident_of_the_audit_was_seen_live_and_no_live_incident_is_unexplained(scenario, audited):
+    """What the collector wrote while it ran: each incident above info of the audit has a live
+    incident of its subject that began within a poll interval and the grace of it; each live
+    incident is one the audit reports; the fault-free run opened none."""
+    within = INTERVAL_MS + _grace(audited)
+    opened = [e for e in _live_events(scenario.events) if e["incident_state"] == "open"]
+    summary = [(e["root_cause"], e["subject"], e["servers"], e["ts"] - e["incident_ms"]) for e in opened]
+    nightly = audited["faults"]
+    for incident in (i for i in nightly if i["severity"] != "info"):
+        assert any(e["subject"] == incident["subject"] and abs(e["ts"] - e["incident_ms"] - incident["start_ms"])
+                   <= within for e in opened), (incident["root_cause"], incident["subject"], incident["start_ms"],
+                                               summary)
+    for event in opened:
+        start = event["ts"] - event["incident_ms"]
+        assert any(i["subject"] == event["subject"] and i["severity"] != "info"
+                   and i["start_ms"] - within <= start <= i["end_ms"] + within for i in nightly), (event, nightly)
+    # the same incident's events name the same id, opened first; the wipe was seen live as the fault
+    wipe = scenario.fault("wipe")
+    assert any(e["root_cause"] == "write_perm_wiped" and e["subject"] == wipe["subject"] and e["servers"] == wipe["ns"]
+               for e in opened), summary
+    assert _live_events(scenario.clean_events) == []
+    # the report says when each was first seen live
+    incident = next(i for i in nightly if i["root_cause"] == "write_perm_wiped")
+    page = (audited["faults_lake"] / "reports" / incident["date"].isoformat() / "index.html").read_text()
+    row = next(r for r in page[page.index('id="incidents-table"'):].split("<tr>") if incident["incident_id"] in r)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
+    seen = next(e for e in opened if e["root_cause"] == "write_perm_wiped")
+    assert cells[6] == dt.datetime.fromtimestamp(seen["ts"] / 1000, dt.timezone.utc).strftime("%H:%M:%S"), cells

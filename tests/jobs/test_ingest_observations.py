@@ -1,6 +1,7 @@
 """Observation streams (``nsaudit collect``) in the nightly audit's first stages: ingest accepts every
-line with its nested values intact, the rebuild makes the observed server's tables from them and
-changes no other server's, and the liveness stage does not count them as heartbeats."""
+line with its nested values intact (the optional ``live_incident`` events too), the rebuild makes
+the observed server's tables from them and changes no other server's, and the liveness stage does
+not count them as heartbeats."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from jobs.analytics.liveness.stage import run_liveness
 from jobs.ingest.stage import run_ingest
 from jobs.lake.tables import read_table
 from jobs.rebuild.stage import run_rebuild
+from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.view import ServerView, broker_entry, route_entry
 from schemas.events import EVENTS_TABLE_SCHEMA
@@ -24,8 +26,13 @@ OBSERVED = "obs-10.0.0.2-9876"
 
 def observation_log() -> list[dict]:
     """A collector run over one server: start, snapshot, a wiped perm, a broker gone, an outage, a
-    recovered snapshot and a stop; every observation type and key."""
+    recovered snapshot and a stop, with the live incidents it judged; every observation type and key."""
     server = ObservedServer("10.0.0.2:9876", 10_000)
+    judge = LiveJudge(grace_ms=0)
+
+    def live(events: list) -> list[dict]:
+        return [event for _, event in events]
+
     a = {"cluster": "DefaultCluster", "broker_name": "broker-a", "broker_addrs": {0: BROKER_A.broker_addr}}
     b = {"cluster": "DefaultCluster", "broker_name": "broker-b", "broker_addrs": {0: "10.0.0.6:10911", 1: "10.0.0.7:10911"}}
 
@@ -37,9 +44,12 @@ def observation_log() -> list[dict]:
     full = ServerView({"broker-a": broker_entry(a), "broker-b": broker_entry(b)},
                       {"TopicTest": route(6), "Unrouted": None})
     wiped = ServerView({"broker-a": broker_entry(a)}, {"TopicTest": route(4), "Unrouted": None})
-    return (server.start(T0 + 1000) + server.observed(full, T0 + 1100, 1) + server.observed(wiped, T0 + 11_100, 2)
+    return (server.start(T0 + 1000) + server.observed(full, T0 + 1100, 1) + live(judge.observed(OBSERVED, T0 + 1100, full))
+            + server.observed(wiped, T0 + 11_100, 2) + live(judge.observed(OBSERVED, T0 + 11_100, wiped))
             + server.failed(T0 + 21_100, 3, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
-            + server.observed(wiped, T0 + 31_100, 4) + server.stop(T0 + 40_000, "SIGTERM"))
+            + live(judge.failed(OBSERVED, T0 + 21_100))
+            + server.observed(wiped, T0 + 31_100, 4) + live(judge.observed(OBSERVED, T0 + 31_100, wiped))
+            + server.stop(T0 + 40_000, "SIGTERM"))
 
 
 def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_left_out_of_liveness(spark, tmp_path):
@@ -54,6 +64,10 @@ def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_
     events_df = read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": DAY})
     observed = {r["seq"]: r for r in events_df.where(F.col("ns") == OBSERVED).collect()}
     assert [observed[s]["type"] for s in sorted(observed)] == [e["type"] for e in observations]
+    incidents = [r for r in observed.values() if r["type"] == "live_incident"]
+    assert {(r["root_cause"], r["subject"], r["incident_state"]) for r in incidents} >= {
+        ("write_perm_wiped", "broker-a", "open"), ("master_lost", "broker-b", "open")}
+    assert all(r["servers"] == [OBSERVED] for r in incidents)
     wipe = next(r for r in observed.values() if r["type"] == "observed_route" and r["round"] == 2)
     assert (wipe["topic"], wipe["queue_datas"][0]["perm"]) == ("TopicTest", 4)
     assert wipe["filter_server_table"][0]["filter_servers"] == ["10.0.0.5:30000"]

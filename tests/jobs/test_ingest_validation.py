@@ -71,6 +71,8 @@ def _full_event(seq: int) -> dict:
         "broker_datas": [{"cluster": "C1", "broker_name": "broker-a",
                           "broker_addrs": [{"broker_id": 0, "broker_addr": "10.0.0.5:10911"}]}],
         "filter_server_table": [{"broker_addr": "10.0.0.5:10911", "filter_servers": ["10.0.0.5:30000"]}],
+        # the live incident keys (nsaudit collect), arrays of strings
+        "servers": ["obs-10.0.0.5-9876"], "kinds": ["write_perm_wiped"],
     }
     kinds = {"string": "x", "int32": 7, "int64": 7}
     return {k.name: values.get(k.name, kinds.get(k.type)) for k in EVENT_KEYS}

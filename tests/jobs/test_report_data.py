@@ -113,15 +113,15 @@ def test_summary_json_has_the_keys_the_readme_lists(spark, tmp_path):
 def test_the_report_opens_with_the_days_incidents_worst_first(tmp_path):
     from jobs.report.incidents import INCIDENT_COLUMNS
 
-    def incident(iid, severity, cause, subject, servers, start_h, end_h, topics, share):
+    def incident(iid, severity, cause, subject, servers, start_h, end_h, topics, share, live=None):
         start = dt.datetime(2026, 11, 21, start_h, tzinfo=dt.timezone.utc)
         return (iid, severity, cause, subject, servers, start,
                 dt.datetime(2026, 11, 21, end_h, tzinfo=dt.timezone.utc), (end_h - start_h) * 3_600_000, 4, topics,
-                8 * topics, 0, share)
+                8 * topics, 0, share, live and start + dt.timedelta(seconds=live))
 
     incidents = pd.DataFrame([
         incident("inc-1", "critical", "master_lost", "broker-2", ["ns-a", "ns-b"], 10, 11, 9, 1.0),
-        incident("inc-2", "warning", "write_perm_wiped", "broker-1", ["ns-c"], 3, 4, 0, 1 / 3),
+        incident("inc-2", "warning", "write_perm_wiped", "broker-1", ["ns-c"], 3, 4, 0, 1 / 3, live=12),
         incident("inc-3", "info", "single_broker_topic", "single_broker_topic", [], 0, 0, 0, 0.0),  # empty servers
     ], columns=INCIDENT_COLUMNS)
     empty = pd.DataFrame()
@@ -134,4 +134,5 @@ def test_the_report_opens_with_the_days_incidents_worst_first(tmp_path):
     assert "1 critical, 1 warning and 1 info incidents" in page
     rows = page[page.index('id="incidents-table"'):].split("<tr>")[2:]
     assert ["master_lost" in rows[0], "write_perm_wiped" in rows[1], "33%" in rows[1]] == [True] * 3
+    assert "<td>03:00:12</td>" in rows[1] and "<td></td>" in rows[0]  # seen live 12 s after it began; not seen
     assert 'data-plot="incidents"' in page  # the timeline of the two above info

@@ -23,6 +23,7 @@ from nameserver.codec import MalformedFrame
 from nameserver.server.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
 from nameserver.server.journal import Outage, log_unavailable_event
+from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.view import ServerView, broker_entry, route_entry
 from schemas import events as schema
@@ -72,7 +73,10 @@ def observation_events(now: int) -> list[dict]:
                               "topic_sys_flag": 0}]}
     full = ServerView({"broker-a": broker_entry(broker)}, {"TopicTest": route_entry(route), "Gone": None})
     emptied = ServerView({}, {"TopicTest": None})
-    return (server.start(now) + server.observed(full, now + 1, 1) + server.observed(emptied, now + 2, 2)
+    # the live judge's live_incident events: the only group loses its master on this server, then comes back
+    judge = LiveJudge(grace_ms=0)
+    live = [e for _, e in judge.observed("obs-a", now + 1, full) + judge.observed("obs-a", now + 2, emptied)]
+    return (server.start(now) + server.observed(full, now + 1, 1) + server.observed(emptied, now + 2, 2) + live
             + server.failed(now + 3, 3, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
             + server.stop(now + 4, "SIGTERM"))
 

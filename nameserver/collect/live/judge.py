@@ -1,0 +1,354 @@
+"""The live judge: every round of every observed server in, the live incidents' events out.
+
+:class:`LiveJudge` holds each server's answers while its state is known (from a full answer to its
+failure, the collector's stop or midnight: the nightly audit's *known periods*), and after each
+update judges, as the nightly stages do, the kinds an observed server can show:
+
+- on one server: ``no_writable_queue``, ``read_write_mismatch`` (per topic), ``no_master`` and
+  ``write_perm_wiped`` (per broker name), ``observed_broker_gone`` (per address),
+  ``observed_server_down``;
+- across servers: ``ns_divergence`` (:mod:`~.divergence`).
+
+Only what a round changed is looked at again (the topics and broker names whose answers changed),
+unless a server joins or leaves the comparison, when every key is. At UTC midnight every known
+period ends, as in the nightly audit, whose every day stands alone; the incidents are held open
+across it (:mod:`~.incidents`).
+"""
+
+from __future__ import annotations
+
+from nameserver.collect.live.divergence import (
+    BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING, Divergence,
+)
+from nameserver.collect.live.findings import FindingBook, LiveFinding
+from nameserver.collect.live.incidents import Incidents
+from nameserver.collect.live.rules import INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
+from nameserver.collect.live.servers import KnownServer
+from nameserver.collect.view import ServerView
+from nameserver.model import PERM_WRITE
+
+DAY_MS = 86_400_000
+PER_SERVER = ("no_writable_queue", "read_write_mismatch", "no_master", "write_perm_wiped", "observed_broker_gone")
+
+
+class LiveJudge:
+    """Judges the observed servers round by round (``now``: the round's event ``ts``).
+
+    Args:
+        grace_ms: the divergence grace (:func:`~.rules.live_grace_ms`).
+        gap_ms: the incidents' grouping gap.
+
+    Attributes:
+        servers: the servers whose state is known now.
+        book: the open findings.
+        incidents: the live incidents.
+        down: servers down now -> the addresses they listed when they failed.
+    """
+
+    def __init__(self, grace_ms: int, gap_ms: int = INCIDENT_GAP_MS) -> None:
+        self.grace_ms = grace_ms
+        self.gap_ms = gap_ms
+        self.servers: dict[str, KnownServer] = {}
+        self.book = FindingBook()
+        self.divergence = Divergence(grace_ms, self.book, self._divergence_cause)
+        self.incidents = Incidents(gap_ms)
+        self.down: dict[str, int] = {}
+        self.day: int | None = None
+        self._writable_seen: set[tuple[str, str, str]] = set()  # (ns, topic, broker) writable earlier today
+        self._wiped: dict[tuple[str, str], set[str]] = {}  # (ns, broker) -> topics wiped there (qualifying)
+        self._unwritable: dict[str, set[tuple[str, str]]] = {}  # topic -> (ns, broker) lacking write perm
+        # (ns, broker) -> its masterless BrokerData's run: (start, pending, addresses)
+        self._runs: dict[tuple[str, str], tuple[int, bool, str]] = {}
+        self._back_ms: dict[str, int] = {}  # when each server last came back from an outage
+        self.addr_names: dict[str, str] = {}  # broker address -> the broker name it was last listed under
+
+    # ------------------------------------------------------------------ updates
+
+    def observed(self, ns: str, now: int, view: ServerView, topics=None, brokers=None) -> list[tuple[str, dict]]:
+        """A round of ``ns`` got every answer.
+
+        Args:
+            topics, brokers: the topics and broker names whose answers changed since the server's
+                previous round; None: compare everything (a snapshot).
+
+        Returns:
+            ``(stream, event)``: the ``live_incident`` events of this update.
+        """
+        self._advance(now)
+        self._tick(now)
+        old = self.servers.get(ns)
+        full = old is None or topics is None
+        old_addrs = dict(old.addrs) if old is not None else {}
+        had = set(old.brokers) if old is not None else set()
+        if full:
+            old_cells = {t: set(c) for t, c in old.qd.items()} if old is not None else {}
+            server = self.servers[ns] = KnownServer(view)
+            topics = set(server.qd) | set(old_cells)
+            brokers = set(server.brokers) | (set(old.brokers) if old is not None else set())
+        else:
+            topics, brokers = set(topics), set(brokers)
+            old_cells = {t: set(old.qd.get(t, {})) for t in topics}
+            old.apply(view, topics, brokers)
+            server = old
+        self.incidents.answered(ns)
+        if ns in self.down:
+            self._came_back(ns, server, now)
+        left = {a: v for a, v in old_addrs.items() if a not in server.addrs} if old is not None else {}
+        entered = [a for a in server.addrs if a not in old_addrs]
+        for addr in entered:
+            self.addr_names[addr] = server.addrs[addr][0]
+            self.book.end(("observed_broker_gone", ns, addr), now)
+        for addr, (name, broker_id) in left.items():
+            self.book.start(("observed_broker_gone", ns, addr), LiveFinding(
+                "observed_broker_gone", ns, addr, now, SEVERITY["observed_broker_gone"],
+                {"broker_name": name, "broker_id": broker_id}, "broker", name, (ns,)))
+        dirty = set(topics)
+        for name in brokers:
+            dirty |= server.topics_of.get(name, set())
+        self._topic_conditions(ns, server, dirty, now)
+        self._master_conditions(ns, server, brokers, had, now)
+        if old is None:  # the comparison gained a server: every key
+            self._everything(now)
+        else:
+            self._wiped_conditions(dirty, now)
+            self._divergences(dirty, brokers, set(left) | set(entered), old_cells, now)
+        return self._finish(now)
+
+    def failed(self, ns: str, now: int) -> list[tuple[str, dict]]:
+        """A round of ``ns`` failed: its known period ends; if it had one, the server is down."""
+        return self._leave(ns, now, down=True)
+
+    def stopped(self, ns: str, now: int) -> list[tuple[str, dict]]:
+        """The collector stops observing ``ns`` (its known period ends; no server down)."""
+        return self._leave(ns, now, down=False)
+
+    def tick(self, now: int) -> list[tuple[str, dict]]:
+        """No round ended, but time passed: episodes and starting groups may now count."""
+        self._advance(now)
+        self._tick(now)
+        return self._finish(now)
+
+    # ------------------------------------------------------------------ one server
+
+    def _leave(self, ns: str, now: int, down: bool) -> list[tuple[str, dict]]:
+        self._advance(now)
+        self._tick(now)
+        old = self.servers.pop(ns, None)
+        if old is not None:
+            self._forget(ns, now)
+            if down:
+                self.down[ns] = len(old.addrs)
+                self.book.start(("observed_server_down", ns, ns), LiveFinding(
+                    "observed_server_down", ns, ns, now, SEVERITY["observed_server_down"],
+                    {"brokers_before": len(old.addrs)}, "server", ns, (ns,)))
+            self._everything(now, set(old.qd), set(old.brokers), set(old.addrs))
+        return self._finish(now)
+
+    def _came_back(self, ns: str, server: KnownServer, now: int) -> None:
+        before = self.down.pop(ns)
+        finding = self.book.open.get(("observed_server_down", ns, ns))
+        if finding is not None:
+            after = len(server.addrs)
+            finding.detail.update(came_back=True, brokers_after=after, tables_emptied=after < before)
+            self.book.end(("observed_server_down", ns, ns), now)
+            self._back_ms[ns] = now
+
+    def _forget(self, ns: str, now: int) -> None:
+        """``ns``'s known period ended at ``now``: its own findings end there."""
+        self.book.end_where(now, lambda key: key[0] in PER_SERVER and key[1] == ns)
+        for key in [k for k in self._runs if k[0] == ns]:
+            del self._runs[key]
+        for key in [k for k in self._wiped if k[0] == ns]:
+            del self._wiped[key]
+        for cells in self._unwritable.values():
+            cells -= {c for c in cells if c[0] == ns}
+
+    def _topic_conditions(self, ns: str, server: KnownServer, topics, now: int) -> None:
+        for topic in topics:
+            for kind, detail in (("no_writable_queue", server.no_writable_queue(topic)),
+                                 ("read_write_mismatch", server.read_write_mismatch(topic))):
+                key = (kind, ns, topic)
+                if detail is None:
+                    self.book.end(key, now)
+                    continue
+                current = self.book.open.get(key)
+                if current is not None:
+                    current.detail = {**detail, "culprit": current.detail.get("culprit")}
+                    continue
+                if kind == "no_writable_queue":
+                    family, cause = ("broker", detail["culprit"]) if detail["culprit"] else ("topic", topic)
+                else:
+                    family, cause = "layout", f"read_lt_write:{topic}"
+                self.book.start(key, LiveFinding(kind, ns, topic, now, SEVERITY[kind], detail, family, cause, (ns,)))
+
+    def _master_conditions(self, ns: str, server: KnownServer, brokers, had: set[str], now: int) -> None:
+        """``no_master``: a masterless BrokerData. One that appears without its master where the
+        name had none (or the server's state was unknown) counts only once it lasted
+        ``REGISTRATION_PERIOD_MS``: a slave registered before its master is a group starting.
+        Each value of the BrokerData is a run, as in the nightly audit's exact findings."""
+        for name in brokers:
+            key = (ns, name)
+            if not server.masterless(name):
+                self._runs.pop(key, None)
+                self.book.end(("no_master", ns, name), now)
+                continue
+            value = repr(server.brokers[name]["broker_addrs"])
+            run = self._runs.get(key)
+            if run is not None and run[2] == value:
+                continue
+            if run is not None and not run[1]:
+                self._runs[key] = (run[0], False, value)  # touching runs: one finding
+                continue
+            pending = run is None and name not in had
+            if run is not None:  # a starting run cut short by another value: that one counts from now
+                self.book.end(("no_master", ns, name), now)
+            self._runs[key] = (now, pending, value)
+            if not pending:
+                self._open_no_master(ns, name, now)
+
+    # ------------------------------------------------------------------ across servers
+
+    def _wiped_conditions(self, topics, now: int) -> None:
+        """``write_perm_wiped``: a QueueData without write perm where the same (server, topic,
+        group) was writable earlier today, or the same (topic, group) is writable on another
+        server now."""
+        touched: set[tuple[str, str]] = set()
+        seen, servers = self._writable_seen, list(self.servers.items())
+        for topic in topics:
+            for cell in self._unwritable.pop(topic, ()):
+                touched.add(cell)
+                self._wiped.get(cell, set()).discard(topic)
+            unwritable = []
+            for ns, server in servers:
+                for name, value in server.qd.get(topic, {}).items():
+                    if value[2] & PERM_WRITE:
+                        seen.add((ns, topic, name))
+                    else:
+                        unwritable.append((ns, name))
+            if not unwritable:
+                continue
+            self._unwritable[topic] = set(unwritable)
+            for ns, name in unwritable:
+                touched.add((ns, name))
+                elsewhere = any(o != ns and (cell := s.qd.get(topic, {}).get(name)) is not None
+                                and cell[2] & PERM_WRITE for o, s in servers)
+                if elsewhere or (ns, topic, name) in seen:
+                    self._wiped.setdefault((ns, name), set()).add(topic)
+        for ns, name in touched:
+            wiped = self._wiped.get((ns, name))
+            key = ("write_perm_wiped", ns, name)
+            if wiped:
+                finding = self.book.start(key, LiveFinding("write_perm_wiped", ns, name, now, SEVERITY["write_perm_wiped"],
+                                                           {}, "broker", name, (ns,)))
+                finding.detail = {"topics": len(wiped), "topics_listed": sorted(wiped)[:20]}
+            else:
+                self._wiped.pop((ns, name), None)
+                self.book.end(key, now)
+
+    def _divergences(self, topics, brokers, addrs, old_cells, now: int) -> None:
+        keys: set = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
+        servers = list(self.servers.values())
+        same: dict[str, bool] = {}
+
+        def differs(topic: str) -> bool:
+            # every server with the same QueueData of the topic (or none): no key of it disagrees
+            if topic not in same:
+                cells = [server.qd.get(topic) for server in servers]
+                same[topic] = all(c == cells[0] for c in cells)
+            return not same[topic]
+
+        for topic in topics:
+            if not differs(topic):
+                continue
+            keys.add((ROUTE_MISSING, topic))
+            names = set(old_cells.get(topic, ()))
+            for server in servers:
+                names |= server.qd.get(topic, {}).keys()
+            keys |= {(QUEUE_DATA_MISMATCH, (topic, n)) for n in names}
+        for name in brokers:
+            for server in servers:
+                keys |= {(QUEUE_DATA_MISMATCH, (t, name)) for t in server.topics_of.get(name, ()) if differs(t)}
+        for key in self.divergence.keys():  # a disagreement in progress is looked at whatever the rest says
+            if key[0] == ROUTE_MISSING and key[1] in topics:
+                keys.add(key)
+            elif key[0] == QUEUE_DATA_MISMATCH and (key[1][0] in topics or key[1][1] in brokers):
+                keys.add(key)
+        self.divergence.evaluate(keys, self.servers, now)
+
+    def _everything(self, now: int, topics=(), brokers=(), addrs=()) -> None:
+        """A server joined or left the comparison: every key and every wiped cell again."""
+        topics, brokers, addrs = set(topics) | set(self._unwritable), set(brokers), set(addrs)
+        for server in self.servers.values():
+            topics |= server.qd.keys()
+            brokers |= server.brokers.keys()
+            addrs |= server.addrs.keys()
+        self._wiped_conditions(topics, now)
+        for key in self.divergence.keys():
+            if key[0] == BROKER_MISSING:
+                addrs.add(key[1])
+            elif key[0] == BROKER_ADDRS_MISMATCH:
+                brokers.add(key[1])
+            else:
+                topics.add(key[1] if key[0] == ROUTE_MISSING else key[1][0])
+        self._divergences(topics, brokers, addrs, {}, now)
+
+    def _divergence_cause(self, key, finding: LiveFinding) -> tuple[str, str]:
+        kind, what = key
+        if kind == ROUTE_MISSING:
+            # a route missing on a server just back from an outage is that outage's impact
+            back = self._back_ms.get(finding.servers[0]) if len(finding.servers) == 1 else None
+            if back is not None and back <= finding.start_ms <= back + self.gap_ms:
+                return "server", finding.servers[0]
+            return "topic", what
+        if kind == BROKER_MISSING:
+            return "broker", self.addr_names.get(what, what)
+        return "broker", what[1] if kind == QUEUE_DATA_MISMATCH else what
+
+    # ------------------------------------------------------------------ time
+
+    def _open_no_master(self, ns: str, name: str, start: int) -> None:
+        server = self.servers[ns]
+        entry = server.brokers[name]
+        self.book.start(("no_master", ns, name), LiveFinding(
+            "no_master", ns, name, start, SEVERITY["no_master"],
+            {"cluster": entry["cluster"], "addrs": {str(a["broker_id"]): a["broker_addr"] for a in entry["broker_addrs"]}},
+            "broker", name, (ns,)))
+
+    def _tick(self, now: int) -> None:
+        self.divergence.tick(now)
+        for (ns, name), (start, pending, value) in list(self._runs.items()):
+            if pending and now - start >= REGISTRATION_PERIOD_MS:
+                self._runs[(ns, name)] = (start, False, value)
+                self._open_no_master(ns, name, start)
+
+    def _advance(self, now: int) -> None:
+        """Cross UTC midnight: every known period ends there, as each day of the audit stands alone."""
+        day = now // DAY_MS
+        if self.day is None or day <= self.day:
+            self.day = day if self.day is None else self.day
+            return
+        midnight = day * DAY_MS
+        for (ns, name), (start, pending, _) in list(self._runs.items()):
+            if pending and ns in self.servers:  # reaches the end of the day: not a start
+                self._open_no_master(ns, name, start)
+        self._writable_seen = {(ns, t, b) for ns, s in self.servers.items() for t, cells in s.qd.items()
+                               for b, v in cells.items() if v[2] & PERM_WRITE}
+        held = set(self.servers) | set(self.down)
+        for ns in list(self.servers):
+            del self.servers[ns]
+            self._forget(ns, midnight)
+        for ns in list(self.down):
+            self.book.end(("observed_server_down", ns, ns), midnight)
+        self.down.clear()
+        self._unwritable.clear()
+        self.divergence.end_all(midnight)
+        self.incidents.hold(held, midnight + self.grace_ms)
+        self.day = day
+
+    def _finish(self, now: int) -> list[tuple[str, dict]]:
+        opened, closed = self.book.take()
+        for finding in opened:
+            self.incidents.opened(finding)
+        for finding in closed:
+            self.incidents.closed(finding)
+        return self.incidents.finish(now, self.divergence.pending_causes(now))

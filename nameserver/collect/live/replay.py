@@ -1,0 +1,105 @@
+"""Collected streams fed back through the live judge, as the collector fed it.
+
+The rounds of every stream (``observe_*`` and ``observed_*`` events, docs/event-log.md,
+Observations) are merged in ``ts`` order and each round's answers rebuilt as a
+:class:`~nameserver.collect.view.ServerView`, then given to a :class:`~.judge.LiveJudge`. What
+comes out is every live finding, with its start and end, and every ``live_incident`` event the
+judge wrote: what the collector would have judged live from the same answers. The tests compare
+it with the nightly audit of the same streams.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from nameserver.collect.live.findings import LiveFinding
+from nameserver.collect.live.judge import LiveJudge
+from nameserver.collect.view import ServerView
+from nameserver.eventlog.segments import read_events
+
+
+@dataclass
+class Replayed:
+    """What a replay judged.
+
+    Attributes:
+        findings: every finding that held for a millisecond or more, in the order they opened.
+        events: the ``(stream, live_incident event)`` pairs the judge wrote.
+        recorded: the ``live_incident`` events the streams already held (what was judged live).
+    """
+
+    findings: list[LiveFinding] = field(default_factory=list)
+    events: list[tuple[str, dict]] = field(default_factory=list)
+    recorded: list[dict] = field(default_factory=list)
+
+
+def _rounds(events: Iterable[dict]) -> Iterator[list[dict]]:
+    """Consecutive events of one stream with one ``ts`` (a round's answers share it)."""
+    batch: list[dict] = []
+    for event in events:
+        if batch and (event["ts"] != batch[0]["ts"] or event["ns"] != batch[0]["ns"]):
+            yield batch
+            batch = []
+        batch.append(event)
+    if batch:
+        yield batch
+
+
+def replay(events_dir: str | Path, streams: Iterable[str], grace_ms: int) -> Replayed:
+    """Judge the collected ``streams`` under ``events_dir`` round by round.
+
+    Args:
+        events_dir: the collector's ``--events``.
+        streams: the observation streams (``ns``) to read.
+        grace_ms: the divergence grace (:func:`~.rules.live_grace_ms`).
+    """
+    judge = LiveJudge(grace_ms)
+    judge.book.log = []
+    out = Replayed()
+    logs = [read_events(events_dir, ns, []) for ns in streams]
+    merged = heapq.merge(*logs, key=lambda e: (e["ts"], e["ns"], e["seq"]))
+    views: dict[str, ServerView] = {}
+    for batch in _rounds(merged):
+        ns, now = batch[0]["ns"], batch[0]["ts"]
+        types = {e["type"] for e in batch}
+        out.recorded += [e for e in batch if e["type"] == "live_incident"]
+        written: list[tuple[str, dict]] = []
+        if types & {"observe_start", "observe_stop"}:
+            views.pop(ns, None)
+            written += judge.stopped(ns, now)
+        if "observe_error" in types:
+            views.pop(ns, None)
+            written += judge.failed(ns, now)
+        if "observe_snapshot" in types:
+            views[ns] = ServerView({}, {})
+            topics = brokers = None
+        else:
+            topics, brokers = set(), set()
+        entries = [e for e in batch if e["type"] in ("observed_broker", "observed_route")]
+        if entries and ns in views:
+            view = views[ns]
+            table, routes = dict(view.broker_addr_table), dict(view.routes)
+            for e in entries:
+                if e["type"] == "observed_broker":
+                    if brokers is not None:
+                        brokers.add(e["broker_name"])
+                    if e["broker_addrs"] is None:
+                        table.pop(e["broker_name"], None)
+                    else:
+                        table[e["broker_name"]] = {"cluster": e["cluster"], "broker_name": e["broker_name"],
+                                                   "broker_addrs": e["broker_addrs"]}
+                else:
+                    if topics is not None:
+                        topics.add(e["topic"])
+                    routes[e["topic"]] = None if e["queue_datas"] is None else {
+                        k: e[k] for k in ("queue_datas", "broker_datas", "filter_server_table")}
+            views[ns] = ServerView(table, routes)
+            written += judge.observed(ns, now, views[ns], topics, brokers)
+        elif "observe_snapshot" in types:
+            written += judge.observed(ns, now, views[ns], None, None)
+        out.events += written
+    out.findings = [f for f in judge.book.log if f.end_ms is None or f.end_ms > f.start_ms]
+    return out

@@ -1,0 +1,140 @@
+"""The live judge (``nameserver.collect.live``) on hand-made rounds of three observed servers: what
+opens and closes, when, with which root cause and subject, as the nightly audit would name them.
+
+That the live findings equal the nightly audit's on the same streams is checked on real RocketMQ
+name servers (``tests/interop/test_collect_faults.py``); that the parameters both use are the
+same, in ``test_live_rules.py``.
+"""
+
+from __future__ import annotations
+
+from nameserver.collect.live.judge import DAY_MS, LiveJudge
+from nameserver.collect.view import ServerView
+
+T0 = 1_795_219_200_000 + 3_600_000  # 01:00 UTC
+GRACE = 5_000
+A, B = "10.0.0.1:10911", "10.0.0.2:10911"
+
+
+def broker(name: str, *addrs: tuple[int, str]) -> dict:
+    return {"cluster": "C", "broker_name": name,
+            "broker_addrs": [{"broker_id": i, "broker_addr": a} for i, a in sorted(addrs)]}
+
+
+def route(*cells: tuple[str, int]) -> dict:
+    return {"queue_datas": [{"broker_name": n, "read_queue_nums": 4, "write_queue_nums": 4, "perm": p,
+                             "topic_sys_flag": 0} for n, p in cells], "broker_datas": [], "filter_server_table": []}
+
+
+def view(brokers: list[dict], routes: dict) -> ServerView:
+    return ServerView({b["broker_name"]: b for b in brokers}, routes)
+
+
+HEALTHY = view([broker("broker-a", (0, A)), broker("broker-b", (0, B))],
+               {"T1": route(("broker-a", 6), ("broker-b", 6)), "T2": route(("broker-a", 6))})
+WIPED = view([broker("broker-a", (0, A)), broker("broker-b", (0, B))],
+             {"T1": route(("broker-a", 4), ("broker-b", 6)), "T2": route(("broker-a", 4))})
+
+
+def rounds(judge: LiveJudge, at: int, views: dict[str, ServerView | None]) -> list[dict]:
+    """One round of each server at ``at`` (+1 ms per server); None: a failed round."""
+    out = []
+    for i, (ns, seen) in enumerate(sorted(views.items())):
+        now = at + i
+        out += [e for _, e in (judge.failed(ns, now) if seen is None else judge.observed(ns, now, seen))]
+    return out
+
+
+def summary(events: list[dict]) -> list[tuple]:
+    return [(e["incident_state"], e["root_cause"], e["subject"], e["servers"], e["ts"] - e["incident_ms"] - T0)
+            for e in events]
+
+
+def test_a_wipe_on_one_server_opens_at_once_its_divergence_joins_after_the_grace_and_it_closes_when_restored():
+    judge = LiveJudge(GRACE)
+    assert rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
+    opened = rounds(judge, T0 + 1000, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    # write_perm_wiped (and T2's no_writable_queue, whose only group lost its write perm): one incident
+    assert summary(opened) == [("open", "write_perm_wiped", "broker-a", ["ns-a"], 1000)]
+    assert {k[0] for k in judge.book.open} == {"write_perm_wiped", "no_writable_queue"}
+    assert rounds(judge, T0 + 1000 + GRACE, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
+    assert sorted(k[1][0] for k in judge.book.open if k[0] == "ns_divergence") == ["queue_data_mismatch"] * 2
+    incident = judge.incidents.open_incidents()[0]
+    assert (incident.severity, incident.kinds) == ("critical", ["no_writable_queue", "ns_divergence",
+                                                               "write_perm_wiped"])
+    closed = rounds(judge, T0 + 20_000, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    assert summary(closed) == [("close", "write_perm_wiped", "broker-a", ["ns-a"], 1000)]
+    assert closed[0]["incident_id"] == opened[0]["incident_id"] and judge.book.open == {}
+
+
+def test_a_disagreement_no_longer_than_the_grace_is_nothing_and_one_longer_counts_from_its_start():
+    judge = LiveJudge(GRACE)
+    missing = view(HEALTHY.broker_addr_table.values(), {"T1": HEALTHY.routes["T1"]})  # T2 gone on one server
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    assert rounds(judge, T0 + 1000, {"ns-a": missing, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
+    # back after exactly the grace: no episode (the nightly audit needs longer than the grace)
+    assert rounds(judge, T0 + 1000 + GRACE, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
+    rounds(judge, T0 + 10_000, {"ns-a": missing, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    # it ends one millisecond past the grace, between two looks: opened and closed at once, from its start
+    events = rounds(judge, T0 + 10_000 + GRACE + 1, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    assert summary(events) == [("open", "topic_divergence", "T2", ["ns-a"], 10_000),
+                               ("close", "topic_divergence", "T2", ["ns-a"], 10_000)]
+
+
+def test_a_broker_gone_from_every_server_is_a_master_lost_and_from_one_a_broker_cut_off():
+    judge = LiveJudge(GRACE)
+    without_b = view([broker("broker-a", (0, A))], {"T1": route(("broker-a", 6)), "T2": route(("broker-a", 6))})
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY})
+    cut = rounds(judge, T0 + 1000, {"ns-a": without_b, "ns-b": HEALTHY})
+    # a master no longer listed: from outside, a kill, a crash and a shutdown look the same
+    assert summary(cut) == [("open", "master_lost", "broker-b", ["ns-a"], 1000)]
+    rounds(judge, T0 + 1000 + GRACE + 1, {"ns-a": without_b, "ns-b": HEALTHY})
+    # the other server still lists it past the grace: cut off from one server, not dead
+    assert judge.incidents.open_incidents()[0].root_cause == "broker_cut_off"
+
+
+def test_a_server_that_stops_answering_is_unreachable_and_a_restart_when_it_comes_back_emptied():
+    judge = LiveJudge(GRACE)
+    empty = view([], {})
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY})
+    down = rounds(judge, T0 + 1000, {"ns-a": None, "ns-b": HEALTHY})
+    assert summary(down) == [("open", "server_unreachable", "ns-a", ["ns-a"], 1000)]
+    # a second failed round logs nothing more
+    assert rounds(judge, T0 + 2000, {"ns-a": None}) == []
+    back = rounds(judge, T0 + 3000, {"ns-a": empty, "ns-b": HEALTHY})
+    assert back == []  # its emptied tables disagree, not yet past the grace: the incident stays open
+    assert judge.incidents.open_incidents()[0].root_cause == "server_restart"
+    closed = rounds(judge, T0 + 4000, {"ns-a": HEALTHY, "ns-b": HEALTHY})
+    assert summary(closed) == [("close", "server_restart", "ns-a", ["ns-a"], 1000)]
+
+
+def test_a_group_without_master_counts_after_a_registration_period_unless_it_lost_its_master():
+    judge = LiveJudge(GRACE)
+    slave_first = view([broker("broker-a", (0, A)), broker("broker-b", (0, B)), broker("broker-s", (1, "10.0.0.9:10921"))],
+                       HEALTHY.routes)
+    rounds(judge, T0, {"ns-a": HEALTHY})
+    assert rounds(judge, T0 + 1000, {"ns-a": slave_first}) == []
+    assert rounds(judge, T0 + 25_000, {"ns-a": slave_first}) == []  # a group starting: its master may follow
+    events = rounds(judge, T0 + 31_000, {"ns-a": slave_first})
+    assert summary(events) == [("open", "master_lost", "broker-s", ["ns-a"], 1000)]
+    # a group that had its master and lost it counts at once
+    judge = LiveJudge(GRACE)
+    lost = view([broker("broker-a", (1, "10.0.0.1:10921")), broker("broker-b", (0, B))], HEALTHY.routes)
+    rounds(judge, T0, {"ns-a": HEALTHY})
+    events = rounds(judge, T0 + 1000, {"ns-a": lost})
+    assert ("open", "master_lost", "broker-a", ["ns-a"], 1000) in summary(events)
+
+
+def test_midnight_ends_every_finding_as_the_nightly_days_do_but_an_incident_stays_open_across_it():
+    judge = LiveJudge(GRACE)
+    day_end = (T0 // DAY_MS + 1) * DAY_MS
+    rounds(judge, day_end - 10_000, {"ns-a": HEALTHY, "ns-b": HEALTHY})
+    opened = rounds(judge, day_end - 5_000, {"ns-a": WIPED, "ns-b": HEALTHY})
+    wiped = judge.book.open[("write_perm_wiped", "ns-a", "broker-a")]
+    assert rounds(judge, day_end + 1000, {"ns-b": HEALTHY}) == []
+    assert wiped.end_ms == day_end  # cut at midnight, as the day's audit cuts it
+    # the first round of the new day sees the wipe again: a new finding, the same incident
+    assert rounds(judge, day_end + 2000, {"ns-a": WIPED}) == []
+    assert judge.book.open[("write_perm_wiped", "ns-a", "broker-a")].start_ms == day_end + 2000
+    closed = rounds(judge, day_end + 3000 + GRACE, {"ns-a": HEALTHY, "ns-b": HEALTHY})
+    assert [e["incident_id"] for e in closed] == [opened[0]["incident_id"]]
