@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -15,12 +16,13 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from jobs import lake as lake_tables
+from jobs.lake.days import day_rows, read_day_arrow
 from jobs.lake.tables import read_table, table_exists
 from jobs.analytics.distribution import agg_end_of_day_distribution
 from jobs.report.render import ReportData, write_report
 from schemas.divergence import NS_DIVERGENCES_SCHEMA
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
-from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
+from schemas.events import EVENTS_TABLE_SCHEMA
 from jobs.report.incidents import INCIDENT_COLUMNS
 from jobs.report.live import read_live_opens, with_seen_live
 from schemas.findings import FINDINGS_SCHEMA
@@ -100,10 +102,9 @@ def select_incident_rows(incidents_df: DataFrame, limit: int = INCIDENT_ROWS) ->
         limit).select(*INCIDENT_COLUMNS)
 
 
-def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, findings_df: DataFrame | None,
-                 quarantine_df: DataFrame | None, incidents_df: DataFrame | None = None) -> dict[str, Any]:
-    """Servers, brokers, topics, events, quarantined lines, and findings and incidents by severity,
-    in one pass each.
+def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None) -> dict[str, Any]:
+    """Servers, brokers, events and topics at the end of the day, in one pass each (the headline's
+    counts that need Spark: the events are event-sized; :func:`severity_counts` gives the others).
 
     ``end_cells_df``: the end-of-day cells (:func:`jobs.analytics.distribution.agg_end_of_day_distribution`),
     whose topics are ``topics_at_end``.
@@ -124,22 +125,32 @@ def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None, fi
         headline.update(row.asDict())
     if end_cells_df is not None:
         headline["topics_at_end"] = end_cells_df.agg(F.countDistinct("topic")).first()[0]
-    if quarantine_df is not None:
-        headline["quarantined_lines"] = quarantine_df.count()
-    for name, df in (("findings", findings_df), ("incidents", incidents_df)):
-        by_severity = _count_by_severity(df)
-        headline.update({f"{name}_{k}": v for k, v in by_severity.items()})
-        headline[f"{name}_by_severity"] = by_severity
     return headline
 
 
-def _count_by_severity(df: DataFrame | None) -> dict[str, int]:
-    """Rows of ``df`` per severity, every severity present (0 when ``df`` is None)."""
-    counts = {"critical": 0, "warning": 0, "info": 0}
-    if df is not None:
-        for row in df.groupBy("severity").count().collect():  # at most three rows
-            counts[row["severity"]] = row["count"]
-    return counts
+def severity_counts(name: str, severities: Iterable[str]) -> dict[str, Any]:
+    """``<name>_critical``, ``_warning``, ``_info`` and ``<name>_by_severity`` (every severity,
+    0 when absent) of rows with these severities.
+
+    Example:
+        >>> severity_counts("incidents", ["info", "critical", "info"])["incidents_by_severity"]
+        {'critical': 1, 'warning': 0, 'info': 2}
+    """
+    by_severity = {"critical": 0, "warning": 0, "info": 0}
+    for severity in severities:
+        by_severity[severity] += 1
+    return {**{f"{name}_{k}": v for k, v in by_severity.items()}, f"{name}_by_severity": by_severity}
+
+
+def _small_counts(lake: str, day: dt.date) -> dict[str, Any]:
+    """``quarantined_lines`` and findings and incidents by severity, read from the day's small
+    tables in the driver."""
+    return {
+        "quarantined_lines": day_rows(lake, lake_tables.QUARANTINE, day),
+        **severity_counts("findings", read_day_arrow(lake, lake_tables.FINDINGS, day, ["severity"]).column(0).to_pylist()),
+        **severity_counts("incidents",
+                          read_day_arrow(lake, lake_tables.INCIDENTS, day, ["severity"]).column(0).to_pylist()),
+    }
 
 
 def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_results: Any) -> ReportData:
@@ -151,7 +162,6 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     # the end-of-day instant only: a literal filter, pushed to the files
     end_cells_df = agg_end_of_day_distribution(snapshots_df, day) if snapshots_df is not None else None
     findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
-    quarantine_df = _read_day(spark, lake, lake_tables.QUARANTINE, QUARANTINE_SCHEMA, day)
     incidents_df = _read_day(spark, lake, lake_tables.INCIDENTS, INCIDENTS_SCHEMA, day)
     if incidents_df is not None:
         incidents_df = with_seen_live(incidents_df, read_live_opens(spark, lake, day))
@@ -169,9 +179,11 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
         ).limit(FINDING_ROWS) if findings_df is not None else None,
         ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail", "incident_id"],
     )
+    # the counts of small tables are read back without Spark; the events' and the routes' need it
+    headline = {**agg_headline(events_df, end_cells_df), **_small_counts(lake, day)}
     return ReportData(
         day=day,
-        headline=agg_headline(events_df, end_cells_df, findings_df, quarantine_df, incidents_df),
+        headline=headline,
         liveness=small(agg_liveness_rows(windows_df) if windows_df is not None else None,
                        ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"]),
         divergences=small(agg_divergence_rows(div_df) if div_df is not None else None,

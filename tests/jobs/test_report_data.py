@@ -40,30 +40,27 @@ def test_headline_counts_servers_addresses_events_and_findings(spark):
         (END, "ns-a", "C1", "broker-b", "t2", 4),
         (NOON, "ns-a", "C1", "broker-a", "gone-by-midnight", 8),  # not a topic at the end
     ], SNAPSHOTS_DDL)
-    findings = frame(spark, [("warning",), ("info",), ("info",)], "severity string")
-    quarantine = frame(spark, [(1,), (2,)], "line long")
-
-    incidents = frame(spark, [("critical",), ("info",)], "severity string")
-
-    headline = report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY), findings, quarantine,
-                                        incidents)
+    headline = report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY))
 
     assert headline == {
         "servers": 3, "brokers_registered": 2, "broker_addresses": 3, "events": 9, "topics_at_end": 2,
-        "quarantined_lines": 2, "findings_critical": 0, "findings_warning": 1, "findings_info": 2,
-        "findings_by_severity": {"critical": 0, "warning": 1, "info": 2},
-        "incidents_critical": 1, "incidents_warning": 0, "incidents_info": 1,
-        "incidents_by_severity": {"critical": 1, "warning": 0, "info": 1},
     }
+
+
+def test_severity_counts_name_every_severity():
+    assert report_data.severity_counts("findings", ["warning", "info", "info"]) == {
+        "findings_critical": 0, "findings_warning": 1, "findings_info": 2,
+        "findings_by_severity": {"critical": 0, "warning": 1, "info": 2},
+    }
+    assert report_data.severity_counts("incidents", [])["incidents_by_severity"] == {
+        "critical": 0, "warning": 0, "info": 0}
 
 
 def test_headline_of_a_day_without_tables(spark):
     empty = frame(spark, [], EVENTS_DDL)
-    headline = report_data.agg_headline(empty, None, None, None)
+    headline = report_data.agg_headline(empty, None)
     counts = ("servers", "brokers_registered", "broker_addresses", "events")
     assert {k: headline[k] for k in counts} == dict.fromkeys(counts, 0)
-    assert headline["findings_by_severity"] == {"critical": 0, "warning": 0, "info": 0}
-    assert headline["incidents_by_severity"] == {"critical": 0, "warning": 0, "info": 0}
 
 
 def test_heatmap_is_the_end_of_the_day_with_the_largest_value_any_server_reports(spark):
@@ -83,7 +80,7 @@ def test_a_day_whose_routes_are_all_gone_at_the_end_has_no_topic_at_the_end(spar
     snapshots = frame(spark, [(NOON, "ns-a", "C1", "broker-a", "t1", 8)], SNAPSHOTS_DDL)
     end_df = agg_end_of_day_distribution(snapshots, DAY)
     assert report_data.agg_heatmap_rows(end_df).count() == 0
-    assert report_data.agg_headline(None, end_df, None, None)["topics_at_end"] == 0
+    assert report_data.agg_headline(None, end_df)["topics_at_end"] == 0
 
 
 # README, "The lake": the keys of summary.json, for scripts
@@ -97,9 +94,9 @@ SUMMARY_KEYS = {
 def test_summary_json_has_the_keys_the_readme_lists(spark, tmp_path):
     events = frame(spark, [("ns-a", "register", M)], EVENTS_DDL)
     snapshots = frame(spark, [(END, "ns-a", "C1", "broker-a", "t1", 8)], SNAPSHOTS_DDL)
-    no_findings, no_quarantine = frame(spark, [], "severity string"), frame(spark, [], "line long")
-    headline = report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY), no_findings,
-                                        no_quarantine)
+    headline = {**report_data.agg_headline(events, agg_end_of_day_distribution(snapshots, DAY)),
+                "quarantined_lines": 0, **report_data.severity_counts("findings", []),
+                **report_data.severity_counts("incidents", [])}
     empty = pd.DataFrame()
     data = ReportData(day=DAY, headline=headline, liveness=empty, divergences=empty, distribution=empty,
                       findings=empty, notes=["a note"])
