@@ -5,7 +5,8 @@ of a master and one slave), 2000 topics, 24 simulated hours, every fault (about 
 The simulator writes it once into ``--work`` (kept, so later runs reuse it).
 
 Each run audits the day into a fresh lake with ``jobs.nightly_audit.run`` in this process (one
-SparkSession, ``--master``, default ``local[2]``) and prints every stage's seconds and events/s.
+SparkSession, ``--master``, default ``local[2]``) and prints every stage's seconds, events/s and
+the Spark jobs, stages and tasks it ran.
 The first run is what a nightly ``nsaudit audit`` does (a fresh JVM, its JIT cold); later runs
 reuse the warm JVM, so the summary shows the first run beside the median of all runs. Then, after
 the last run and in the same process, the baseline: the day's events read back from the lake's
@@ -23,6 +24,7 @@ Usage:
     .venv/bin/python bench/bench_audit.py                         # reference day, one run
     .venv/bin/python bench/bench_audit.py --runs 3                # median of three audits
     .venv/bin/python bench/bench_audit.py --hours 2 --brokers 100 --topics 200   # a small slice
+    .venv/bin/python bench/bench_audit.py --hours 1 --brokers 4 --topics 10 --seed 5 --no-replay  # a tiny day
     .venv/bin/python bench/bench_audit.py --writer native         # through delta-spark's writer
 """
 
@@ -94,7 +96,7 @@ def ensure_day(events_dir: Path, args: argparse.Namespace) -> None:
     print(f"simulating {DAY}: 3 ns, {args.brokers} brokers, {args.topics} topics, {args.hours} h ...", flush=True)
     started = time.perf_counter()
     result = simulate(SimOptions(events_dir, ns=3, brokers=args.brokers, slaves=1, topics=args.topics,
-                                 start_ms=day_start_ms(DAY), hours=args.hours, seed=1,
+                                 start_ms=day_start_ms(DAY), hours=args.hours, seed=args.seed,
                                  faults=parse_faults("all"), quiet=True))
     print(f"  {result.events:,} events in {time.perf_counter() - started:.0f} s", flush=True)
 
@@ -146,6 +148,8 @@ def one_run(spark, config, events_dir: Path, lake_dir: Path) -> dict:
     figures = {"writer": lake_writer(spark), "total": total, "peak_driver": sampler.peak_driver, "peak_workers": sampler.peak_workers,
                "events": stages["ingest"].get("events_written", 0), "lines": stages["ingest"].get("lines_read", 0)}
     figures.update({name: s["seconds"] for name, s in stages.items()})
+    figures.update({f"{name}.{key}": s.get(f"spark_{key}", 0) for name, s in stages.items()
+                    for key in ("jobs", "stages", "tasks")})
     return figures
 
 
@@ -161,6 +165,7 @@ def _parse_args() -> argparse.Namespace:
                         help="hours of the simulated day (default %(default)s: the reference day)")
     parser.add_argument("--brokers", type=int, default=1000, help="simulated brokers (default %(default)s)")
     parser.add_argument("--topics", type=int, default=2000, help="simulated topics (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=1, help="simulation seed (default %(default)s)")
     parser.add_argument("--config", default=None,
                         help="nsaudit config file for the audit and its JVM (default: conf/nsaudit.toml)")
     parser.add_argument("--writer", choices=("auto", "native", "delta-rs"), default=None,
@@ -174,6 +179,8 @@ def main() -> int:
     args = _parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.work) / f"b{args.brokers}-t{args.topics}-h{args.hours:g}"
+    if args.seed != 1:
+        work = work / f"s{args.seed}"
     events_dir, lake_dir = work / "events", work / "lake"
     ensure_day(events_dir, args)
     runs, replay = _audit(args, events_dir, lake_dir)
@@ -183,13 +190,19 @@ def main() -> int:
 
 def _audit(args: argparse.Namespace, events_dir: Path, lake_dir: Path) -> tuple[list[dict], tuple | None]:
     """Audit the day ``args.runs`` times in one session, then (unless ``--no-replay``) replay it."""
-    from jobs.spark.session import build_session
     from common.config import load_config
+    from jobs.ingest.segments import list_day_segments
+    from jobs.spark.profile import day_java_options
+    from jobs.spark.session import build_session
 
     # the JVM `nsaudit audit` starts with the default configuration: its heap and JVM options
+    # (for a small day, the JIT's first tier only: jobs.spark.profile)
     config = load_config(args.config)
+    day_bytes = sum(f.bytes for f in list_day_segments(events_dir, DAY))
     spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8,
-                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
+                          driver_memory=config.spark.driver_memory,
+                          java_options=day_java_options(config.spark.java_options, day_bytes,
+                                                        config.spark.small_day_bytes),
                           lake_writer=args.writer or config.lake.writer)
     runs = []
     replay = None
@@ -224,8 +237,14 @@ def _print_figures(args: argparse.Namespace, runs: list[dict], replay: tuple | N
     header = "first run, median" if len(runs) > 1 else "one run"
     print(f"\n{events:,} events ({lines:,} lines), master {args.master}, lake writer {runs[0]['writer']}, "
           f"{len(runs)} run(s); {header}:")
-    for stage in ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "report"):
-        print(f"  {stage:<15}{both(lambda f, s=stage: f(s))}   {events / med(stage):12,.0f} events/s (median)")
+    stages = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "incidents",
+              "report")
+    for stage in stages:
+        work = "/".join(str(first(f"{stage}.{key}")) for key in ("jobs", "stages", "tasks"))
+        print(f"  {stage:<15}{both(lambda f, s=stage: f(s))}   {events / med(stage):12,.0f} events/s (median)   "
+              f"Spark jobs/stages/tasks {work} (first run)")
+    totals = "/".join(str(sum(first(f"{s}.{key}") for s in stages)) for key in ("jobs", "stages", "tasks"))
+    print(f"  {'all stages':<15}Spark jobs/stages/tasks {totals} (first run)")
     print(f"  {'ingest+rebuild':<15}{both(lambda f: f('ingest') + f('rebuild'))}   (target < 90 s)")
     print(f"  {'live+div+dist':<15}{both(lambda f: f('liveness') + f('divergence') + f('distribution'))}"
           "   (target <= 60 s)")

@@ -287,12 +287,11 @@ def run_from_cli(args: argparse.Namespace) -> int:
     """
     config, day, master = _checked_arguments(args)
     from jobs.ingest.segments import list_day_segments
-    from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS, is_small_day
+    from jobs.spark.profile import day_java_options
 
     files = list_day_segments(args.events, day)  # before anything is started or written
-    java_options = config.spark.java_options
-    if is_small_day(sum(f.bytes for f in files), config.spark.small_day_bytes):
-        java_options = f"{java_options} {SMALL_DAY_JAVA_OPTIONS}".strip()
+    java_options = day_java_options(config.spark.java_options, sum(f.bytes for f in files),
+                                    config.spark.small_day_bytes)
     path = log_path(args.lake, day)
     with _logging_to(path, getattr(args, "verbose", False)):
         from jobs.spark.session import build_session

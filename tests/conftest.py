@@ -57,15 +57,21 @@ def spark():
     from jobs.spark.session import LAKE_WRITER_CONF, build_session
 
     # 2g: the default 1g heap is tight for a whole session of plans and caches
-    # Test inputs are tiny: adaptive re-planning and whole-stage code generation cost more than
-    # they save there (about a third of the Spark tests' time). Results do not depend on either;
-    # the production settings run in the subprocess audits (standalone-cluster test, demo).
+    # Test inputs are tiny: the small-day settings of the audit (jobs.spark.profile: no adaptive
+    # re-planning, no broadcast jobs, no code generation, the JIT's first tier only) hold for the
+    # whole session. Results do not depend on them; the standalone-cluster test compares an audit
+    # with Spark's defaults against one with these, row for row.
+    from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS, SMALL_DAY_CONF
+
     session = build_session(
         master="local[2]",
         app_name="nsaudit-tests",
         shuffle_partitions=2,
         driver_memory="2g",
-        extra_conf={"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false"},
+        java_options=f"-XX:+UseParallelGC {SMALL_DAY_JAVA_OPTIONS}",
+        extra_conf={"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
+                    "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1",
+                    SMALL_DAY_CONF: "true"},
         lake_writer="auto",  # delta-spark's jars on the classpath, when set-up fetched them ...
     )
     # ... but the tables go through delta-rs, as with the default [lake] writer: the tests of the

@@ -48,6 +48,14 @@ def is_small_day(input_bytes: int, small_day_bytes: int) -> bool:
     return 0 < small_day_bytes and input_bytes < small_day_bytes
 
 
+def day_java_options(java_options: str, input_bytes: int, small_day_bytes: int) -> str:
+    """The JVM options to start an audit's JVM with: ``java_options`` (``[spark] java_options``),
+    and for a small day :data:`SMALL_DAY_JAVA_OPTIONS` too."""
+    if not is_small_day(input_bytes, small_day_bytes):
+        return java_options
+    return f"{java_options} {SMALL_DAY_JAVA_OPTIONS}".strip()
+
+
 def small_day_conf(spark: SparkSession) -> dict[str, str]:
     """The runtime confs a small day is audited with (see the module's docstring)."""
     return {
