@@ -55,6 +55,7 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from jobs.spark.session import LAKE_WRITER_CONF, build_session
+    from jobs.storage import settings
 
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: adaptive re-planning and whole-stage code generation cost more than
@@ -67,9 +68,28 @@ def spark():
         driver_memory="2g",
         extra_conf={"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false"},
         lake_writer="auto",  # delta-spark's jars on the classpath, when set-up fetched them ...
+        # hadoop-aws too, for the tests with a lake in a bucket (tests.jobs.buckets gives the settings)
+        object_store=settings.current(),
     )
     # ... but the tables go through delta-rs, as with the default [lake] writer: the tests of the
     # native writer switch to it (tests/jobs/lake_writers.py)
     session.conf.set(LAKE_WRITER_CONF, "delta-rs")
     yield session
     session.stop()
+
+
+# ---------------------------------------------------------------------------- an S3 server
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3 server for this test session (worker): S3Proxy (``jars/s3proxy``) on 127.0.0.1
+    over a temporary folder, with the bucket ``nsaudit`` and one random access key. Started on
+    first use, stopped at the end; a test that stops it must start it again
+    (``tests.jobs.buckets``)."""
+    from jobs.storage.s3proxy import S3ProxyServer
+
+    server = S3ProxyServer(tmp_path_factory.mktemp("s3proxy"), buckets=("nsaudit",))
+    server.start()
+    yield server
+    server.stop()
