@@ -20,6 +20,7 @@ from jobs.storage.stores import filesystem_of
 
 
 def _fs(path: str) -> tuple[pafs.FileSystem, str]:
+    path = locations.normalize(path)
     return filesystem_of(path, settings.current().store if locations.is_remote(path) else None)
 
 
