@@ -9,6 +9,10 @@ left out.
 Usage:
     .venv/bin/python bench/lake_diff.py LAKE_A LAKE_B
     .venv/bin/python bench/lake_diff.py --across-writers LAKE_DELTA_RS LAKE_NATIVE
+    .venv/bin/python bench/lake_diff.py --config conf/nsaudit.toml s3a://bucket/lake /var/lib/nsaudit/lake
+
+A lake is a folder or ``s3a://bucket/prefix``, reached with ``[storage]`` of ``--config`` (or the
+AWS environment variables).
 
 ``--across-writers`` compares a lake written through delta-rs with one written through delta-spark:
 delta-spark cannot enforce NOT NULL on a field nested in a struct or list, so nested fields'
@@ -36,8 +40,16 @@ if str(REPO) not in sys.path:
 RUN_COLUMNS = {"audit_runs": ("finished_ts", "seconds", "stages")}
 
 
-def _tables(lake: Path) -> set[str]:
-    return {p.name for p in lake.iterdir() if (p / "_delta_log").is_dir()}
+def _tables(lake: str) -> set[str]:
+    from jobs.storage import files
+
+    return {relative.split("/", 1)[0] for relative, _ in files.list_files(str(lake)) if "/_delta_log/" in relative}
+
+
+def _join(lake, *parts: str) -> str:
+    from jobs.storage import locations
+
+    return locations.join(str(lake), *parts)
 
 
 def _column_hashes(column: pa.Array) -> np.ndarray:
@@ -86,10 +98,10 @@ def _segment_sums(values: np.ndarray, offsets: pa.Array) -> np.ndarray:
     return totals[bounds[1:]] - totals[bounds[:-1]]
 
 
-def _row_hashes(lake: Path, name: str) -> tuple[pa.Schema, pd.Series]:
+def _row_hashes(lake: str | Path, name: str) -> tuple[pa.Schema, pd.Series]:
     from jobs.lake.delta.arrow import read_table_arrow  # pyarrow's own filesystem (jobs/lake/delta/arrow.py)
 
-    table = read_table_arrow(lake / name)
+    table = read_table_arrow(_join(lake, name))
     table = table.drop_columns([c for c in RUN_COLUMNS.get(name, ()) if c in table.column_names])
     frame = pd.DataFrame({f.name: _column_hashes(c) for f, c in zip(table.schema, table.columns)})
     hashes = pd.util.hash_pandas_object(frame, index=False) if len(frame.columns) else pd.Series(dtype="uint64")
@@ -111,7 +123,7 @@ def _loosened(schema: pa.Schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, _nested_nullable(f.type), f.nullable) for f in schema])
 
 
-def compare_table(a: Path, b: Path, name: str, across_writers: bool = False) -> str | None:
+def compare_table(a: str | Path, b: str | Path, name: str, across_writers: bool = False) -> str | None:
     """``None`` when table ``name`` has the same schema and rows in both lakes, else what differs.
 
     ``across_writers``: nested fields' nullability is not compared (see the module's docstring).
@@ -130,25 +142,33 @@ def compare_table(a: Path, b: Path, name: str, across_writers: bool = False) -> 
     return None
 
 
-def compare_summaries(a: Path, b: Path) -> list[str]:
+def compare_summaries(a: str | Path, b: str | Path) -> list[str]:
     """Differences between the reports' ``summary.json`` files, one line each."""
+    from jobs.storage import files
+
     problems = []
-    for summary in sorted((a / "reports").glob("*/summary.json")):
-        other = b / summary.relative_to(a)
-        if not other.exists():
+    names = sorted(r for r, _ in files.list_files(_join(a, "reports")) if r.endswith("/summary.json"))
+    for relative in names:
+        other = _join(b, "reports", relative)
+        if not files.exists(other):
             problems.append(f"{other} missing")
-        elif json.loads(summary.read_text()) != json.loads(other.read_text()):
-            problems.append(f"{summary.relative_to(a)} differs")
+        elif json.loads(files.read_text(_join(a, "reports", relative))) != json.loads(files.read_text(other)):
+            problems.append(f"reports/{relative} differs")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("lake_a", type=Path)
-    parser.add_argument("lake_b", type=Path)
+    parser.add_argument("lake_a", help="a lake folder or s3a://bucket/prefix")
+    parser.add_argument("lake_b")
+    parser.add_argument("--config", default=None, help="TOML config whose [storage] reaches s3a:// lakes")
     parser.add_argument("--across-writers", action="store_true",
                         help="the lakes were written through different Delta writers: nested fields' nullability may differ")
     args = parser.parse_args(argv)
+    from common.config import load_config
+    from jobs.storage import settings
+
+    settings.configure(load_config(args.config))
     names_a, names_b = _tables(args.lake_a), _tables(args.lake_b)
     differ = False
     for name in sorted(names_a | names_b):

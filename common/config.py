@@ -141,6 +141,35 @@ class LakeConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """How ``s3a://`` events folders and lakes are reached (docs/deploy.md, "Object storage").
+
+    Each key left empty comes from the standard AWS environment variables when a command starts
+    (``jobs.storage.settings.resolve``): ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL``,
+    ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+    ``AWS_SESSION_TOKEN``. Secrets never live in this file or on the command line:
+    ``credentials_file`` is the path of an AWS credentials file (``[profile]`` sections with
+    ``aws_access_key_id``, ``aws_secret_access_key`` and optionally ``aws_session_token``).
+    """
+
+    endpoint: str = ""  # http(s)://host:port of an S3-compatible server; "" = AWS
+    region: str = ""  # "" = the environment's, else us-east-1
+    path_style: bool = False  # bucket in the URL path (most S3-compatible servers) instead of the host name
+    credentials_file: str = ""  # "" = the environment's keys, else the AWS SDKs' default chain
+    profile: str = "default"  # the section of credentials_file
+    timeout_ms: int = 30_000  # connect and request timeout of one attempt
+    retries: int = 3  # attempts after a failed one
+
+    def __post_init__(self) -> None:
+        if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"storage.endpoint must start with http:// or https://, not {self.endpoint!r}")
+        if self.timeout_ms < 1:
+            raise ConfigError(f"storage.timeout_ms must be >= 1, not {self.timeout_ms}")
+        if self.retries < 0:
+            raise ConfigError(f"storage.retries must be >= 0, not {self.retries}")
+
+
+@dataclass(frozen=True)
 class CollectConfig:
     """``nsaudit collect``: polling of real name servers (docs/collect.md)."""
 
@@ -168,6 +197,7 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     lake: LakeConfig = field(default_factory=LakeConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
     collect: CollectConfig = field(default_factory=CollectConfig)
 

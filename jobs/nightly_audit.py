@@ -2,6 +2,10 @@
 
     spark-submit jobs/nightly_audit.py --events DIR --lake DIR [--date YYYY-MM-DD] [--config FILE]
     nsaudit audit --events DIR --lake DIR [--date YYYY-MM-DD] [--master URL]
+    nsaudit audit --events DIR --lake DIR --from YYYY-MM-DD --to YYYY-MM-DD [--force]
+        (or spark-submit jobs/backfill.py with those arguments: every day of the range, jobs.backfill)
+
+DIR is a local folder or ``s3a://bucket/prefix`` (``[storage]`` of the config says how to reach it).
 
 Stages: ingest → rebuild → snapshots → liveness → divergence → distribution → security → incidents → report. Each stage
 replaces that day's partitions of its tables in one Delta transaction per table, so a rerun gives
@@ -31,7 +35,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the repo 
 from common.config import Config, load_config  # noqa: E402
 from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date, yesterday_utc  # noqa: E402
-from common.arguments import OneLineParser, date_arg, existing_dir_arg, master_arg, output_dir_arg  # noqa: E402
+from common.arguments import OneLineParser, date_arg, master_arg  # noqa: E402
 from jobs.spark.work import spark_work  # noqa: E402
 from jobs.timing import timed  # noqa: E402
 
@@ -94,8 +98,13 @@ def _failed_stage(stages_done: list[dict[str, Any]]) -> str:
 
 
 def _one_line(exc: BaseException) -> str:
-    """The most telling line of an error: Spark wraps Python errors in long traces."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    """The most telling line of an error: Spark wraps Python errors in long traces; an object
+    store's refusal or absence is said as such; never a credential."""
+    from jobs.storage import problems, settings
+
+    if problems.kind_of(str(exc)):
+        return problems.describe(exc)
+    lines = [line.strip() for line in settings.redact(str(exc)).splitlines() if line.strip()]
     errors = [line for line in lines if "Error:" in line or "Exception:" in line or "Invalid:" in line]
     text = errors[-1] if errors else (lines[0] if lines else "")
     return f"{type(exc).__name__}: {text}"[:400]
@@ -177,11 +186,20 @@ def _run_stages(spark, config: Config, events_dir: str, lake: str, day: dt.date,
 
 def add_arguments(parser: argparse.ArgumentParser, master: str | None = None) -> None:
     """The audit's options, shared by ``nsaudit audit`` and ``spark-submit jobs/nightly_audit.py``."""
-    parser.add_argument("--events", required=True, metavar="DIR", type=existing_dir_arg, help="event-log directory")
-    parser.add_argument("--lake", required=True, metavar="DIR", type=output_dir_arg,
-                        help="lake directory (Delta tables), made when missing")
+    from jobs.storage.arguments import events_arg, lake_arg
+
+    parser.add_argument("--events", required=True, metavar="DIR", type=events_arg,
+                        help="event-log directory, or s3a://bucket/prefix")
+    parser.add_argument("--lake", required=True, metavar="DIR", type=lake_arg,
+                        help="lake directory (Delta tables), made when missing, or s3a://bucket/prefix")
     parser.add_argument("--date", default=None, metavar="YYYY-MM-DD", type=date_arg,
                         help="UTC day to audit (default: yesterday)")
+    parser.add_argument("--from", dest="from_date", default=None, metavar="YYYY-MM-DD", type=date_arg,
+                        help="backfill: audit every day from this one to --to, in order (not with --date)")
+    parser.add_argument("--to", dest="to_date", default=None, metavar="YYYY-MM-DD", type=date_arg,
+                        help="backfill: the last day (with --from)")
+    parser.add_argument("--force", action="store_true",
+                        help="backfill: audit the days already audited ok too (default: skip them)")
     parser.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
     parser.add_argument("--master", default=master, metavar="URL", type=master_arg,
                         help="Spark master (default from config: local[*])")
@@ -216,19 +234,49 @@ def _checked_arguments(args: argparse.Namespace) -> tuple[Config, dt.date, str]:
         day = parse_date(args.date) if args.date else yesterday_utc()
     except ValueError as exc:
         raise UserError(f"--date: {exc}") from None
+    master = checked_locations(args, config)
+    return config, day, master
+
+
+def checked_locations(args: argparse.Namespace, config: Config) -> str:
+    """The Spark master, once it, ``--events`` and ``--lake`` are known to be usable; the
+    object-store settings resolved (``jobs.storage.settings.configure``) and a local lake made.
+
+    Raises:
+        UserError: the one that is not, named.
+    """
+    from jobs.storage import settings
+    from jobs.storage.arguments import events_arg, lake_arg, make_lake
+
     master = args.master or config.spark.master
     checks = (("--master" if args.master else "[spark] master", master_arg, master),
-              ("--events", existing_dir_arg, args.events), ("--lake", output_dir_arg, args.lake))
+              ("--events", events_arg, args.events), ("--lake", lake_arg, args.lake))
     for option, check, value in checks:
         try:
             check(value)
         except argparse.ArgumentTypeError as exc:
             raise UserError(f"{option}: {exc}") from None
-    try:
-        os.makedirs(args.lake, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"--lake: cannot create {args.lake}: {exc.strerror}") from None
-    return config, day, master
+    settings.configure(config)
+    make_lake(args.lake)
+    return master
+
+
+def open_session(config: Config, master: str, app_name: str, args: argparse.Namespace, log_file: str,
+                 java_options: str | None = None):
+    """The run's SparkSession: the config's Spark settings and Delta writer, Spark's log to
+    ``log_file``, hadoop-aws and the object-store settings when a path is on an object store;
+    ``java_options``: the JVM's options when not the config's (a small day's,
+    :func:`jobs.spark.profile.day_java_options`)."""
+    from jobs.spark.session import build_session
+    from jobs.storage import locations, settings
+
+    remote = locations.is_remote(args.events) or locations.is_remote(args.lake)
+    # under spark-submit, build_session leaves the submitted master and log configuration alone
+    return build_session(master=master, app_name=app_name, shuffle_partitions=config.spark.shuffle_partitions,
+                         driver_memory=config.spark.driver_memory,
+                         java_options=config.spark.java_options if java_options is None else java_options,
+                         log_file=log_file, console_log=getattr(args, "verbose", False),
+                         lake_writer=config.lake.writer, object_store=settings.current() if remote else None)
 
 
 def _record_failure(spark, lake: str, day: dt.date, stages: list[dict[str, Any]]) -> None:
@@ -242,8 +290,11 @@ def _record_failure(spark, lake: str, day: dt.date, stages: list[dict[str, Any]]
 
 
 def log_path(lake: str, day: dt.date) -> str:
-    """``<lake>/_logs/<date>.log``: the run's log (Python's and the driver JVM's)."""
-    return os.path.join(os.path.abspath(lake), "_logs", f"{day.isoformat()}.log")
+    """``<lake>/_logs/<date>.log``: the run's log (Python's and the driver JVM's); for a lake on an
+    object store a local file while the run lasts, copied into the lake when it ends."""
+    from jobs.storage import files, locations
+
+    return files.local_log_path(locations.normalize(lake), f"{day.isoformat()}.log")
 
 
 class _ShownByDefault(logging.Filter):
@@ -255,11 +306,14 @@ class _ShownByDefault(logging.Filter):
 
 
 @contextmanager
-def _logging_to(path: str, verbose: bool) -> Iterator[None]:
+def logging_to(path: str, verbose: bool, lake: str | None = None) -> Iterator[None]:
     """Log everything from INFO up to ``path``, and to stderr all of it (``verbose``) or the
-    project's warnings."""
+    project's warnings; at the end, a staged log of an object-store ``lake`` goes into it
+    (:func:`jobs.storage.files.publish_log`)."""
+    from jobs.storage.settings import RedactingFormatter
+
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    form = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    form = RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     to_file, to_console = logging.FileHandler(path, encoding="utf-8"), logging.StreamHandler(sys.stderr)
     for handler in (to_file, to_console):
         handler.setFormatter(form)
@@ -277,38 +331,47 @@ def _logging_to(path: str, verbose: bool) -> Iterator[None]:
         root.removeHandler(to_console)
         root.setLevel(level)
         to_file.close()
+        if lake is not None:
+            _publish_log(lake, path)
+
+
+def _publish_log(lake: str, path: str) -> None:
+    from jobs.storage import files, locations
+
+    try:
+        files.publish_log(locations.normalize(lake), path)
+    except OSError:
+        pass  # the store may be what failed the run: the log stays on this host, where its error line points
 
 
 def run_from_cli(args: argparse.Namespace) -> int:
     """Validate arguments, build the session, run, report; the exit code says how it went.
 
     Progress lines and errors go to stderr, the summary to stdout; the logs of Spark and of the
-    stages go to :func:`log_path` (and to stderr too with ``args.verbose``).
+    stages go to :func:`log_path` (and to stderr too with ``args.verbose``). A range of days
+    (``--from``/``--to``) is :mod:`jobs.backfill`'s, which runs this module's :func:`run` per day.
     """
+    if getattr(args, "from_date", None) or getattr(args, "to_date", None) or getattr(args, "force", False):
+        raise UserError("--from, --to and --force audit a range of days: nsaudit audit, or spark-submit jobs/backfill.py")
     config, day, master = _checked_arguments(args)
     from jobs.ingest.segments import list_day_segments
+    from jobs.preflight import check_inputs
     from jobs.spark.profile import day_java_options
 
-    files = list_day_segments(args.events, day)  # before anything is started or written
-    java_options = day_java_options(config.spark.java_options, sum(f.bytes for f in files),
-                                    config.spark.small_day_bytes)
+    check_inputs(args.events, args.lake, [day])  # before the first write: a bad input leaves the lake as it was
     path = log_path(args.lake, day)
-    with _logging_to(path, getattr(args, "verbose", False)):
-        from jobs.spark.session import build_session
-
-        # under spark-submit, build_session leaves the submitted master and log configuration alone
-        spark = build_session(master=master, app_name=f"nsaudit-audit-{day}",
-                              shuffle_partitions=config.spark.shuffle_partitions,
-                              driver_memory=config.spark.driver_memory, java_options=java_options,
-                              log_file=path, console_log=getattr(args, "verbose", False),
-                              lake_writer=config.lake.writer)
+    with logging_to(path, getattr(args, "verbose", False), args.lake):
+        files = list_day_segments(args.events, day)
+        java_options = day_java_options(config.spark.java_options, sum(f.bytes for f in files),
+                                        config.spark.small_day_bytes)
+        spark = open_session(config, master, f"nsaudit-audit-{day}", args, path, java_options)
         try:
-            outcome = _run_reporting_failure(spark, config, args, day, path, files)
+            outcome = run_reporting_failure(spark, config, args, day, path, files)
         finally:
             spark.stop()
     if outcome is None:
         return 1
-    print(json.dumps(_summary(outcome), sort_keys=True))
+    print(json.dumps(summary(outcome), sort_keys=True))
     worst = outcome.worst_severity()
     if args.fail_on and worst and SEVERITY_RANK[worst] >= SEVERITY_RANK[args.fail_on]:
         print(f"nsaudit audit: findings of severity {worst} (--fail-on {args.fail_on})", file=sys.stderr)
@@ -316,8 +379,8 @@ def run_from_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_reporting_failure(spark, config: Config, args: argparse.Namespace, day: dt.date,
-                           path: str, files: list) -> AuditOutcome | None:
+def run_reporting_failure(spark, config: Config, args: argparse.Namespace, day: dt.date,
+                          path: str, files: list | None = None) -> AuditOutcome | None:
     """Run the stages; on a failure, one line on stderr (the trace goes to the log) and None."""
 
     def progress(line: str) -> None:
@@ -339,7 +402,8 @@ def _run_reporting_failure(spark, config: Config, args: argparse.Namespace, day:
     return outcome
 
 
-def _summary(outcome: AuditOutcome) -> dict[str, Any]:
+def summary(outcome: AuditOutcome) -> dict[str, Any]:
+    """The JSON summary a run prints: day, seconds, findings and incidents by severity, report, stages."""
     return {
         "date": outcome.day.isoformat(),
         "seconds": outcome.seconds,

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from common.errors import UserError
 from jobs import nightly_audit
-from common.arguments import OneLineParser, date_arg, existing_dir_arg, output_dir_arg, time_arg
+from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
@@ -97,9 +97,12 @@ def _fleet(sub) -> None:
 
 def _audit(sub) -> None:
     p = sub.add_parser(
-        "audit", help="the nightly audit of one UTC day",
+        "audit", help="the nightly audit of one UTC day, or of a range of days (--from, --to)",
         description="Ingest, rebuild, liveness, consistency, distribution, findings and report for one "
-        "UTC day, in one Spark application. Re-running a day replaces that day's output.",
+        "UTC day, in one Spark application. Re-running a day replaces that day's output. With --from and --to, "
+        "every day of the range in order (a backfill), each from the state the day before left.",
+        epilog="--events and --lake take a folder or s3a://bucket/prefix; [storage] of --config (or the AWS "
+        "environment variables) says how to reach the bucket (docs/deploy.md, Object storage).",
     )
     nightly_audit.add_arguments(p)
     p.set_defaults(run="jobs.nightly_audit:run_from_cli")
@@ -111,10 +114,21 @@ def _version_arg(p: argparse.ArgumentParser) -> None:
                    "starts, one when it ends: nsaudit lake history audit_runs lists them); default: the latest")
 
 
+_CONFIG_HELP = "TOML config (default conf/nsaudit.toml): [storage] says how to reach an s3a:// lake"
+
+
+def _lake_arg(p: argparse.ArgumentParser, must_exist: bool = True) -> None:
+    from jobs.storage.arguments import existing_lake_arg, location_arg
+
+    p.add_argument("--lake", required=True, metavar="DIR", type=existing_lake_arg if must_exist else location_arg,
+                   help="the lake: a folder or s3a://bucket/prefix")
+    p.add_argument("--config", default=None, metavar="FILE", help=_CONFIG_HELP)
+
+
 def _queries(sub) -> None:
     p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_QUERY_EPILOG,
                        description="Print the TopicRouteData that GET_ROUTEINFO_BY_TOPIC would have answered.")
-    p.add_argument("--lake", required=True, metavar="DIR")
+    _lake_arg(p, must_exist=False)  # a missing lake is answered as one without route tables
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--topic", required=True)
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
@@ -122,14 +136,14 @@ def _queries(sub) -> None:
     p.set_defaults(run="jobs.query.lookup:route_from_cli")
     p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_QUERY_EPILOG,
                        description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.")
-    p.add_argument("--lake", required=True, metavar="DIR")
+    _lake_arg(p, must_exist=False)
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
     _version_arg(p)
     p.set_defaults(run="jobs.query.lookup:cluster_from_cli")
     p = sub.add_parser("diff", help="what changed in a server's route tables between two instants",
                        epilog=_QUERY_EPILOG, description="Print the route-table changes between two instants.")
-    p.add_argument("--lake", required=True, metavar="DIR")
+    _lake_arg(p, must_exist=False)
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--from", dest="from_", required=True, metavar="TIME", type=time_arg)
     p.add_argument("--to", required=True, metavar="TIME", type=time_arg)
@@ -148,8 +162,7 @@ def _lake(sub) -> None:
 
     def command(name: str, help: str, description: str, run: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help, description=description, epilog=_LAKE_EPILOG)
-        p.add_argument("--lake", required=True, metavar="DIR", type=existing_dir_arg)
-        p.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
+        _lake_arg(p)
         p.set_defaults(run=run)
         return p
 
@@ -180,7 +193,7 @@ def _lake(sub) -> None:
                             "timestamp, operation, its parameters and metrics, and the engine that wrote it. "
                             "nsaudit route --version takes a version of audit_runs.")
     p.add_argument("table", metavar="TABLE", help="table name (events, topic_route_history, audit_runs, ...)")
-    p.add_argument("--lake", required=True, metavar="DIR", type=existing_dir_arg)
+    _lake_arg(p)
     p.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest commits")
     p.set_defaults(run="jobs.housekeeping.commands:history_from_cli")
 
@@ -192,7 +205,7 @@ def _incidents(sub) -> None:
         "impact (topics producers could not write, share of clients exposed) and the incident id; critical "
         "first, then by impact. A day not audited ok says so.",
     )
-    p.add_argument("--lake", required=True, metavar="DIR", type=existing_dir_arg)
+    _lake_arg(p)
     p.add_argument("--date", required=True, metavar="YYYY-MM-DD", type=date_arg, help="the audited UTC day")
     p.add_argument("--min-severity", choices=("info", "warning", "critical"), default="info",
                    help="leave out incidents below this severity (default info: all)")
@@ -229,6 +242,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# commands that read a lake: its object-store settings come from --config (or the environment),
+# and an s3a:// lake is checked to be reachable before anything is read
+_LAKE_READERS = ("route", "cluster", "diff", "incidents", "lake")
+
+
+def _use_storage(args: argparse.Namespace) -> None:
+    from common.config import load_config
+    from jobs.storage import locations, settings
+    from jobs.storage.problems import check_reachable
+
+    settings.configure(load_config(args.config))
+    check_reachable(locations.normalize(args.lake))
+
+
 def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
     module_name, func_name = target.split(":")
     module = __import__(module_name, fromlist=[func_name])
@@ -241,7 +268,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a bad argument, already printed as one line (2)
         return int(exc.code or 0)
+    if args.command == "audit" and (args.from_date or args.to_date or args.force):
+        args.run = "jobs.backfill:run_from_cli"  # a range of days: the loop over the nightly audit
     try:
+        if args.command in _LAKE_READERS:
+            _use_storage(args)
         return int(_resolve(args.run)(args) or 0)
     except UserError as exc:
         print(f"nsaudit {args.command}: error: {exc}", file=sys.stderr)

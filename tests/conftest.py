@@ -26,7 +26,8 @@ SHARED_DAYS = {"audited_lake": "audited-day", "fault_free_day": "fault-free-day"
 SLOWEST_FIRST = (
     "audited-day",  # standalone cluster, notebook, report in a browser
     "tests/interop/test_collect_faults.py",  # real name servers with faults, collected and audited
-    "tests/jobs/test_lake_writers.py",  # the audit of a day through each Delta writer
+    "tests/jobs/test_lake_writers.py",  # the audit of a day through each Delta writer, locally and in a bucket
+    "tests/jobs/test_network_cut.py",  # an audit into a bucket cut off mid-stage, and its rerun
     "tests/interop/test_rocketmq.py",  # real RocketMQ name servers, brokers and clients
     "tests/jobs/test_lake_housekeeping.py",
     "fault-free-day",  # distribution and divergence end to end
@@ -55,6 +56,7 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from jobs.spark.session import LAKE_WRITER_CONF, build_session
+    from jobs.storage import settings
 
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: the small-day settings of the audit (jobs.spark.profile: no adaptive
@@ -73,9 +75,28 @@ def spark():
                     "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1",
                     SMALL_DAY_CONF: "true"},
         lake_writer="auto",  # delta-spark's jars on the classpath, when set-up fetched them ...
+        # hadoop-aws too, for the tests with a lake in a bucket (tests.jobs.buckets gives the settings)
+        object_store=settings.current(),
     )
     # ... but the tables go through delta-rs, as with the default [lake] writer: the tests of the
     # native writer switch to it (tests/jobs/lake_writers.py)
     session.conf.set(LAKE_WRITER_CONF, "delta-rs")
     yield session
     session.stop()
+
+
+# ---------------------------------------------------------------------------- an S3 server
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A real S3 server for this test session (worker): S3Proxy (``jars/s3proxy``) on 127.0.0.1
+    over a temporary folder, with the bucket ``nsaudit`` and one random access key. Started on
+    first use, stopped at the end; a test that stops it must start it again
+    (``tests.jobs.buckets``)."""
+    from jobs.storage.s3proxy import S3ProxyServer
+
+    server = S3ProxyServer(tmp_path_factory.mktemp("s3proxy"), buckets=("nsaudit",))
+    server.start()
+    yield server
+    server.stop()

@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     # the batch half
     "jobs": 20,
     "jobs.spark": 20,
+    "jobs.storage": 20,  # where events and the lake live (local or an object store), below the lake
     "jobs.lake": 21,
     "jobs.housekeeping": 22,
     "jobs.ingest": 22,
@@ -49,7 +50,9 @@ LAYERS: dict[str, int] = {
     "jobs.analytics.incidents": 25,  # reads the findings every stage wrote, imports none of them
     "jobs.report": 26,
     "jobs.query": 26,
+    "jobs.preflight": 26,  # lists the day's segments (ingest) before an audit's first write
     "jobs.nightly_audit": 27,
+    "jobs.backfill": 27,
     # the command line
     "nsaudit": 30,
 }

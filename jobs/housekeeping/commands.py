@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import shutil
 from dataclasses import dataclass
 
 from common.config import load_config
@@ -20,6 +18,8 @@ from common.errors import UserError
 from jobs import lake
 from jobs.housekeeping.engines import Engine, open_engine
 from jobs.housekeeping.files import TableFiles, file_bytes, table_files
+from jobs.storage import files as storage_files
+from jobs.storage import locations
 from schemas import tables
 
 # Columns the queries filter on beyond the partitions, Z-ordered by ``optimize`` (the route query
@@ -68,10 +68,10 @@ def lake_tables(lake_dir: str) -> list[tuple[str, str]]:
     Raises:
         UserError: ``lake_dir`` holds none.
     """
-    from deltalake import DeltaTable
+    from jobs.lake.delta.arrow import is_table
 
     found = [(name, lake.table_path(lake_dir, name)) for name in sorted(TABLE_NAMES)]
-    found = [(name, path) for name, path in found if DeltaTable.is_deltatable(path)]
+    found = [(name, path) for name, path in found if is_table(path)]
     if not found:
         raise UserError(f"--lake {lake_dir}: no lake tables here; run nsaudit audit for a day first")
     return found
@@ -152,17 +152,15 @@ def retain_days(lake_dir: str, engine: Engine, keep_days: int) -> tuple[dt.date 
 def _remove_day_outputs(lake_dir: str, first_kept: dt.date) -> None:
     """Remove ``reports/<date>/`` and ``_logs/<date>.log*`` of the days before ``first_kept``."""
     for folder in ("reports", "_logs"):
-        root = os.path.join(lake_dir, folder)
-        if not os.path.isdir(root):
-            continue
-        for entry in os.listdir(root):
+        root = locations.join(lake_dir, folder)
+        entries = {relative.split("/", 1)[0] for relative, _ in storage_files.list_files(root)}
+        for entry in sorted(entries):
             try:
                 day = dt.date.fromisoformat(entry[:10])
             except ValueError:
                 continue
             if day < first_kept:
-                target = os.path.join(root, entry)
-                shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+                storage_files.delete(locations.join(root, entry))
 
 
 def table_history(lake_dir: str, name: str, limit: int | None = None) -> list[dict]:
@@ -172,13 +170,13 @@ def table_history(lake_dir: str, name: str, limit: int | None = None) -> list[di
     Raises:
         UserError: no such table in the lake.
     """
-    from deltalake import DeltaTable
+    from jobs.lake.delta.arrow import is_table, open_table
 
     path = lake.table_path(lake_dir, name)
-    if name not in TABLE_NAMES or not DeltaTable.is_deltatable(path):
+    if name not in TABLE_NAMES or not is_table(path):
         known = ", ".join(n for n, _ in lake_tables(lake_dir))
         raise UserError(f"no table {name!r} in {lake_dir}; tables: {known}")
-    commits = sorted(DeltaTable(path).history(limit), key=lambda c: c["version"], reverse=True)
+    commits = sorted(open_table(path).history(limit), key=lambda c: c["version"], reverse=True)
     return [_commit_line(c) for c in commits]
 
 
@@ -229,13 +227,14 @@ def print_changes(verb: str, engine: Engine, changes: list[TableChange]) -> None
 
 
 def _log_file(lake_dir: str) -> str:
-    return os.path.join(os.path.abspath(lake_dir), "_logs", "housekeeping.log")
+    # a remote lake's stays on this host: the log is Spark's, for native housekeeping only
+    return storage_files.local_log_path(locations.normalize(lake_dir), "housekeeping.log")
 
 
 def optimize_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit lake optimize``."""
     config = load_config(args.config)
-    with open_engine(config, _log_file(args.lake)) as engine:
+    with open_engine(config, _log_file(args.lake), args.lake) as engine:
         print_changes("optimize", engine, optimize_lake(args.lake, engine))
     return 0
 
@@ -244,7 +243,7 @@ def vacuum_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit lake vacuum``."""
     check_retain_hours(args.retain_hours, args.force)
     config = load_config(args.config)
-    with open_engine(config, _log_file(args.lake)) as engine:
+    with open_engine(config, _log_file(args.lake), args.lake) as engine:
         print_changes("vacuum" if not args.dry_run else "vacuum --dry-run", engine,
                       vacuum_lake(args.lake, engine, args.retain_hours, args.dry_run))
     return 0
@@ -260,7 +259,7 @@ def retention_from_cli(args: argparse.Namespace) -> int:
         print("retention: keep_days is 0, every day is kept")
         return 0
     lake_tables(args.lake)  # a bad --lake is an error before any engine starts
-    with open_engine(config, _log_file(args.lake)) as engine:
+    with open_engine(config, _log_file(args.lake), args.lake) as engine:
         first_kept, changes = retain_days(args.lake, engine, keep)
         if first_kept is not None:
             print(f"retention: keeping {keep} days, {first_kept} to {latest_day(args.lake)}")

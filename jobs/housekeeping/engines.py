@@ -33,13 +33,15 @@ DELTA_RS = Engine("delta-rs", delta_rs.optimize, delta_rs.vacuum, delta_rs.delet
 
 
 @contextmanager
-def open_engine(config: Config, log_file: str) -> Iterator[Engine]:
+def open_engine(config: Config, log_file: str, lake: str | None = None) -> Iterator[Engine]:
     """The engine of ``config.lake.writer``: delta-rs without a JVM, or delta-spark in a SparkSession
-    started for the command (and stopped after it; Spark's log goes to ``log_file``); ``auto`` is
-    native when set-up fetched its jars.
+    started for the command (and stopped after it; Spark's log goes to ``log_file``; with
+    hadoop-aws and the object-store settings when ``lake`` is ``s3a://``); ``auto`` is native
+    when set-up fetched its jars.
 
     Raises:
-        UserError: ``writer = "native"`` without delta-spark's jars.
+        UserError: ``writer = "native"`` without delta-spark's jars (or an ``s3a://`` lake
+            without hadoop-aws's).
     """
     from jobs.spark.session import delta_jars
 
@@ -49,10 +51,13 @@ def open_engine(config: Config, log_file: str) -> Iterator[Engine]:
         return
     from jobs.housekeeping import native
     from jobs.spark.session import build_session, lake_writer
+    from jobs.storage import locations, settings
 
+    remote = lake is not None and locations.is_remote(lake)
     spark = build_session(master=config.spark.master, app_name="nsaudit-lake", shuffle_partitions=2,
                           driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
-                          lake_writer=writer, log_file=log_file, console_log=False)
+                          lake_writer=writer, log_file=log_file, console_log=False,
+                          object_store=settings.current() if remote else None)
     try:
         if lake_writer(spark) != "native":
             yield DELTA_RS

@@ -7,12 +7,15 @@ commands report the same figures through both engines.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
-from deltalake import DeltaTable
+import pyarrow.fs as pafs
+
+from jobs.lake.delta.arrow import open_table
+from jobs.storage import locations, settings
+from jobs.storage.stores import filesystem_of
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ def _day_of(key: tuple) -> dt.date | None:
 
 def table_files(path: str) -> TableFiles:
     """The data files of the table at ``path`` (its latest version)."""
-    table = DeltaTable(path)
+    table = open_table(path)
     partitions = list(table.metadata().partition_columns)
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()  # arro3 -> pyarrow
     sizes = actions.get("size_bytes", [])
@@ -64,11 +67,11 @@ def _typed(value):
 
 
 def file_bytes(paths: list[str]) -> int:
-    """Total size of the files that exist among ``paths`` (absolute); missing ones count 0."""
+    """Total size of the files that exist among ``paths`` (absolute, or ``s3a://``); missing ones count 0."""
     total = 0
     for path in paths:
-        try:
-            total += os.stat(path).st_size
-        except FileNotFoundError:
-            continue
+        fs, inner = filesystem_of(path, settings.current().store if locations.is_remote(path) else None)
+        info = fs.get_file_info(inner)
+        if info.type == pafs.FileType.File:
+            total += info.size
     return total

@@ -15,7 +15,6 @@ from functools import partial
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -28,6 +27,8 @@ from jobs.lake.delta.files import DataFile
 from jobs.lake.delta.write import conform_batch
 from jobs.spark.frames import local_frame
 from jobs.spark.pyworker import keep_archive_listings
+from jobs.storage.locations import for_spark
+from jobs.storage.stores import filesystem_of
 from schemas.events import EVENTS_TABLE_SCHEMA
 
 
@@ -78,12 +79,12 @@ def rewrite_without_lines(spark: SparkSession, to_rewrite_df: DataFrame, plan: F
 
 def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Iterator[pa.RecordBatch]:
     keep_archive_listings()
-    fs = pafs.LocalFileSystem()
+    fs, root = filesystem_of(plan.table_path, plan.store)
     for batch in batches:
         for row in batch.to_pylist():
             info = json.loads(row["data_file"])
-            old_path = f"{plan.table_path}/{info['path']}"
-            table = pq.read_table(old_path, schema=plan.file_schema)
+            old_path = f"{root}/{info['path']}"
+            table = pq.read_table(old_path, schema=plan.file_schema, filesystem=fs)
             lines = table.column("line").to_numpy()
             drop = np.zeros(len(lines), dtype=bool)
             for r in json.loads(row["ranges"]):
@@ -91,7 +92,7 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
             new_info = None
             if not drop.all():
                 key = tuple(info["partition_values"][c] for c in plan.partition_by)
-                data_file = DataFile.create(fs, plan.table_path, plan.partition_by, key, plan.file_schema,
+                data_file = DataFile.create(fs, root, plan.partition_by, key, plan.file_schema,
                                             prefix=plan.write_id)
                 try:
                     for part in table.filter(pa.array(~drop)).to_batches():
@@ -115,7 +116,7 @@ def read_fast_keys(spark: SparkSession, plan: FastPlan, staged: list[dict]) -> D
     if not staged:
         df = local_frame(spark, [], schema)
     else:
-        root = f"file://{plan.table_path}"
+        root = for_spark(plan.table_path)
         paths = [f"{root}/{info['path']}" for info in staged]
         df = spark.read.schema(EVENTS_TABLE_SCHEMA).option("basePath", root).parquet(*paths).select(*columns)
     return df.withColumn("event_hash", F.lit(None).cast(T.LongType()))

@@ -17,6 +17,8 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.lake import delta
+from jobs.storage.settings import current
+from jobs.storage.stores import ObjectStore
 from schemas import validation
 from schemas.events import EVENT_SCHEMA, EVENT_TYPES, FORMAT_VERSION, REQUIRED_KEYS, TYPE_RULES
 
@@ -46,6 +48,7 @@ class FastPlan:
         write_id: the prefix of every data file the scan and the rewrite write (their names
             find them when the run fails before its commit:
             :func:`jobs.lake.delta.write.delete_failed_write`).
+        store: how the tasks reach ``s3a://`` segments and an ``s3a://`` table (unused for local paths).
     """
 
     table_path: str
@@ -62,13 +65,14 @@ class FastPlan:
     not_null_when_present: tuple[str, ...] = ()
     write_events: bool = True
     write_id: str = ""
+    store: ObjectStore | None = None
 
 
 def build_plan(
     table_path: str, partition_by: tuple[str, ...], file_schema: pa.Schema, write_events: bool = True
 ) -> FastPlan:
     """The plan for writing ``events`` data files under ``table_path`` (driver side), with a
-    new ``write_id``."""
+    new ``write_id`` and the process's object-store settings."""
     return FastPlan(
         table_path=table_path,
         partition_by=tuple(partition_by),
@@ -84,6 +88,7 @@ def build_plan(
         not_null_when_present=validation.NOT_NULL_WHEN_PRESENT,
         write_events=write_events,
         write_id=uuid.uuid4().hex,
+        store=current().store,
     )
 
 

@@ -19,7 +19,6 @@ from functools import partial
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -32,6 +31,7 @@ from jobs.ingest.plan import FastPlan
 from jobs.ingest.segments import SegmentFile, files_frame, gunzip, line_batches
 from jobs.lake.delta.files import DataFile
 from jobs.spark.pyworker import keep_archive_listings
+from jobs.storage.stores import filesystem_of, read_bytes
 
 # One row per line the fast path did not accept (``line`` >= 1, ``text`` as read with its "\n",
 # for Spark to judge), and one ``line`` 0 row per file whose ``summary`` is the JSON of its
@@ -65,18 +65,18 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
     """``mapInArrow`` body: segment-file rows in (``jobs.ingest.segments.SEGMENT_FILES_SCHEMA``),
     ``SCANNED_SCHEMA`` batches out; accepted events are written to one data file per segment."""
     keep_archive_listings()
-    fs = pafs.LocalFileSystem()
+    fs, root = filesystem_of(plan.table_path, plan.store)
     for batch in batches:
         for seg in batch.to_pylist():
-            with open(seg["path"], "rb") as f:
-                data = f.read()
+            data = read_bytes(seg["path"], plan.store)
             tail_problem = None
             if seg["compressed"]:
                 data, tail_problem = gunzip(data)
-            yield from _scan_segment(fs, plan, data, seg["date"], seg["ns"], seg["file"], tail_problem)
+            yield from _scan_segment(fs, root, plan, data, seg["date"], seg["ns"], seg["file"], tail_problem)
 
 
-def _scan_segment(fs, plan: FastPlan, data: bytes, date, ns: str, file: str, tail_problem) -> Iterator[pa.RecordBatch]:
+def _scan_segment(fs, root: str, plan: FastPlan, data: bytes, date, ns: str, file: str,
+                  tail_problem) -> Iterator[pa.RecordBatch]:
     data_file = None
     summary = FileSummary()
     try:
@@ -90,7 +90,7 @@ def _scan_segment(fs, plan: FastPlan, data: bytes, date, ns: str, file: str, tai
             if parsed is not None and parsed.num_rows:
                 if data_file is None:
                     key = (date.isoformat(), ns)
-                    data_file = DataFile.create(fs, plan.table_path, plan.partition_by, key, plan.file_schema,
+                    data_file = DataFile.create(fs, root, plan.partition_by, key, plan.file_schema,
                                                 prefix=plan.write_id)
                 fast_numbers = numbers.filter(pa.array(fast))
                 data_file.write(event_batch(parsed, fast_numbers, file, plan))

@@ -1,10 +1,16 @@
 """Finding one day's event-log segments and reading their lines.
 
-Listing runs on the driver and touches only directory entries. Reading runs in Spark tasks, one
-file per task, through ``mapInArrow``: each task reads its file (gunzipping a ``.gz``), cuts it
-into lines with numpy and hands Spark Arrow batches whose strings point into the file's bytes, so
-no line is copied in Python. A shared filesystem (local disk, NFS) is all an executor needs:
-this module is shipped to executors by value and imports only numpy and pyarrow there.
+Listing runs on the driver and touches only directory entries (or an object store's listing of a
+prefix). Reading runs in Spark tasks, one file per task, through ``mapInArrow``: each task reads
+its file (gunzipping a ``.gz``), cuts it into lines with numpy and hands Spark Arrow batches whose
+strings point into the file's bytes, so no line is copied in Python. A shared filesystem (local
+disk, NFS) or the bucket is all an executor needs: this module is shipped to executors by value
+and imports only numpy and pyarrow there.
+
+A bucket holds only what was uploaded on purpose: closed segments (docs/deploy.md, "Object
+storage"). A ``.open`` segment there is a copy of a file still being written, its last line
+maybe cut and its closed copy on the way; it is skipped, and so is any other object that is not a
+segment (an upload tool's temporary file), and the listing says so.
 
 What a reader owes the writer (docs/event-log.md) starts here: every line of every file becomes
 a row, numbered from 1; a last line without ``\\n`` is kept and marked ``truncated_line``; a line
@@ -14,12 +20,14 @@ that is not UTF-8 is kept (bad bytes shown as ``\\xNN``) and marked ``invalid_ut
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -33,11 +41,16 @@ from jobs.spark import pyworker
 from jobs.spark.frames import local_frame
 from jobs.spark.pyworker import keep_archive_listings
 from jobs.spark.profile import broadcast
+from jobs.storage import locations, settings, stores
+from jobs.storage.problems import StorageError, describe
+from jobs.storage.stores import ObjectStore, read_bytes
 from schemas.ingest import CORRUPT_GZIP, INVALID_UTF8, TRUNCATED_LINE
 
 # The writer's names are events-<20 digits>.jsonl[.gz|.open]; any events-*.jsonl name is read, so
 # a segment copied under another name is seen (and deduplicated) rather than silently ignored.
 _SEGMENT_NAME = re.compile(r"^events-.*\.jsonl(\.gz|\.open)?$")
+
+log = logging.getLogger(__name__)
 
 # Lines per Arrow batch handed to Spark: big enough to amortise the per-batch cost, small enough
 # that a batch of long lines stays a few MiB.
@@ -88,7 +101,7 @@ class SegmentFile:
 
     Attributes:
         file: ``<ns>/<YYYY-MM-DD>/<name>``, relative to the events directory (the lake's name).
-        path: absolute path, as executors open it.
+        path: absolute path or ``s3a://`` URI, as executors open it.
         ns: the name-server folder.
         date: the day folder.
         bytes: size on disk.
@@ -110,7 +123,9 @@ def list_day_segments(events_dir: str | os.PathLike, day: dt.date) -> list[Segme
 
     Folders and files whose names start with ``_`` or ``.`` are skipped (scratch space, editor
     and copy leftovers). Plain and ``.gz`` copies of one segment are both listed: ingest
-    deduplicates their events and counts the copy's lines as duplicates.
+    deduplicates their events and counts the copy's lines as duplicates. In an ``s3a://``
+    events folder only closed segments are listed; what else the day's folders hold is skipped
+    with a warning naming it (see the module's doc).
 
     Returns:
         The files ordered by ``file``.
@@ -119,8 +134,40 @@ def list_day_segments(events_dir: str | os.PathLike, day: dt.date) -> list[Segme
         IngestInputError: ``events_dir`` is not a directory, or no name server has a segment for
             ``day``. An empty day is an error rather than an empty ingest because the run would
             otherwise replace that day's tables with nothing.
+        StorageError: the bucket cannot be listed.
     """
-    root = os.path.abspath(os.fspath(events_dir))
+    found, skipped = find_day_segments(events_dir, day)
+    if skipped:
+        shown = ", ".join(f"{name} ({why})" for name, why in skipped[:5])
+        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        log.warning("events %s, %s: skipped %d objects that are not closed segments: %s%s; upload closed "
+                    "segments only (docs/deploy.md, Object storage)", events_dir, day, len(skipped), shown, more)
+    return found
+
+
+def find_day_segments(events_dir: str | os.PathLike,
+                      day: dt.date) -> tuple[list[SegmentFile], list[tuple[str, str]]]:
+    """:func:`list_day_segments`' files, and the ``(file, reason)`` of each object of an
+    ``s3a://`` day folder that is skipped; logs nothing.
+
+    Raises:
+        IngestInputError, StorageError: as :func:`list_day_segments`.
+    """
+    root = locations.normalize(events_dir)
+    if locations.is_remote(root):
+        found, skipped = _list_remote(root, day)
+    else:
+        found, skipped = _list_local(events_dir, root, day), []
+    if not found:
+        raise IngestInputError(
+            f"no event-log segments for {day.isoformat()} under {events_dir} "
+            f"(looked for <ns>/{day.isoformat()}/events-*.jsonl, .jsonl.gz"
+            f"{'' if locations.is_remote(root) else ', .jsonl.open'})"
+        )
+    return sorted(found, key=lambda s: s.file), skipped
+
+
+def _list_local(events_dir: str | os.PathLike, root: str, day: dt.date) -> list[SegmentFile]:
     if not os.path.isdir(root):
         raise IngestInputError(f"events directory {events_dir} does not exist or is not a directory")
     date_name = day.isoformat()
@@ -135,23 +182,45 @@ def list_day_segments(events_dir: str | os.PathLike, day: dt.date) -> list[Segme
             match = _SEGMENT_NAME.match(entry.name)
             if _skipped(entry.name) or match is None or not entry.is_file():
                 continue
-            found.append(
-                SegmentFile(
-                    file=f"{ns_entry.name}/{date_name}/{entry.name}",
-                    path=entry.path,
-                    ns=ns_entry.name,
-                    date=day,
-                    bytes=entry.stat().st_size,
-                    compressed=match[1] == ".gz",
-                    open_segment=match[1] == ".open",
-                )
-            )
-    if not found:
-        raise IngestInputError(
-            f"no event-log segments for {date_name} under {events_dir} "
-            f"(looked for <ns>/{date_name}/events-*.jsonl, .jsonl.gz, .jsonl.open)"
-        )
-    return sorted(found, key=lambda s: s.file)
+            found.append(_segment(ns_entry.name, day, entry.name, entry.path, entry.stat().st_size, match))
+    return found
+
+
+def _list_remote(root: str, day: dt.date) -> tuple[list[SegmentFile], list[tuple[str, str]]]:
+    """The day's closed segments under an ``s3a://`` prefix: one listing of the servers' folders,
+    one of each server's day folder (never the whole bucket)."""
+    import pyarrow.fs as pafs
+
+    date_name = day.isoformat()
+    fs = settings.current().store.filesystem()
+    base = root.split("://", 1)[1]
+    found, skipped = [], []
+    try:
+        servers = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+        for ns_info in sorted(servers, key=lambda i: i.base_name):
+            if _skipped(ns_info.base_name) or ns_info.type != pafs.FileType.Directory:
+                continue
+            day_files = fs.get_file_info(pafs.FileSelector(f"{ns_info.path}/{date_name}", allow_not_found=True))
+            for info in day_files:
+                file = f"{ns_info.base_name}/{date_name}/{info.base_name}"
+                match = _SEGMENT_NAME.match(info.base_name)
+                if info.type != pafs.FileType.File:
+                    continue
+                if _skipped(info.base_name) or match is None:
+                    skipped.append((file, "not a segment"))
+                elif match[1] == ".open":
+                    skipped.append((file, "still open when it was copied"))
+                else:
+                    found.append(_segment(ns_info.base_name, day, info.base_name, f"s3a://{info.path}", info.size,
+                                          match))
+    except OSError as exc:
+        raise StorageError(describe(exc, root)) from None
+    return found, skipped
+
+
+def _segment(ns: str, day: dt.date, name: str, path: str, size: int, match: re.Match) -> SegmentFile:
+    return SegmentFile(file=f"{ns}/{day.isoformat()}/{name}", path=path, ns=ns, date=day, bytes=size,
+                       compressed=match[1] == ".gz", open_segment=match[1] == ".open")
 
 
 def _skipped(name: str) -> bool:
@@ -169,7 +238,9 @@ def read_lines(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
     # Executors may not have this project installed (a standalone cluster); ship the reader.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     cloudpickle.register_pickle_by_value(pyworker)
-    return files_frame(spark, files).mapInArrow(read_segment_batches, LINES_SCHEMA)
+    cloudpickle.register_pickle_by_value(stores)
+    task = partial(read_segment_batches, store=settings.current().store)
+    return files_frame(spark, files).mapInArrow(task, LINES_SCHEMA)
 
 
 def files_frame(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
@@ -193,13 +264,14 @@ def files_frame(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
     return tasks_df.join(broadcast(listing_df), task).select(*SEGMENT_FILES_SCHEMA.fieldNames())
 
 
-def read_segment_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: segment-file rows in, ``LINES_SCHEMA`` batches out."""
+def read_segment_batches(batches: Iterator[pa.RecordBatch],
+                         store: ObjectStore | None = None) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: segment-file rows in, ``LINES_SCHEMA`` batches out (``store``
+    reaches ``s3a://`` files)."""
     keep_archive_listings()
     for batch in batches:
         for seg in batch.to_pylist():
-            with open(seg["path"], "rb") as f:
-                data = f.read()
+            data = read_bytes(seg["path"], store)
             tail_problem = None
             if seg["compressed"]:
                 data, tail_problem = gunzip(data)

@@ -60,7 +60,7 @@ from jobs.ingest.tables import (
     select_quarantine,
 )
 from jobs.lake.days import read_day_arrow, replace_day
-from jobs.lake.delta.arrow import local_table_path
+from jobs.lake.delta.arrow import table_root
 from jobs.lake.delta.write import delete_failed_write, job_ids
 from jobs.lake.findings import DayFindings
 from jobs.lake.tables import data_file_schema, read_table, table_exists
@@ -204,7 +204,8 @@ def run_ingest(
     except BaseException:
         if not committed:
             # by the run's id, not from ``staged``: a failed scan's finished tasks wrote files too
-            delete_failed_write(spark, jobs_before, plan.table_path, plan.partition_by, {"date": day}, plan.write_id)
+            delete_failed_write(spark, jobs_before, plan.table_path, plan.partition_by, {"date": day}, plan.write_id,
+                                plan.store)
         raise
     finally:
         if own or not kept:
@@ -222,7 +223,7 @@ def _events_plan(spark: SparkSession, lake_dir: str | os.PathLike) -> FastPlan:
     events_path = lake.table_path(lake_dir, lake.EVENTS)
     file_struct = data_file_schema(events_path, EVENTS_TABLE_SCHEMA, EVENTS_PARTITION_BY)
     return build_plan(
-        local_table_path(events_path), EVENTS_PARTITION_BY, to_arrow_schema(file_struct),
+        table_root(events_path), EVENTS_PARTITION_BY, to_arrow_schema(file_struct),
         # delta-spark commits only the files it wrote itself: every line takes the JVM path
         write_events=lake_writer(spark) != "native",
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from jobs.storage import locations
 from schemas.tables import (  # noqa: F401 (re-exported)
     AUDIT_RUNS,
     BROKER_ADDR_HISTORY,
@@ -31,5 +32,6 @@ from schemas.tables import (  # noqa: F401 (re-exported)
 
 
 def table_path(lake: str | os.PathLike, name: str) -> str:
-    """The folder of table ``name`` in the lake (absolute, so Spark executors see the same path)."""
-    return os.path.join(os.path.abspath(os.fspath(lake)), name)
+    """The folder of table ``name`` in the lake: absolute, so Spark executors see the same path, or
+    ``s3a://bucket/prefix/name`` for a lake on an object store."""
+    return locations.join(os.fspath(lake), name)

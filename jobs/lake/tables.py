@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, DateType, StringType, StructType
 
 from jobs.lake.delta import ship_by_value
-from jobs.lake.delta.arrow import count_table_rows, load_table, local_table_path, read_table_arrow
+from jobs.lake.delta.arrow import count_table_rows, is_table, load_table, read_table_arrow, table_root
 from jobs.lake.delta.files import encode_partition_value
 from jobs.lake.delta.schema import (
     SchemaMismatchError,
@@ -34,6 +34,9 @@ from jobs.lake.delta.schema import (
 from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files, write_local_files
 from jobs.spark.session import lake_writer
 from jobs.spark.frames import local_arrow_table, local_frame
+from jobs.storage.locations import for_spark, is_remote, normalize
+from jobs.storage.settings import current
+from jobs.storage.stores import ObjectStore
 
 __all__ = [
     "RowExpansion",
@@ -74,11 +77,14 @@ class RowExpansion:
     arrow: Callable[[pa.RecordBatch], Iterator[pa.RecordBatch]]
 
 
+def object_store(root: str) -> ObjectStore | None:
+    """How write tasks reach a (normalised) table root: the process's store for an ``s3a://`` one."""
+    return current().store if is_remote(root) else None
+
+
 def table_exists(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` holds a Delta table (a ``_delta_log`` with at least one commit)."""
-    from deltalake import DeltaTable
-
-    return DeltaTable.is_deltatable(local_table_path(path))
+    return is_table(table_root(path))
 
 
 def table_version(path: str | os.PathLike[str]) -> int:
@@ -87,7 +93,7 @@ def table_version(path: str | os.PathLike[str]) -> int:
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
     """
-    return load_table(local_table_path(path)).version()
+    return load_table(table_root(path)).version()
 
 
 def table_schema(path: str | os.PathLike[str]) -> tuple[StructType, tuple[str, ...]]:
@@ -96,7 +102,7 @@ def table_schema(path: str | os.PathLike[str]) -> tuple[StructType, tuple[str, .
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
     """
-    table = load_table(local_table_path(path))
+    table = load_table(table_root(path))
     return StructType.fromJson(json.loads(table.schema().to_json())), tuple(table.metadata().partition_columns)
 
 
@@ -122,7 +128,9 @@ def write_table(
 
     Args:
         df: the rows to write; its columns must be the declared ones (any order).
-        path: table root (a local or shared-mount directory, or ``file://`` URI).
+        path: table root: a local or shared-mount directory, a ``file://`` URI, or an
+            ``s3a://bucket/key`` reached with the process's object-store settings
+            (:mod:`jobs.storage.settings`).
         mode: ``"append"`` adds the rows; ``"overwrite"`` replaces the whole table, or only the
             partitions named by ``replace_where``.
         partition_by: partition columns (string, date, integer or boolean columns). For an
@@ -160,7 +168,7 @@ def write_table(
         ...             partition_by=["date"], replace_where={"date": date(2026, 11, 21)}, schema=FINDINGS)
         >>> read_table(spark, f"{lake}/findings", FINDINGS, where={"date": date(2026, 11, 21)}).count()
     """
-    root = local_table_path(path)
+    root = table_root(path)
     partition_by = tuple(partition_by)
     _check_mode(mode, replace_where)
     schema, file_schema = _declared_and_file_schema(root, df, schema, partition_by)
@@ -171,7 +179,7 @@ def write_table(
         _write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
     else:
         plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
-                         expansion.arrow if expansion else None)
+                         expansion.arrow if expansion else None, object_store(root))
         _write_with_tasks(task_df, plan, extra_files)
     return table_version(root)
 
@@ -198,7 +206,7 @@ def write_rows(
     if lake_writer(spark) == "native":
         return write_table(local_frame(spark, rows, schema), path, mode=mode, partition_by=partition_by,
                            replace_where=replace_where, schema=schema)
-    root = local_table_path(path)
+    root = table_root(path)
     partition_by = tuple(partition_by)
     _check_mode(mode, replace_where)
     evolve_table_schema(root, schema)
@@ -208,7 +216,7 @@ def write_rows(
         check_table_schema(existing[0], existing[1], schema, partition_by, root)
     file_schema = existing[0] if existing else schema
     plan = WritePlan(root, mode, partition_by, _encode_replace_where(replace_where, schema, partition_by),
-                     file_schema.json())
+                     file_schema.json(), store=object_store(root))
     written = write_local_files(local_arrow_table(rows, schema), plan)
     commit_files(plan, written)
     return table_version(root)
@@ -289,7 +297,7 @@ def data_file_schema(path: str | os.PathLike[str], schema: StructType, partition
     Raises:
         SchemaMismatchError: as :func:`write_table`.
     """
-    root = local_table_path(path)
+    root = table_root(path)
     partition_by = tuple(partition_by)
     check_partition_columns(schema, partition_by, root)
     table_struct = schema
@@ -412,7 +420,7 @@ def read_table(
         ValueError: both ``version`` and ``timestamp`` are given, or nothing had been committed
             by ``timestamp``.
     """
-    root = local_table_path(path)
+    root = table_root(path)
     where = dict(where or {})
     unknown = [c for c in where if c not in schema.names]
     if unknown:
@@ -435,7 +443,8 @@ def read_table(
             return local_frame(spark, [], schema)
         # basePath makes Spark take the partition columns from the hive-style folder names, typed
         # by the declared schema (Delta's partition values and our folder names are the same).
-        df = spark.read.schema(schema).option("basePath", f"file://{root}").parquet(*(f"file://{f}" for f in files))
+        df = spark.read.schema(schema).option("basePath", for_spark(root)).parquet(
+            *(for_spark(normalize(f)) for f in files))
     selected = [column(name) for name in schema.names]
     return df.where(_row_filter(where)).select(*selected) if where else df.select(*selected)
 

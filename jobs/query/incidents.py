@@ -30,8 +30,10 @@ def _read(lake_dir: str, name: str, day: dt.date | None, columns: list[str]) -> 
         table = read_table_arrow(path, columns=columns, filters=[("date", "=", day)] if day else None)
     except FileNotFoundError:
         return []
-    except Exception as exc:  # deltalake's own errors for a damaged log
-        raise UserError(f"cannot read {path}: {exc}") from None
+    except Exception as exc:  # deltalake's own errors for a damaged log, a store's refusal
+        from jobs.storage.problems import describe
+
+        raise UserError(f"cannot read {describe(exc, path)}") from None
     return table.to_pylist()
 
 

@@ -30,6 +30,7 @@ from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_v
 from nameserver.codec import fastjson
 from common.errors import UserError
 from common.timeutil import parse_time, utc_date
+from jobs.storage.problems import describe
 
 _HISTORY = (lake.TOPIC_ROUTE_HISTORY, lake.BROKER_ADDR_HISTORY, lake.CLUSTER_HISTORY, lake.FILTER_SERVER_HISTORY)
 _COLUMNS = {
@@ -78,18 +79,18 @@ class RouteLake:
         self._partitions: dict[tuple, Any] = {}
         self._as_of = LakeVersion(lake_dir, version) if version is not None else None
         try:
-            from deltalake import DeltaTable
+            from jobs.lake.delta.arrow import is_table, open_table
 
             state_version = self._version(self._state_path)
-            if not DeltaTable.is_deltatable(self._state_path) or state_version == _ABSENT:
+            if not is_table(self._state_path) or state_version == _ABSENT:
                 raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
                                 f"{' at ' + self._as_of.describe() if self._as_of else ''}); "
                                 "run nsaudit audit for a day first")
-            self._ns_state = DeltaTable(self._state_path, version=state_version)
+            self._ns_state = open_table(self._state_path, version=state_version)
         except UserError:
             raise
         except Exception as exc:  # deltalake raises its own error types for a damaged log
-            raise UserError(f"{lake_dir}: cannot read {lake.NS_STATE}: {exc}") from None
+            raise UserError(f"cannot read {lake.NS_STATE}: {describe(exc, self._state_path)}") from None
 
     def _read_once(self, path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
         """:func:`_read` at this lake's version, each partition once per ``RouteLake`` (a diff reads
@@ -154,7 +155,7 @@ class RouteLake:
         try:
             parts = self._ns_state.partitions(file_pruning_predicate=[("ns", "=", ns)])
         except Exception as exc:
-            raise UserError(f"{self.lake_dir}: cannot read {lake.NS_STATE}: {exc}") from None
+            raise UserError(f"cannot read {lake.NS_STATE}: {describe(exc, self._state_path)}") from None
         return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
 
     def _state_row(self, ns: str, day: dt.date) -> dict[str, Any] | None:
@@ -273,7 +274,7 @@ def _read(path: str, columns: list[str], day: dt.date, ns: str, version: int | N
     except FileNotFoundError:
         return None
     except Exception as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
+        raise UserError(f"cannot read {describe(exc, path)}") from None
     for name in absent:  # a lake (or a version of it) written before the column existed: null, as its rows mean
         table = table.append_column(name, pa.nulls(table.num_rows))
     return table.select(columns)
@@ -294,7 +295,7 @@ def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:
     except FileNotFoundError:
         return None
     except Exception as exc:
-        raise UserError(f"cannot read {path}: {exc}") from None
+        raise UserError(f"cannot read {describe(exc, path)}") from None
 
 
 

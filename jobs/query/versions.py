@@ -52,8 +52,8 @@ class LakeVersion:
 
 def _commits(path: str) -> dict[int, int]:
     """Version -> commit time (epoch ms) of a table; {} when there is no table."""
-    from deltalake import DeltaTable
+    from jobs.lake.delta.arrow import is_table, open_table
 
-    if not DeltaTable.is_deltatable(path):
+    if not is_table(path):
         return {}
-    return {c["version"]: c["timestamp"] for c in DeltaTable(path).history()}
+    return {c["version"]: c["timestamp"] for c in open_table(path).history()}

@@ -7,7 +7,6 @@ Each ``agg_*`` here ends at a bounded row count (a cap per server, cluster or ta
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +17,7 @@ from pyspark.sql import functions as F
 from jobs import lake as lake_tables
 from jobs.lake.days import day_rows, read_day_arrow
 from jobs.lake.tables import read_table, table_exists
+from jobs.storage import locations
 from jobs.analytics.distribution import agg_end_of_day_distribution
 from jobs.report.render import ReportData, write_report
 from schemas.divergence import NS_DIVERGENCES_SCHEMA
@@ -198,4 +198,4 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
 
 def write_day_report(lake: str, data: ReportData) -> tuple[str, str]:
     """Write ``<lake>/reports/<date>/index.html`` and ``summary.json``."""
-    return write_report(os.path.join(os.path.abspath(lake), "reports", data.day.isoformat()), data)
+    return write_report(locations.join(lake, "reports", data.day.isoformat()), data)

@@ -11,7 +11,6 @@ import datetime as dt
 import html
 import io
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -23,6 +22,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from jobs.report.incidents import INCIDENT_COLUMNS, incidents_html  # noqa: E402
+from jobs.storage import files as storage_files  # noqa: E402
+from jobs.storage import locations  # noqa: E402
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 END_REASON_COLORS = {
@@ -285,21 +286,18 @@ def render_html(data: ReportData) -> str:
 
 
 def write_report(report_dir: str, data: ReportData) -> tuple[str, str]:
-    """Write ``index.html`` and ``summary.json`` atomically (temp file, then rename).
+    """Write ``index.html`` and ``summary.json`` into a folder or an ``s3a://`` prefix, each
+    replaced whole (``jobs.storage.files.write_text``).
 
     Returns:
         The paths of the HTML page and the JSON summary.
     """
-    os.makedirs(report_dir, exist_ok=True)
     page = render_html(data)
     # "audited": the tables of the day are this report's (jobs.report.status marks an earlier one)
     summary = {"date": data.day.isoformat(), **data.headline, "notes": data.notes, "audited": True}
     paths = []
     for name, text in (("index.html", page), ("summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str))):
-        path = os.path.join(report_dir, name)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        path = locations.join(report_dir, name)
+        storage_files.write_text(path, text)
         paths.append(path)
     return paths[0], paths[1]

@@ -12,37 +12,29 @@ from __future__ import annotations
 import datetime as dt
 import html
 import json
-import os
+
+from jobs.storage import files, locations
 
 BANNER_ID = "audit-unfinished"
 
 
 def report_dir(lake: str, day: dt.date) -> str:
-    """``<lake>/reports/<date>``."""
-    return os.path.join(os.path.abspath(lake), "reports", day.isoformat())
+    """``<lake>/reports/<date>`` (a folder, or an ``s3a://`` prefix)."""
+    return locations.join(lake, "reports", day.isoformat())
 
 
 def mark_unfinished(lake: str, day: dt.date, reason: str) -> None:
     """Mark ``day``'s existing report, if any, as not describing the lake (see the module doc)."""
     folder = report_dir(lake, day)
-    summary_path, page_path = os.path.join(folder, "summary.json"), os.path.join(folder, "index.html")
-    if os.path.exists(summary_path):
-        with open(summary_path, encoding="utf-8") as fh:
-            summary = json.load(fh)
+    summary_path, page_path = locations.join(folder, "summary.json"), locations.join(folder, "index.html")
+    if files.exists(summary_path):
+        summary = json.loads(files.read_text(summary_path))
         summary.update(audited=False, reason=reason)
-        _replace(summary_path, json.dumps(summary, indent=2, sort_keys=True))
-    if os.path.exists(page_path):
-        with open(page_path, encoding="utf-8") as fh:
-            page = fh.read()
+        files.write_text(summary_path, json.dumps(summary, indent=2, sort_keys=True))
+    if files.exists(page_path):
+        page = files.read_text(page_path)
         if f'id="{BANNER_ID}"' not in page:
             banner = (f'<p id="{BANNER_ID}" style="background:#ffcdd2;padding:8px;font-weight:bold">'
                       f"{html.escape(reason)}</p>")
             page = page.replace("<body>", "<body>" + banner, 1)
-        _replace(page_path, page)
-
-
-def _replace(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+        files.write_text(page_path, page)

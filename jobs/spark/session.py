@@ -22,6 +22,8 @@ from contextlib import contextmanager, nullcontext
 from pyspark.sql import SparkSession
 
 from common.errors import UserError
+from jobs.spark.s3a import add_s3a, use_s3a
+from jobs.storage.settings import StorageSettings
 
 log = logging.getLogger("nsaudit.spark")
 
@@ -94,6 +96,7 @@ def build_session(
     log_file: str | None = None,
     console_log: bool = True,
     lake_writer: str = "auto",
+    object_store: StorageSettings | None = None,
 ) -> SparkSession:
     """Create (or return the running) SparkSession configured for the lake.
 
@@ -123,11 +126,15 @@ def build_session(
             :data:`DELTA_JARS_DIR`, or ``--packages`` under spark-submit), ``"delta-rs"`` (Spark
             tasks write Parquet, ``deltalake`` commits), or ``"auto"``: native where the jars are,
             else delta-rs. :func:`lake_writer` says which one the session got.
+        object_store: the settings of an ``s3a://`` lake or events folder: hadoop-aws's jars
+            (``jars/hadoop-aws``) join the classpath and the settings Hadoop's S3A
+            configuration (:mod:`jobs.spark.s3a`); None for local paths only.
 
     Raises:
         ValueError: ``extra_conf`` tries to change a conf the lake depends on, or an unknown
             ``lake_writer``.
-        UserError: ``lake_writer="native"`` and delta-spark's classes are not on the classpath.
+        UserError: ``lake_writer="native"`` and delta-spark's classes are not on the classpath, or
+            ``object_store`` without hadoop-aws's jars.
     """
     if lake_writer not in LAKE_WRITERS:
         raise ValueError(f"lake writer must be one of {', '.join(LAKE_WRITERS)}, not {lake_writer!r}")
@@ -140,6 +147,11 @@ def build_session(
     conf = session_conf(shuffle_partitions, driver_memory, java_options, extra)
     if lake_writer != "delta-rs" and not submitted:
         _add_delta_jars(conf, delta_jars())
+    if object_store is not None:
+        if submitted:  # spark-submit's --packages/--jars bring hadoop-aws; the settings are ours
+            conf.update({f"spark.hadoop.{k}": v for k, v in object_store.hadoop_conf().items()})
+        else:
+            add_s3a(conf, object_store, _is_single_host_master(master), required=True)
     logged = log_file is not None and not submitted  # under spark-submit the user's log config wins
     if logged:
         _add_driver_log(conf, log_file, console_log)
@@ -154,6 +166,8 @@ def build_session(
     for key, value in _REQUIRED_CONF.items():
         spark.conf.set(key, value)
     spark.conf.set(LAKE_WRITER_CONF, _resolve_lake_writer(spark, lake_writer))
+    if object_store is not None:
+        use_s3a(spark, object_store)
     return spark
 
 

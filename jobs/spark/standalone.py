@@ -1,4 +1,5 @@
-"""A throwaway Spark standalone cluster on this host: one master and one worker on 127.0.0.1.
+"""A throwaway Spark standalone cluster on this host: one master and one or more workers on 127.0.0.1,
+each worker in its own directory.
 
 For trying the nightly audit on a real cluster manager (executors in their own JVMs and Python
 workers, tasks shipped over RPC) without installing Spark: :class:`StandaloneCluster` from code,
@@ -41,14 +42,15 @@ class ClusterError(RuntimeError):
 
 
 class StandaloneCluster:
-    """A Spark standalone master and one worker bound to 127.0.0.1, as child processes.
+    """A Spark standalone master and ``workers`` workers bound to 127.0.0.1, as child processes.
 
     The master and worker are started with the ``bin/spark-class`` of the pyspark in this
     interpreter's environment (:func:`spark_home`). Ports are picked by the JVMs (port 0) and read
     back from their logs, so two clusters never collide.
 
     Attributes:
-        work_dir: holds ``master.log``, ``worker.log`` and the worker's application dirs.
+        work_dir: holds ``master.log``, ``worker.log`` (``worker-N.log``) and each worker's own
+            directory of application dirs (``work``, or ``worker-N`` with several workers).
         master_url: ``spark://127.0.0.1:PORT``, set by :meth:`start`.
         webui_url: the master's web UI (``/json`` gives its state), set by :meth:`start`.
 
@@ -58,7 +60,7 @@ class StandaloneCluster:
     """
 
     def __init__(self, work_dir: Path, worker_memory: str = "2g", worker_cores: int = 2,
-                 daemon_memory: str = "512m") -> None:
+                 daemon_memory: str = "512m", workers: int = 1) -> None:
         self.work_dir = Path(work_dir).resolve()
         self.worker_memory = worker_memory
         self.worker_cores = worker_cores
@@ -66,7 +68,8 @@ class StandaloneCluster:
         self.master_url: str | None = None
         self.webui_url: str | None = None
         self._master: subprocess.Popen | None = None
-        self._worker: subprocess.Popen | None = None
+        self.workers = workers
+        self._workers: list[subprocess.Popen] = []
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         home = spark_home()
@@ -116,7 +119,8 @@ class StandaloneCluster:
             workers = self.state().get("workers", [])
         except OSError:
             return False
-        return any(w.get("state") == "ALIVE" and w.get("cores") == self.worker_cores for w in workers)
+        alive = [w for w in workers if w.get("state") == "ALIVE" and w.get("cores") == self.worker_cores]
+        return len(alive) >= self.workers
 
     def start(self, timeout: float = 120.0) -> str:
         """Start the master, then the worker; return the master URL once the worker is ALIVE.
@@ -138,22 +142,25 @@ class StandaloneCluster:
                 "spark master web UI", self._master, "master.log",
                 lambda: self._grep_log("master.log", _WEBUI_PORT_RE), deadline)
             self.webui_url = f"http://127.0.0.1:{webui_port}"
-            self._worker = self._spawn("worker", [
-                _WORKER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
-                "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                "--work-dir", str(self.work_dir / "work"), self.master_url])
-            self._wait_for("spark worker", self._worker, "worker.log", self._worker_alive, deadline)
+            for n in range(self.workers):
+                name = "worker" if self.workers == 1 else f"worker-{n + 1}"
+                work = self.work_dir / ("work" if self.workers == 1 else name)  # a directory of its own
+                self._workers.append(self._spawn(name, [
+                    _WORKER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                    "--cores", str(self.worker_cores), "--memory", self.worker_memory,
+                    "--work-dir", str(work), self.master_url]))
+            self._wait_for("spark workers", self._workers[-1], f"{name}.log", self._worker_alive, deadline)
         except BaseException:
             self.stop()
             raise
         return self.master_url
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the worker (and its executors), then the master; idempotent, never raises."""
-        for proc in (self._worker, self._master):
+        """Stop the workers (and their executors), then the master; idempotent, never raises."""
+        for proc in (*self._workers, self._master):
             if proc is not None:
                 _stop(proc, timeout)
-        self._worker = self._master = None
+        self._workers, self._master = [], None
 
     def __enter__(self) -> StandaloneCluster:
         self.start()
@@ -201,12 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--work-dir", default=None, help="logs and worker dirs (default: a temporary dir, removed)")
     parser.add_argument("--worker-memory", default="2g", help="memory the worker offers executors (default 2g)")
-    parser.add_argument("--worker-cores", type=int, default=2, help="cores the worker offers (default 2)")
+    parser.add_argument("--worker-cores", type=int, default=2, help="cores each worker offers (default 2)")
+    parser.add_argument("--workers", type=int, default=1, help="workers, each in its own directory (default 1)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for start-up")
     args = parser.parse_args(argv)
 
     work_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="nsaudit-standalone-"))
-    cluster = StandaloneCluster(work_dir, args.worker_memory, args.worker_cores)
+    cluster = StandaloneCluster(work_dir, args.worker_memory, args.worker_cores, workers=args.workers)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())

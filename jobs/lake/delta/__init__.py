@@ -12,12 +12,14 @@ from pyspark import cloudpickle
 
 from jobs.spark import pyworker
 from jobs.lake.delta import files, write
+from jobs.storage import stores
 
 
 def ship_by_value() -> None:
-    """Have cloudpickle ship the task side of the writes (``files``, ``write``) by value
-    (idempotent), so executors on other hosts run them without this project installed; they
-    need only pyspark and pyarrow."""
+    """Have cloudpickle ship the task side of the writes (``files``, ``write``, and the
+    ``stores`` they reach a bucket with) by value (idempotent), so executors on other hosts run
+    them without this project installed; they need only pyspark and pyarrow."""
     cloudpickle.register_pickle_by_value(write)
     cloudpickle.register_pickle_by_value(files)
     cloudpickle.register_pickle_by_value(pyworker)
+    cloudpickle.register_pickle_by_value(stores)

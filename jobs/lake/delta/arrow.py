@@ -1,7 +1,8 @@
 """JVM-free reads of lake tables with ``deltalake`` and pyarrow, for small point queries.
 
-Every Arrow read here passes pyarrow's own local filesystem, never a Python-implemented one
-(:func:`arrow_dataset` says why: a process could end with exit status 134). Code in this project
+Every Arrow read here passes pyarrow's own filesystem (local, or S3 for an ``s3a://`` table), never a
+Python-implemented one (:func:`arrow_dataset` says why: a process could end with exit status 134).
+Every ``DeltaTable`` is opened with the process's object-store settings (:func:`open_table`). Code in this project
 reads Delta tables through :func:`read_table_arrow` or Spark, never through
 ``DeltaTable.to_pyarrow_*`` / ``to_pandas`` without ``filesystem=``.
 """
@@ -17,23 +18,37 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from jobs.storage import locations, settings
+from jobs.storage.stores import filesystem_of
 
-def local_table_path(path: str | os.PathLike[str]) -> str:
-    """The absolute local path of a table given as a path or a ``file://`` URI.
+
+def table_root(path: str | os.PathLike[str]) -> str:
+    """The root of a table, normalised: an absolute local path (a plain path or ``file://`` URI),
+    or ``s3a://bucket/key`` (``jobs.storage.locations``).
 
     Executors resolve relative paths against their own working directory, so every path is made
-    absolute on the driver. Other schemes (``s3://``) are refused: Spark would need them spelled
-    differently (``s3a://``) and configured, which this project does not do.
+    absolute on the driver.
 
     Raises:
-        ValueError: a URI with a scheme other than ``file``.
+        ValueError: a scheme other than ``file``, ``s3a`` and ``s3``.
     """
-    text = os.fspath(path)
-    if text.startswith("file://"):
-        text = text[len("file://"):]
-    elif "://" in text:
-        raise ValueError(f"{text}: only local (or shared-mount) table paths are supported")
-    return os.path.abspath(text)
+    return locations.check(os.fspath(path))
+
+
+def storage_options(root: str) -> dict[str, str] | None:
+    """``deltalake``'s storage options for a table root: the process's object-store settings for an
+    ``s3a://`` one, None for a local one."""
+    return settings.current().delta_options() if locations.is_remote(root) else None
+
+
+def is_table(root: str) -> bool:
+    """Whether a (normalised) root holds a Delta table."""
+    return DeltaTable.is_deltatable(root, storage_options(root))
+
+
+def open_table(root: str, version: int | None = None) -> DeltaTable:
+    """``DeltaTable`` of a (normalised) root at ``version`` (the latest when None)."""
+    return DeltaTable(root, version=version, storage_options=storage_options(root))
 
 
 def load_table(path: str, version: int | None = None, timestamp: datetime | str | None = None) -> DeltaTable:
@@ -47,10 +62,11 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
     """
     if version is not None and timestamp is not None:
         raise ValueError("give version or timestamp, not both")
-    if not DeltaTable.is_deltatable(path):
+    path = table_root(path)
+    if not is_table(path):
         raise FileNotFoundError(f"{path}: no Delta table here")
     if timestamp is None:
-        return DeltaTable(path, version=version)
+        return open_table(path, version=version)
     # Resolved from the commit timestamps ourselves: DeltaTable.load_as_version quietly gives
     # version 0 for an instant before the table existed (delta-spark refuses), and history() of
     # a time-travelled DeltaTable numbers its versions wrongly, so it cannot be checked after.
@@ -58,7 +74,7 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     when_ms = int(when.timestamp() * 1000)
-    commits = DeltaTable(path).history()
+    commits = open_table(path).history()
     committed = [c["version"] for c in commits if c["timestamp"] <= when_ms]
     if not committed:
         first = min(commits, key=lambda c: c["version"])["timestamp"]
@@ -66,11 +82,11 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
             f"{path}: no version committed at or before {when.isoformat()}; "
             f"the first is from {datetime.fromtimestamp(first / 1000, timezone.utc).isoformat()}"
         )
-    return DeltaTable(path, version=max(committed))
+    return open_table(path, version=max(committed))
 
 
 def arrow_dataset(table: DeltaTable, path: str, file_pruning_predicate: Any = None) -> Any:
-    """A ``pyarrow.dataset.Dataset`` over a snapshot, read with pyarrow's native local filesystem.
+    """A ``pyarrow.dataset.Dataset`` over a snapshot, read with pyarrow's native filesystem.
 
     This is what keeps processes from aborting with exit status 134 (the "exit 134" bug).
     ``DeltaTable.to_pyarrow_table()`` / ``to_pyarrow_dataset()`` / ``to_pandas()`` without a
@@ -92,11 +108,13 @@ def arrow_dataset(table: DeltaTable, path: str, file_pruning_predicate: Any = No
     JVM plays no part.
 
     The fix is to never hand Arrow's I/O threads a Python-implemented filesystem: the dataset is
-    built on pyarrow's own ``LocalFileSystem`` rooted at the table (``SubTreeFileSystem``), so the
+    built on pyarrow's own ``LocalFileSystem`` (or its C++ ``S3FileSystem`` for an ``s3a://`` table)
+    rooted at the table (``SubTreeFileSystem``), so the
     buffers are C++-owned and nothing on those threads needs the GIL (0 aborts in 120 runs). The file
     list, partition values and statistics still come from ``deltalake``; only the byte reads move.
     """
-    filesystem = pafs.SubTreeFileSystem(path, pafs.LocalFileSystem())
+    fs, inner = filesystem_of(path, settings.current().store if locations.is_remote(path) else None)
+    filesystem = pafs.SubTreeFileSystem(inner, fs)
     return table.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=file_pruning_predicate)
 
 
@@ -109,7 +127,7 @@ def read_table_arrow(
     """Read a table (or a few columns or rows of it) into Arrow without Spark.
 
     Args:
-        path: table root.
+        path: table root (local, or ``s3a://``).
         columns: columns to return, in this order; all when None.
         filters: DNF filters as in ``pyarrow.parquet`` (``[("ns", "=", "ns-a"), ("ts", ">", t)]``);
             they prune files by partition and statistics and then filter rows exactly.
@@ -121,7 +139,7 @@ def read_table_arrow(
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
     """
-    root = local_table_path(path)
+    root = table_root(path)
     table = load_table(root, version=version)
     dataset = arrow_dataset(table, root, file_pruning_predicate=filters or None)
     expression = pq.filters_to_expression(filters) if filters else None
@@ -135,6 +153,6 @@ def count_table_rows(path: str | os.PathLike[str], filters: list[tuple[str, str,
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
     """
-    root = local_table_path(path)
+    root = table_root(path)
     dataset = arrow_dataset(load_table(root), root, file_pruning_predicate=filters or None)
     return dataset.count_rows(filter=pq.filters_to_expression(filters) if filters else None)

@@ -2,7 +2,8 @@
 files with Delta statistics.
 
 Shipped to executors by value together with :mod:`jobs.lake.delta.write` (see that module), so it
-imports nothing from ``jobs``.
+imports nothing from ``jobs`` but :mod:`jobs.storage.stores`, shipped the same way. ``fs`` is a
+pyarrow filesystem, local or S3, and ``root`` a path in it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+
+from jobs.storage.stores import make_dirs
 
 # Spark's ExternalCatalogUtils.escapePathName set: these characters are %XX-escaped in partition
 # folder names, so Spark's partition discovery (read_table) unescapes them to the same value.
@@ -145,7 +148,7 @@ class DataFile:
         ``part-[<prefix>-]<uuid>.c000.snappy.parquet`` (a write's id as prefix finds its files)."""
         folder = partition_folder(partition_by, key)
         # The table root too: the first write of an unpartitioned table creates it.
-        fs.create_dir(f"{root}/{folder}" if folder else root, recursive=True)
+        make_dirs(fs, f"{root}/{folder}" if folder else root)
         # uuid: attempts of the same task, and concurrent writers, never collide.
         name = f"part-{prefix + '-' if prefix else ''}{uuid.uuid4()}.c000.snappy.parquet"
         rel = f"{folder}/{name}" if folder else name
@@ -191,13 +194,17 @@ class DataFile:
         }
 
     def discard(self) -> None:
+        """Close and delete the file, as far as the filesystem lets (an unreachable store leaves
+        an orphan, which no commit names and vacuum removes); never raises, so the error that
+        made the task give up is the one it reports."""
         try:
             self.writer.close()
-        finally:
-            try:
-                self.fs.delete_file(f"{self.root}/{self.rel_path}")
-            except FileNotFoundError:
-                pass
+        except OSError:
+            pass
+        try:
+            self.fs.delete_file(f"{self.root}/{self.rel_path}")
+        except OSError:  # FileNotFoundError among them
+            pass
 
 
 class ColumnStats:

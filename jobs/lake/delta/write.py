@@ -4,8 +4,9 @@
 transaction with ``deltalake`` on the driver (docs/audit.md, "Lake writes"). The task side of this
 module and :mod:`jobs.lake.delta.files` are shipped to executors by value (cloudpickle, see
 :func:`jobs.lake.delta.ship_by_value`), so a cluster's executors need only pyspark and pyarrow:
-they import nothing else from ``jobs`` but :mod:`jobs.spark.pyworker`, shipped the same way, and
-``deltalake`` only in the commit, which runs on the driver.
+they import nothing else from ``jobs`` but :mod:`jobs.spark.pyworker` and
+:mod:`jobs.storage.stores` (how to reach an ``s3a://`` table), shipped the same way, and ``deltalake``
+only in the commit, which runs on the driver.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from jobs.lake.delta.files import (
     split_by_partition,
 )
 from jobs.spark.pyworker import keep_archive_listings
+from jobs.storage.stores import ObjectStore, filesystem_of
 
 WRITER = "nsaudit_delta"  # named in every commit's userMetadata
 # How long a failed write waits for its job's other tasks to end before deleting its files.
@@ -80,7 +82,7 @@ class WritePlan:
     """Everything a write needs (its tasks get a pickled copy).
 
     Attributes:
-        path: absolute local path of the table root.
+        path: the table root: an absolute local path or ``s3a://bucket/key``.
         mode: ``append`` or ``overwrite``.
         partition_by: partition columns, in folder order.
         replace_where: partition column -> encoded partition value (``None`` for null) whose
@@ -93,6 +95,8 @@ class WritePlan:
             rows, giving the batches of table rows it stands for (``arrow`` of
             :class:`jobs.lake.tables.RowExpansion`). It is pickled with the plan, so it must be
             shipped by value like this module.
+        store: how tasks reach an ``s3a://`` table (its credentials travel with the plan, as
+            Hadoop's do with a Spark job); None for a local one.
     """
 
     path: str
@@ -102,6 +106,7 @@ class WritePlan:
     schema_json: str
     extra_files: tuple[dict, ...] = ()
     expand: Callable[[pa.RecordBatch], Iterator[pa.RecordBatch]] | None = None
+    store: ObjectStore | None = None
 
 
 # The rows a write task returns to the driver: one per data file it wrote (DataFile.close() dicts).
@@ -128,7 +133,8 @@ def write_files(df: DataFrame, plan: WritePlan) -> list[dict]:
     try:
         rows = df.mapInArrow(task, WRITTEN_FILES_SCHEMA).collect()
     except BaseException:
-        delete_failed_write(df.sparkSession, jobs_before, plan.path, plan.partition_by, plan.replace_where, write_id)
+        delete_failed_write(df.sparkSession, jobs_before, plan.path, plan.partition_by, plan.replace_where, write_id,
+                            plan.store)
         raise
     return [json.loads(r["file"]) for r in rows]
 
@@ -155,7 +161,7 @@ def write_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: 
     declared = StructType.fromJson(json.loads(plan.schema_json))
     data_fields = [f for f in declared.fields if f.name not in plan.partition_by]
     file_schema = to_arrow_schema(StructType(data_fields))
-    fs = pafs.LocalFileSystem()
+    fs, root = filesystem_of(plan.path, plan.store)
     open_files: dict[tuple, DataFile] = {}
     if plan.expand is not None:
         batches = (rows for batch in batches for rows in plan.expand(batch))
@@ -165,7 +171,7 @@ def write_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: 
             for key, part in split_by_partition(batch, plan.partition_by):
                 if key not in open_files:
                     _check_replace_where(key, plan)
-                    open_files[key] = DataFile.create(fs, plan.path, plan.partition_by, key, file_schema,
+                    open_files[key] = DataFile.create(fs, root, plan.partition_by, key, file_schema,
                                                       prefix=write_id)
                 open_files[key].write(conform_batch(part.select(file_schema.names), file_schema))
             if sum(f.pending_bytes for f in open_files.values()) > TASK_BUFFER_BYTES:
@@ -204,7 +210,7 @@ def wait_for_tasks(spark: SparkSession, jobs: set[int], timeout_s: float = RUNNI
 
 
 def delete_failed_write(spark: SparkSession, jobs_before: set[int], root: str, partition_by: Sequence[str],
-                        where: Mapping[str, object] | None, write_id: str) -> None:
+                        where: Mapping[str, object] | None, write_id: str, store: ObjectStore | None = None) -> None:
     """Clean up after a write that failed before its commit: once no task of the jobs started
     since ``jobs_before`` (:func:`job_ids`) runs, delete every data file named with ``write_id``.
 
@@ -215,11 +221,16 @@ def delete_failed_write(spark: SparkSession, jobs_before: set[int], root: str, p
     only files in the log), as with delta-spark, and ``DeltaTable.vacuum`` removes them.
     """
     wait_for_tasks(spark, job_ids(spark) - jobs_before)
-    delete_files_by_id(root, partition_by, where, write_id)
+    try:
+        delete_files_by_id(root, partition_by, where, write_id, store)
+    except OSError as exc:
+        # the store that failed the write may fail the clean-up too; the files are orphans then,
+        # invisible to readers like any other, and vacuum removes them
+        log.warning("could not delete the files of a failed write to %s: %s", root, type(exc).__name__)
 
 
 def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[str, object] | None,
-                       write_id: str) -> None:
+                       write_id: str, store: ObjectStore | None = None) -> None:
     """Delete every data file under ``root`` whose name carries ``write_id`` (a failed write's).
 
     Args:
@@ -228,8 +239,9 @@ def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[st
         where: partition column -> value (plain or encoded) that every such file has, or None:
             only the folders of the leading partition columns it fixes are searched.
         write_id: the prefix :meth:`jobs.lake.delta.files.DataFile.create` was given.
+        store: how to reach an ``s3a://`` root.
     """
-    fs = pafs.LocalFileSystem()
+    fs, root = filesystem_of(root, store)
     leading = []
     for column in partition_by:  # the folders the files must be under: the leading columns fixed
         if not where or column not in where:
@@ -263,17 +275,22 @@ def commit_files(plan: WritePlan, written: list[dict]) -> None:
     try:
         _commit(plan, written + list(plan.extra_files))
     except BaseException:
-        delete_files(plan, written + list(plan.extra_files))
+        try:
+            delete_files(plan, written + list(plan.extra_files))
+        except OSError as exc:  # as in delete_failed_write: orphans, which vacuum removes
+            log.warning("could not delete the files of a failed commit to %s: %s", plan.path, type(exc).__name__)
         raise
 
 
 def _commit(plan: WritePlan, files: list[dict]) -> None:
-    from deltalake import DeltaTable, Schema
+    from deltalake import Schema
     from deltalake.transaction import (
         AddAction,
         CommitProperties,
         create_table_with_add_actions,
     )
+
+    from jobs.lake.delta.arrow import is_table, open_table, storage_options
 
     adds = [
         AddAction(
@@ -288,13 +305,13 @@ def _commit(plan: WritePlan, files: list[dict]) -> None:
     ]
     schema = Schema.from_json(plan.schema_json)
     props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)})
-    if not DeltaTable.is_deltatable(plan.path):
+    if not is_table(plan.path):
         create_table_with_add_actions(
             plan.path, schema, adds, mode="error", partition_by=list(plan.partition_by),
-            commit_properties=props,
+            commit_properties=props, storage_options=storage_options(plan.path),
         )
         return
-    table = DeltaTable(plan.path)
+    table = open_table(plan.path)
     table_schema = StructType.fromJson(json.loads(table.schema().to_json()))
     # write_table checked this before the job ran; checked again here because another writer
     # may have replaced the table meanwhile, and delta-rs commits files of any schema without
@@ -312,10 +329,10 @@ def _commit(plan: WritePlan, files: list[dict]) -> None:
 
 def delete_files(plan: WritePlan, files: list[dict]) -> None:
     """Delete data files that were written for the table but not committed."""
-    fs = pafs.LocalFileSystem()
+    fs, root = filesystem_of(plan.path, plan.store)
     for f in files:
         try:
-            fs.delete_file(f"{plan.path}/{f['path']}")
+            fs.delete_file(f"{root}/{f['path']}")
         except FileNotFoundError:
             pass
 
