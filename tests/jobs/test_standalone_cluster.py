@@ -7,9 +7,10 @@ runs ``jobs/nightly_audit.py`` with the project shipped as a zip (``--py-files``
 ``--jars``, auditing the test session's simulated day (``tests.jobs.audited``), uploaded to the
 session's S3 server, into an ``s3a://`` lake: executors in the workers' JVMs read the segments and
 write the Delta files through the bucket, never a local path. The reference is the same day
-audited on the session's ``local[2]`` into a local lake, which runs with other Spark settings (no
-adaptive execution, no whole-stage code generation, other partition counts): the tables must not
-depend on any of that either. docs/deploy.md, "A cluster", describes the same run.
+audited on the session's ``local[2]`` into a local lake, which runs with other Spark settings (the
+small-day ones of ``jobs.spark.profile``: no adaptive execution, broadcast joins or code
+generation, other partition counts), while the cluster runs with Spark's own (``small_day_bytes =
+0``): the tables must not depend on any of that either. docs/deploy.md, "A cluster", describes the same run.
 """
 
 from __future__ import annotations
@@ -145,8 +146,11 @@ def test_audit_on_a_two_worker_cluster_with_a_bucket_equals_local(cluster, audit
     events = upload(s3_server, audited_lake.events, "cluster/events")
     lake = f"s3a://{BUCKET}/cluster/lake"
     config = config_file(s3_server, tmp_path / "audit.toml")
+    # Spark's own plan settings on the cluster (adaptive execution, broadcasts, code generation),
+    # not the small-day ones the session's reference ran with (jobs.spark.profile)
     config.write_text(config.read_text().replace('driver_memory = "1g"\nshuffle_partitions = 2',
-                                                 'driver_memory = "1g"\nshuffle_partitions = 3'))
+                                                 'driver_memory = "1g"\nshuffle_partitions = 3\n'
+                                                 'small_day_bytes = 0'))
     proc = _start_audit(events, lake, config, url, tmp_path)
     try:
         _wait_audit(proc, url, tmp_path)
