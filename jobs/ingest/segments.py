@@ -40,7 +40,6 @@ from common.errors import UserError
 from jobs.spark import pyworker
 from jobs.spark.frames import local_frame
 from jobs.spark.pyworker import keep_archive_listings
-from jobs.spark.profile import broadcast
 from jobs.storage import locations, settings, stores
 from jobs.storage.problems import StorageError, describe
 from jobs.storage.stores import ObjectStore, read_bytes
@@ -261,7 +260,8 @@ def files_frame(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
         T.StructType([T.StructField(task, T.LongType(), False), *SEGMENT_FILES_SCHEMA.fields]),
     )
     tasks_df = spark.range(0, len(ordered), 1, max(1, len(ordered))).withColumnRenamed("id", task)
-    return tasks_df.join(broadcast(listing_df), task).select(*SEGMENT_FILES_SCHEMA.fieldNames())
+    # Always a broadcast, small day or not: a shuffle join would lose the range's one task per file.
+    return tasks_df.join(F.broadcast(listing_df), task).select(*SEGMENT_FILES_SCHEMA.fieldNames())
 
 
 def read_segment_batches(batches: Iterator[pa.RecordBatch],

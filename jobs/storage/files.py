@@ -33,7 +33,7 @@ def exists(path: str) -> bool:
 def read_text(path: str) -> str:
     """A UTF-8 file's text."""
     fs, inner = _fs(path)
-    with fs.open_input_stream(inner) as stream:
+    with fs.open_input_stream(inner, compression=None) as stream:
         return stream.read().decode("utf-8")
 
 

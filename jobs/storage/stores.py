@@ -106,7 +106,8 @@ def make_dirs(fs: pafs.FileSystem, path: str) -> None:
 
 
 def read_bytes(path: str, store: ObjectStore | None) -> bytes:
-    """The whole content of a file."""
+    """The whole content of a file, as stored: a ``.gz`` file's compressed bytes (Arrow would
+    otherwise inflate it by its name, and a corrupt stream could not be read as far as it goes)."""
     fs, inner = filesystem_of(path, store)
-    with fs.open_input_stream(inner) as stream:
+    with fs.open_input_stream(inner, compression=None) as stream:
         return stream.read()

@@ -33,13 +33,24 @@ INSTANTS = [day_start_ms(d) + offset for d in DAYS for offset in (3_600_000, 80_
 
 def _audit_days(spark, events: Path, lake: Path) -> None:
     """The stages ``nsaudit route`` reads (ingest, rebuild, snapshots), each day recorded ``ok``."""
+    config = Config()
+    interval = 3_600_000  # hourly route snapshots: a small table with a file per write
+    # Several files per partition, as a large day's shuffle writes them: something to compact
+    # (the test session plans with as many shuffle partitions as cores).
+    saved = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "6")
+    try:
+        _audit(spark, events, lake, config, interval)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", saved)
+
+
+def _audit(spark, events: Path, lake: Path, config, interval: int) -> None:
     from jobs import snapshots
     from jobs.ingest import stage as ingest
     from jobs.lake import audit_runs
     from jobs.rebuild import stage as rebuild
 
-    config = Config()
-    interval = 3_600_000  # hourly route snapshots: a small table with a file per write
     for day in DAYS:
         audit_runs.record(spark, str(lake), day, "running", [], {})
         ingest.run_ingest(spark, str(events), str(lake), day, config)
