@@ -6,7 +6,9 @@ tables; :class:`nameserver.server.channel.RemotingChannel` moves bytes.
 
 Critical section (docs/nameserver-semantics.md A7): the event loop is the only thread that touches
 the tables, and every table change is applied and its events appended back to back with no ``await``
-in between, using one clock reading. So the log's order is the order of application.
+in between, using one clock reading. So the log's order is the order of application. A request's
+change whose event cannot be written (a full disk, §2.13) is undone in the same section and the
+request refused: an answer never says "refused" for a change that stays.
 
 Durability: an answer leaves only once every event appended before it was computed is durable
 under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on an
@@ -91,7 +93,7 @@ class NameServerController(ConnectionDefences):
         self._events_dir = Path(events_dir)
         self.routes = RouteInfoManager(self.config.broker_expiry_ms)
         self.processor: RequestProcessor | None = None
-        self._journal = Journal(self._events_dir, ns_id, self.eventlog_config, clock, self._fatal)
+        self._journal = Journal(self._events_dir, ns_id, self.eventlog_config, clock, self._fatal, self.routes)
         self._deferred_closes: list[ConnectionContext] = []  # broker channels closed while the log was unavailable
         self._server: asyncio.base_events.Server | None = None
         self._channels: dict[str, RemotingChannel] = {}
@@ -252,10 +254,16 @@ class NameServerController(ConnectionDefences):
         except EventLogError:
             return
 
-    def _refuse_change(self, channel: RemotingChannel, cmd: RemotingCommand) -> None:
-        """A route change while the log cannot be written: SYSTEM_ERROR, counted for the gap event."""
+    def _refuse_change(self, channel: RemotingChannel, cmd: RemotingCommand, events: list, now: int) -> None:
+        """A route change that cannot be logged, already undone: SYSTEM_ERROR, counted for the gap
+        event; a refresh of a live broker is remembered, so the outage expires no broker whose
+        heartbeats it refused (§2.13)."""
         outage = self._journal.outage
         outage.refused += 1
+        for event in events:
+            addr = self.routes.refreshed_by(event)
+            if addr is not None:
+                self._journal.note_refused_refresh(addr, now)
         if not cmd.is_oneway and not cmd.is_response:
             remark = f"event log unavailable ({outage.detail}): route changes are refused until it can be written"
             self._answers.send(channel, encode_frame(make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)))
@@ -319,16 +327,11 @@ class NameServerController(ConnectionDefences):
             now = self._clock()
             if cmd.code in ROUTE_CHANGE_CODES:
                 channel.carried_registration |= cmd.code == _REGISTER_BROKER
-                if not self._journal.available:
-                    self._refuse_change(channel, cmd)
-                    return
-            outcome = processor.process(cmd, channel.ctx, now)
-            if not self._journal.available:  # a lookup's refusal events: counted only
-                for event in outcome.events:
-                    self._journal.append_quietly(event)
-            elif not self._journal.append_all(outcome.events):
-                self._refuse_change(channel, cmd)  # applied; its events are written on resume
+                self._change(channel, cmd, now)
                 return
+            outcome = processor.process(cmd, channel.ctx, now)
+            for event in outcome.events:  # a lookup's or a KV request's refusal: no table change
+                self._journal.append_quietly(event)
             if outcome.response is not None:
                 self._answers.send(channel, encode_response(outcome.response))
         except EventLogError:
@@ -337,6 +340,30 @@ class NameServerController(ConnectionDefences):
             # (docs/remoting-protocol.md §9.2)
             log.exception("internal error on %s", channel.ctx.channel)
             self._internal_error(channel, cmd, self._clock() if now is None else now, exc)
+
+    def _change(self, channel: RemotingChannel, cmd: RemotingCommand, now: int) -> None:
+        """A request that may change the route tables: applied and logged in one critical section,
+        or undone and refused (§2.13). A refusal (bad request, no permission, an internal error
+        midway) keeps no change either."""
+        routes = self.routes
+        routes.begin_change()
+        try:
+            outcome = self.processor.process(cmd, channel.ctx, now)
+        except BaseException:
+            routes.undo_change()
+            raise
+        if any(event["type"] == "rejected" for event in outcome.events):
+            routes.undo_change()
+            for event in outcome.events:
+                self._journal.append_quietly(event)
+        elif not self._journal.append_request(outcome.events):
+            routes.undo_change()  # the revision moves on: no cached answer shows the undone change
+            self._refuse_change(channel, cmd, outcome.events, now)
+            return
+        else:
+            routes.keep_change()
+        if outcome.response is not None:
+            self._answers.send(channel, encode_response(outcome.response))
 
     def _internal_error(self, channel: RemotingChannel, cmd: RemotingCommand, now: int, exc: Exception) -> None:
         detail = f"{type(exc).__name__}: {exc}"
