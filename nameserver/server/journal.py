@@ -133,7 +133,7 @@ class Journal:
         return self.outage is None
 
     def append_all(self, events: Sequence[Event]) -> bool:
-        """Append the events of one change back to back.
+        """Append the events of one change back to back; answers computed later wait for them.
 
         Returns:
             True when all were written; False when the log is or just became unavailable (the
@@ -146,6 +146,7 @@ class Journal:
             if self.outage is None:
                 try:
                     self.writer.append(event)
+                    self.answers.note_change()
                     continue
                 except EventLogError as exc:
                     if not is_space_error(exc):
@@ -180,6 +181,7 @@ class Journal:
                 raise
             self._begin_outage(exc)
             return False
+        self.answers.note_change()
         self.append_all(events[1:])
         return True
 
@@ -189,7 +191,8 @@ class Journal:
             self.outage.refreshes[broker_addr] = now
 
     def append_quietly(self, event: Event) -> None:
-        """Append an event that changes no table; during an outage it is only counted.
+        """Append an event that changes no table (no answer waits for it); during an outage it is
+        only counted.
 
         Raises:
             EventLogError: the log failed for another reason (``on_fatal`` was called).
