@@ -51,6 +51,12 @@ class NameServerConfig:
     max_connections_per_host: int = 1_000  # connections from one peer host beyond this are refused
     max_frame_bytes: int = 16_777_216
     max_buffered_bytes: int = 134_217_728  # unfinished frames across all connections (128 MiB)
+    # A registration's size (docs/nameserver-semantics.md §2.1, "Caps"): more topics or a larger
+    # body (inflated) is refused before it is parsed, applied or logged. The defaults pass every
+    # table a broker can send uncompressed under RocketMQ's 16 MiB frame limit (at least ~132 bytes
+    # of JSON per topic, so at most ~127,000 topics; a compressed form is always smaller).
+    max_register_topics: int = 200_000
+    max_register_body_bytes: int = 16_777_216
 
 
 @dataclass(frozen=True)

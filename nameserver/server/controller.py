@@ -10,9 +10,10 @@ in between, using one clock reading. So the log's order is the order of applicat
 change whose event cannot be written (a full disk, §2.13) is undone in the same section and the
 request refused: an answer never says "refused" for a change that stays.
 
-Durability: an answer leaves only once every event appended before it was computed is durable
-under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on an
-executor thread). A reader therefore never sees state that a crash could take back.
+Durability: an answer leaves only once every table change appended before it was computed is
+durable under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on
+an executor thread); refusal events hold back no answer. A reader therefore never sees state that
+a crash could take back.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from nameserver import package_version
 from nameserver.acl import AccessController
 from nameserver.codec import (
     HeaderMemo,
+    RegisterLimits,
     RemotingCommand,
     RequestCode,
     RequestKey,
@@ -43,6 +45,7 @@ from nameserver.server.channel import RemotingChannel, encode_response
 from nameserver.server.defences import ConnectionDefences
 from nameserver.server.durable import DurableAnswers
 from nameserver.server.housekeeping import HousekeepingService
+from nameserver.server.inflation import RegisterInflation
 from nameserver.server.journal import Journal
 from nameserver.server.kvconfig import NamesrvConfigStore, own_properties
 from nameserver.server.processor import (
@@ -93,6 +96,7 @@ class NameServerController(ConnectionDefences):
         self._events_dir = Path(events_dir)
         self.routes = RouteInfoManager(self.config.broker_expiry_ms)
         self.processor: RequestProcessor | None = None
+        self._inflation: RegisterInflation | None = None
         self._journal = Journal(self._events_dir, ns_id, self.eventlog_config, clock, self._fatal, self.routes)
         self._deferred_closes: list[ConnectionContext] = []  # broker channels closed while the log was unavailable
         self._server: asyncio.base_events.Server | None = None
@@ -137,8 +141,10 @@ class NameServerController(ConnectionDefences):
             raise
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
+        limits = RegisterLimits(self.config.max_register_topics, self.config.max_register_body_bytes)
         self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
-                                          access=self.access)
+                                          access=self.access, register_limits=limits)
+        self._inflation = RegisterInflation(self.processor.register_bodies, self.handle_command)
         self.start_ts = self._clock()
         self._journal.append_all(
             [ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())]
@@ -196,6 +202,8 @@ class NameServerController(ConnectionDefences):
                 channel.close()
             await self._wait_channels_gone()
         finally:
+            if self._inflation is not None:
+                self._inflation.close()
             self._stopped.set()
 
     async def _finish_in_flight(self) -> None:
@@ -326,6 +334,9 @@ class NameServerController(ConnectionDefences):
                     return
             now = self._clock()
             if cmd.code in ROUTE_CHANGE_CODES:
+                if self._inflation.wants(cmd):
+                    self._inflation.defer(channel, cmd)  # handled again once its body is inflated
+                    return
                 channel.carried_registration |= cmd.code == _REGISTER_BROKER
                 self._change(channel, cmd, now)
                 return
