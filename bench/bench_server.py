@@ -12,6 +12,11 @@ Measures, in one run:
   same body, as every broker sends every 30 s) and ones with a new DataVersion every time;
 * **RSS of the tables** for 1,000 brokers x 2,000 topics (every broker registers all topics).
 
+With ``--caps`` it measures instead the latency of route lookups (p50, p99, max; 1,000 a second,
+sent whether or not earlier ones were answered) while registrations over ``[nameserver] max_register_topics`` or
+``max_register_body_bytes`` arrive back to back, against the same lookups alone and against a
+few such registrations applied by a server whose caps are raised (``capped.py``).
+
 Clients run in separate processes (asyncio, frames encoded once, answers counted by their length
 prefix). Besides throughput, each figure reports the server process's CPU time per answer, which
 depends far less than throughput on what else the machine runs (not at all only on an idle
@@ -22,6 +27,7 @@ This is a benchmark, not a test: it prints figures and asserts nothing.
 Usage:
     .venv/bin/python bench/bench_server.py [--runs 3] [--seconds 3] [--procs 2] [--conns 32] [--depth 8]
         [--lookups-only]
+    .venv/bin/python bench/bench_server.py --caps [--runs 3] [--seconds 5]
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ import statistics
 import sys
 import time
 
-from loopback import EchoProcess, NameServerProcess, drive  # bench/, beside this script
+from capped import run_caps  # bench/, beside this script
+from loopback import EchoProcess, NameServerProcess, drive
 from nameserver.client import RemotingClient, register_broker_request, route_request
 from nameserver.codec import FrameDecoder, body_crc32, encode_frame
 from nameserver.model import DataVersion, TopicConfig
@@ -191,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-rss", action="store_true", help="skip the 1000 x 2000 memory figure")
     parser.add_argument("--lookups-only", action="store_true",
                         help="only the echo and lookup figures (implies --skip-rss)")
+    parser.add_argument("--caps", action="store_true",
+                        help="only lookup latency while registrations over the caps arrive (capped.py)")
     args = parser.parse_args(argv)
+    if args.caps:
+        return caps_main(args)
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f}, Python {sys.version.split()[0]}; "
           f"{args.procs} client processes; lookups over {args.conns} connections; "
@@ -220,6 +231,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RSS for 1,000 brokers x 2,000 topics: {after / mib:,.0f} MiB total, "
               f"{(after - before) / mib:,.0f} MiB for the tables (idle server {before / mib:,.0f} MiB); "
               f"target < 256 MiB")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+def caps_main(args) -> int:
+    """``--caps``: lookup latency per phase, medians over ``--runs`` runs of ``--seconds`` each."""
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; "
+          f"{args.runs} runs of {args.seconds:g} s per phase")
+    runs = []
+    for run in range(args.runs):
+        runs.append(run_caps(args.seconds))
+        print(f"run {run + 1}: " + ", ".join(f"{label}: p99 {v[0][1]:.2f} ms" for label, v in runs[-1].items()),
+              flush=True)
+    print()
+    print(f"{'route lookups, 1,000 a second (medians)':<48}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'lookups':>9}"
+          "   sender's answers (last run)")
+    for label in runs[0]:
+        p50, p99, top = (statistics.median(r[label][0][k] for r in runs) for k in range(3))
+        count = statistics.median(r[label][1] for r in runs)
+        print(f"{label:<48}{p50:>9.2f}{p99:>9.2f}{top:>9.1f}{count:>9,.0f}   {runs[-1][label][2]}")
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 

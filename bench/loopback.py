@@ -66,13 +66,17 @@ def echo_server_main(ready) -> None:
 
 
 class NameServerProcess:
-    """``python -m nameserver`` on 127.0.0.1:0 with long timers and the default group commit."""
+    """``python -m nameserver`` on 127.0.0.1:0 with long timers and the default group commit.
 
-    def __init__(self) -> None:
+    Args:
+        nameserver_keys: more ``[nameserver]`` lines of the config (TOML).
+    """
+
+    def __init__(self, nameserver_keys: str = "") -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="nsbench-")
         config = Path(self.dir.name) / "bench.toml"
-        config.write_text('[nameserver]\nbroker_expiry_ms = 3600000\nmax_connections = 100000\n'
-                          '[eventlog]\ndurability = "group"\n')
+        config.write_text('[nameserver]\nbroker_expiry_ms = 3600000\nmax_connections = 100000\n' + nameserver_keys
+                          + '[eventlog]\ndurability = "group"\n')
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "nameserver", "--ns-id", "bench", "--listen", "127.0.0.1:0",
              "--events", str(Path(self.dir.name) / "events"), "--config", str(config)],

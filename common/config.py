@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,14 @@ from common.errors import UserError
 
 class ConfigError(UserError, ValueError):
     """A configuration file that cannot be used; the message names the file and key."""
+
+
+def _check_at_least(section: Any, name: str, low: int, *keys: str) -> None:
+    """Raise a ConfigError naming the first of ``keys`` of ``section`` below ``low``."""
+    for key in keys:
+        value = getattr(section, key)
+        if value < low:
+            raise ConfigError(f"{name}.{key} must be >= {low}, not {value}")
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,12 @@ class NameServerConfig:
     max_connections_per_host: int = 1_000  # connections from one peer host beyond this are refused
     max_frame_bytes: int = 16_777_216
     max_buffered_bytes: int = 134_217_728  # unfinished frames across all connections (128 MiB)
+    # A registration's size (docs/nameserver-semantics.md §2.1, "Caps"): more topics or a larger
+    # body (inflated) is refused before it is parsed, applied or logged. The defaults pass every
+    # table a broker can send uncompressed under RocketMQ's 16 MiB frame limit (at least ~132 bytes
+    # of JSON per topic, so at most ~127,000 topics; a compressed form is always smaller).
+    max_register_topics: int = 200_000
+    max_register_body_bytes: int = 16_777_216
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,8 @@ class EventLogConfig:
     def __post_init__(self) -> None:
         if self.durability not in ("fsync", "group", "none"):
             raise ConfigError(f"eventlog.durability must be fsync, group or none, not {self.durability!r}")
+        _check_at_least(self, "eventlog", 1, "segment_max_bytes")
+        _check_at_least(self, "eventlog", 0, "group_commit_ms")
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,18 @@ class AuditConfig:
     admin_burst_changes: int = 10  # more admin changes (104/205/216/327) than this from one host ...
     admin_burst_window_ms: int = 60_000  # ... within this window, on one server, is an admin_burst
     refused_requests_min: int = 1  # this many NO_PERMISSION refusals from one host make a finding
+
+    def __post_init__(self) -> None:
+        _check_at_least(self, "audit", 1, "snapshot_interval_ms", "heartbeat_period_ms", "admin_burst_window_ms",
+                        "refused_requests_min")
+        _check_at_least(self, "audit", 0, "clock_skew_ms", "late_expiry_tolerance_ms", "late_heartbeat_slack_ms",
+                        "flapping_windows_per_day", "admin_burst_changes")
+        if self.divergence_grace_ms is not None:
+            _check_at_least(self, "audit", 0, "divergence_grace_ms")
+        for name in ("queue_skew_cv", "queue_skew_max_over_mean"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"audit.{name} must be a number > 0, not {value}")
 
 
 @dataclass(frozen=True)
@@ -124,6 +153,9 @@ class SparkConfig:
     def __post_init__(self) -> None:
         if self.small_day_bytes < 0:
             raise ConfigError(f"spark.small_day_bytes must be >= 0 (0: never), not {self.small_day_bytes}")
+
+    def __post_init__(self) -> None:
+        _check_at_least(self, "spark", 1, "shuffle_partitions")
 
 
 @dataclass(frozen=True)
@@ -242,7 +274,8 @@ def load_config(path: str | Path | None = None) -> Config:
     """Load a TOML config; ``None`` loads ``conf/nsaudit.toml`` when it exists, else defaults.
 
     Raises:
-        ConfigError: the file is missing, not TOML, or has an unknown key or a wrongly typed value.
+        ConfigError: the file is missing, unreadable (a directory, no permission, not UTF-8), not
+            TOML, or has an unknown key, a wrongly typed value or a value out of its range.
     """
     if path is None:
         if not DEFAULT_CONFIG_PATH.exists():
@@ -253,6 +286,12 @@ def load_config(path: str | Path | None = None) -> Config:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:  # permission denied, an unreadable device, ...
+        raise ConfigError(f"{path}: cannot read the config file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     return _build(Config, data, "", path)

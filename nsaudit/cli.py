@@ -16,7 +16,8 @@ from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
 
-_EPILOG = "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds."
+_EPILOG = ("Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds, from "
+           "0001-01-02T00:00:00Z to 9999-12-30T23:59:59.999Z.")
 _QUERY_EPILOG = (_EPILOG + " An instant whose UTC day the lake does not record audited ok (never audited, "
                  "or a run that did not finish) is answered with \"audited\": false, a \"reason\" and no tables; "
                  "a server the lake never saw is an error. An observed server (nsaudit collect, --ns obs-...) "

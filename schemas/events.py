@@ -134,6 +134,13 @@ OBSERVED_BROKER_DATA = Struct(
     )
 )
 
+REFRESH = Struct(
+    (
+        _nested("broker_addr", STRING, "broker address host:port"),
+        _nested("last_update_ts", INT64, "its last refused refresh, now its last refresh, ms since the epoch"),
+    )
+)
+
 FILTER_SERVERS = Struct(
     (
         _nested("broker_addr", STRING, "broker address host:port"),
@@ -219,6 +226,13 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("refused_count", INT64, "rejected log_unavailable: route-change requests refused while the log could not be written"),
     Key("unlogged_count", INT64, "rejected log_unavailable: refusal events (no table change) not written meanwhile"),
     Key("outage_ms", INT64, "rejected log_unavailable: how long the log could not be written, ms"),
+    Key(
+        "refreshes",
+        Array(REFRESH),
+        "rejected log_unavailable: live brokers whose registrations or heartbeats were refused during the "
+        "outage, each refreshed to its last refused one when the log resumed, ascending address; absent when none",
+        nullable=False,
+    ),
     # expire
     Key("last_update_ts", INT64, "the expired entry's last refresh, ms since the epoch"),
     # wipe_write_perm, add_write_perm

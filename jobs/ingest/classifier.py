@@ -148,15 +148,20 @@ def check_events(parsed: pa.Table, text: pa.StringArray, folder_ns: str, plan: F
                 has_key = _np(pc.match_substring_regex(text.take(pa.array(rows)), f'"{key}"\\s*:'))
                 ok[rows[~has_key]] = False
     if plan.not_null_when_present:
-        # Absent or null? A line whose text names such a key, or has an escape that might spell
-        # one, is left to the JVM, which tells them apart. One pass of RE2 over the batch.
-        absent = np.zeros(n, dtype=bool)
-        for key in plan.not_null_when_present:
-            # on the column as parsed: combining a list column's chunks would copy its values
-            absent |= _np(pc.is_null(parsed.column(key)))
-        if absent.any():
-            pattern = "|".join(f'"{key}"' for key in plan.not_null_when_present) + "|\\\\u"
-            ok &= ~(absent & _np(pc.match_substring_regex(text, pattern)))
+        # Absent or null? A line whose text names such a key that read as null, or has an escape
+        # that might spell it, is left to the JVM, which tells them apart. One pass of RE2 over the
+        # batch for any of the keys, then one per key over the few lines that name one.
+        # (On the columns as parsed: combining a list column's chunks would copy its values.)
+        absent = {key: _np(pc.is_null(parsed.column(key))) for key in plan.not_null_when_present}
+        any_absent = np.logical_or.reduce(list(absent.values()))
+        if any_absent.any():
+            pattern = "|".join(f'"{key}"' for key in absent) + "|\\\\u"
+            rows = np.flatnonzero(any_absent & _np(pc.match_substring_regex(text, pattern)))
+            if len(rows):
+                named = text.take(pa.array(rows))
+                for key, key_absent in absent.items():
+                    hit = key_absent[rows] & _np(pc.match_substring_regex(named, f'"{key}"|\\\\u'))
+                    ok[rows[hit]] = False
     ok &= ~_nested_bad(parsed, plan.nested)
     return ok
 

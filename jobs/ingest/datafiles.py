@@ -55,8 +55,14 @@ def event_batch(parsed: pa.Table, lines: pa.Array, file: str, plan: FastPlan) ->
 
 REWRITE_SCHEMA = T.StructType(
     [
-        T.StructField("source_file", T.StringType(), False),
+        T.StructField("old_path", T.StringType(), False),
         T.StructField("data_file", T.StringType(), True),
+    ]
+)
+_TO_REWRITE_SCHEMA = T.StructType(
+    [
+        T.StructField("data_file", T.StringType(), False),
+        T.StructField("ranges", T.StringType(), False),
     ]
 )
 
@@ -65,15 +71,16 @@ def rewrite_without_lines(spark: SparkSession, to_rewrite_df: DataFrame, plan: F
     """Rewrite data files without some of their lines, in tasks.
 
     Args:
-        to_rewrite_df: ``source_file``, ``data_file`` (the ``DataFile.close()`` JSON) and
-            ``ranges`` (JSON array of ``{"first_line", "last_line"}`` objects) to drop.
+        to_rewrite_df: ``data_file`` (the ``DataFile.close()`` JSON, with ``source_files``) and
+            ``ranges`` (JSON object: source file -> array of ``{"first_line", "last_line"}``) to
+            drop.
 
     Returns:
-        ``REWRITE_SCHEMA`` rows: the new data file of each source file, null when no line is
-        left. The old files are deleted.
+        ``REWRITE_SCHEMA`` rows: the new data file of each old one (by ``old_path``), null when
+        no line is left. The old files are deleted.
     """
     fast_plan.ship_by_value(sys.modules[__name__])
-    rows_df = to_rewrite_df.select("source_file", "data_file", "ranges")
+    rows_df = to_rewrite_df.select("data_file", "ranges")
     return rows_df.mapInArrow(partial(_rewrite_batches, plan=plan), REWRITE_SCHEMA)
 
 
@@ -86,9 +93,12 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
             old_path = f"{root}/{info['path']}"
             table = pq.read_table(old_path, schema=plan.file_schema, filesystem=fs)
             lines = table.column("line").to_numpy()
+            files = table.column("file")
             drop = np.zeros(len(lines), dtype=bool)
-            for r in json.loads(row["ranges"]):
-                drop |= (lines >= r["first_line"]) & (lines <= r["last_line"])
+            for source_file, ranges in json.loads(row["ranges"]).items():
+                of_file = pc.equal(files, source_file).to_numpy(zero_copy_only=False)
+                for r in ranges:
+                    drop |= of_file & (lines >= r["first_line"]) & (lines <= r["last_line"])
             new_info = None
             if not drop.all():
                 key = tuple(info["partition_values"][c] for c in plan.partition_by)
@@ -101,10 +111,10 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
                 except BaseException:
                     data_file.discard()
                     raise
-                new_info["source_file"] = row["source_file"]
+                new_info["source_files"] = info["source_files"]
             fs.delete_file(old_path)
             yield pa.RecordBatch.from_pylist(
-                [{"source_file": row["source_file"], "data_file": json.dumps(new_info) if new_info else None}],
+                [{"old_path": info["path"], "data_file": json.dumps(new_info) if new_info else None}],
                 schema=to_arrow_schema(REWRITE_SCHEMA),
             )
 
@@ -123,17 +133,24 @@ def read_fast_keys(spark: SparkSession, plan: FastPlan, staged: list[dict]) -> D
 
 
 def rewrite_staged(spark: SparkSession, plan: FastPlan, staged: list[dict], dropped_df: DataFrame) -> list[dict]:
-    """The written data files, those of files with dropped lines rewritten without them."""
+    """The written data files, those holding lines to drop rewritten without them.
+
+    A data file holds the lines of one or more segment files (``source_files``); the dropped
+    ranges are few (a copied segment, a conflict), so they are gathered on the driver.
+    """
     if not staged:
         return staged
     ranges_df = dropped_df.groupBy("file").agg(
         F.to_json(F.collect_list(F.struct("first_line", "last_line"))).alias("ranges")
     )
-    staged_df = local_frame(
-        spark, [(info["source_file"], json.dumps(info)) for info in staged],
-        T.StructType([T.StructField("source_file", T.StringType()), T.StructField("data_file", T.StringType())]),
-    )
-    to_rewrite_df = staged_df.join(ranges_df.withColumnRenamed("file", "source_file"), "source_file")
-    rewritten = {r["source_file"]: r["data_file"] for r in rewrite_without_lines(spark, to_rewrite_df, plan).collect()}
-    kept = [info for info in staged if info["source_file"] not in rewritten]
+    drops = {r["file"]: json.loads(r["ranges"]) for r in ranges_df.collect()}
+    to_rewrite = [
+        (json.dumps(info), json.dumps({f: drops[f] for f in info["source_files"] if f in drops}))
+        for info in staged if any(f in drops for f in info["source_files"])
+    ]
+    if not to_rewrite:
+        return staged
+    to_rewrite_df = local_frame(spark, to_rewrite, _TO_REWRITE_SCHEMA)
+    rewritten = {r["old_path"]: r["data_file"] for r in rewrite_without_lines(spark, to_rewrite_df, plan).collect()}
+    kept = [info for info in staged if info["path"] not in rewritten]
     return kept + [json.loads(text) for text in rewritten.values() if text is not None]

@@ -1,7 +1,9 @@
-"""Ingest's fast path: one Spark task per segment file cuts it into numbered lines
+"""Ingest's fast path: a Spark task per group of segment files (a large file alone, small ones
+together: :func:`jobs.ingest.segments.group_tasks`) cuts each file into numbered lines
 (:mod:`jobs.ingest.segments`), parses and checks them in batches with pyarrow
 (:mod:`jobs.ingest.classifier`) and writes the accepted ones to an uncommitted data file of
-``events`` (:mod:`jobs.ingest.datafiles`), without a trip through the JVM.
+``events`` (:mod:`jobs.ingest.datafiles`), one per task and name server, without a trip
+through the JVM. Each file still gets its own summary (its line counts, seq order and steps).
 
 A line the fast path does not accept is not judged here: its text goes to Spark, where
 ``with_event``/``with_reason`` accept it or give its quarantine reason. The fast path is only
@@ -35,7 +37,8 @@ from jobs.storage.stores import filesystem_of, read_bytes
 
 # One row per line the fast path did not accept (``line`` >= 1, ``text`` as read with its "\n",
 # for Spark to judge), and one ``line`` 0 row per file whose ``summary`` is the JSON of its
-# :class:`FileSummary` (line counts, the data file written, seq order and steps).
+# :class:`FileSummary` (line counts, seq order and steps; and the task's data file of its server
+# on the summary of the last file written into it).
 SCANNED_SCHEMA = T.StructType(
     [
         T.StructField("date", T.DateType(), False),
@@ -51,8 +54,9 @@ _ARROW_SCANNED = to_arrow_schema(SCANNED_SCHEMA)
 
 
 def scan_lines(spark: SparkSession, files: Sequence[SegmentFile], plan: FastPlan) -> DataFrame:
-    """Scan ``files``, one task per file: the accepted events are written to an uncommitted
-    data file of the table per file; the rows are the other lines and each file's summary.
+    """Scan ``files``, a task per group of files: the accepted events are written to an
+    uncommitted data file of the table per task and server (``data_file`` of a summary, with its
+    ``source_files``); the rows are the other lines and each file's summary.
 
     The caller commits the data files (``write_table(extra_files=...)``) or deletes them.
     """
@@ -63,48 +67,89 @@ def scan_lines(spark: SparkSession, files: Sequence[SegmentFile], plan: FastPlan
 
 def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: segment-file rows in (``jobs.ingest.segments.SEGMENT_FILES_SCHEMA``),
-    ``SCANNED_SCHEMA`` batches out; accepted events are written to one data file per segment."""
+    ``SCANNED_SCHEMA`` batches out; accepted events are written to one data file per server of
+    the task, and the summaries come last, once those files are closed."""
     keep_archive_listings()
     fs, root = filesystem_of(plan.table_path, plan.store)
-    for batch in batches:
-        for seg in batch.to_pylist():
-            data = read_bytes(seg["path"], plan.store)
-            tail_problem = None
-            if seg["compressed"]:
-                data, tail_problem = gunzip(data)
-            yield from _scan_segment(fs, root, plan, data, seg["date"], seg["ns"], seg["file"], tail_problem)
-
-
-def _scan_segment(fs, root: str, plan: FastPlan, data: bytes, date, ns: str, file: str,
-                  tail_problem) -> Iterator[pa.RecordBatch]:
-    data_file = None
-    summary = FileSummary()
+    data_files = TaskDataFiles(fs, root, plan)
+    summaries: list[tuple] = []
     try:
-        for lines in line_batches(data, date, ns, file, tail_problem):
-            text, numbers, problems = lines.column(4), lines.column(3), lines.column(5)
-            if plan.write_events:
-                fast, parsed = classify_lines(text, problems, ns, plan)
-            else:
-                fast, parsed = np.zeros(len(text), dtype=bool), None
-            summary.lines += len(text)
-            if parsed is not None and parsed.num_rows:
-                if data_file is None:
-                    key = (date.isoformat(), ns)
-                    data_file = DataFile.create(fs, root, plan.partition_by, key, plan.file_schema,
-                                                prefix=plan.write_id)
-                fast_numbers = numbers.filter(pa.array(fast))
-                data_file.write(event_batch(parsed, fast_numbers, file, plan))
-                summary.add(parsed.column("seq").to_numpy(), parsed.column("ts").to_numpy(), fast_numbers.to_numpy())
-            if not fast.all():
-                yield _slow_lines_batch(lines.filter(pa.array(~fast)))
-        if data_file is not None:
-            summary.data_file = {**data_file.close(), "source_file": file}
-            data_file = None  # closed: from here on it belongs to the commit (or its clean-up)
-        yield _summary_batch(date, ns, file, summary)
+        for batch in batches:
+            for seg in batch.to_pylist():
+                data = read_bytes(seg["path"], plan.store)
+                tail_problem = None
+                if seg["compressed"]:
+                    data, tail_problem = gunzip(data)
+                summary = FileSummary()
+                yield from _scan_segment(data_files, plan, data, seg["date"], seg["ns"], seg["file"], tail_problem,
+                                         summary)
+                summaries.append((seg["date"], seg["ns"], seg["file"], summary))
+        for last_file, info in data_files.close().items():
+            next(s for _, _, file, s in summaries if file == last_file).data_file = info
     except BaseException:
-        if data_file is not None:
-            data_file.discard()
+        data_files.discard()
         raise
+    yield _summary_batch(summaries)
+
+
+def _scan_segment(data_files: "TaskDataFiles", plan: FastPlan, data: bytes, date, ns: str, file: str, tail_problem,
+                  summary: "FileSummary") -> Iterator[pa.RecordBatch]:
+    for lines in line_batches(data, date, ns, file, tail_problem):
+        text, numbers, problems = lines.column(4), lines.column(3), lines.column(5)
+        if plan.write_events:
+            fast, parsed = classify_lines(text, problems, ns, plan)
+        else:
+            fast, parsed = np.zeros(len(text), dtype=bool), None
+        summary.lines += len(text)
+        if parsed is not None and parsed.num_rows:
+            fast_numbers = numbers.filter(pa.array(fast))
+            data_files.write(date, ns, file, event_batch(parsed, fast_numbers, file, plan))
+            summary.add(parsed.column("seq").to_numpy(), parsed.column("ts").to_numpy(), fast_numbers.to_numpy())
+        if not fast.all():
+            yield _slow_lines_batch(lines.filter(pa.array(~fast)))
+
+
+class TaskDataFiles:
+    """A task's uncommitted ``events`` data files: one per (date, server), opened on first use.
+
+    A file per segment would make a day of many small segments a commit of as many tiny Parquet
+    files, each with its own footer, for every later stage to open.
+    """
+
+    def __init__(self, fs, root: str, plan: FastPlan) -> None:
+        self._fs, self._root, self._plan = fs, root, plan
+        self._open: dict[tuple, tuple[DataFile, list[str]]] = {}
+
+    def write(self, date, ns: str, file: str, batch: pa.RecordBatch) -> None:
+        """Add accepted events of segment ``file`` to the data file of its date and server."""
+        key = (date.isoformat(), ns)
+        entry = self._open.get(key)
+        if entry is None:
+            plan = self._plan
+            data_file = DataFile.create(self._fs, self._root, plan.partition_by, key, plan.file_schema,
+                                        prefix=plan.write_id)
+            entry = self._open[key] = (data_file, [])
+        data_file, sources = entry
+        data_file.write(batch)
+        if not sources or sources[-1] != file:
+            sources.append(file)
+
+    def close(self) -> dict[str, dict]:
+        """Close every file: ``{last source file: DataFile.close() info with source_files}``."""
+        closed = {}
+        while self._open:
+            key = next(iter(self._open))
+            data_file, sources = self._open[key]
+            info = data_file.close()
+            del self._open[key]  # closed: from here on it belongs to the commit (or its clean-up)
+            closed[sources[-1]] = {**info, "source_files": sources}
+        return closed
+
+    def discard(self) -> None:
+        """Delete the files not closed yet (a failed task)."""
+        for data_file, _ in self._open.values():
+            data_file.discard()
+        self._open.clear()
 
 
 class FileSummary:
@@ -167,9 +212,10 @@ def _slow_lines_batch(lines: pa.RecordBatch) -> pa.RecordBatch:
     )
 
 
-def _summary_batch(date, ns: str, file: str, summary: FileSummary) -> pa.RecordBatch:
+def _summary_batch(summaries: list[tuple]) -> pa.RecordBatch:
+    """One ``line`` 0 row per ``(date, ns, file, FileSummary)``."""
     return pa.RecordBatch.from_pylist(
         [{"date": date, "ns": ns, "file": file, "line": 0, "text": None, "read_problem": None,
-          "summary": summary.to_json()}],
+          "summary": summary.to_json()} for date, ns, file, summary in summaries],
         schema=_ARROW_SCANNED,
     )

@@ -1,11 +1,12 @@
 """Finding one day's event-log segments and reading their lines.
 
 Listing runs on the driver and touches only directory entries (or an object store's listing of a
-prefix). Reading runs in Spark tasks, one file per task, through ``mapInArrow``: each task reads
-its file (gunzipping a ``.gz``), cuts it into lines with numpy and hands Spark Arrow batches whose
-strings point into the file's bytes, so no line is copied in Python. A shared filesystem (local
-disk, NFS) or the bucket is all an executor needs: this module is shipped to executors by value
-and imports only numpy and pyarrow there.
+prefix). Reading runs in Spark tasks through ``mapInArrow``, a large file alone in its task and
+small ones together (:func:`group_tasks`): each task reads its files (gunzipping a ``.gz``), cuts
+each into lines with numpy and hands Spark Arrow batches whose strings point into the file's
+bytes, so no line is copied in Python. A shared filesystem (local disk, NFS) or the bucket is all
+an executor needs: this module is shipped to executors by value and imports only numpy and
+pyarrow there.
 
 A bucket holds only what was uploaded on purpose: closed segments (docs/deploy.md, "Object
 storage"). A ``.open`` segment there is a copy of a file still being written, its last line
@@ -54,6 +55,14 @@ log = logging.getLogger(__name__)
 # Lines per Arrow batch handed to Spark: big enough to amortise the per-batch cost, small enough
 # that a batch of long lines stays a few MiB.
 BATCH_LINES = 16_384
+
+# A task costs a Python worker's set-up and, in the scan, a data file per server: small segments
+# share one. A task takes files until it holds TASK_TARGET_BYTES (a larger file has a task of its
+# own, as every file had once) or TASK_MAX_FILES, and the day is cut into at least as many tasks
+# as Spark runs at once while its files allow.
+TASK_TARGET_BYTES = 64 * 1024 * 1024
+TASK_MIN_BYTES = 1024 * 1024
+TASK_MAX_FILES = 4096
 
 SEGMENT_FILES_SCHEMA = T.StructType(
     [
@@ -226,8 +235,40 @@ def _skipped(name: str) -> bool:
     return name.startswith(("_", "."))
 
 
+def group_tasks(files: Sequence[SegmentFile], parallelism: int) -> list[list[SegmentFile]]:
+    """``files`` cut into the groups a task reads each, the largest group first.
+
+    Files are taken in ``file`` order (a server's segments in seq order, together) into groups of
+    about ``total / (2 * parallelism)`` bytes (at least :data:`TASK_MIN_BYTES`, at most
+    :data:`TASK_TARGET_BYTES`) and :data:`TASK_MAX_FILES` files; a file as large as that is a group
+    of its own. Largest first: the long tasks start first, so no task waits for two.
+
+    Example:
+        >>> [len(g) for g in group_tasks(ten_small_files + [one_huge_file], parallelism=2)]
+        [1, 10]
+    """
+    total = sum(f.bytes for f in files)
+    target = min(TASK_TARGET_BYTES, max(TASK_MIN_BYTES, total // max(1, 2 * parallelism)))
+    groups: list[list[SegmentFile]] = []
+    current: list[SegmentFile] = []
+    size = 0
+    for f in sorted(files, key=lambda s: s.file):
+        if f.bytes >= target:
+            groups.append([f])
+            continue
+        if current and (size + f.bytes > target or len(current) >= TASK_MAX_FILES):
+            groups.append(current)
+            current, size = [], 0
+        current.append(f)
+        size += f.bytes
+    if current:
+        groups.append(current)
+    return sorted(groups, key=lambda g: -sum(f.bytes for f in g))
+
+
 def read_lines(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
-    """Every line of ``files`` as ``LINES_SCHEMA`` rows, read in parallel, one task per file.
+    """Every line of ``files`` as ``LINES_SCHEMA`` rows, read in parallel, a task per group of
+    files (:func:`group_tasks`).
 
     Example:
         >>> lines_df = read_lines(spark, list_day_segments("events", dt.date(2026, 11, 21)))
@@ -243,24 +284,24 @@ def read_lines(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
 
 
 def files_frame(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
-    """``SEGMENT_FILES_SCHEMA`` rows of ``files``, one per partition, largest first: a task per
-    file, the long ones started first, so no task waits for two.
+    """``SEGMENT_FILES_SCHEMA`` rows of ``files``, a partition per :func:`group_tasks` group,
+    largest first, each group's files in ``file`` order.
 
     Built in the JVM alone: the listing, handed over as an Arrow table (a local relation), is
     broadcast onto ``spark.range`` (one number per partition). A DataFrame made from Python rows
     (``parallelize``, or ``createDataFrame`` of a list) runs a Python function to convert them: a
-    second Python worker beside every file's task, paying its per-task set-up
-    (``jobs.spark.pyworker``) once more per file.
+    second Python worker beside every task, paying its per-task set-up
+    (``jobs.spark.pyworker``) once more per task.
     """
-    ordered = sorted(files, key=lambda s: -s.bytes)
+    groups = group_tasks(files, spark.sparkContext.defaultParallelism)
     task = "_task"
     listing_df = local_frame(
         spark,
-        [(i, s.date, s.ns, s.file, s.path, s.compressed) for i, s in enumerate(ordered)],
+        [(i, s.date, s.ns, s.file, s.path, s.compressed) for i, group in enumerate(groups) for s in group],
         T.StructType([T.StructField(task, T.LongType(), False), *SEGMENT_FILES_SCHEMA.fields]),
     )
-    tasks_df = spark.range(0, len(ordered), 1, max(1, len(ordered))).withColumnRenamed("id", task)
-    # Always a broadcast, small day or not: a shuffle join would lose the range's one task per file.
+    tasks_df = spark.range(0, len(groups), 1, max(1, len(groups))).withColumnRenamed("id", task)
+    # Always a broadcast, small day or not: a shuffle join would lose the range's task per group.
     return tasks_df.join(F.broadcast(listing_df), task).select(*SEGMENT_FILES_SCHEMA.fieldNames())
 
 

@@ -86,14 +86,18 @@ from nameserver.codec.properties import PropertiesError, format_properties, pars
 # REGISTER_BROKER / DataVersion bodies (§8)
 from nameserver.codec.register import (
     MAX_INFLATED_BYTES,
+    NO_LIMITS,
     BadBody,
     CrcMismatch,
     RegisterBrokerBody,
+    RegisterLimits,
+    RegisterTooLarge,
     body_crc32,
     check_body_crc32,
     decode_data_version_body,
     decode_register_body,
     encode_register_body,
+    inflate,
     parse_data_version,
     parse_topic_config_text,
     topic_config_json,
@@ -118,8 +122,9 @@ __all__ = [
     "RequestError", "decode_custom_header", "format_ext_value", "parse_bool", "parse_double",
     "parse_int32", "parse_int64", "to_ext_fields",
     # bodies
-    "MAX_INFLATED_BYTES", "BadBody", "CrcMismatch", "RegisterBrokerBody", "body_crc32",
+    "MAX_INFLATED_BYTES", "NO_LIMITS", "BadBody", "CrcMismatch", "RegisterBrokerBody", "RegisterLimits",
+    "RegisterTooLarge", "body_crc32",
     "check_body_crc32", "decode_data_version_body", "decode_register_body",
-    "encode_register_body", "parse_data_version", "parse_topic_config_text", "topic_config_json",
+    "encode_register_body", "inflate", "parse_data_version", "parse_topic_config_text", "topic_config_json",
     "topic_config_text", "PropertiesError", "format_properties", "parse_properties",
 ]

@@ -11,7 +11,7 @@ writes (:mod:`nameserver.routes.tables`), the reads the lookups answer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from nameserver.model import MASTER_ID, PERM_WRITE, DataVersion, QueueData, TopicConfig, topics_digest
 from nameserver.routes.events import (
@@ -161,10 +161,7 @@ class RouteInfoManager(RouteAnswers):
         live_info = self.broker_live_table.get(broker_addr)
         if live_info is not None and live_info.channel == channel and now >= self._live_max_update:
             # fast path for the steady heartbeat: same connection, update in place
-            live_info.data_version = data_version
-            live_info.ha_server_addr = ha_addr
-            live_info.cluster, live_info.broker_name, live_info.broker_id = cluster, broker_name, broker_id
-            self._refresh_live(broker_addr, live_info, now)
+            self._renew_live(broker_addr, live_info, data_version, ha_addr, cluster, broker_name, broker_id, now)
         else:
             self._put_live(broker_addr,
                            BrokerLiveInfo(now, data_version, channel, ha_addr, cluster, broker_name, broker_id))
@@ -339,6 +336,42 @@ class RouteInfoManager(RouteAnswers):
             "data_version": data_version,
         }
         return changed, stored, [event]
+
+    # ------------------------------------------------------------------ refreshes refused in an outage (§2.13)
+
+    def refreshed_by(self, event: Event) -> str | None:
+        """The live address a request's event refreshes, or None: a 103 from a live address
+        (§2.1 step 6), a 904 (§2.6), a 322 whose data version equals the stored one (§2.7).
+
+        Read before the request is applied (or after it was undone): a server that cannot log the
+        request refuses it, and remembers this instead (docs/nameserver-semantics.md §2.13).
+        """
+        if event.get("type") not in ("heartbeat", "register"):
+            return None
+        addr = event.get("broker_addr")
+        live = self.broker_live_table.get(addr)
+        if live is None or (event.get("request_code") == 322 and live.data_version != event.get("data_version")):
+            return None
+        return addr
+
+    def refresh_credits(self, refused: Mapping[str, int]) -> list[Event]:
+        """What :meth:`apply_refreshes` would do with the last refused refresh of each address:
+        ``{"broker_addr", "last_update_ts"}`` for every address still live whose entry is older,
+        ascending by address (the ``refreshes`` of the ``log_unavailable`` event)."""
+        credits = []
+        for addr in sorted(refused):
+            live = self.broker_live_table.get(addr)
+            if live is not None and refused[addr] > live.last_update:
+                credits.append({"broker_addr": addr, "last_update_ts": refused[addr]})
+        return credits
+
+    def apply_refreshes(self, refreshes: Iterable[Mapping[str, Any]]) -> None:
+        """Refresh each listed live address to its ``last_update_ts`` (never backwards)."""
+        for credit in refreshes:
+            addr, ts = credit["broker_addr"], credit["last_update_ts"]
+            live = self.broker_live_table.get(addr)
+            if live is not None and ts > live.last_update:
+                self._refresh_live(addr, live, ts)
 
     def wipe_write_perm_of_broker(self, broker_name: str, now: int, ctx: RequestContext) -> tuple[int, list[Event]]:
         """WIPE_WRITE_PERM_OF_BROKER (205): ``perm &= ~PERM_WRITE`` on every QueueData of the name."""

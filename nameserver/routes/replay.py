@@ -124,6 +124,13 @@ class RouteReplayer:
     def _delete_topic(self, event, now) -> None:
         self.routes.delete_topic(event["topic"], event.get("cluster"), now, _NO_CTX)
 
+    def _rejected(self, event, now) -> None:
+        # a refusal changes no table; the gap event of a log outage may credit the liveness of
+        # brokers whose refreshes were refused meanwhile (docs/nameserver-semantics.md §2.13)
+        refreshes = event.get("refreshes")
+        if refreshes:
+            self.routes.apply_refreshes(refreshes)
+
     def _nothing(self, event, now) -> None:
         return None
 
@@ -141,7 +148,7 @@ _HANDLERS = {
     "wipe_write_perm": RouteReplayer._wipe,
     "add_write_perm": RouteReplayer._add,
     "delete_topic": RouteReplayer._delete_topic,
-    "rejected": RouteReplayer._nothing,
+    "rejected": RouteReplayer._rejected,
     # what a collector saw on another server (nsaudit collect): no table of this stream changes
     **{kind: RouteReplayer._nothing for kind in OBSERVATION_TYPES},
 }

@@ -3,7 +3,8 @@
 :class:`RouteTables` holds ``topic_queue_table``, ``broker_addr_table``, ``cluster_addr_table``,
 ``broker_live_table`` and ``filter_server_table`` and the indexes that keep the operations off full
 scans; every change of a cell goes through one of its methods, which keep the indexes and the
-journal in step. The operations of docs/nameserver-semantics.md §2 are
+journal in step and, inside a change begun with :meth:`RouteTables.begin_change`, record how to
+take the write back (:meth:`RouteTables.undo_change`). The operations of docs/nameserver-semantics.md §2 are
 :class:`nameserver.routes.manager.RouteInfoManager`, built on this class; import from
 :mod:`nameserver.routes.manager`. Pure: no clock, lock, socket or file.
 """
@@ -54,6 +55,10 @@ class RouteTables:
             ``("cluster", cluster, broker_name, present: bool)``,
             ``("filter", addr, tuple | None)``.
 
+    Undo: between :meth:`begin_change` and :meth:`keep_change` or :meth:`undo_change` every cell
+    write records its inverse, so a change whose event cannot be logged is taken back whole
+    (docs/nameserver-semantics.md §2.13). Outside a change nothing is recorded.
+
     Attributes:
         revision: moves on every change of a cell of ``topic_queue_table``, ``broker_addr_table``,
             ``cluster_addr_table`` or ``filter_server_table`` (not ``broker_live_table``, which no
@@ -80,6 +85,24 @@ class RouteTables:
         self._live_max_update = -(2**63)
         self._live_sorted = True
         self.revision = 0
+        self._undo: list[tuple] | None = None  # inverse cell writes of the change in progress
+
+    # ------------------------------------------------------------------ undo
+
+    def begin_change(self) -> None:
+        """From now on record the inverse of every cell write, until the change is kept or undone."""
+        self._undo = []
+
+    def keep_change(self) -> None:
+        """Keep the writes since :meth:`begin_change`; stop recording."""
+        self._undo = None
+
+    def undo_change(self) -> None:
+        """Take back every write since :meth:`begin_change`, newest first (indexes included); stop
+        recording. Without a change in progress, nothing happens."""
+        undo, self._undo = self._undo, None
+        for inverse, *args in reversed(undo or ()):
+            inverse(*args)
 
     # ------------------------------------------------------------------ low-level cell writes
 
@@ -91,20 +114,32 @@ class RouteTables:
         if old is not queue_data and old != queue_data:  # pooled values: usually the same object
             queues[queue_data.broker_name] = queue_data
             self.revision += 1
+            if self._undo is not None:
+                self._undo.append((self._restore_queue, topic, queue_data.broker_name, old))
             if self.journal is not None:
                 self.journal.append(("queue", topic, queue_data.broker_name, queue_data))
 
     def _del_queue(self, topic: str, broker_name: str) -> None:
         queues = self.topic_queue_table[topic]
-        del queues[broker_name]
+        old = queues.pop(broker_name)
+        if self._undo is not None:
+            self._undo.append((self._put_queue, topic, old))
         if not queues:  # I1: no topic maps to an empty map
             del self.topic_queue_table[topic]
         self.revision += 1
         if self.journal is not None:
             self.journal.append(("queue", topic, broker_name, None))
 
+    def _restore_queue(self, topic: str, broker_name: str, old: QueueData | None) -> None:
+        if old is None:
+            self._del_queue(topic, broker_name)
+        else:
+            self._put_queue(topic, old)
+
     def _set_addr(self, broker_data: BrokerData, broker_id: int, addr: str | None) -> None:
         old = broker_data.broker_addrs.get(broker_id)
+        if self._undo is not None:
+            self._undo.append((self._set_addr, broker_data, broker_id, old))
         if addr is None:
             del broker_data.broker_addrs[broker_id]
         else:
@@ -123,10 +158,19 @@ class RouteTables:
     def _add_group(self, cluster: str, broker_name: str) -> BrokerData:
         broker_data = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
         self.revision += 1
+        if self._undo is not None:
+            self._undo.append((self._del_group, broker_name))
         return broker_data
 
     def _del_group(self, broker_name: str) -> None:
-        del self.broker_addr_table[broker_name]
+        broker_data = self.broker_addr_table.pop(broker_name)
+        self.revision += 1
+        if self._undo is not None:
+            self._undo.append((self._restore_group, broker_data))
+
+    def _restore_group(self, broker_data: BrokerData) -> None:
+        # the very object: the undone address writes that follow refill it
+        self.broker_addr_table[broker_data.broker_name] = broker_data
         self.revision += 1
 
     def _cluster_add(self, cluster: str, broker_name: str) -> None:
@@ -136,6 +180,8 @@ class RouteTables:
         if broker_name not in names:
             names.add(broker_name)
             self.revision += 1
+            if self._undo is not None:
+                self._undo.append((self._cluster_remove, cluster, broker_name))
             if self.journal is not None:
                 self.journal.append(("cluster", cluster, broker_name, True))
 
@@ -147,17 +193,22 @@ class RouteTables:
         if not names:  # I3: no cluster set is empty
             del self.cluster_addr_table[cluster]
         self.revision += 1
+        if self._undo is not None:
+            self._undo.append((self._cluster_add, cluster, broker_name))
         if self.journal is not None:
             self.journal.append(("cluster", cluster, broker_name, False))
 
     def _set_filter(self, addr: str, servers: list[str] | None) -> None:
+        old = self.filter_server_table.get(addr)
         if servers:
-            if self.filter_server_table.get(addr) == servers:
+            if old == servers:
                 return
             self.filter_server_table[addr] = list(servers)
         elif self.filter_server_table.pop(addr, None) is None:
             return
         self.revision += 1
+        if self._undo is not None:
+            self._undo.append((self._set_filter, addr, old))
         if self.journal is not None:
             self.journal.append(("filter", addr, tuple(servers) if servers else None))
 
@@ -165,11 +216,36 @@ class RouteTables:
         old = self.broker_live_table.pop(addr, None)
         if old is not None:
             self._unlink_channel(addr, old.channel)
+        if self._undo is not None:
+            self._undo.append((self._restore_live, addr, old))
         self.broker_live_table[addr] = info
         self._channel_addrs.setdefault(info.channel, set()).add(addr)
         self._note_update(info.last_update)
 
+    def _restore_live(self, addr: str, old: BrokerLiveInfo | None) -> None:
+        if old is None:
+            self._del_live(addr)
+        else:
+            self._put_live(addr, old)
+
+    def _renew_live(self, addr: str, info: BrokerLiveInfo, data_version: DataVersion, ha_server_addr: str | None,
+                    cluster: str, broker_name: str, broker_id: int, now: int) -> None:
+        """A registration over the entry's own connection: new values in place, then a refresh."""
+        if self._undo is not None:
+            self._undo.append((self._set_live_values, info, info.data_version, info.ha_server_addr, info.cluster,
+                               info.broker_name, info.broker_id))
+        self._set_live_values(info, data_version, ha_server_addr, cluster, broker_name, broker_id)
+        self._refresh_live(addr, info, now)
+
+    @staticmethod
+    def _set_live_values(info: BrokerLiveInfo, data_version: DataVersion, ha_server_addr: str | None,
+                         cluster: str, broker_name: str, broker_id: int) -> None:
+        info.data_version, info.ha_server_addr = data_version, ha_server_addr
+        info.cluster, info.broker_name, info.broker_id = cluster, broker_name, broker_id
+
     def _refresh_live(self, addr: str, info: BrokerLiveInfo, now: int) -> None:
+        if self._undo is not None:
+            self._undo.append((self._refresh_live, addr, info, info.last_update))
         info.last_update = now
         # re-insert to move to the end, keeping the order ascending by last_update
         del self.broker_live_table[addr]
@@ -186,6 +262,8 @@ class RouteTables:
         info = self.broker_live_table.pop(addr, None)
         if info is not None:
             self._unlink_channel(addr, info.channel)
+            if self._undo is not None:
+                self._undo.append((self._put_live, addr, info))
         return info
 
     def _unlink_channel(self, addr: str, channel: str) -> None:

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from nameserver.codec import RegisterBrokerBody, Version, check_body_crc32, decode_register_body
+from nameserver.codec import (
+    NO_LIMITS,
+    RegisterBrokerBody,
+    RegisterLimits,
+    Version,
+    check_body_crc32,
+    decode_register_body,
+)
 from nameserver.model import topics_digest
 
 
@@ -35,9 +42,16 @@ class RegisterBodyCache:
     Args:
         max_topics: topic configs held in total; a larger body is not cached at all.
         max_bytes: body bytes held in total; a larger body is not cached at all.
+        limits: the caps a registration's body must stay within ([nameserver]
+            ``max_register_topics``, ``max_register_body_bytes``).
     """
 
-    def __init__(self, max_topics: int = 50_000, max_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(self, max_topics: int = 50_000, max_bytes: int = 16 * 1024 * 1024,
+                 limits: RegisterLimits = NO_LIMITS) -> None:
+        self.limits = limits
+        # a compressed body's content inflated beforehand, off the loop, for the next decode
+        # (RegisterInflation); set and cleared around one request
+        self.prepared: bytes | Exception | None = None
         self.max_topics = max_topics
         self.max_bytes = max_bytes
         self._bytes = 0
@@ -60,6 +74,11 @@ class RegisterBodyCache:
         """Body bytes held, over all bodies."""
         return self._bytes
 
+    def holds(self, body: bytes, *, version: int, compressed: bool) -> bool:
+        """Whether ``body`` is held decoded (a hit needs no inflation)."""
+        old_format = version < _V3_0_11
+        return (old_format, compressed and not old_format, body) in self._entries
+
     def decode(self, body: bytes | None, *, version: int, compressed: bool, body_crc32: int,
                now: int) -> tuple[RegisterBrokerBody, str]:
         """Decode (or recall) a body after the checks of docs/remoting-protocol.md §8.1-§8.2.
@@ -68,14 +87,17 @@ class RegisterBodyCache:
             The body and the digest of its (sorted) topics.
 
         Raises:
-            BadHeader, CrcMismatch, BadBody: as :func:`nameserver.codec.decode_register_body`.
+            BadHeader, RegisterTooLarge, CrcMismatch, BadBody: as
+                :func:`nameserver.codec.decode_register_body`.
         """
         if not body or version < 0:
             decoded = decode_register_body(body, version=version, compressed=compressed, now=now,
-                                           body_crc32=body_crc32)
+                                           body_crc32=body_crc32, limits=self.limits)
             return decoded, topics_digest(decoded.topics)
-        check_body_crc32(body, body_crc32)  # every request, cached or not (§8.2)
         old_format = version < _V3_0_11
+        if old_format or not compressed:
+            self.limits.check_bytes(len(body), f"{len(body)} bytes")  # before the CRC: cheap to refuse
+        check_body_crc32(body, body_crc32)  # every request, cached or not (§8.2)
         raw = body if type(body) is bytes else bytes(body)
         key = (old_format, compressed and not old_format, raw)
         entry = self._entries.get(key)
@@ -84,7 +106,8 @@ class RegisterBodyCache:
             self.hits += 1
             return entry
         self.misses += 1
-        decoded = decode_register_body(body, version=version, compressed=compressed, now=now)
+        decoded = decode_register_body(body, version=version, compressed=compressed, now=now, limits=self.limits,
+                                       inflated=self.prepared)
         entry = (decoded, topics_digest(decoded.topics))  # the codec returns topics sorted by name
         size = len(decoded.topics) + 1
         if decoded.data_version.timestamp != now and size <= self.max_topics and len(raw) <= self.max_bytes:

@@ -120,6 +120,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
         self.buffered = 0
         self._reading = True
         self._backlog = False  # complete frames wait for a later turn
+        self._held = False  # a request is being prepared off the loop: the later frames wait
         self._batch: list[bytes] | None = None
         self._batch_bytes = 0
         self._recv = _recv_buffer()
@@ -191,8 +192,8 @@ class RemotingChannel(asyncio.BufferedProtocol):
         """Handle complete frames until none is left, the turn's budget is spent or the peer
         stops reading; write the turn's answers together (one syscall, not one per answer).
         ``started``: ``time.monotonic()`` if the caller just read it."""
-        if self.closing:
-            return
+        if self.closing or self._held:
+            return  # held: release() starts the next turn
         decoder, controller = self._decoder, self._controller
         if started is None:
             started = time.monotonic()
@@ -226,6 +227,9 @@ class RemotingChannel(asyncio.BufferedProtocol):
                     break
                 handled += 1
                 controller.handle_command(self, cmd, decoder.last_key)
+                if self._held:
+                    more = True  # the frames after it wait for release()
+                    break
                 known = controller.known_lookups()
             else:
                 more = not self.closing  # paused: resume_writing restarts the turns
@@ -245,7 +249,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
         or stop reading the socket."""
         decoder, controller = self._decoder, self._controller
         self._backlog = more
-        if more and self.paused_since is None:
+        if more and self.paused_since is None and not self._held:
             asyncio.get_running_loop().call_soon(self._turn)
         held = decoder.buffered
         if not more and held:
@@ -291,14 +295,25 @@ class RemotingChannel(asyncio.BufferedProtocol):
         if transport.get_write_buffer_size() > WRITE_BUFFER_HARD_LIMIT:
             self._controller.drop_slow_reader(self)
 
+    def hold(self) -> None:
+        """The request just handed over is prepared off the loop: handle nothing more until
+        :meth:`release` (the socket is not read meanwhile)."""
+        self._held = True
+
+    def release(self) -> None:
+        """The held request is done: carry on with the frames after it."""
+        self._held = False
+        if not self.closing:
+            asyncio.get_running_loop().call_soon(self._turn)
+
     def stop_reading(self) -> None:
         """Stop reading requests (shutdown: nothing new gets in; what was read is still handled)."""
         self._update_reading()
 
     @property
     def has_backlog(self) -> bool:
-        """Complete frames received but not handled yet."""
-        return self._backlog and not self.closing
+        """Complete frames received but not handled yet, or a request being prepared."""
+        return (self._backlog or self._held) and not self.closing
 
     def abort(self) -> None:
         """Close now, discarding unsent bytes (malformed input, refused or stuck peers)."""

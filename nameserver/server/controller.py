@@ -6,11 +6,14 @@ tables; :class:`nameserver.server.channel.RemotingChannel` moves bytes.
 
 Critical section (docs/nameserver-semantics.md A7): the event loop is the only thread that touches
 the tables, and every table change is applied and its events appended back to back with no ``await``
-in between, using one clock reading. So the log's order is the order of application.
+in between, using one clock reading. So the log's order is the order of application. A request's
+change whose event cannot be written (a full disk, §2.13) is undone in the same section and the
+request refused: an answer never says "refused" for a change that stays.
 
-Durability: an answer leaves only once every event appended before it was computed is durable
-under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on an
-executor thread). A reader therefore never sees state that a crash could take back.
+Durability: an answer leaves only once every table change appended before it was computed is
+durable under ``eventlog.durability`` (``group``: one fsync per window for all waiting answers, on
+an executor thread); refusal events hold back no answer. A reader therefore never sees state that
+a crash could take back.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from nameserver import package_version
 from nameserver.acl import AccessController
 from nameserver.codec import (
     HeaderMemo,
+    RegisterLimits,
     RemotingCommand,
     RequestCode,
     RequestKey,
@@ -41,6 +45,7 @@ from nameserver.server.channel import RemotingChannel, encode_response
 from nameserver.server.defences import ConnectionDefences
 from nameserver.server.durable import DurableAnswers
 from nameserver.server.housekeeping import HousekeepingService
+from nameserver.server.inflation import RegisterInflation
 from nameserver.server.journal import Journal
 from nameserver.server.kvconfig import NamesrvConfigStore, own_properties
 from nameserver.server.processor import (
@@ -91,7 +96,8 @@ class NameServerController(ConnectionDefences):
         self._events_dir = Path(events_dir)
         self.routes = RouteInfoManager(self.config.broker_expiry_ms)
         self.processor: RequestProcessor | None = None
-        self._journal = Journal(self._events_dir, ns_id, self.eventlog_config, clock, self._fatal)
+        self._inflation: RegisterInflation | None = None
+        self._journal = Journal(self._events_dir, ns_id, self.eventlog_config, clock, self._fatal, self.routes)
         self._deferred_closes: list[ConnectionContext] = []  # broker channels closed while the log was unavailable
         self._server: asyncio.base_events.Server | None = None
         self._channels: dict[str, RemotingChannel] = {}
@@ -136,8 +142,10 @@ class NameServerController(ConnectionDefences):
             raise
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
+        limits = RegisterLimits(self.config.max_register_topics, self.config.max_register_body_bytes)
         self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
-                                          access=self.access)
+                                          access=self.access, register_limits=limits)
+        self._inflation = RegisterInflation(self.processor.register_bodies, self.handle_command)
         self.start_ts = self._clock()
         self._journal.append_all(
             [ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())]
@@ -195,6 +203,8 @@ class NameServerController(ConnectionDefences):
                 channel.close()
             await self._wait_channels_gone()
         finally:
+            if self._inflation is not None:
+                self._inflation.close()
             self._stopped.set()
 
     async def _finish_in_flight(self) -> None:
@@ -253,10 +263,16 @@ class NameServerController(ConnectionDefences):
         except EventLogError:
             return
 
-    def _refuse_change(self, channel: RemotingChannel, cmd: RemotingCommand) -> None:
-        """A route change while the log cannot be written: SYSTEM_ERROR, counted for the gap event."""
+    def _refuse_change(self, channel: RemotingChannel, cmd: RemotingCommand, events: list, now: int) -> None:
+        """A route change that cannot be logged, already undone: SYSTEM_ERROR, counted for the gap
+        event; a refresh of a live broker is remembered, so the outage expires no broker whose
+        heartbeats it refused (§2.13)."""
         outage = self._journal.outage
         outage.refused += 1
+        for event in events:
+            addr = self.routes.refreshed_by(event)
+            if addr is not None:
+                self._journal.note_refused_refresh(addr, now)
         if not cmd.is_oneway and not cmd.is_response:
             remark = f"event log unavailable ({outage.detail}): route changes are refused until it can be written"
             self._answers.send(channel, encode_frame(make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)))
@@ -341,17 +357,15 @@ class NameServerController(ConnectionDefences):
                     return
             now = self._clock()
             if cmd.code in ROUTE_CHANGE_CODES:
-                channel.carried_registration |= cmd.code == _REGISTER_BROKER
-                if not self._journal.available:
-                    self._refuse_change(channel, cmd)
+                if self._inflation.wants(cmd):
+                    self._inflation.defer(channel, cmd)  # handled again once its body is inflated
                     return
-            outcome = processor.process(cmd, channel.ctx, now)
-            if not self._journal.available:  # a lookup's refusal events: counted only
-                for event in outcome.events:
-                    self._journal.append_quietly(event)
-            elif not self._journal.append_all(outcome.events):
-                self._refuse_change(channel, cmd)  # applied; its events are written on resume
+                channel.carried_registration |= cmd.code == _REGISTER_BROKER
+                self._change(channel, cmd, now)
                 return
+            outcome = processor.process(cmd, channel.ctx, now)
+            for event in outcome.events:  # a lookup's or a KV request's refusal: no table change
+                self._journal.append_quietly(event)
             if outcome.response is not None:
                 self._answers.send(channel, encode_response(outcome.response))
         except EventLogError:
@@ -360,6 +374,30 @@ class NameServerController(ConnectionDefences):
             # (docs/remoting-protocol.md §9.2)
             log.exception("internal error on %s", channel.ctx.channel)
             self._internal_error(channel, cmd, self._clock() if now is None else now, exc)
+
+    def _change(self, channel: RemotingChannel, cmd: RemotingCommand, now: int) -> None:
+        """A request that may change the route tables: applied and logged in one critical section,
+        or undone and refused (§2.13). A refusal (bad request, no permission, an internal error
+        midway) keeps no change either."""
+        routes = self.routes
+        routes.begin_change()
+        try:
+            outcome = self.processor.process(cmd, channel.ctx, now)
+        except BaseException:
+            routes.undo_change()
+            raise
+        if any(event["type"] == "rejected" for event in outcome.events):
+            routes.undo_change()
+            for event in outcome.events:
+                self._journal.append_quietly(event)
+        elif not self._journal.append_request(outcome.events):
+            routes.undo_change()  # the revision moves on: no cached answer shows the undone change
+            self._refuse_change(channel, cmd, outcome.events, now)
+            return
+        else:
+            routes.keep_change()
+        if outcome.response is not None:
+            self._answers.send(channel, encode_response(outcome.response))
 
     def _internal_error(self, channel: RemotingChannel, cmd: RemotingCommand, now: int, exc: Exception) -> None:
         detail = f"{type(exc).__name__}: {exc}"

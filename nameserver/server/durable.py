@@ -1,9 +1,11 @@
 """Answers that leave only once what they show is durable (event-log durability policy).
 
-An answer computed after events ``1..n`` were appended is sent only when ``durable_seq >= n``:
-the answer to a request that changed the tables waits for its own event, and an answer that
-merely shows state waits for the events of that state, so no client ever sees what a crash could
-take back. Under ``group`` durability one fsync (on an executor thread, via
+An answer computed after the table changes logged as events ``1..n`` is sent only when
+``durable_seq >= n``: the answer to a request that changed the tables waits for its own event, and
+an answer that merely shows state waits for the events of that state, so no client ever sees what
+a crash could take back. Events that change no table (``rejected`` refusals) hold back no answer,
+their own refusal's included: a flood of refused requests does not make every lookup wait for an
+fsync. Under ``group`` durability one fsync (on an executor thread, via
 :class:`nameserver.eventlog.writer.AsyncGroupCommit`) releases every answer waiting at that moment.
 Answers keep their order: once one waits, later ones queue behind it.
 """
@@ -40,6 +42,11 @@ class DurableAnswers:
         self._on_failure = on_failure
         self._pending: list[tuple[int, AnswerChannel, bytes]] = []
         self._flusher: asyncio.Task | None = None
+        self._state_seq = writer.last_seq  # the last event that changed a table
+
+    def note_change(self) -> None:
+        """The events appended so far include a table change: later answers wait for them."""
+        self._state_seq = self._writer.last_seq
 
     @property
     def waiting(self) -> int:
@@ -48,17 +55,15 @@ class DurableAnswers:
 
     @property
     def immediate(self) -> bool:
-        """An answer computed now would be sent at once: nothing waits, everything appended is durable."""
-        writer = self._writer
-        return self._commit is None or (not self._pending and writer.last_seq <= writer.durable_seq)
+        """An answer computed now would be sent at once: nothing waits, every table change is durable."""
+        return self._commit is None or (not self._pending and self._state_seq <= self._writer.durable_seq)
 
     def send(self, channel: AnswerChannel, data: bytes) -> None:
-        """Send ``data`` on ``channel`` now if everything appended so far is durable, else later."""
-        writer = self._writer
-        if self._commit is None or (not self._pending and writer.last_seq <= writer.durable_seq):
+        """Send ``data`` on ``channel`` now if every table change appended so far is durable, else later."""
+        if self._commit is None or (not self._pending and self._state_seq <= self._writer.durable_seq):
             channel.write(data)
             return
-        self._pending.append((writer.last_seq, channel, data))
+        self._pending.append((self._state_seq, channel, data))
         if self._flusher is None:
             self._flusher = asyncio.get_running_loop().create_task(self._flush())
 

@@ -2,11 +2,14 @@
 
 A name server is AP: when the log cannot be written for lack of space (``ENOSPC``, ``EDQUOT``),
 the server does not stop. The log becomes *unavailable*: route lookups go on being answered,
-requests that would change the route tables are refused (docs/nameserver-semantics.md §2.13), and
-the server retries. Events of a change already applied when the write failed are kept and
-written first when the log resumes, so the log still holds every table change in order (A7);
-then one ``rejected`` event with reason ``log_unavailable`` records the gap. Any other write
-failure stays fatal.
+requests that would change the route tables are refused and leave no change
+(docs/nameserver-semantics.md §2.13), and the server retries. A request whose own event could not
+be written is undone by the controller; the remaining events of a change without a requester (an
+expiry scan, a closed connection) that was already applied and partly logged are kept and written
+first when the log resumes, so the log still holds every table change in order (A7). Then one
+``rejected`` event with reason ``log_unavailable`` records the gap, and with it the liveness of the
+brokers whose refreshes were refused meanwhile, so that the outage itself expires none of them.
+Any other write failure stays fatal.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from common.config import EventLogConfig
 from nameserver.eventlog.recovery import drop_cut_tail
@@ -44,6 +47,14 @@ def is_space_error(exc: BaseException | None) -> bool:
     return False
 
 
+class LivenessLedger(Protocol):
+    """The liveness refreshes an outage credits (``RouteInfoManager``)."""
+
+    def refresh_credits(self, refused: Mapping[str, int]) -> list[Event]: ...
+
+    def apply_refreshes(self, refreshes: Iterable[Mapping[str, Any]]) -> None: ...
+
+
 @dataclass
 class Outage:
     """An unavailable log.
@@ -51,10 +62,13 @@ class Outage:
     Attributes:
         since_ts: the clock reading when the write failed (epoch ms).
         detail: the OS error.
-        pending: events of changes already applied, written first on resume, in order.
+        pending: events of changes without a requester (scan, connection close) already applied
+            and partly logged, written first on resume, in order.
         refused: requests refused (or oneway requests dropped) because they would change the tables.
         unlogged: events that change no table (``rejected`` refusals) not written.
         cut_path: the segment whose last line the failed write may have cut short.
+        refreshes: broker address -> the last refused request that would have refreshed its live
+            entry (epoch ms); credited when the log resumes.
     """
 
     since_ts: int
@@ -63,12 +77,17 @@ class Outage:
     refused: int = 0
     unlogged: int = 0
     cut_path: Path | None = None
+    refreshes: dict[str, int] = field(default_factory=dict)
 
 
-def log_unavailable_event(now: int, outage: Outage) -> Event:
-    """The event that records an outage once the log resumes (docs/event-log.md)."""
-    return {"ts": now, "type": "rejected", "reason": "log_unavailable", "detail": outage.detail,
-            "refused_count": outage.refused, "unlogged_count": outage.unlogged, "outage_ms": now - outage.since_ts}
+def log_unavailable_event(now: int, outage: Outage, refreshes: Sequence[Event] = ()) -> Event:
+    """The event that records an outage once the log resumes (docs/event-log.md); ``refreshes``
+    (:meth:`LivenessLedger.refresh_credits`) only when there are any."""
+    event = {"ts": now, "type": "rejected", "reason": "log_unavailable", "detail": outage.detail,
+             "refused_count": outage.refused, "unlogged_count": outage.unlogged, "outage_ms": now - outage.since_ts}
+    if refreshes:
+        event["refreshes"] = list(refreshes)
+    return event
 
 
 class Journal:
@@ -80,10 +99,12 @@ class Journal:
         config: segments and durability.
         clock: the controller's epoch-ms clock.
         on_fatal: called with a write failure that is not a lack of space (the server stops).
+        liveness: the tables whose refused refreshes an outage credits; None credits nothing.
     """
 
     def __init__(self, events_dir: Path, ns_id: str, config: EventLogConfig, clock: Callable[[], int],
-                 on_fatal: Callable[[BaseException], None]) -> None:
+                 on_fatal: Callable[[BaseException], None], liveness: LivenessLedger | None = None) -> None:
+        self._liveness = liveness
         self._events_dir = events_dir
         self._ns_id = ns_id
         self._config = config
@@ -117,7 +138,7 @@ class Journal:
         return self.outage is None
 
     def append_all(self, events: Sequence[Event]) -> bool:
-        """Append the events of one change back to back.
+        """Append the events of one change back to back; answers computed later wait for them.
 
         Returns:
             True when all were written; False when the log is or just became unavailable (the
@@ -133,6 +154,7 @@ class Journal:
             if self.outage is None:
                 try:
                     self.writer.append(event)
+                    self.answers.note_change()
                     continue
                 except EventLogError as exc:
                     if not is_space_error(exc):
@@ -143,8 +165,42 @@ class Journal:
             return False
         return True
 
+    def append_request(self, events: Sequence[Event]) -> bool:
+        """Append the events of one request's change.
+
+        Returns:
+            False when the log was or became unavailable before the first event was written:
+            nothing of it is kept, and the caller undoes the change and refuses the request.
+            True once the first is written: the change stands, and any later event that meets a
+            full disk is kept and written first on resume.
+
+        Raises:
+            EventLogError: the log failed for another reason (``on_fatal`` was called).
+        """
+        if not events:
+            return True
+        if self.outage is not None:
+            return False
+        try:
+            self.writer.append(events[0])
+        except EventLogError as exc:
+            if not is_space_error(exc):
+                self._on_fatal(exc)
+                raise
+            self._begin_outage(exc)
+            return False
+        self.answers.note_change()
+        self.append_all(events[1:])
+        return True
+
+    def note_refused_refresh(self, broker_addr: str, now: int) -> None:
+        """A refused request would have refreshed ``broker_addr``'s live entry at ``now``."""
+        if self.outage is not None:
+            self.outage.refreshes[broker_addr] = now
+
     def append_quietly(self, event: Event) -> None:
-        """Append an event that changes no table; during an outage it is only counted.
+        """Append an event that changes no table (no answer waits for it); during an outage it is
+        only counted.
 
         Raises:
             EventLogError: the log failed for another reason (``on_fatal`` was called).
@@ -205,7 +261,8 @@ class Journal:
             while outage.pending:
                 writer.append(outage.pending[0])
                 del outage.pending[0]
-            writer.append(log_unavailable_event(self._clock(), outage))
+            refreshes = self._liveness.refresh_credits(outage.refreshes) if self._liveness is not None else []
+            writer.append(log_unavailable_event(self._clock(), outage, refreshes))
         except EventLogError:
             outage.cut_path = writer.segment_path
             try:
@@ -213,6 +270,8 @@ class Journal:
             except EventLogError:
                 pass
             return False
+        if refreshes:  # applied with their event, in one critical section (A7)
+            self._liveness.apply_refreshes(refreshes)
         self.writer, self.answers, self.outage = writer, answers, None
         self.refused_before += outage.refused
         log.warning("name server %s: event log writable again; route changes accepted", self._ns_id)

@@ -12,6 +12,7 @@ import sys
 from common.config import EventLogConfig, NameServerConfig, load_config
 from common.errors import UserError
 from nameserver.acl import AccessController, exposure_notice, load_secret_store
+from nameserver.codec import MAX_INFLATED_BYTES
 from nameserver.eventlog.writer import EventLogError
 from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint
 from nameserver.server.address import parse_listen
@@ -55,6 +56,11 @@ def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessControll
             raise UserError(f"nameserver.{name} must be >= 1, not {getattr(ns, name)}")
     if not 1024 <= ns.max_frame_bytes <= 16_777_216:
         raise UserError(f"nameserver.max_frame_bytes must be in 1024..16777216, not {ns.max_frame_bytes}")
+    if ns.max_register_topics < 1:
+        raise UserError(f"nameserver.max_register_topics must be >= 1, not {ns.max_register_topics}")
+    if not 1024 <= ns.max_register_body_bytes <= MAX_INFLATED_BYTES:
+        raise UserError(f"nameserver.max_register_body_bytes must be in 1024..{MAX_INFLATED_BYTES}, "
+                        f"not {ns.max_register_body_bytes}")
     if ns.max_buffered_bytes < ns.max_frame_bytes:
         raise UserError(f"nameserver.max_buffered_bytes must be >= max_frame_bytes ({ns.max_frame_bytes}), "
                         f"not {ns.max_buffered_bytes}")

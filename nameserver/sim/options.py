@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import UserError
+from common.timeutil import MAX_TIME_MS, iso
 from nameserver.layout import LAYOUT_FAULTS
 
 # Faults that strike during the run (nameserver.sim.faults), each a Poisson process.
@@ -81,6 +82,8 @@ class SimOptions:
             raise UserError(f"--slaves must be <= {MAX_SLAVES}, not {self.slaves}")
         if not (math.isfinite(self.hours) and self.hours > 0):
             raise UserError(f"--hours must be a positive number, not {self.hours}")
+        if self.end_ms > MAX_TIME_MS:
+            raise UserError(f"--start plus --hours ends after {iso(MAX_TIME_MS)}, the last time nsaudit handles")
         if not (math.isfinite(self.fault_rate) and self.fault_rate >= 0):
             raise UserError(f"--fault-rate must be >= 0, not {self.fault_rate}")
         unknown = [f for f in self.faults if f not in FAULTS]

@@ -70,7 +70,8 @@ def _good_events() -> list[dict]:
         {"ts": T0 + 8, "type": "rejected", "reason": "malformed_frame", "detail": "bad length",
          "frame_length": -5, "serialize_type": 0, "header_length": 3},
         {"ts": T0 + 9, "type": "rejected", "reason": "log_unavailable", "detail": "[Errno 28] No space left on device",
-         "refused_count": 12, "unlogged_count": 0, "outage_ms": 1943},
+         "refused_count": 12, "unlogged_count": 0, "outage_ms": 1943,
+         "refreshes": [{"broker_addr": "10.0.0.5:10911", "last_update_ts": T0 + 8}]},
         {**ns_stop(T0 + 10), "silent_closes": 32852},
     ]
     out = []

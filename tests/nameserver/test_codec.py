@@ -747,8 +747,56 @@ def test_compressed_bad_streams():
     for bad in (b"\x78\xda\x01\x02", G9[:-6], b"plain"):
         with pytest.raises(BadBody):
             decode_register_body(bad, version=407, compressed=True, now=NOW)
-    with pytest.raises(BadBody, match="inflates beyond"):
-        decode_register_body(zlib.compress(b"\0" * 10000), version=407, compressed=True, now=NOW, max_inflated=1000)
+    bomb = zlib.compress(b"\0" * 10000)
+    with pytest.raises(codec.RegisterTooLarge, match="inflates beyond 1000 bytes > max_register_body_bytes 1000"):
+        decode_register_body(bomb, version=407, compressed=True, now=NOW, limits=codec.RegisterLimits(10, 1000))
+
+
+# ---------------------------------------------------------------------- caps on registrations
+
+
+def _topics(n: int) -> list[TopicConfig]:
+    return [TopicConfig(f"T{i:04d}", 4, 4) for i in range(n)]
+
+
+@pytest.mark.parametrize("version, compressed", [(407, False), (407, True), (36, False)])
+def test_a_registration_at_the_topic_cap_passes_and_one_more_is_refused(version, compressed):
+    limits = codec.RegisterLimits(max_topics=50, max_body_bytes=1 << 20)
+    at_cap = encode_register_body(DataVersion(1, 1), _topics(50), [], version=version, compressed=compressed)
+    assert len(decode_register_body(at_cap, version=version, compressed=compressed, now=NOW, limits=limits).topics) == 50
+    over = encode_register_body(DataVersion(1, 1), _topics(51), [], version=version, compressed=compressed)
+    with pytest.raises(codec.RegisterTooLarge, match="51 topics > max_register_topics 50") as err:
+        decode_register_body(over, version=version, compressed=compressed, now=NOW, limits=limits)
+    assert err.value.reason == "register_too_large"
+
+
+def test_an_uncompressed_body_over_the_byte_cap_is_refused_before_its_crc_and_parse():
+    body = encode_register_body(DataVersion(1, 1), _topics(20), [])
+    limits = codec.RegisterLimits(max_topics=100, max_body_bytes=len(body))
+    assert decode_register_body(body, version=407, compressed=False, now=NOW, limits=limits)
+    padded = body + b" not json"  # one byte over would do; neither its CRC nor its JSON is looked at
+    with pytest.raises(codec.RegisterTooLarge, match=f"{len(padded)} bytes > max_register_body_bytes {len(body)}"):
+        decode_register_body(padded, version=407, compressed=False, now=NOW, limits=limits, body_crc32=1)
+
+
+def test_a_compressed_body_is_refused_by_its_count_before_the_rest_is_inflated():
+    # a million topics announced, and a stream far larger than the cap: the count is read from the
+    # first bytes, so the refusal names the topics, not the bytes
+    content = _content(b'{"counter":1}', b"[]", count=1_000_000, tail=b"x" * (8 << 20))
+    body = zlib.compress(content)
+    limits = codec.RegisterLimits(max_topics=1000, max_body_bytes=1 << 20)
+    with pytest.raises(codec.RegisterTooLarge, match="1000000 topics"):
+        decode_register_body(body, version=407, compressed=True, now=NOW, limits=limits)
+
+
+def test_a_compressed_body_of_exactly_the_byte_cap_passes():
+    content = _content(b'{"counter":1}', b"A 1 1 6 SINGLE_TAG", b"[]")
+    body = zlib.compress(content)
+    exact = codec.RegisterLimits(max_topics=10, max_body_bytes=len(content))
+    assert decode_register_body(body, version=407, compressed=True, now=NOW, limits=exact).topics[0].topic == "A"
+    short = codec.RegisterLimits(max_topics=10, max_body_bytes=len(content) - 1)
+    with pytest.raises(codec.RegisterTooLarge):
+        decode_register_body(body, version=407, compressed=True, now=NOW, limits=short)
 
 
 def test_topic_config_text_both_forms():

@@ -49,3 +49,27 @@ def test_the_cli_reports_a_bad_config_in_one_line(tmp_path, capsys):
                  "--config", str(path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "bogus" in err[0] and "Traceback" not in err[0]
+
+
+@pytest.mark.parametrize("text, key", [
+    ("[audit]\nsnapshot_interval_ms = 0\n", "audit.snapshot_interval_ms"),
+    ("[audit]\nclock_skew_ms = -1\n", "audit.clock_skew_ms"),
+    ("[audit]\nqueue_skew_cv = nan\n", "audit.queue_skew_cv"),
+    ("[audit]\ndivergence_grace_ms = -5\n", "audit.divergence_grace_ms"),
+    ("[eventlog]\nsegment_max_bytes = 0\n", "eventlog.segment_max_bytes"),
+    ("[spark]\nshuffle_partitions = 0\n", "spark.shuffle_partitions"),
+])
+def test_a_value_out_of_its_range_names_the_key_and_the_file(tmp_path, text, key):
+    path = tmp_path / "range.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert key in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_folder_or_a_non_utf8_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    (tmp_path / "latin1.toml").write_bytes(b"# caf\xe9\n")
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(tmp_path / "latin1.toml")

@@ -356,6 +356,38 @@ class RouteTableMachine(RuleBasedStateMachine):
         self.model.delete_topic(topic, cluster)
         self._log(self.core.delete_topic(topic, cluster, self.now, self._ctx("c7", 216)))
 
+    @rule(data=st.data(), dt=steps)
+    def undone_change(self, data, dt):
+        # a request whose event cannot be logged is undone whole, indexes included (§2.13)
+        self._tick(dt)
+        core, now = self.core, self.now
+        before = (table_state(core), _indexes(core), list(core.broker_live_table))
+        core.begin_change()
+        kind = data.draw(st.sampled_from(["register", "unregister", "heartbeat", "qdv", "wipe", "add", "delete"]))
+        addr, name, cluster = data.draw(addrs), data.draw(names), data.draw(clusters)
+        if kind == "register":
+            core.register_broker(cluster, addr, name, data.draw(st.integers(0, 2)), None, data.draw(versions),
+                                 data.draw(topic_sets), data.draw(filter_lists), now,
+                                 self._ctx(data.draw(channels), 103))
+        elif kind == "unregister":
+            core.unregister_broker(cluster, addr, name, 0, now, self._ctx("c9", 104))
+        elif kind == "heartbeat":
+            core.broker_heartbeat(cluster, addr, name, now, self._ctx("c8", 904))
+        elif kind == "qdv":
+            core.query_data_version(cluster, addr, name, 0, data.draw(versions), now, self._ctx("c8", 322))
+        elif kind in ("wipe", "add"):
+            (core.wipe_write_perm_of_broker if kind == "wipe" else core.add_write_perm_of_broker)(
+                name, now, self._ctx("c7", 205))
+        else:
+            core.delete_topic(data.draw(st.sampled_from(TOPICS)), data.draw(st.sampled_from([None, "C1"])), now,
+                              self._ctx("c7", 216))
+        changed = table_state(core) != before[0]
+        core.undo_change()
+        assert (table_state(core), _indexes(core)) == before[:2]
+        assert set(core.broker_live_table) == set(before[2])
+        if changed:
+            event("a change was undone")
+
     @rule(back=st.integers(1, 30_000))
     def clock_steps_back(self, back):
         # the log's ts should not decrease, but a server's wall clock can (docs/event-log.md)
@@ -487,6 +519,11 @@ class RouteTableMachine(RuleBasedStateMachine):
     def replay_agrees(self):
         assert table_state(self.replayer.routes) == table_state(self.core)
         assert self.replayer.up is True
+
+
+def _indexes(core: RouteInfoManager) -> tuple:
+    """The tables' indexes as plain values: what an undo must restore besides the tables."""
+    return ({c: set(a) for c, a in core._channel_addrs.items()}, {a: set(n) for a, n in core._addr_groups.items()})
 
 
 RouteTableMachine.TestCase.settings = settings(max_examples=500, stateful_step_count=40, deadline=None)

@@ -592,6 +592,32 @@ def test_event_log_failure_stops_the_server(tmp_path):
 # ---------------------------------------------------------------------- durability and shutdown
 
 
+def test_a_refusal_event_holds_back_no_answer_but_a_change_does(tmp_path):
+    async def body():
+        ctl = NameServerController("ns-t", tmp_path, NameServerConfig(listen="127.0.0.1:0"),
+                                   EventLogConfig(durability="group", group_commit_ms=2000))
+        await ctl.start()
+        client = await RemotingClient.connect(ctl.host, ctl.port)
+        refused = await asyncio.wait_for(client.request(make_request(217, {})), 1)  # rejected/unknown_code
+        looked_up = await asyncio.wait_for(client.get_route_info("TopicA"), 1)
+        durable_then = ctl.writer.durable_seq
+        assert ctl.writer.last_seq == 2 and durable_then < 2  # the refusal is logged, not yet fsynced
+        registering = asyncio.ensure_future(register(client))
+        await wait_for(lambda: ctl.writer.last_seq == 3)
+        waits = asyncio.ensure_future(client.get_route_info("TopicA"))  # shows the registration
+        await asyncio.sleep(0.3)
+        assert not registering.done() and not waits.done()  # both wait for the fsync
+        await registering
+        assert (await waits).code == ResponseCode.SUCCESS
+        await client.close()
+        await ctl.shutdown("test end")
+        return refused, looked_up
+
+    refused, looked_up = arun(body())
+    assert refused.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert looked_up.code == ResponseCode.TOPIC_NOT_EXIST
+
+
 def test_answer_waits_for_durable_event_and_shutdown_finishes_it(tmp_path):
     async def body():
         ctl = NameServerController("ns-t", tmp_path, NameServerConfig(listen="127.0.0.1:0"),

@@ -24,7 +24,47 @@ def places(tmp_path, monkeypatch):
     (tmp_path / "events").mkdir()
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "no-concurrency.toml").write_text("[collect]\nconcurrency = 0\n")
+    (tmp_path / "latin1.toml").write_bytes(b"# caf\xe9\n[nameserver]\n")  # not UTF-8
+    (tmp_path / "broken.toml").write_text("[nameserver\nlisten = \n")
+    (tmp_path / "zero-snapshots.toml").write_text("[audit]\nsnapshot_interval_ms = 0\n")
+    (tmp_path / "a-folder.toml").mkdir()
     return tmp_path
+
+
+# Every command that takes --config, with its other arguments valid (or checked after the config).
+_CONFIG_COMMANDS = {
+    "nameserver": ["nameserver", "--ns-id", "ns-a", "--events", "events"],
+    "collect": ["collect", "--namesrv", "127.0.0.1:9876", "--events", "obs", "--rounds", "1"],
+    "fleet": ["fleet", "--ns", "127.0.0.1:9876", "--duration", "1"],
+    "audit": ["audit", "--events", "events", "--lake", "lake", "--date", "2026-11-21"],
+    "lake optimize": ["lake", "optimize", "--lake", "events"],
+    "lake vacuum": ["lake", "vacuum", "--lake", "events"],
+    "lake retention": ["lake", "retention", "--lake", "events"],
+}
+_BAD_CONFIGS = {"a folder": "a-folder.toml", "not UTF-8": "latin1.toml", "not TOML": "broken.toml",
+                "a value out of range": "zero-snapshots.toml"}
+
+
+def _config_cases() -> list[tuple[str, list[str]]]:
+    return [(f"{name}: --config {what}", argv + ["--config", file])
+            for name, argv in _CONFIG_COMMANDS.items() for what, file in _BAD_CONFIGS.items()]
+
+
+def _time_cases() -> list[tuple[str, list[str]]]:
+    route = ["route", "--lake", "events", "--ns", "ns-a", "--topic", "t", "--at"]
+    cases = [(f"route: --at {text}", route + [text])
+             for text in ("9999999999999999", "9" * 20, "-" + "9" * 20, "-99999999999999",
+                          "9999-12-31T12:00:00Z", "0001-01-01T00:00:00Z", "0001-01-02T00:00:00+01:00")]
+    return cases + [
+        ("cluster: --at 20 digits", ["cluster", "--lake", "events", "--ns", "ns-a", "--at", "9" * 20]),
+        ("diff: --to 16 digits", ["diff", "--lake", "events", "--ns", "ns-a", "--from", "0", "--to", "9" * 16]),
+        ("simulate: --start 16 digits", ["simulate", "--events", "sim", "--start", "9" * 16]),
+        ("simulate: --start + --hours past the last day", ["simulate", "--events", "sim", "--start",
+                                                          "9999-12-30T23:00:00Z", "--hours", "2"]),
+        ("simulate: --hours past the last day", ["simulate", "--events", "sim", "--hours", "1e12"]),
+        ("audit: --date 9999-12-31", ["audit", "--events", "events", "--lake", "lake", "--date", "9999-12-31"]),
+        ("incidents: --date 0001-01-01", ["incidents", "--lake", "events", "--date", "0001-01-01"]),
+    ]
 
 
 def _cases() -> list[tuple[str, list[str]]]:
@@ -111,7 +151,10 @@ def _cases() -> list[tuple[str, list[str]]]:
     ]
 
 
-@pytest.mark.parametrize("argv", [argv for _, argv in _cases()], ids=[name for name, _ in _cases()])
+_ALL = _cases() + _config_cases() + _time_cases()
+
+
+@pytest.mark.parametrize("argv", [argv for _, argv in _ALL], ids=[name for name, _ in _ALL])
 def test_a_bad_argument_is_one_line_and_exit_2(places, capsys, argv):
     code = main(argv)
     out, err = capsys.readouterr()
@@ -119,6 +162,25 @@ def test_a_bad_argument_is_one_line_and_exit_2(places, capsys, argv):
     assert out == ""
     assert err.count("\n") == 1 and err.startswith("nsaudit"), err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("what, file, says", [
+    ("a folder", "a-folder.toml", "is a directory"),
+    ("not UTF-8", "latin1.toml", "not UTF-8"),
+    ("not TOML", "broken.toml", "not valid TOML"),
+])
+def test_a_bad_config_names_the_file_and_what_is_wrong(places, capsys, what, file, says):
+    assert main(_CONFIG_COMMANDS["nameserver"] + ["--config", file]) == 2
+    err = capsys.readouterr().err
+    assert file in err and says in err, err
+
+
+@pytest.mark.parametrize("argv", [argv for _, argv in _time_cases()], ids=[name for name, _ in _time_cases()])
+def test_an_out_of_range_time_is_refused_for_its_range(places, capsys, argv):
+    # The lake of these cases has no tables: the time must be refused before the lake is read.
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "out of range" in err or "ends after 9999-12-30T23:59:59.999Z" in err, err
 
 
 def test_the_console_script_shows_no_traceback_for_a_bad_date(tmp_path):
@@ -134,6 +196,7 @@ def test_the_console_script_shows_no_traceback_for_a_bad_date(tmp_path):
 
 @pytest.mark.parametrize("argv", [
     ["--events", "events"],  # no --ns-id
+    ["--ns-id", "a", "--events", "events", "--config", "."],  # a folder as the config
     ["--ns-id", "a", "--events", "events", "--broker-expiry-ms", "soon"],
     ["--ns-id", "a", "--events", "events", "--bogus"],
 ])

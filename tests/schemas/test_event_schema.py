@@ -94,6 +94,8 @@ def server_rejections(now: int) -> list[dict]:
         connection_event(now + 4, conn, "frame_timeout", frame_timeout_ms=30_000),
         *acl_rejection(now + 5, conn),
         log_unavailable_event(now + 6, Outage(now - 5000, "[Errno 28] No space left on device", refused=7, unlogged=2)),
+        log_unavailable_event(now + 7, Outage(now - 5000, "[Errno 28] No space left on device", refused=3),
+                              [{"broker_addr": A, "last_update_ts": now - 1000}]),
     ]
 
 

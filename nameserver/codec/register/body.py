@@ -17,6 +17,38 @@ class BadBody(RequestError):
     reason = "bad_body"
 
 
+class RegisterTooLarge(RequestError):
+    """A registration over the server's caps (``[nameserver] max_register_topics``,
+    ``max_register_body_bytes``): answered SYSTEM_ERROR, event ``register_too_large``."""
+
+    reason = "register_too_large"
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterLimits:
+    """How large a REGISTER_BROKER body may be; checked before its topics are parsed.
+
+    Attributes:
+        max_topics: topic configs one registration may carry (as sent, duplicates included).
+        max_body_bytes: the body's size after inflation (an uncompressed body: its size).
+    """
+
+    max_topics: int
+    max_body_bytes: int
+
+    def check_topics(self, count: int) -> None:
+        """Raise :class:`RegisterTooLarge` when ``count`` topics are too many."""
+        if count > self.max_topics:
+            raise RegisterTooLarge(f"register body too large: {count} topics > max_register_topics "
+                                   f"{self.max_topics}")
+
+    def check_bytes(self, size: int, what: str = "bytes") -> None:
+        """Raise :class:`RegisterTooLarge` when a body of ``size`` bytes is too large."""
+        if size > self.max_body_bytes:
+            raise RegisterTooLarge(f"register body too large: {what} > max_register_body_bytes "
+                                   f"{self.max_body_bytes}")
+
+
 class CrcMismatch(RequestError):
     """Header ``bodyCrc32`` differs from the body's CRC (§8.2): remark ``crc32 not match``."""
 
@@ -45,7 +77,10 @@ class RegisterBrokerBody:
 
 
 # A 16 MiB frame can inflate without bound; no real broker comes near this (10000 topics ~ 330 KB).
+# The server's own cap (RegisterLimits.max_body_bytes) may not exceed it.
 MAX_INFLATED_BYTES = 256 * 1024 * 1024
+# No limit beyond the codec's own: for our tools, which decode what they wrote.
+NO_LIMITS = RegisterLimits(max_topics=2**31 - 1, max_body_bytes=MAX_INFLATED_BYTES)
 
 I32 = struct.Struct(">i")  # the compressed form's length prefixes
 FILTER_TYPES = (SINGLE_TAG, MULTI_TAG)

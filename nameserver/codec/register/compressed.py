@@ -8,23 +8,55 @@ import zlib
 
 from nameserver.codec.fastjson import loads
 from nameserver.codec.headers import parse_int32
-from nameserver.codec.register.body import FILTER_TYPES, I32, BadBody, RegisterBrokerBody
+from nameserver.codec.register.body import FILTER_TYPES, I32, BadBody, RegisterBrokerBody, RegisterLimits
 from nameserver.codec.register.json_form import filter_list, parse_data_version, sorted_topics
 from nameserver.model import TopicConfig
 
 
-def inflate(data: bytes, limit: int) -> bytes:
-    """The zlib stream's content, refused beyond ``limit`` bytes (:class:`BadBody`)."""
+# Inflated first, to read the topic count before the rest: the data version's JSON is short.
+HEAD_BYTES = 64 * 1024
+
+
+def inflate(data: bytes, limits: RegisterLimits) -> bytes:
+    """The zlib stream's content. Its topic count (at the start of the content) is checked after
+    the first :data:`HEAD_BYTES`, and the whole is refused beyond ``limits.max_body_bytes``, so an
+    oversized body is refused having inflated no more than the cap.
+
+    Raises:
+        RegisterTooLarge: too many topics, or more bytes than the cap.
+        BadBody: not a complete zlib stream.
+    """
+    limit = limits.max_body_bytes
     inflater = zlib.decompressobj()
     try:
-        content = inflater.decompress(data, limit)
+        content = inflater.decompress(data, min(limit, HEAD_BYTES))
+        count = _topic_count(content)
+        if count is not None:
+            limits.check_topics(count)
+        if not inflater.eof and len(content) < limit:
+            content += inflater.decompress(inflater.unconsumed_tail, limit - len(content))
+        # at the cap, one more byte of output (from the input left or from zlib's window) is too many
+        over = not inflater.eof and len(content) >= limit and inflater.decompress(inflater.unconsumed_tail, 1)
     except zlib.error as exc:
         raise BadBody(f"Failed to decode RegisterBrokerBody: bad zlib stream: {exc}") from None
-    if inflater.unconsumed_tail:
-        raise BadBody(f"Failed to decode RegisterBrokerBody: inflates beyond {limit} bytes")
+    if over:
+        limits.check_bytes(limit + 1, f"inflates beyond {limit} bytes")
     if not inflater.eof:
         raise BadBody("Failed to decode RegisterBrokerBody: truncated zlib stream")
     return content  # bytes after the stream's end are ignored, as InflaterInputStream does
+
+
+def _topic_count(head: bytes) -> int | None:
+    """The topic count of inflated content: after the data version's length and JSON; None when
+    ``head`` does not reach it."""
+    try:
+        (n,) = I32.unpack_from(head, 0)
+        if n < 0:
+            return None
+        (count,) = I32.unpack_from(head, 4 + n)
+    except struct.error:
+        return None
+    return count
 
 
 def parse_topic_config_text(text: str) -> TopicConfig:

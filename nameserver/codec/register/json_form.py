@@ -12,7 +12,7 @@ import orjson
 
 from nameserver.codec.fastjson import FastjsonError, loads
 from nameserver.codec.headers import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
-from nameserver.codec.register.body import FILTER_TYPES, BadBody
+from nameserver.codec.register.body import FILTER_TYPES, NO_LIMITS, BadBody, RegisterLimits
 from nameserver.model import SINGLE_TAG, DataVersion, TopicConfig
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -135,8 +135,14 @@ def sorted_topics(topics: dict[str, TopicConfig]) -> tuple[TopicConfig, ...]:
     return tuple(map(topics.__getitem__, sorted(topics)))
 
 
-def decode_wrapper(obj: Any, now: int) -> tuple[DataVersion, tuple[TopicConfig, ...]]:
-    """TopicConfigSerializeWrapper JSON; absent parts take Java's constructor defaults."""
+def decode_wrapper(obj: Any, now: int,
+                   limits: RegisterLimits = NO_LIMITS) -> tuple[DataVersion, tuple[TopicConfig, ...]]:
+    """TopicConfigSerializeWrapper JSON; absent parts take Java's constructor defaults.
+
+    Raises:
+        BadBody: not the wrapper's shape.
+        RegisterTooLarge: more entries in ``topicConfigTable`` than ``limits`` allow.
+    """
     if type(obj) is not dict and not isinstance(obj, Mapping):
         raise BadBody("Failed to decode RegisterBrokerBody: topicConfigSerializeWrapper is not an object")
     dv_obj = obj.get("dataVersion")
@@ -146,6 +152,7 @@ def decode_wrapper(obj: Any, now: int) -> tuple[DataVersion, tuple[TopicConfig, 
         return data_version, ()
     if type(table) is not dict and not isinstance(table, Mapping):
         raise BadBody("Failed to decode RegisterBrokerBody: topicConfigTable is not an object")
+    limits.check_topics(len(table))
     topics: dict[str, TopicConfig] = {}
     for key, value in table.items():
         if value is not None:  # a null entry carries no topic

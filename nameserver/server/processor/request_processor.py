@@ -20,9 +20,11 @@ from typing import Callable
 
 from nameserver.acl import AccessController, Denial
 from nameserver.codec import (
+    NO_LIMITS,
     RPC_ONEWAY,
     RPC_TYPE,
     CrcMismatch,
+    RegisterLimits,
     RemotingCommand,
     RequestCode,
     RequestError,
@@ -51,6 +53,8 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         namesrv_config: the 318/319 property map; a fresh one by default.
         access: access control checked before dispatch; None (the default) checks nothing,
             as RocketMQ's name server does.
+        register_limits: the caps on a REGISTER_BROKER body (``[nameserver]
+            max_register_topics``, ``max_register_body_bytes``); none by default.
     """
 
     def __init__(
@@ -59,6 +63,7 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         kv: KVConfigManager | None = None,
         namesrv_config: NamesrvConfigStore | None = None,
         access: AccessController | None = None,
+        register_limits: RegisterLimits = NO_LIMITS,
     ) -> None:
         self.routes = routes
         self.access = access
@@ -75,7 +80,7 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         self._known_lookups: dict[RequestKey, tuple] = {}
         self._cluster_cache: bytes | None = None
         self._revision = routes.revision
-        self.register_bodies = RegisterBodyCache()
+        self.register_bodies = RegisterBodyCache(limits=register_limits)
 
     # ------------------------------------------------------------------ entry points
 

@@ -1,0 +1,91 @@
+"""Inflating compressed REGISTER_BROKER bodies off the event loop.
+
+A compressed body of a few hundred KB may inflate to ``[nameserver] max_register_body_bytes``
+(16 MiB by default) before it is refused, tens of milliseconds of zlib during which no lookup
+would be answered. So a compressed registration the decoded-body cache does not hold is inflated
+on a worker thread (zlib releases the GIL) while its connection waits, its later frames
+unread, and the other connections are served; then it is handled as usual, in order, with the
+content ready (:attr:`RegisterBodyCache.prepared`). The route tables are still touched only on
+the loop, in the request's critical section (docs/nameserver-semantics.md A7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Protocol
+
+from nameserver.codec import RegisterLimits, RemotingCommand, RequestCode, Version, inflate, parse_bool
+from nameserver.server.bodycache import RegisterBodyCache
+
+# zlib inflates at most ~1,032 bytes per byte, so a smaller body inflates to about 1 MiB at most,
+# a few milliseconds: not worth a thread hop.
+OFF_LOOP_BYTES = 1024
+_REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
+_V3_0_11 = int(Version.V3_0_11)
+
+
+class HeldChannel(Protocol):
+    """A connection whose frames wait while one of its requests is prepared (``RemotingChannel``)."""
+
+    closing: bool
+
+    def hold(self) -> None: ...
+
+    def release(self) -> None: ...
+
+
+def inflate_outcome(body: bytes, limits: RegisterLimits) -> bytes | Exception:
+    """The content of a compressed body, or the refusal it earns (run on the worker thread)."""
+    try:
+        return inflate(body, limits)
+    except Exception as exc:  # noqa: BLE001 - handed to the request's own handling
+        return exc
+
+
+class RegisterInflation:
+    """The worker thread and the requests waiting for it.
+
+    Args:
+        bodies: the processor's decoded-body cache (its limits, its hits, where content goes).
+        handle: handles a request once its body is inflated (the controller's ``handle_command``).
+    """
+
+    def __init__(self, bodies: RegisterBodyCache, handle: Callable[[HeldChannel, RemotingCommand], None]) -> None:
+        self._bodies = bodies
+        self._handle = handle
+        # one thread: at most one body inflates at a time, the loop keeps the other core
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="register-inflate")
+
+    def wants(self, cmd: RemotingCommand) -> bool:
+        """Whether ``cmd`` is a compressed registration worth inflating off the loop."""
+        body = cmd.body
+        if (cmd.code != _REGISTER_BROKER or body is None or len(body) < OFF_LOOP_BYTES or cmd.version < _V3_0_11
+                or self._bodies.prepared is not None):  # prepared: it is this request, back from the worker
+            return False
+        ext = cmd.ext_fields or {}
+        return parse_bool(ext.get("compressed")) and not self._bodies.holds(body, version=cmd.version,
+                                                                            compressed=True)
+
+    def defer(self, channel: HeldChannel, cmd: RemotingCommand) -> None:
+        """Hold ``channel``, inflate ``cmd``'s body on the worker, then handle it and release."""
+        channel.hold()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(self._pool, inflate_outcome, cmd.body, self._bodies.limits)
+        future.add_done_callback(lambda done: self._ready(channel, cmd, done))
+
+    def _ready(self, channel: HeldChannel, cmd: RemotingCommand, done: Future) -> None:
+        try:
+            if done.cancelled() or channel.closing:
+                return  # the connection went: so does its request
+            self._bodies.prepared = done.result()
+            try:
+                self._handle(channel, cmd)
+            finally:
+                self._bodies.prepared = None
+        finally:
+            channel.release()
+
+    def close(self) -> None:
+        """Stop the worker (after the server's last request)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
