@@ -12,7 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
-from deltalake import DeltaTable
+
+from jobs.lake.delta.health import open_delta
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,13 @@ def _day_of(key: tuple) -> dt.date | None:
 
 
 def table_files(path: str) -> TableFiles:
-    """The data files of the table at ``path`` (its latest version)."""
-    table = DeltaTable(path)
+    """The data files of the table at ``path`` (its latest version).
+
+    Raises:
+        FileNotFoundError: no table there.
+        LakeDamaged: its log cannot be read.
+    """
+    table = open_delta(path)
     partitions = list(table.metadata().partition_columns)
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()  # arro3 -> pyarrow
     sizes = actions.get("size_bytes", [])

@@ -14,7 +14,6 @@ import json
 from typing import Any
 
 from jobs import lake
-from common.errors import UserError
 from schemas.findings import SEVERITIES
 from schemas.incidents import INCIDENTS_SCHEMA
 
@@ -30,8 +29,6 @@ def _read(lake_dir: str, name: str, day: dt.date | None, columns: list[str]) -> 
         table = read_table_arrow(path, columns=columns, filters=[("date", "=", day)] if day else None)
     except FileNotFoundError:
         return []
-    except Exception as exc:  # deltalake's own errors for a damaged log
-        raise UserError(f"cannot read {path}: {exc}") from None
     return table.to_pylist()
 
 

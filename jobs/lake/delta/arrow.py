@@ -17,6 +17,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from jobs.lake.delta.health import MissingDataFiles, damaged, open_delta
+
 
 def local_table_path(path: str | os.PathLike[str]) -> str:
     """The absolute local path of a table given as a path or a ``file://`` URI.
@@ -42,15 +44,14 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
 
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
+        LakeDamaged: the table's log cannot be read (:mod:`jobs.lake.delta.health`).
         ValueError: both ``version`` and ``timestamp`` are given, or no version had been committed
             by ``timestamp``.
     """
     if version is not None and timestamp is not None:
         raise ValueError("give version or timestamp, not both")
-    if not DeltaTable.is_deltatable(path):
-        raise FileNotFoundError(f"{path}: no Delta table here")
     if timestamp is None:
-        return DeltaTable(path, version=version)
+        return open_delta(path, version)
     # Resolved from the commit timestamps ourselves: DeltaTable.load_as_version quietly gives
     # version 0 for an instant before the table existed (delta-spark refuses), and history() of
     # a time-travelled DeltaTable numbers its versions wrongly, so it cannot be checked after.
@@ -58,7 +59,7 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     when_ms = int(when.timestamp() * 1000)
-    commits = DeltaTable(path).history()
+    commits = open_delta(path).history()
     committed = [c["version"] for c in commits if c["timestamp"] <= when_ms]
     if not committed:
         first = min(commits, key=lambda c: c["version"])["timestamp"]
@@ -66,7 +67,7 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
             f"{path}: no version committed at or before {when.isoformat()}; "
             f"the first is from {datetime.fromtimestamp(first / 1000, timezone.utc).isoformat()}"
         )
-    return DeltaTable(path, version=max(committed))
+    return open_delta(path, max(committed))
 
 
 def arrow_dataset(table: DeltaTable, path: str, file_pruning_predicate: Any = None) -> Any:
@@ -120,9 +121,27 @@ def read_table_arrow(
 
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
+        LakeDamaged: its log cannot be read; :class:`MissingDataFiles` when a data file the
+            version names is gone (``nsaudit lake vacuum`` removed an older version's files).
     """
     root = local_table_path(path)
     table = load_table(root, version=version)
-    dataset = arrow_dataset(table, root, file_pruning_predicate=filters or None)
+    try:
+        dataset = arrow_dataset(table, root, file_pruning_predicate=filters or None)
+    except Exception as exc:  # noqa: BLE001 - deltalake's own error types: the file list is broken
+        raise damaged(root, exc) from None
     expression = pq.filters_to_expression(filters) if filters else None
-    return dataset.to_table(columns=columns, filter=expression)
+    try:
+        return dataset.to_table(columns=columns, filter=expression)
+    except FileNotFoundError as exc:  # the log names the file, the disk lacks it
+        raise MissingDataFiles(root, version, _missing_file(exc, root)) from None
+
+
+def _missing_file(exc: FileNotFoundError, root: str) -> str:
+    """The missing file named in pyarrow's message, relative to the table (the message if none)."""
+    text = str(exc)
+    start = text.find(root)
+    if start < 0:
+        return text.splitlines()[0][:200] if text else "?"
+    end = text.find("'", start)
+    return os.path.relpath(text[start:end if end > 0 else None], root)
