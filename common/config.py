@@ -42,6 +42,13 @@ class NameServerConfig:
     max_connections_per_host: int = 1_000  # connections from one peer host beyond this are refused
     max_frame_bytes: int = 16_777_216
     max_buffered_bytes: int = 134_217_728  # unfinished frames across all connections (128 MiB)
+    # the Apache RocketMQ release whose answers (header type, version, remarks, extra codes) the
+    # server gives: "4.9" or "5" (nameserver.server.profile, docs/interop.md)
+    rocketmq_version: str = "4.9"
+
+    def __post_init__(self) -> None:
+        if self.rocketmq_version not in ("4.9", "5"):
+            raise ConfigError(f"nameserver.rocketmq_version must be \"4.9\" or \"5\", not {self.rocketmq_version!r}")
 
 
 @dataclass(frozen=True)

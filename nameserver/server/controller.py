@@ -48,6 +48,7 @@ from nameserver.server.processor import (
     ConnectionContext,
     RequestProcessor,
 )
+from nameserver.server.profile import PROFILES
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class NameServerController(ConnectionDefences):
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
-                                          access=self.access)
+                                          access=self.access, profile=PROFILES[self.config.rocketmq_version])
         self.start_ts = self._clock()
         self._journal.append_all(
             [ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())]
@@ -258,7 +259,8 @@ class NameServerController(ConnectionDefences):
         outage.refused += 1
         if not cmd.is_oneway and not cmd.is_response:
             remark = f"event log unavailable ({outage.detail}): route changes are refused until it can be written"
-            self._answers.send(channel, encode_frame(make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)))
+            answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)
+            self._answers.send(channel, encode_frame(self.processor.profile.frame(answer)))
 
     # ------------------------------------------------------------------ channel callbacks
 
@@ -345,7 +347,7 @@ class NameServerController(ConnectionDefences):
             self._journal.append_quietly(rejected_event(now, "internal_error", ctx, detail=detail))
             if not cmd.is_oneway and not cmd.is_response:
                 answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=detail[:1000])
-                self._answers.send(channel, encode_frame(answer))
+                self._answers.send(channel, encode_frame(self.processor.profile.frame(answer)))
         except EventLogError:
             return
         except Exception:  # noqa: BLE001 - even the error answer failed: drop this connection
