@@ -89,6 +89,18 @@ def test_a_topic_no_live_server_routes_is_one_finding_with_its_exact_span(spark)
     assert got["past"][3:] == (ts(0), ts(DAY_MS), detail(["broker-p"], ["ns-a", "ns-b"], DAY_MS, True, True))
 
 
+def test_a_server_that_comes_up_empty_while_the_one_holding_the_route_is_down_took_nothing_away(spark):
+    """ns-x holds ``handover`` and stops at 10:00; ns-y, empty, starts at 11:00. From 10:00 no
+    server is up (nothing is answered), from 11:00 ns-y answers TOPIC_NOT_EXIST, but no route went:
+    ns-y never had one (a new server, as a cluster's second name server is before its brokers
+    register). The stop itself is the edge: no server is left up to be unroutable on."""
+    span = Span.of(DAY, GRACE_MS)
+    runs = [run("ns-x", 0, 10 * H), run("ns-y", 11 * H, None)]
+    periods_df = agg_up_periods(frame(spark, runs, NS_RUNS_SCHEMA), span)
+    routes = [qd("ns-x", "handover", "broker-h", 0, 10 * H)]
+    assert agg_unroutable_findings(frame(spark, routes, TOPIC_ROUTE_HISTORY_SCHEMA), periods_df, span).count() == 0
+
+
 CATEGORY = {"broker_unregistered": "liveness", "broker_expired": "liveness", "observed_broker_gone": "liveness",
             "ns_restart": "liveness", "topic_unroutable": "consistency"}
 

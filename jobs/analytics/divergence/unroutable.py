@@ -5,9 +5,9 @@ only broker group of the topic shut down, expired or was cut off everywhere, or 
 the topic on every server) is a disagreement of none, yet every producer and consumer of it gets
 "No route info of this topic". Per topic, over the comparison span (docs/audit.md, "Divergence"):
 the instants at which at least one server is up (its ``ns_runs``) and no up server holds a
-QueueData of the topic, after an instant at which one did, make one finding per run of such
-instants, with its exact span (the event that removed the last route, to the one that brought a
-route back, or midnight).
+QueueData of the topic, from the removal of the last live route (an unregister, an expiry, a
+closed channel, a delete, the stop of the last server that held it), make one finding per run of
+such instants, with its exact span (to the event that brought a route back, or midnight).
 """
 
 from __future__ import annotations
@@ -83,7 +83,9 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
         .groupBy("topic", "_run")
         .agg(F.min("seg_from").alias("from_ms"), F.max("seg_to").alias("to_ms"),
              F.min_by("gone", "seg_from").alias("groups"), F.min_by("up_ns", "seg_from").alias("up_servers"))
-        .where(F.col("to_ms") > span.day_start_ms)
+        # it began with the removal of the last live route; a server that comes up empty while
+        # the one that held the route is down took nothing away
+        .where((F.col("to_ms") > span.day_start_ms) & (F.size("groups") > 0))
     )
     start = F.greatest(F.col("from_ms"), F.lit(span.day_start_ms))
     return runs_df.select(*finding_columns(
