@@ -45,7 +45,8 @@ def day_incidents(lake_dir: str, day: dt.date, min_severity: str = "info") -> di
         if answer["audited"] else []
     answer["counts"] = {s: sum(r["severity"] == s for r in rows) for s in SEVERITIES}
     kept = [r for r in rows if _RANK[r["severity"]] >= _RANK[min_severity]]
-    kept.sort(key=lambda r: (-_RANK[r["severity"]], -r["topics_unroutable"], -r["topics_unwritable"], -r["client_share"],
+    kept.sort(key=lambda r: (-_RANK[r["severity"]], -r["topics_unroutable"], -r["topics_unwritable"],
+                             -r["client_share"],
                              -r["write_queues_unwritable"], r["start_ts"], r["incident_id"]))
     answer["incidents"] = [_jsonable(r) for r in kept]
     return answer

@@ -158,7 +158,8 @@ def test_a_topic_made_read_only_by_its_broker(cluster):
     wait_for(lambda: queues(route_of(cluster, cluster.ns_addr, READ_ONLY)) == {"b1": (4, 4, 6)}, 30,
              f"{READ_ONLY} in nsaudit's route")
     wiped = len(events(cluster, "wipe_write_perm"))
-    cluster.driver.admin("updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-p", 4, "-n", cluster.ns_addr)
+    cluster.driver.admin("updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-p", 4,
+                         "-n", cluster.ns_addr)
     for addr in (cluster.ns_addr, cluster.java_addr):
         wait_for(lambda: queues(route_of(cluster, addr, READ_ONLY)) == {"b1": (4, 4, 4)}, 30,
                  f"{READ_ONLY} read-only at {addr}")
@@ -293,7 +294,8 @@ def _check_read_only_and_shutdown(lake: Path, ns: str, notes: dict) -> None:
     from jobs import lake as tables
     from jobs.lake.delta.arrow import read_table_arrow
 
-    findings = [f for f in read_table_arrow(tables.table_path(lake, tables.FINDINGS)).to_pylist() if f["ns"] in (ns, None)]
+    findings = [f for f in read_table_arrow(tables.table_path(lake, tables.FINDINGS)).to_pylist()
+                if f["ns"] in (ns, None)]
     changed = [f for f in findings if f["kind"] == "topic_perm_changed" and f["subject"] == READ_ONLY and f["ns"] == ns]
     assert [(f["severity"], json.loads(f["detail"])["perm"]) for f in changed] == [("warning", 4)], changed
     wiped = [f for f in findings if f["kind"] == "write_perm_wiped" and f["ns"] == ns]

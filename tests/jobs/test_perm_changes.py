@@ -27,7 +27,13 @@ from jobs.analytics.distribution.perm_changes import (
 )
 from jobs.lake.findings import with_finding_keys
 from jobs.snapshots import agg_broker_data_runs, agg_route_pieces
-from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, CLUSTER_HISTORY_SCHEMA, ROUTE_SNAPSHOTS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
+from schemas.findings import FINDINGS_SCHEMA
+from schemas.routes import (
+    BROKER_ADDR_HISTORY_SCHEMA,
+    CLUSTER_HISTORY_SCHEMA,
+    ROUTE_SNAPSHOTS_SCHEMA,
+    TOPIC_ROUTE_HISTORY_SCHEMA,
+)
 from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
@@ -59,18 +65,18 @@ def qd(ns, topic, group, start, end, perm=6, seq=None):
 ROUTES = []
 for n, ns in enumerate(OWN + OBSERVED):
     at = REGISTERED_AT[ns]
-    prefix = "t" if ns in OWN else "o"
+    ro, two, wiped = (f"{'t' if ns in OWN else 'o'}-{name}" for name in ("ro", "two", "w"))
     # broker-1 registers perm 4 for its topics (mqadmin updateTopic -p 4), a new data version
-    ROUTES += [qd(ns, f"{prefix}-ro", "broker-1", 0, at, seq=1), qd(ns, f"{prefix}-ro", "broker-1", at, None, 4, 100 + n)]
-    ROUTES += [qd(ns, f"{prefix}-two", "broker-1", 0, at, seq=1), qd(ns, f"{prefix}-two", "broker-1", at, None, 4, 100 + n),
-               qd(ns, f"{prefix}-two", "broker-2", 0, None, seq=1)]
+    ROUTES += [qd(ns, ro, "broker-1", 0, at, seq=1), qd(ns, ro, "broker-1", at, None, 4, 100 + n)]
+    ROUTES += [qd(ns, two, "broker-1", 0, at, seq=1), qd(ns, two, "broker-1", at, None, 4, 100 + n),
+               qd(ns, two, "broker-2", 0, None, seq=1)]
     # broker-3's write perm wiped on the first server of each kind at 12:00, back at 12:30 with a
     # registration of a new data version
     if ns in ("ns-a", "obs-1"):
-        ROUTES += [qd(ns, f"{prefix}-w", "broker-3", 0, WIPED, seq=1), qd(ns, f"{prefix}-w", "broker-3", WIPED, RESTORED, 4, 150),
-                   qd(ns, f"{prefix}-w", "broker-3", RESTORED, None, 6, 160)]
+        ROUTES += [qd(ns, wiped, "broker-3", 0, WIPED, seq=1), qd(ns, wiped, "broker-3", WIPED, RESTORED, 4, 150),
+                   qd(ns, wiped, "broker-3", RESTORED, None, 6, 160)]
     else:
-        ROUTES += [qd(ns, f"{prefix}-w", "broker-3", 0, None, seq=1)]
+        ROUTES += [qd(ns, wiped, "broker-3", 0, None, seq=1)]
 # read-only on both own servers since before the day (a carried row: its event is on an earlier
 # day; null row: a row whose event is unknown)
 ROUTES += [qd("ns-a", "t-carried", "broker-2", 0, None, 4, 1), qd("ns-b", "t-carried", "broker-2", 0, None, 4)]
@@ -105,8 +111,12 @@ def test_each_perm_run_knows_who_set_it(spark):
 
 def test_a_registered_perm_change_is_topic_perm_changed_on_each_server_and_no_wipe(spark):
     routes_df, runs_df = sourced(spark)
+    findings_df = select_topic_perm_changes(runs_df, routes_df)
+    # the distribution stage's other findings have these columns (a union by name)
+    assert findings_df.columns == [c for c in FINDINGS_SCHEMA.names if c not in ("date", "category", "finding_id",
+                                                                                 "incident_id")]
     findings = {(r["subject"], r["ns"]): (r["severity"], utc(r["start_ts"]), json.loads(r["detail"]))
-                for r in select_topic_perm_changes(runs_df, routes_df).collect()}
+                for r in findings_df.collect()}
     assert sorted(findings) == sorted([(t, ns) for ns in OWN for t in ("t-ro", "t-two")]
                                       + [(t, ns) for ns in OBSERVED for t in ("o-ro", "o-two")])
     for ns in OWN + OBSERVED:
@@ -160,7 +170,8 @@ def test_without_the_sources_the_registered_change_was_a_wipe(spark, distributio
         D.DistributionParams(300_000), exact_pieces_df=D.agg_exact_pieces(routes_df, exact_runs_df, DAY),
         exact_broker_data_runs_df=exact_runs_df)
     try:
-        wiped = {(r["subject"], r["ns"]) for r in built.findings_df.where(F.col("kind") == "write_perm_wiped").collect()}
+        rows = built.findings_df.where(F.col("kind") == "write_perm_wiped").collect()
+        wiped = {(r["subject"], r["ns"]) for r in rows}
         assert ("broker-1", "ns-a") in wiped and ("broker-1", "obs-2") in wiped
     finally:
         built.release()

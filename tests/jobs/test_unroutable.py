@@ -72,8 +72,12 @@ RUNS = [run("ns-a", -DAY_MS, None, YESTERDAY), run("ns-b", -DAY_MS, None, YESTER
 def test_a_topic_no_live_server_routes_is_one_finding_with_its_exact_span(spark):
     span = Span.of(DAY, GRACE_MS)
     periods_df = agg_up_periods(frame(spark, RUNS, NS_RUNS_SCHEMA), span)
-    rows = agg_unroutable_findings(frame(spark, ROUTES, TOPIC_ROUTE_HISTORY_SCHEMA), periods_df, span).collect()
-    got = {r["subject"]: (r["kind"], r["severity"], r["ns"], utc(r["start_ts"]), utc(r["end_ts"]), json.loads(r["detail"]))
+    findings_df = agg_unroutable_findings(frame(spark, ROUTES, TOPIC_ROUTE_HISTORY_SCHEMA), periods_df, span)
+    # the divergence stage's other findings have these columns (a union by name)
+    assert findings_df.columns == [c for c in FINDINGS_SCHEMA.names if c not in ("finding_id", "incident_id")]
+    rows = findings_df.collect()
+    got = {r["subject"]: (r["kind"], r["severity"], r["ns"], utc(r["start_ts"]), utc(r["end_ts"]),
+                          json.loads(r["detail"]))
            for r in rows}
     assert sorted(got) == ["back", "down", "past", "solo"]
 

@@ -95,7 +95,8 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     but aggregated before they are exploded) and the day before's last ``route_snapshots``
     instant when the lake has it, the day's ``delete_topic``, ``wipe_write_perm`` and
     ``add_write_perm`` events (:mod:`jobs.analytics.distribution.topic_changes`,
-    :mod:`jobs.analytics.distribution.perm_changes`) and which servers are observed (``ns_state``); writes ``queue_distribution``,
+    :mod:`jobs.analytics.distribution.perm_changes`) and which servers are observed (``ns_state``);
+    writes ``queue_distribution``,
     ``topic_distribution`` and the day's ``distribution`` findings.
 
     Raises:

@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.analytics.divergence.findings import CATEGORY
 from jobs.analytics.divergence.span import Span, with_interval_ms
 from jobs.analytics.divergence.up_periods import covering_at
 from jobs.lake.findings import finding_columns
@@ -79,7 +80,8 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
     by_topic = Window.partitionBy("topic").orderBy("seg_from")
     new_run = ~F.coalesce(F.lag("seg_to").over(by_topic) == F.col("seg_from"), F.lit(False))
     runs_df = (
-        segments_df.withColumn("_run", F.sum(new_run.cast("int")).over(by_topic.rowsBetween(Window.unboundedPreceding, 0)))
+        segments_df.withColumn("_run", F.sum(new_run.cast("int")).over(
+            by_topic.rowsBetween(Window.unboundedPreceding, 0)))
         .groupBy("topic", "_run")
         .agg(F.min("seg_from").alias("from_ms"), F.max("seg_to").alias("to_ms"),
              F.min_by("gone", "seg_from").alias("groups"), F.min_by("up_ns", "seg_from").alias("up_servers"))
@@ -89,7 +91,8 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
     )
     start = F.greatest(F.col("from_ms"), F.lit(span.day_start_ms))
     return runs_df.select(*finding_columns(
-        kind=FINDING_KIND, severity=SEVERITY, subject=F.col("topic"), ns=F.lit(None).cast(T.StringType()),
+        date=span.day, category=CATEGORY, kind=FINDING_KIND, severity=SEVERITY, subject=F.col("topic"),
+        ns=F.lit(None).cast(T.StringType()),
         start_ts=F.timestamp_millis(start), end_ts=F.timestamp_millis("to_ms"),
         detail={"broker_name": F.get(F.col("groups"), 0), "groups": F.col("groups"),
                 "up_servers": F.col("up_servers"), "duration_ms": F.col("to_ms") - start,
