@@ -5,8 +5,8 @@ already run", its end-to-end acceptance).
 Three Java name servers (``nsA``, ``nsB``, ``nsC``), master brokers of one cluster and the client
 JVM (for ``mqadmin``) run on 127.0.0.1; the collector runs as a user starts it, with the servers
 named ``nsA=HOST:PORT;...``. A shadow ``nsaudit nameserver`` (``shadow``, answering as the release's
-name server) is in every broker's ``namesrvAddr`` too and logs into ``collected/`` (README, "Audit an
-existing cluster"). First a fault-free run: brokers ``scn-a``, ``scn-k`` and ``scn-s`` (which alone
+name server) is in every broker's ``namesrvAddr`` too, starts once the topics exist and logs into
+``collected/`` (README, "Audit an existing cluster"). First a fault-free run: brokers ``scn-a``, ``scn-k`` and ``scn-s`` (which alone
 carries topic ``ScnSolo``) list every server, the collector writes to ``clean/`` for a while and
 stops. Then broker ``scn-b`` starts, a second collector writes to ``collected/``, and one after the
 other, each seen in its streams before the next:
@@ -180,10 +180,10 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         for ns in SERVERS:
             namesrvs[ns] = start_namesrv_on(release, run_dir, ns, ports[ns])
             processes.append(namesrvs[ns])
-        # the shadow: expiry well past the brokers' period, RocketMQ's scan interval
-        shadow, shadow_addr = start_nsaudit_nameserver(run_dir, SHADOW, run_dir / "collected", expiry_ms=40_000,
-                                                       scan_ms=10_000, rocketmq_version=release.name)
-        processes.append(shadow)
+        # the shadow joins an existing cluster: in every namesrvAddr, started once the topics are
+        # there (its first registrations bring them; it sees no topic created)
+        shadow_port = free_port()
+        shadow_addr = f"127.0.0.1:{shadow_port}"
         for proc in namesrvs.values():
             proc.wait_ready()
         every = ";".join([*addrs.values(), shadow_addr])
@@ -216,6 +216,10 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
 
         create_topics()
         solo_topic(6)
+        # expiry well past the brokers' period, RocketMQ's scan interval
+        shadow, _ = start_nsaudit_nameserver(run_dir, SHADOW, run_dir / "collected", expiry_ms=40_000,
+                                             scan_ms=10_000, rocketmq_version=release.name, port=shadow_port)
+        processes.append(shadow)
         scenario = Scenario(run_dir / "collected", run_dir / "clean", addrs, {},
                             collector_err=run_dir / "collect.err")
 

@@ -136,6 +136,8 @@ ROWS = [
     # edge: a lone server restarts at 15:00 and routes nothing until its brokers register
     finding("r-1", "ns_restart", "warning", "ns-c", "ns-c", 15 * H - 5_000, 15 * H, crash=False),
     unroutable("r-u", "t-9", "broker-9", 15 * H, up=("ns-c",)),
+    # a minute after that restart, broker-8's topic goes: its group's doing, not the restart's
+    unroutable("r-v", "t-8", "broker-8", 15 * H + 60_000, up=("ns-c",)),
 ]
 ADDRS = [("ns-a", "C1", "broker-s", 0, SOLO_ADDR, ts(0), ts(10 * H), 1, None, DAY),
          ("ns-a", "C1", "broker-d", 0, DEAD_ADDR, ts(0), ts(12 * H), 1, None, DAY)]
@@ -153,6 +155,7 @@ def test_an_unroutable_topic_is_the_impact_of_the_shutdown_expiry_or_delete_that
     both = ["ns-a", "ns-b"]
     assert incidents(spark, ROWS) == [
         ("broker_shutdown", "broker-s", "critical", both, ["s-ns-a", "s-ns-b", "s-u"], 1),
+        ("master_lost", "broker-8", "critical", ["ns-c"], ["r-v"], 1),
         ("master_lost", "broker-d", "critical", both, ["d-ns-a", "d-ns-b", "d-u"], 1),
         ("server_restart", "ns-c", "critical", ["ns-c"], ["r-1", "r-u"], 1),
         ("topic_deleted", "t-del", "critical", both, ["x-ns-a", "x-ns-b", "x-u"], 1),
@@ -173,3 +176,16 @@ def test_with_a_shadow_that_heard_the_unregister_an_observed_broker_gone_is_a_cl
                     ["g-obs-1", "g-obs-2", "h"], 0)]
     # without the shadow's word, from outside a shutdown looks like any master lost
     assert [g[0] for g in incidents(spark, OBSERVED_GONE, 2)] == ["master_lost"]
+
+
+def test_a_real_server_lacking_what_the_shadow_has_is_one_incident_with_its_episode(spark):
+    """A partition seen against a shadow: the ``broker_missing`` episode and the
+    ``observed_broker_missing`` finding are the same cut, one ``broker_cut_off`` incident."""
+    rows = [
+        finding("p-e", "ns_divergence", "warning", SOLO_ADDR, None, 10 * H, 11 * H, kind="broker_missing",
+                key={"broker_addr": SOLO_ADDR}, ns_views={"obs-1": "live", "obs-2": "absent", SHADOW: "live"},
+                majority="live"),
+        finding("p-m", "observed_broker_missing", "warning", "broker-s", "obs-2", 10 * H, 11 * H,
+                broker_addr=SOLO_ADDR, broker_name="broker-s", shadow_servers=[SHADOW]),
+    ]
+    assert incidents(spark, rows, 3) == [("broker_cut_off", "broker-s", "warning", ["obs-2"], ["p-e", "p-m"], 0)]

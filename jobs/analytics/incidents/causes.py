@@ -4,9 +4,9 @@ concerns and its span in epoch ms, all read from its columns and its JSON ``deta
 Families (docs/audit.md, "Incidents"):
 
 - ``broker`` (key: broker name): liveness of the group's addresses (as observed too), their
-  ``ns_divergence`` episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``),
-  ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue`` whose topic lost its queues on
-  that group (no master there, or no write perm);
+  ``ns_divergence`` episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``)
+  and ``observed_broker_missing``, ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue``
+  whose topic lost its queues on that group (no master there, or no write perm);
 - ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing,
   ``topic_deleted``, ``topic_route_changed``, ``topic_perm_changed``, and a ``topic_unroutable``
   that a delete of the topic caused (:func:`with_unroutable_causes`); one that the loss of the
@@ -50,7 +50,10 @@ DETAIL_FIELDS = T.StructType([
 
 # liveness findings about a broker address (subject), whose detail names its broker
 ADDRESS_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "observed_broker_gone")
-BROKER_KINDS = ADDRESS_KINDS + ("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters")
+# about a broker name (the subject)
+NAME_KINDS = ("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters",
+              "observed_broker_missing")
+BROKER_KINDS = ADDRESS_KINDS + NAME_KINDS
 TOPIC_KINDS = ("topic_deleted", "topic_route_changed", "topic_perm_changed")
 UNROUTABLE = "topic_unroutable"  # a topic no live server routes: see with_unroutable_causes
 RESTART_KINDS = ("ns_restart", "observed_server_down")
@@ -102,7 +105,8 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
     )
     key = (
         F.when(kind == UNROUTABLE, F.coalesce(d["broker_name"], subject))
-        .when(kind.isin("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters"), subject)
+        .when(kind == "observed_broker_missing", F.coalesce(d["broker_name"], subject))
+        .when(kind.isin(*NAME_KINDS), subject)
         .when(kind.isin(*ADDRESS_KINDS), named)
         .when((kind == "ns_divergence") & (episode == "route_missing"), subject)
         .when(kind.isin(*TOPIC_KINDS), subject)
@@ -213,8 +217,9 @@ def with_unroutable_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
     """Move a ``topic_unroutable`` to the incident of what made it: the ``topic`` family of its
     topic when a server applied a ``topic_deleted`` of it within ``gap_ms`` before (an admin
     deleted it everywhere), or the ``server`` family of a server whose restart (``ns_restart``,
-    ``observed_server_down``) was under way when it began (a lone server restarting empties its
-    tables); otherwise it stays with the broker group whose QueueData went last.
+    ``observed_server_down``) was under way when it began, from its stop to its start (a lone
+    server restarting empties its tables); otherwise it stays with the broker group whose
+    QueueData went last.
 
     Args:
         findings_df: :func:`with_span_ms` rows with their cause and ``servers``.
@@ -230,8 +235,8 @@ def with_unroutable_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         F.col("start_ms").alias("_c_start"), F.col("end_ms").alias("_c_end")))
     deleted = (F.col("_c_kind") == "topic_deleted") & (F.col("_c_subject") == F.col("subject")) & F.col(
         "_c_start").between(F.col("event_ms") - gap_ms, F.col("event_ms"))
-    restarting = F.col("_c_kind").isin(*RESTART_KINDS) & F.col("event_ms").between(
-        F.col("_c_start"), F.col("_c_end") + gap_ms)
+    # the tables were emptied within the restart: at the stop (its start) or the start (its end)
+    restarting = F.col("_c_kind").isin(*RESTART_KINDS) & F.col("event_ms").between(F.col("_c_start"), F.col("_c_end"))
     moved_df = (
         findings_df.where(kind == UNROUTABLE).select("finding_id", "subject", "event_ms")
         .join(causes_df, deleted | restarting)
