@@ -13,7 +13,9 @@ says which (``topic_route_history.from_seq`` is a ``wipe_write_perm`` / ``add_wr
 or not). An observed server (``nsaudit collect``) logs no request: its change is registered when
 every other server holding the same (topic, group) made the same change within one poll round of
 it (:data:`ROUND_SLACK_MS` beyond twice the poll interval), none of them by an admin request; a
-change on some servers only is an admin's.
+change on some servers only is an admin's. A permission with no change before it today (carried
+over midnight, an observed server's first snapshot) is the broker's when every server holding the
+cell agrees on it (:func:`with_perm_sources`).
 
 Outputs: :func:`agg_registered_read_only` (the intervals a broker registered without write perm,
 which the distribution stage exempts from ``write_perm_wiped`` and ``no_writable_queue``) and
