@@ -57,6 +57,13 @@ class NameServerConfig:
     # of JSON per topic, so at most ~127,000 topics; a compressed form is always smaller).
     max_register_topics: int = 200_000
     max_register_body_bytes: int = 16_777_216
+    # the Apache RocketMQ release whose answers (header type, version, remarks, extra codes) the
+    # server gives: "4.9" or "5" (nameserver.server.profile, docs/interop.md)
+    rocketmq_version: str = "4.9"
+
+    def __post_init__(self) -> None:
+        if self.rocketmq_version not in ("4.9", "5"):
+            raise ConfigError(f"nameserver.rocketmq_version must be \"4.9\" or \"5\", not {self.rocketmq_version!r}")
 
 
 @dataclass(frozen=True)
@@ -151,11 +158,8 @@ class SparkConfig:
     small_day_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        if self.small_day_bytes < 0:
-            raise ConfigError(f"spark.small_day_bytes must be >= 0 (0: never), not {self.small_day_bytes}")
-
-    def __post_init__(self) -> None:
         _check_at_least(self, "spark", 1, "shuffle_partitions")
+        _check_at_least(self, "spark", 0, "small_day_bytes")
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Callable, Sequence
 
-from common.errors import UserError
+from common.errors import LakeDamaged, UserError
 from jobs import nightly_audit
 from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
 from nameserver import cli as command
@@ -22,7 +22,9 @@ _QUERY_EPILOG = (_EPILOG + " An instant whose UTC day the lake does not record a
                  "or a run that did not finish) is answered with \"audited\": false, a \"reason\" and no tables; "
                  "a server the lake never saw is an error. An observed server (nsaudit collect, --ns obs-...) "
                  "is answered with its last observation at or before the instant, with \"observed_ts\" and "
-                 "\"resolution_ms\" (the poll interval); outside a period its state was known, \"up\" is false.")
+                 "\"resolution_ms\" (the poll interval); outside a period its state was known, \"up\" is false. "
+                 "A lake table that cannot be read (its _delta_log, or a file its latest version names) is one "
+                 "line naming it and exit 1; a --version whose files nsaudit lake vacuum removed says so.")
 
 
 def _host_ports(text: str) -> str:
@@ -153,7 +155,9 @@ def _queries(sub) -> None:
 
 
 _LAKE_EPILOG = ("The engine is the audit's writer ([lake] writer in --config): delta-rs without a JVM, or "
-                "delta-spark in a local Spark session when its jars are there (docs/audit.md, Housekeeping).")
+                "delta-spark in a local Spark session when its jars are there (docs/audit.md, Housekeeping). "
+                "Every table is read before any is changed: one whose _delta_log cannot be read stops the "
+                "command with one line naming it and exit 1, nothing changed.")
 
 
 def _lake(sub) -> None:
@@ -278,6 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"nsaudit {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except LakeDamaged as exc:  # the lake, not the arguments: nothing was changed
+        print(f"nsaudit {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"nsaudit {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -18,6 +18,7 @@ from common.errors import UserError
 from jobs import lake
 from jobs.housekeeping.engines import Engine, open_engine
 from jobs.housekeeping.files import TableFiles, file_bytes, table_files
+from jobs.lake.delta.health import check_readable, has_log, open_delta
 from jobs.storage import files as storage_files
 from jobs.storage import locations
 from schemas import tables
@@ -63,18 +64,26 @@ class TableChange:
 
 
 def lake_tables(lake_dir: str) -> list[tuple[str, str]]:
-    """``(name, path)`` of the lake's Delta tables, by name.
+    """``(name, path)`` of the lake's Delta tables, by name, each checked readable first: a
+    command that changes tables changes none when one of them is damaged (retention must not
+    delete some tables' days and leave another's, nor vacuum run past a log it cannot read).
 
     Raises:
         UserError: ``lake_dir`` holds none.
+        LakeDamaged: a table's log cannot be read (:mod:`jobs.lake.delta.health`).
     """
-    from jobs.lake.delta.arrow import is_table
-
-    found = [(name, lake.table_path(lake_dir, name)) for name in sorted(TABLE_NAMES)]
-    found = [(name, path) for name, path in found if is_table(path)]
+    found = _table_folders(lake_dir)
     if not found:
         raise UserError(f"--lake {lake_dir}: no lake tables here; run nsaudit audit for a day first")
+    for _, path in found:
+        check_readable(path)
     return found
+
+
+def _table_folders(lake_dir: str) -> list[tuple[str, str]]:
+    """``(name, path)`` of the lake's table folders that hold a Delta log, readable or not."""
+    found = [(name, lake.table_path(lake_dir, name)) for name in sorted(TABLE_NAMES)]
+    return [(name, path) for name, path in found if has_log(path)]
 
 
 def optimize_lake(lake_dir: str, engine: Engine) -> list[TableChange]:
@@ -122,7 +131,7 @@ def latest_day(lake_dir: str) -> dt.date | None:
     path = lake.table_path(lake_dir, lake.AUDIT_RUNS)
     try:
         days = table_files(path).days
-    except Exception:  # no audit_runs table: no audited day
+    except FileNotFoundError:  # no audit_runs table: no audited day (a damaged one raises)
         return None
     return max(days) if days else None
 
@@ -169,14 +178,14 @@ def table_history(lake_dir: str, name: str, limit: int | None = None) -> list[di
 
     Raises:
         UserError: no such table in the lake.
+        LakeDamaged: its log cannot be read.
     """
-    from jobs.lake.delta.arrow import is_table, open_table
-
     path = lake.table_path(lake_dir, name)
-    if name not in TABLE_NAMES or not is_table(path):
-        known = ", ".join(n for n, _ in lake_tables(lake_dir))
-        raise UserError(f"no table {name!r} in {lake_dir}; tables: {known}")
-    commits = sorted(open_table(path).history(limit), key=lambda c: c["version"], reverse=True)
+    if name not in TABLE_NAMES or not has_log(path):
+        known = ", ".join(n for n, _ in _table_folders(lake_dir))
+        raise UserError(f"no table {name!r} in {lake_dir}; tables: {known or 'none'}")
+    check_readable(path)
+    commits = sorted(open_delta(path).history(limit), key=lambda c: c["version"], reverse=True)
     return [_commit_line(c) for c in commits]
 
 
@@ -234,6 +243,7 @@ def _log_file(lake_dir: str) -> str:
 def optimize_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit lake optimize``."""
     config = load_config(args.config)
+    lake_tables(args.lake)  # a bad --lake or a damaged table stops it before any engine starts
     with open_engine(config, _log_file(args.lake), args.lake) as engine:
         print_changes("optimize", engine, optimize_lake(args.lake, engine))
     return 0
@@ -243,6 +253,7 @@ def vacuum_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit lake vacuum``."""
     check_retain_hours(args.retain_hours, args.force)
     config = load_config(args.config)
+    lake_tables(args.lake)  # a bad --lake or a damaged table stops it before any engine starts
     with open_engine(config, _log_file(args.lake), args.lake) as engine:
         print_changes("vacuum" if not args.dry_run else "vacuum --dry-run", engine,
                       vacuum_lake(args.lake, engine, args.retain_hours, args.dry_run))
@@ -258,7 +269,7 @@ def retention_from_cli(args: argparse.Namespace) -> int:
     if keep == 0:
         print("retention: keep_days is 0, every day is kept")
         return 0
-    lake_tables(args.lake)  # a bad --lake is an error before any engine starts
+    lake_tables(args.lake)  # a bad --lake or a damaged table stops it before any engine starts
     with open_engine(config, _log_file(args.lake), args.lake) as engine:
         first_kept, changes = retain_days(args.lake, engine, keep)
         if first_kept is not None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from jobs.lake.delta.arrow import open_table
+from jobs.lake.delta.health import open_delta
 from jobs.storage import locations, settings
 from jobs.storage.stores import filesystem_of
 
@@ -44,8 +44,13 @@ def _day_of(key: tuple) -> dt.date | None:
 
 
 def table_files(path: str) -> TableFiles:
-    """The data files of the table at ``path`` (its latest version)."""
-    table = open_table(path)
+    """The data files of the table at ``path`` (its latest version).
+
+    Raises:
+        FileNotFoundError: no table there.
+        LakeDamaged: its log cannot be read.
+    """
+    table = open_delta(path)
     partitions = list(table.metadata().partition_columns)
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()  # arro3 -> pyarrow
     sizes = actions.get("size_bytes", [])

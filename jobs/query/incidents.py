@@ -1,8 +1,8 @@
 """``nsaudit incidents``: a day's incidents from the lake without Spark, worst first, as a table,
 JSON or Prometheus text.
 
-Order: severity (critical first), then impact (topics producers could not write, share of
-clients exposed, write queues), then start. A day whose audit ``audit_runs`` does not record
+Order: severity (critical first), then impact (topics no server routed, topics producers could
+not write, share of clients exposed, write queues), then start. A day whose audit ``audit_runs`` does not record
 ``ok`` is said to be so (``"audited": false`` and a ``reason``), never shown as a quiet day.
 """
 
@@ -13,8 +13,8 @@ import datetime as dt
 import json
 from typing import Any
 
+from common.errors import LakeDamaged, UserError
 from jobs import lake
-from common.errors import UserError
 from schemas.findings import SEVERITIES
 from schemas.incidents import INCIDENTS_SCHEMA
 
@@ -30,7 +30,9 @@ def _read(lake_dir: str, name: str, day: dt.date | None, columns: list[str]) -> 
         table = read_table_arrow(path, columns=columns, filters=[("date", "=", day)] if day else None)
     except FileNotFoundError:
         return []
-    except Exception as exc:  # deltalake's own errors for a damaged log, a store's refusal
+    except LakeDamaged:
+        raise
+    except Exception as exc:  # a store's refusal, an unreachable store
         from jobs.storage.problems import describe
 
         raise UserError(f"cannot read {describe(exc, path)}") from None
@@ -50,7 +52,8 @@ def day_incidents(lake_dir: str, day: dt.date, min_severity: str = "info") -> di
         if answer["audited"] else []
     answer["counts"] = {s: sum(r["severity"] == s for r in rows) for s in SEVERITIES}
     kept = [r for r in rows if _RANK[r["severity"]] >= _RANK[min_severity]]
-    kept.sort(key=lambda r: (-_RANK[r["severity"]], -r["topics_unwritable"], -r["client_share"],
+    kept.sort(key=lambda r: (-_RANK[r["severity"]], -r["topics_unroutable"], -r["topics_unwritable"],
+                             -r["client_share"],
                              -r["write_queues_unwritable"], r["start_ts"], r["incident_id"]))
     answer["incidents"] = [_jsonable(r) for r in kept]
     return answer
@@ -74,12 +77,14 @@ def format_table(answer: dict[str, Any]) -> str:
             "incidents")
     if not answer["audited"]:
         return f"{answer['date']}: not audited: {answer['reason']}"
+    # topics: unroutable (no server routed them) / unwritable (producers got no queue)
     lines = [head, f"{'severity':<9} {'root cause':<20} {'subject':<22} {'servers':<16} {'start':<9} {'end':<9} "
-                   f"{'topics':>6} {'clients':>7} {'findings':>8}  incident"]
+                   f"{'unroutable':>10} {'topics':>6} {'clients':>7} {'findings':>8}  incident"]
     for r in answer["incidents"]:
         lines.append(f"{r['severity']:<9} {r['root_cause']:<20} {r['subject'][:22]:<22} "
                      f"{','.join(r['servers'])[:16]:<16} {r['start_ts'][11:19]:<9} {r['end_ts'][11:19]:<9} "
-                     f"{r['topics_unwritable']:>6} {r['client_share']:>7.0%} {r['findings']:>8}  {r['incident_id']}")
+                     f"{r['topics_unroutable']:>10} {r['topics_unwritable']:>6} {r['client_share']:>7.0%} "
+                     f"{r['findings']:>8}  {r['incident_id']}")
     return "\n".join(lines)
 
 

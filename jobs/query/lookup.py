@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs import lake
+from jobs.lake.delta.health import MissingDataFiles, damaged, has_log, open_delta, problem_line
 from jobs.query.versions import LakeVersion
 from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_view
 from nameserver.codec import fastjson
-from common.errors import UserError
+from common.errors import LakeDamaged, UserError
 from common.timeutil import parse_time, utc_date
 from jobs.storage.problems import describe
 
@@ -69,7 +70,9 @@ class RouteLake:
     """Point reads of the rebuilt route tables of one lake; each day partition is read once.
 
     Raises (from every method):
-        UserError: the lake has no rebuilt route tables, or they cannot be read.
+        UserError: the lake has no rebuilt route tables, or ``version`` is one whose files
+            ``nsaudit lake vacuum`` removed.
+        LakeDamaged: a table's log cannot be read, or a file of its latest version is gone.
     """
 
     def __init__(self, lake_dir: str, version: int | None = None) -> None:
@@ -78,27 +81,37 @@ class RouteLake:
         self._runs: dict[dt.date, str] | None = None
         self._partitions: dict[tuple, Any] = {}
         self._as_of = LakeVersion(lake_dir, version) if version is not None else None
+        state_version = self._version(self._state_path)
         try:
-            from jobs.lake.delta.arrow import is_table, open_table
-
-            state_version = self._version(self._state_path)
-            if not is_table(self._state_path) or state_version == _ABSENT:
-                raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
-                                f"{' at ' + self._as_of.describe() if self._as_of else ''}); "
-                                "run nsaudit audit for a day first")
-            self._ns_state = open_table(self._state_path, version=state_version)
-        except UserError:
-            raise
-        except Exception as exc:  # deltalake raises its own error types for a damaged log
+            present = has_log(self._state_path)
+        except Exception as exc:  # a store's refusal, an unreachable store
             raise UserError(f"cannot read {lake.NS_STATE}: {describe(exc, self._state_path)}") from None
+        if not present or state_version == _ABSENT:
+            raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
+                            f"{' at ' + self._as_of.describe() if self._as_of else ''}); "
+                            "run nsaudit audit for a day first")
+        self._ns_state = open_delta(self._state_path, state_version)
 
     def _read_once(self, path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
         """:func:`_read` at this lake's version, each partition once per ``RouteLake`` (a diff reads
         one day twice); a new ``RouteLake`` sees the tables' latest commits."""
         key = (path, columns, day, ns)
         if key not in self._partitions:
-            self._partitions[key] = _read(path, list(columns), day, ns, self._version(path))
+            self._partitions[key] = self._checked(_read, path, list(columns), day, ns, self._version(path))
         return self._partitions[key]
+
+    def _checked(self, read, *args) -> Any:
+        """``read(*args)``, a version whose files ``nsaudit lake vacuum`` removed said to be so (a
+        bad ``--version``); gone files of the latest version are damage."""
+        try:
+            return read(*args)
+        except MissingDataFiles as exc:
+            if self._as_of is None or exc.version is None:
+                raise
+            raise UserError(f"--version {self._as_of.version}: {self._as_of.describe()} can no longer be read: "
+                            f"nsaudit lake vacuum removed its files (table {exc.table} version {exc.version} "
+                            f"lacks {exc.file}); a version from the last --retain-hours of the vacuum can be "
+                            "read") from None
 
     def _version(self, path: str) -> int | None:
         """The version of a table to read: None for the latest, :data:`_ABSENT` when it did not
@@ -110,7 +123,7 @@ class RouteLake:
 
     def check_server(self, ns: str) -> None:
         """Raise a UserError naming the known servers when the lake has never seen ``ns``."""
-        table = _read_all(self._state_path, ["ns"], self._version(self._state_path))
+        table = self._checked(_read_all, self._state_path, ["ns"], self._version(self._state_path))
         known = sorted(set(table.column("ns").to_pylist())) if table is not None else []
         if ns not in known:
             raise UserError(f"--ns {ns!r}: no such name server in {self.lake_dir}; "
@@ -120,7 +133,7 @@ class RouteLake:
         """Why no audited day covers ``at_ms``, or None when its day's audit is ``ok``."""
         if self._runs is None:
             path = lake.table_path(self.lake_dir, lake.AUDIT_RUNS)
-            table = _read_all(path, ["date", "status"], self._version(path))
+            table = self._checked(_read_all, path, ["date", "status"], self._version(path))
             self._runs = {} if table is None else {r["date"]: r["status"] for r in table.to_pylist()}
         day = utc_date(at_ms)
         status = self._runs.get(day)
@@ -154,13 +167,13 @@ class RouteLake:
         """Days whose ``ns_state`` files may hold the server (partition values and statistics), newest first."""
         try:
             parts = self._ns_state.partitions(file_pruning_predicate=[("ns", "=", ns)])
-        except Exception as exc:
-            raise UserError(f"cannot read {lake.NS_STATE}: {describe(exc, self._state_path)}") from None
+        except Exception as exc:  # deltalake's own error types
+            raise damaged(self._state_path, exc) from None
         return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
 
     def _state_row(self, ns: str, day: dt.date) -> dict[str, Any] | None:
-        table = _read(self._state_path, ["up", "up_at_start", "observed", "resolution_ms"], day, ns,
-                      self._version(self._state_path))
+        table = self._checked(_read, self._state_path, ["up", "up_at_start", "observed", "resolution_ms"], day, ns,
+                              self._version(self._state_path))
         return table.to_pylist()[0] if table is not None and table.num_rows else None
 
     def _observed_at(self, ns: str, day: dt.date | None, at_ms: int, resolution_ms: int | None) -> ServerState:
@@ -273,7 +286,9 @@ def _read(path: str, columns: list[str], day: dt.date, ns: str, version: int | N
                                  filters=[("date", "=", day), ("ns", "=", ns)], version=version)
     except FileNotFoundError:
         return None
-    except Exception as exc:
+    except LakeDamaged:
+        raise
+    except Exception as exc:  # what the log lets through but the files do not have (a column), a store's refusal
         raise UserError(f"cannot read {describe(exc, path)}") from None
     for name in absent:  # a lake (or a version of it) written before the column existed: null, as its rows mean
         table = table.append_column(name, pa.nulls(table.num_rows))
@@ -294,7 +309,9 @@ def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:
         return read_table_arrow(path, columns=columns, version=version)
     except FileNotFoundError:
         return None
-    except Exception as exc:
+    except LakeDamaged:
+        raise
+    except Exception as exc:  # what the log lets through but the files do not have (a column), a store's refusal
         raise UserError(f"cannot read {describe(exc, path)}") from None
 
 

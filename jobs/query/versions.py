@@ -4,7 +4,8 @@ A version of the lake is a version of ``audit_runs``: each audit commits it once
 (``running``) and once when it ends (``ok`` or ``failed``), so after an ``ok`` commit every table
 holds exactly what that run left. Every other table is read at its last version committed at or
 before that commit (Delta time travel by commit time), through ``deltalake`` whichever writer
-wrote it. Versions whose files ``nsaudit lake vacuum`` has deleted can no longer be read.
+wrote it. Versions whose files ``nsaudit lake vacuum`` has deleted can no longer be read, and
+:class:`jobs.query.lookup.RouteLake` says so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import datetime as dt
 
 from common.errors import UserError
 from jobs import lake
+from jobs.lake.delta.health import damaged, has_log, open_delta
 
 
 class LakeVersion:
@@ -51,9 +53,15 @@ class LakeVersion:
 
 
 def _commits(path: str) -> dict[int, int]:
-    """Version -> commit time (epoch ms) of a table; {} when there is no table."""
-    from jobs.lake.delta.arrow import is_table, open_table
+    """Version -> commit time (epoch ms) of a table; {} when there is no table.
 
-    if not is_table(path):
+    Raises:
+        LakeDamaged: its log cannot be read.
+    """
+    if not has_log(path):
         return {}
-    return {c["version"]: c["timestamp"] for c in open_table(path).history()}
+    table = open_delta(path)
+    try:
+        return {c["version"]: c["timestamp"] for c in table.history()}
+    except Exception as exc:  # deltalake's own error types
+        raise damaged(path, exc) from None

@@ -94,10 +94,12 @@ def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS,
 
 
 def select_incident_rows(incidents_df: DataFrame, limit: int = INCIDENT_ROWS) -> DataFrame:
-    """The report's incidents (``INCIDENT_COLUMNS``): by severity, then impact (topics producers
-    could not write, share of clients exposed, write queues), then start; at most ``limit``."""
+    """The report's incidents (``INCIDENT_COLUMNS``): by severity, then impact (topics no server
+    routed, topics producers could not write, share of clients exposed, write queues), then start;
+    at most ``limit``."""
     rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
-    return incidents_df.orderBy(rank, F.col("topics_unwritable").desc(), F.col("client_share").desc(),
+    return incidents_df.orderBy(rank, F.col("topics_unroutable").desc(), F.col("topics_unwritable").desc(),
+                                F.col("client_share").desc(),
                                 F.col("write_queues_unwritable").desc(), "start_ts", "incident_id").limit(
         limit).select(*INCIDENT_COLUMNS)
 

@@ -224,4 +224,6 @@ REQUEST_HEADERS: dict[int, tuple[HeaderField, ...]] = {
     RequestCode.QUERY_DATA_VERSION: _required("brokerName", "brokerAddr", "clusterName") + (_BROKER_ID,),
     RequestCode.ADD_WRITE_PERM_OF_BROKER: _required("brokerName"),
     RequestCode.BROKER_HEARTBEAT: _required("clusterName", "brokerAddr", "brokerName"),
+    # 5.x only (the "5" release profile): GetBrokerMemberGroupRequestHeader
+    RequestCode.GET_BROKER_MEMBER_GROUP: _required("clusterName", "brokerName"),
 }

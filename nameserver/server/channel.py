@@ -25,6 +25,7 @@ from nameserver.codec import (
     RemotingCommand,
     RequestKey,
     SerializeType,
+    Version,
     encode_frame,
 )
 from nameserver.server.processor import ConnectionContext
@@ -350,9 +351,11 @@ _SUCCESS_HEADS = {
     None: b'{"code":0,"flag":1,"language":"JAVA","opaque":',
     0: b'{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":',
 }
-_SUCCESS_TAIL = b',"serializeTypeCurrentRPC":"JSON","version":%d}' % SERVER_VERSION
+# by the answer's version: the release profile's (nameserver.server.profile)
+_SUCCESS_TAILS = {int(v): b',"serializeTypeCurrentRPC":"JSON","version":%d}' % v
+                  for v in (SERVER_VERSION, Version.V5_3_3)}
 # plain ints: an enum member costs a class attribute lookup on every use
-_JSON, _JAVA, _SERVER_VERSION = int(SerializeType.JSON), int(LanguageCode.JAVA), int(SERVER_VERSION)
+_JSON, _JAVA = int(SerializeType.JSON), int(LanguageCode.JAVA)
 
 
 def encode_response(cmd: RemotingCommand) -> bytes:
@@ -361,9 +364,9 @@ def encode_response(cmd: RemotingCommand) -> bytes:
     only in ``opaque``."""
     ext = cmd.ext_fields
     if (cmd.serialize_type == _JSON and cmd.code == 0 and cmd.remark is None
-            and (ext is None or not ext) and cmd.flag == 1 and cmd.version == _SERVER_VERSION
+            and (ext is None or not ext) and cmd.flag == 1 and cmd.version in _SUCCESS_TAILS
             and cmd.language == _JAVA and -(2**31) <= cmd.opaque < 2**31):
-        header = b"%s%d%s" % (_SUCCESS_HEADS[None if ext is None else 0], cmd.opaque, _SUCCESS_TAIL)
+        header = b"%s%d%s" % (_SUCCESS_HEADS[None if ext is None else 0], cmd.opaque, _SUCCESS_TAILS[cmd.version])
         body = cmd.body or b""
         if 4 + len(header) + len(body) > MAX_FRAME_LENGTH:
             return encode_frame(cmd)  # raises: over 16 MiB (docs/remoting-protocol.md §2)

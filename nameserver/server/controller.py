@@ -53,6 +53,7 @@ from nameserver.server.processor import (
     ConnectionContext,
     RequestProcessor,
 )
+from nameserver.server.profile import PROFILES
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,8 @@ class NameServerController(ConnectionDefences):
         self.host, self.port = sock[0], sock[1]
         limits = RegisterLimits(self.config.max_register_topics, self.config.max_register_body_bytes)
         self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
-                                          access=self.access, register_limits=limits)
+                                          access=self.access, register_limits=limits,
+                                          profile=PROFILES[self.config.rocketmq_version])
         self._inflation = RegisterInflation(self.processor.register_bodies, self.handle_command)
         self.start_ts = self._clock()
         self._journal.append_all(
@@ -275,7 +277,8 @@ class NameServerController(ConnectionDefences):
                 self._journal.note_refused_refresh(addr, now)
         if not cmd.is_oneway and not cmd.is_response:
             remark = f"event log unavailable ({outage.detail}): route changes are refused until it can be written"
-            self._answers.send(channel, encode_frame(make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)))
+            answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)
+            self._answers.send(channel, encode_frame(self.processor.profile.frame(answer)))
 
     # ------------------------------------------------------------------ channel callbacks
 
@@ -406,7 +409,7 @@ class NameServerController(ConnectionDefences):
             self._journal.append_quietly(rejected_event(now, "internal_error", ctx, detail=detail))
             if not cmd.is_oneway and not cmd.is_response:
                 answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=detail[:1000])
-                self._answers.send(channel, encode_frame(answer))
+                self._answers.send(channel, encode_frame(self.processor.profile.frame(answer)))
         except EventLogError:
             return
         except Exception:  # noqa: BLE001 - even the error answer failed: drop this connection

@@ -4,10 +4,12 @@ already run", its end-to-end acceptance).
 
 Three Java name servers (``nsA``, ``nsB``, ``nsC``), master brokers of one cluster and the client
 JVM (for ``mqadmin``) run on 127.0.0.1; the collector runs as a user starts it, with the servers
-named ``nsA=HOST:PORT;...``. First a fault-free run: brokers ``scn-a`` and ``scn-k`` list all three
-servers, the collector writes to ``clean/`` for a while and stops. Then broker ``scn-b`` starts, a
-second collector writes to ``collected/``, and one after the other, each seen in its streams before
-the next:
+named ``nsA=HOST:PORT;...``. A shadow ``nsaudit nameserver`` (``shadow``, answering as the release's
+name server) is in every broker's ``namesrvAddr`` too, starts once the topics exist and logs into
+``collected/`` (README, "Audit an existing cluster"). First a fault-free run: brokers ``scn-a``, ``scn-k`` and ``scn-s`` (which alone
+carries topic ``ScnSolo``) list every server, the collector writes to ``clean/`` for a while and
+stops. Then broker ``scn-b`` starts, a second collector writes to ``collected/``, and one after the
+other, each seen in its streams before the next:
 
 - ``partition``: ``scn-b`` lists only nsA and nsB in its ``namesrvAddr``, from its start;
 - ``wipe``: ``mqadmin wipeWritePerm -b scn-a -n <nsA>``: scn-a's write permission on nsA only;
@@ -16,7 +18,11 @@ the next:
   brokers and from nsB; nsA and nsC keep their route (a 4.9 or 5.x name server adds a broker's
   topics at a registration with a new data version but never removes one). The new data version
   also rewrites scn-a's queue data on nsA at its next registration: the wipe ends there;
-- ``broker_kill``: ``kill -9`` of broker ``scn-k``: each server drops it when its channel closes.
+- ``broker_kill``: ``kill -9`` of broker ``scn-k``: each server drops it when its channel closes;
+- ``read_only``: ``mqadmin updateTopic -p 4`` of ``ScnSolo``: scn-s registers it read-only with a new
+  data version, on every server within a round (no WIPE_WRITE_PERM);
+- ``broker_shutdown``: SIGTERM of ``scn-s``: it unregisters from every server (the shadow logs the
+  UNREGISTER_BROKER) and ``ScnSolo`` is then on no server.
 
 Each fault is held longer than the divergence grace of an audit configured for this fleet
 (:data:`AUDIT_CONFIG`: the brokers register every 10 s), so the audit of the day can be checked
@@ -38,12 +44,13 @@ from pathlib import Path
 
 from nameserver.eventlog.segments import read_events
 from tests.interop.rocketmq import (
-    REPO, Driver, JavaProcess, Release, _java, free_port, start_broker, wait_for,
+    REPO, Driver, JavaProcess, Release, _java, free_port, start_broker, start_nsaudit_nameserver, wait_for,
 )
 
 CLUSTER = "scn"
 SERVERS = ("nsA", "nsB", "nsC")
-KEPT, DOOMED = "ScnKept", "ScnDoomed"
+SHADOW = "shadow"  # the nsaudit nameserver every broker also registers with (its own stream)
+KEPT, DOOMED, SOLO = "ScnKept", "ScnDoomed", "ScnSolo"  # SOLO: on scn-s alone
 # A broker creates this system topic at its transaction service's first check (60 s after its start
 # by default): a new data version, whose registration would end the wipe before the delete does.
 # The scenario's brokers check after 1 s, so the topic is there before anything is collected.
@@ -176,13 +183,15 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         for ns in SERVERS:
             namesrvs[ns] = start_namesrv_on(release, run_dir, ns, ports[ns])
             processes.append(namesrvs[ns])
+        # the shadow joins an existing cluster: in every namesrvAddr, started once the topics are
+        # there (its first registrations bring them; it sees no topic created)
+        shadow_port = free_port()
+        shadow_addr = f"127.0.0.1:{shadow_port}"
         for proc in namesrvs.values():
             proc.wait_ready()
-        all_three = ";".join(addrs.values())
-        brokers = {
-            "scn-a": start_broker(release, run_dir, "scn-a", CLUSTER, all_three, **BROKER_SETTINGS),
-            "scn-k": start_broker(release, run_dir, "scn-k", CLUSTER, all_three, **BROKER_SETTINGS),
-        }
+        every = ";".join([*addrs.values(), shadow_addr])
+        brokers = {name: start_broker(release, run_dir, name, CLUSTER, every, **BROKER_SETTINGS)
+                   for name in ("scn-a", "scn-k", "scn-s")}
         processes += [b.process for b in brokers.values()]
         driver = Driver(release, run_dir).start()
         for broker in brokers.values():
@@ -201,31 +210,42 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         def settled(events: Path, want: dict[str, set[str]]) -> bool:
             logs = {ns: scenario.stream(ns, events) for ns in SERVERS}
             return all(brokers_seen(logs[ns]) == want[ns] and route_seen(logs[ns], KEPT)
-                       and route_seen(logs[ns], DOOMED)
+                       and route_seen(logs[ns], DOOMED) and route_seen(logs[ns], SOLO)
                        and all(perm_of(route_seen(logs[ns], HALF_TOPIC), b) for b in want[ns]) for ns in SERVERS)
 
+        def solo_topic(perm: int) -> None:
+            driver.admin("updateTopic", "-t", SOLO, "-b", brokers["scn-s"].addr, "-r", 4, "-w", 4, "-p", perm,
+                         "-n", addrs["nsA"])
+
         create_topics()
+        solo_topic(6)
+        # expiry well past the brokers' period, RocketMQ's scan interval
+        shadow, _ = start_nsaudit_nameserver(run_dir, SHADOW, run_dir / "collected", expiry_ms=40_000,
+                                             scan_ms=10_000, rocketmq_version=release.name, port=shadow_port)
+        processes.append(shadow)
         scenario = Scenario(run_dir / "collected", run_dir / "clean", addrs, {},
                             collector_err=run_dir / "collect.err")
 
         # the fault-free run: every broker on every server, held past the grace
         clean_err = run_dir / "collect-clean.err"
         collector = start_collector(addrs, scenario.clean_events, clean_err)
-        everywhere = {ns: {"scn-a", "scn-k"} for ns in SERVERS}
+        everywhere = {ns: {"scn-a", "scn-k", "scn-s"} for ns in SERVERS}
         wait_for(lambda: settled(scenario.clean_events, everywhere), SEEN_TIMEOUT_S,
                  "every server's stream of the fault-free run to show its brokers, both topics and the half topic")
         time.sleep(HOLD_S)
         stop_collector(collector, clean_err)
 
         # the run with faults: scn-b's namesrvAddr lacks nsC from its start
-        brokers["scn-b"] = start_broker(release, run_dir, "scn-b", CLUSTER, f"{addrs['nsA']};{addrs['nsB']}",
-                                        **BROKER_SETTINGS)
+        brokers["scn-b"] = start_broker(release, run_dir, "scn-b", CLUSTER,
+                                        f"{addrs['nsA']};{addrs['nsB']};{shadow_addr}", **BROKER_SETTINGS)
         processes.append(brokers["scn-b"].process)
         brokers["scn-b"].process.wait_ready()
-        create_topics()  # on scn-b too
+        # scn-b carries no topic of the others: one created on it now, a minute before the delete,
+        # would be the same topic's change to a shadow that sees it (one incident from its creation)
         scenario.brokers.update({name: b.addr for name, b in brokers.items()})
         collector = start_collector(addrs, scenario.events, scenario.collector_err)
-        want = {"nsA": {"scn-a", "scn-b", "scn-k"}, "nsB": {"scn-a", "scn-b", "scn-k"}, "nsC": {"scn-a", "scn-k"}}
+        want = {"nsA": {"scn-a", "scn-b", "scn-k", "scn-s"}, "nsB": {"scn-a", "scn-b", "scn-k", "scn-s"},
+                "nsC": {"scn-a", "scn-k", "scn-s"}}
         wait_for(lambda: settled(scenario.events, want), SEEN_TIMEOUT_S,
                  "every server's stream to show its brokers, both topics and the half topic")
         scenario.truth.append({"kind": "partition", "ns": ["nsC"], "subject": "scn-b",
@@ -260,7 +280,7 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         namesrvs["nsC"] = start_namesrv_on(release, run_dir, "nsC-restarted", ports["nsC"])
         processes.append(namesrvs["nsC"])
         namesrvs["nsC"].wait_ready()
-        wait_for(lambda: brokers_seen(scenario.stream("nsC")) == {"scn-a", "scn-k"}, SEEN_TIMEOUT_S,
+        wait_for(lambda: brokers_seen(scenario.stream("nsC")) == {"scn-a", "scn-k", "scn-s"}, SEEN_TIMEOUT_S,
                  "the brokers back in nsC's stream")
         scenario.truth.append({"kind": "ns_restart", "ns": ["nsC"], "subject": "nsC", "start_ms": start,
                                "end_ms": restarted})
@@ -289,7 +309,28 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
                                "end_ms": None, "broker_addr": brokers["scn-k"].addr})
         time.sleep(INTERVAL_MS / 1000 * 2)
 
+        # read_only: scn-s registers ScnSolo with perm 4, a new data version, on every server
+        start = _now_ms()
+        solo_topic(4)
+        wait_for(lambda: all(perm_of(route_seen(scenario.stream(ns), SOLO), "scn-s") == 4 for ns in SERVERS),
+                 SEEN_TIMEOUT_S, "ScnSolo read-only in every server's stream")
+        scenario.truth.append({"kind": "read_only", "ns": list(SERVERS), "subject": SOLO, "start_ms": start,
+                               "end_ms": None})
+        time.sleep(INTERVAL_MS / 1000 * 2)
+
+        # broker_shutdown: scn-s unregisters from every server as it stops; ScnSolo is on none
+        start = _now_ms()
+        brokers["scn-s"].process.stop()
+        wait_for(lambda: all("scn-s" not in brokers_seen(scenario.stream(ns)) for ns in SERVERS), SEEN_TIMEOUT_S,
+                 "scn-s gone from every server's stream")
+        assert any(e["type"] == "unregister" and e["broker_addr"] == brokers["scn-s"].addr
+                   for e in scenario.stream(SHADOW)), "the shadow logged scn-s's UNREGISTER_BROKER"
+        scenario.truth.append({"kind": "broker_shutdown", "ns": list(SERVERS), "subject": "scn-s",
+                               "start_ms": start, "end_ms": None, "broker_addr": brokers["scn-s"].addr})
+        time.sleep(INTERVAL_MS / 1000 * 2)
+
         stop_collector(collector, scenario.collector_err)
+        assert shadow.stop() == 0  # ns_stop: its stream is closed before the audit reads it
         end = _now_ms()
         for fault in scenario.truth:
             if fault["start_ms"] is None:  # there from the start

@@ -83,7 +83,9 @@ def _registered(addr: str, names: set[str]) -> bool:
 def _start(release: Release, run_dir: Path, events: Path) -> Cluster:
     release.check()
     java_ns, java_addr = start_java_namesrv(release, run_dir)
-    ns, ns_addr = start_nsaudit_nameserver(run_dir, ns_id(release), events, expiry_ms=EXPIRY_MS)
+    # answering as the release's own name server does (docs/interop.md, "Release profiles")
+    ns, ns_addr = start_nsaudit_nameserver(run_dir, ns_id(release), events, expiry_ms=EXPIRY_MS,
+                                           rocketmq_version=release.name)
     java_ns.wait_ready()
     both = f"{java_addr};{ns_addr}"
     b1, b2 = {}, {}

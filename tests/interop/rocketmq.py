@@ -260,11 +260,17 @@ def start_broker(release: Release, run_dir: Path, name: str, cluster: str, names
 
 
 def start_nsaudit_nameserver(run_dir: Path, ns_id: str, events: Path, *, expiry_ms: int,
-                             scan_ms: int = 1000) -> tuple[JavaProcess, str]:
-    """Start ``python -m nameserver`` on a free port; returns it (ready) and its address."""
-    port = free_port()
+                             scan_ms: int = 1000, rocketmq_version: str = "4.9",
+                             port: int | None = None) -> tuple[JavaProcess, str]:
+    """Start ``python -m nameserver`` on ``port`` (a free one by default), answering as
+    ``rocketmq_version``'s name server (``[nameserver] rocketmq_version``); returns it (ready) and
+    its address."""
+    port = port or free_port()
+    config = run_dir / f"{ns_id}.toml"
+    config.write_text(f'[nameserver]\nrocketmq_version = "{rocketmq_version}"\n')
     argv = [sys.executable, "-m", "nameserver", "--ns-id", ns_id, "--listen", f"127.0.0.1:{port}",
-            "--events", str(events), "--broker-expiry-ms", str(expiry_ms), "--scan-interval-ms", str(scan_ms)]
+            "--events", str(events), "--broker-expiry-ms", str(expiry_ms), "--scan-interval-ms", str(scan_ms),
+            "--config", str(config)]
     proc = JavaProcess(ns_id, argv, run_dir / f"{ns_id}.log", "listening on", REPO).start()
     proc.wait_ready(30)
     return proc, f"127.0.0.1:{port}"

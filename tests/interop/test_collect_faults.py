@@ -23,8 +23,8 @@ from nameserver.collect.live.rules import LIVE_KINDS, live_grace_ms
 from nameserver.eventlog.segments import list_segments, read_events
 from schemas import events as schema
 from tests.interop.collect_scenario import (
-    AUDIT_CONFIG, DOOMED, INTERVAL_MS, KEPT, REGISTER_PERIOD_MS, SERVERS, brokers_seen, first_ts, perm_of,
-    route_seen, run_scenario,
+    AUDIT_CONFIG, DOOMED, INTERVAL_MS, KEPT, REGISTER_PERIOD_MS, SERVERS, SHADOW, SOLO, brokers_seen, first_ts,
+    perm_of, route_seen, run_scenario,
 )
 from tests.interop.rocketmq import RELEASES
 from tests.schemas.test_event_schema import errors
@@ -97,7 +97,7 @@ def test_a_restarted_server_is_an_error_then_a_recovered_snapshot_while_the_othe
     recovered = next(e for e in log if e["type"] == "observe_snapshot" and e["ts"] > error["ts"])
     assert recovered["reason"] == "recovered" and recovered["ts"] >= restart["end_ms"]
     # the restarted server's tables come back with the brokers' registrations
-    back = first_ts(log, recovered["ts"], lambda prefix: brokers_seen(prefix) == {"scn-a", "scn-k"})
+    back = first_ts(log, recovered["ts"], lambda prefix: brokers_seen(prefix) == {"scn-a", "scn-k", "scn-s"})
     assert back is not None and back - restart["end_ms"] <= REGISTER_PERIOD_MS + SEEN_WITHIN_MS + 30_000
     assert [e for e in log if e["type"] == "observe_error"] == [error]  # one per outage
     for ns in ("nsA", "nsB"):
@@ -122,7 +122,8 @@ def test_the_truth_file_lists_each_fault_with_its_servers_and_times(scenario):
     rows = [json.loads(line) for line in (scenario.events / "_truth" / "faults.jsonl").read_text().splitlines()]
     assert [(r["kind"], r["ns"], r["subject"]) for r in rows] == [
         ("partition", ["nsC"], "scn-b"), ("wipe", ["nsA"], "scn-a"), ("ns_restart", ["nsC"], "nsC"),
-        ("delete_topic", ["nsB"], DOOMED), ("broker_kill", list(SERVERS), "scn-k")]
+        ("delete_topic", ["nsB"], DOOMED), ("broker_kill", list(SERVERS), "scn-k"),
+        ("read_only", list(SERVERS), SOLO), ("broker_shutdown", list(SERVERS), "scn-s")]
     assert all(r["start_ms"] <= r["end_ms"] for r in rows), rows
 
 
@@ -137,6 +138,10 @@ EXPECTED = {
     "ns_restart": {"server_restart", "server_unreachable"},
     "delete_topic": {"topic_divergence", "topic_deleted"},
     "broker_kill": {"master_lost"},
+    # a registered permission, seen on every server within a round: no wipe
+    "read_only": {"topic_perm_changed"},
+    # from outside a clean shutdown looks like a kill; the shadow heard the UNREGISTER_BROKER
+    "broker_shutdown": {"broker_shutdown"},
 }
 # the audit places a fault within a poll interval plus one registration period (and the collector's
 # second round of slack: a round's answers come in over its interval)
@@ -148,7 +153,7 @@ def _audit(spark, events: Path, lake_dir: Path, config) -> list[dict]:
     from jobs import lake, nightly_audit
     from jobs.lake.delta.arrow import read_table_arrow
 
-    stamps = [e["ts"] for ns in SERVERS for e in read_events(events, ns, [])]
+    stamps = [e["ts"] for ns in (*SERVERS, SHADOW) for e in read_events(events, ns, [])]
     days = sorted({dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).date() for t in stamps})
     for day in days:
         nightly_audit.run(spark, config, str(events), str(lake_dir), day, lambda line: None)
@@ -193,9 +198,10 @@ def test_the_audit_reports_each_fault_with_its_server_subject_and_time(scenario,
     summary = [(i["root_cause"], i["subject"], i["servers"], i["severity"], i["start_ms"]) for i in incidents]
     for fault in scenario.truth:
         assert any(_explains(fault, i) for i in incidents), (fault, summary)
-    # a kill is the master lost on every server; a wipe, a partition and a delete on their server alone
+    # a kill is the master lost on every server (and the shadow answered for its topics no more);
+    # a wipe, a partition and a delete on their server alone
     kill = next(i for i in incidents if i["root_cause"] == "master_lost")
-    assert kill["servers"] == sorted(SERVERS) and kill["severity"] != "info", kill
+    assert set(SERVERS) <= set(kill["servers"]) and kill["severity"] != "info", kill
     for kind in ("wipe", "partition", "delete_topic"):
         fault = scenario.fault(kind)
         (incident,) = [i for i in incidents if _explains(fault, i)]
@@ -205,6 +211,15 @@ def test_the_audit_reports_each_fault_with_its_server_subject_and_time(scenario,
     wipe = scenario.fault("wipe")
     (incident,) = [i for i in incidents if _explains(wipe, i)]
     assert incident["end_ms"] >= wipe["end_ms"] - WITHIN_MS
+    # updateTopic -p 4 is the broker's own permission: on every server, a warning (its only group:
+    # no writable queue left), and no write_perm_wiped of scn-s anywhere
+    (read_only,) = [i for i in incidents if _explains(scenario.fault("read_only"), i)]
+    assert read_only["severity"] == "warning" and read_only["topics_unwritable"] == 1, read_only
+    assert [i["subject"] for i in incidents if "write_perm_wiped" in i["kinds"]] == ["scn-a"], summary
+    # the clean shutdown left ScnSolo on no server: one critical incident that counts it
+    (shutdown,) = [i for i in incidents if _explains(scenario.fault("broker_shutdown"), i)]
+    assert shutdown["severity"] == "critical" and shutdown["topics_unroutable"] >= 1, shutdown
+    assert {"broker_unregistered", "observed_broker_gone", "topic_unroutable"} <= set(shutdown["kinds"]), shutdown
 
 
 @pytest.mark.spark

@@ -28,6 +28,7 @@ from tests.interop.rocketmq import RELEASES, run_async, wait_for
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 TOPIC = "InteropTopic"
+READ_ONLY = "InteropReadOnly"  # made read-only by its only broker, b1 (updateTopic -p 4)
 MESSAGES = 40
 
 
@@ -55,9 +56,12 @@ def queues(route: dict | None) -> dict[str, tuple[int, int, int]]:
 
 
 def assert_same_answers(cluster) -> None:
-    found = differential.differences(cluster.java_addr, cluster.ns_addr)
+    """Every answer of the differential equal, frame and body, with nsaudit answering as the
+    release's name server (its profile); the count of answers compared goes to the notes."""
+    found, asked = differential.compared(cluster.java_addr, cluster.ns_addr)
     assert not found, "RocketMQ's name server and nsaudit's answer differently:\n" + "\n".join(
         f"{key}:\n  java    {java}\n  nsaudit {ours}" for key, (java, ours) in found.items())
+    cluster.notes["answers_compared"] = cluster.notes.get("answers_compared", 0) + asked
 
 
 def test_brokers_register_and_mqadmin_sees_them(cluster):
@@ -114,18 +118,20 @@ def _counts(output: str, what: str) -> dict[str, int]:
 
 
 def test_wipe_and_add_write_perm(cluster):
-    wiped = _counts(cluster.driver.admin("wipeWritePerm", "-b", "b1", "-n", cluster.both), "wipe write perm")
+    # b2's: b1's own incident at the end is its clean shutdown alone (test_clean_shutdown_unregisters)
+    wiped = _counts(cluster.driver.admin("wipeWritePerm", "-b", "b2", "-n", cluster.both), "wipe write perm")
     assert set(wiped) == {cluster.java_addr, cluster.ns_addr} and wiped[cluster.ns_addr] == wiped[cluster.java_addr] > 0
-    b1_read, b1_write, b1_perm = queues(route_of(cluster, cluster.ns_addr, TOPIC))["b1"]
-    assert b1_perm & 2 == 0
+    b2_read, b2_write, b2_perm = queues(route_of(cluster, cluster.ns_addr, TOPIC))["b2"]
+    assert b2_perm & 2 == 0
     sent, failed = cluster.driver.produce(cluster.ns_addr, TOPIC, 20)
-    assert not failed and {broker for broker, _, _ in sent} == {"b2"}  # the producer avoids b1
+    assert not failed and {broker for broker, _, _ in sent} == {"b1"}  # the producer avoids b2
     assert [e["topic_count"] for e in events(cluster, "wipe_write_perm")] == [wiped[cluster.ns_addr]]
+    cluster.notes["wiped_at"] = events(cluster, "wipe_write_perm")[0]["ts"]
     assert_same_answers(cluster)
 
-    added = _counts(cluster.driver.admin("addWritePerm", "-b", "b1", "-n", cluster.both), "add write perm")
+    added = _counts(cluster.driver.admin("addWritePerm", "-b", "b2", "-n", cluster.both), "add write perm")
     assert added[cluster.ns_addr] == added[cluster.java_addr] == wiped[cluster.ns_addr]
-    assert queues(route_of(cluster, cluster.ns_addr, TOPIC))["b1"][2] & 2 == 2
+    assert queues(route_of(cluster, cluster.ns_addr, TOPIC))["b2"][2] & 2 == 2
     assert [e["topic_count"] for e in events(cluster, "add_write_perm")] == [added[cluster.ns_addr]]
     assert_same_answers(cluster)
 
@@ -140,6 +146,24 @@ def test_delete_topic(cluster):
     assert route_of(cluster, cluster.ns_addr, doomed) is None
     assert route_of(cluster, cluster.java_addr, doomed) is None
     assert [e["topic"] for e in events(cluster, "delete_topic")] == [doomed]
+    assert_same_answers(cluster)
+
+
+def test_a_topic_made_read_only_by_its_broker(cluster):
+    """``mqadmin updateTopic -p 4`` of a topic on b1 alone: b1 registers the read-only topic with a
+    new data version on both servers at once; no 205 is sent (the audit at the end tells it from
+    a wipe)."""
+    b1 = cluster.brokers["b1"]
+    cluster.driver.admin("updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-n", cluster.ns_addr)
+    wait_for(lambda: queues(route_of(cluster, cluster.ns_addr, READ_ONLY)) == {"b1": (4, 4, 6)}, 30,
+             f"{READ_ONLY} in nsaudit's route")
+    wiped = len(events(cluster, "wipe_write_perm"))
+    cluster.driver.admin("updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-p", 4,
+                         "-n", cluster.ns_addr)
+    for addr in (cluster.ns_addr, cluster.java_addr):
+        wait_for(lambda: queues(route_of(cluster, addr, READ_ONLY)) == {"b1": (4, 4, 4)}, 30,
+                 f"{READ_ONLY} read-only at {addr}")
+    assert len(events(cluster, "wipe_write_perm")) == wiped  # a registration, no admin request
     assert_same_answers(cluster)
 
 
@@ -250,6 +274,9 @@ def test_the_logs_audit_and_answer_what_the_clients_were_given(spark, interop_ev
         assert ingest["stage"] == "ingest" and ingest["lines_read"] > 0
         assert ingest["quarantined"] == 0, ingest
 
+    for ns, notes in NOTES.items():
+        _check_read_only_and_shutdown(lake, ns, notes)
+
     nsaudit = str(Path(sys.executable).with_name("nsaudit"))
     for ns, notes in NOTES.items():
         at, client_route = notes["client_route"]
@@ -257,3 +284,32 @@ def test_the_logs_audit_and_answer_what_the_clients_were_given(spark, interop_ev
                                  "--at", str(at)], capture_output=True, text=True, check=True)
         lake_route = json.loads(answer.stdout)["route"]
         assert differential._sorted(lake_route) == differential._sorted(json.loads(json.dumps(client_route))), ns
+
+
+def _check_read_only_and_shutdown(lake: Path, ns: str, notes: dict) -> None:
+    """What the audit made of two steps of ``ns``'s day: ``updateTopic -p 4`` of a topic on one
+    broker is a ``topic_perm_changed`` warning and no ``write_perm_wiped`` (the one wipe is b2's,
+    by 205); b1's clean shutdown, which left its topics on no server, is one critical
+    ``broker_shutdown`` incident that counts them as unroutable."""
+    from jobs import lake as tables
+    from jobs.lake.delta.arrow import read_table_arrow
+
+    findings = [f for f in read_table_arrow(tables.table_path(lake, tables.FINDINGS)).to_pylist()
+                if f["ns"] in (ns, None)]
+    changed = [f for f in findings if f["kind"] == "topic_perm_changed" and f["subject"] == READ_ONLY and f["ns"] == ns]
+    assert [(f["severity"], json.loads(f["detail"])["perm"]) for f in changed] == [("warning", 4)], changed
+    wiped = [f for f in findings if f["kind"] == "write_perm_wiped" and f["ns"] == ns]
+    assert wiped and {f["subject"] for f in wiped} == {"b2"}, wiped
+    assert all(int(f["start_ts"].timestamp() * 1000) == notes["wiped_at"] for f in wiped), (wiped, notes["wiped_at"])
+    assert not [f for f in findings if f["kind"] == "no_writable_queue" and f["subject"] == READ_ONLY]
+
+    # b1's topics (the others' went with b2's expiry and the delete, in their own incidents)
+    ids = {f["finding_id"] for f in findings if f["kind"] == "topic_unroutable"
+           and ns in json.loads(f["detail"])["up_servers"] and json.loads(f["detail"])["groups"] == ["b1"]}
+    assert len(ids) >= 2, "b1's shutdown left its topics on no server"
+    incidents = [i for i in read_table_arrow(tables.table_path(lake, tables.INCIDENTS)).to_pylist()
+                 if ids & set(i["finding_ids"])]
+    assert len(incidents) == 1, [(i["root_cause"], i["subject"], i["kinds"]) for i in incidents]
+    (shutdown,) = incidents
+    assert (shutdown["root_cause"], shutdown["subject"], shutdown["severity"]) == ("broker_shutdown", "b1", "critical")
+    assert shutdown["topics_unroutable"] >= 2 and "broker_unregistered" in shutdown["kinds"], shutdown

@@ -29,6 +29,7 @@ from jobs.analytics.distribution.exact import (
 from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.analytics.distribution.groups import agg_broker_groups, agg_group_rows, agg_group_totals
 from jobs.analytics.distribution.params import DistributionParams
+from jobs.analytics.distribution.perm_changes import filter_registered_read_only_topics, with_registered_read_only
 from jobs.analytics.distribution.queue_data import PIECE_COLUMNS, with_queue_flags
 from jobs.analytics.distribution.runs import agg_kind_runs, select_findings, select_kind_runs
 from jobs.analytics.distribution.topics import agg_topic_segments, agg_topic_stats
@@ -66,6 +67,7 @@ def build_distribution(
     *,
     exact_pieces_df: DataFrame,
     exact_broker_data_runs_df: DataFrame,
+    registered_read_only_df: DataFrame | None = None,
 ) -> DistributionFrames:
     """Compose the transforms for one day; computes the findings' runs of instants (small) at once.
 
@@ -84,6 +86,9 @@ def build_distribution(
             findings (``EXACT_KINDS``) come from them, the others from the instants.
         exact_broker_data_runs_df: :func:`jobs.analytics.distribution.exact.agg_exact_broker_data_runs`
             of ``broker_addr_df`` (``no_master``).
+        registered_read_only_df: the QueueData runs their brokers registered without write perm
+            (:func:`jobs.analytics.distribution.perm_changes.agg_registered_read_only`): no wipe,
+            and a topic they alone make unwritable is read-only by configuration. None: none known.
     """
     interval = params.snapshot_interval_ms
     if broker_data_runs_df is None:
@@ -103,7 +108,14 @@ def build_distribution(
     exact_flagged_df = exact_pieces_df.transform(with_queue_flags)
     exact_conditions = agg_exact_topic_conditions(agg_topic_segments(exact_flagged_df), exact_flagged_df)
     exact_conditions["no_master"] = agg_exact_no_master(exact_broker_data_runs_df)
-    exact_conditions["write_perm_wiped"] = agg_exact_write_perm_wiped(exact_flagged_df, previous_flagged_df)
+    wiped_candidates_df = exact_flagged_df
+    if registered_read_only_df is not None:
+        # a permission the broker registered is its configuration, not an admin's wipe
+        sourced_df = with_registered_read_only(exact_flagged_df, registered_read_only_df)
+        exact_conditions["no_writable_queue"] = filter_registered_read_only_topics(
+            exact_conditions["no_writable_queue"], sourced_df)
+        wiped_candidates_df = sourced_df.where(~F.col("registered_read_only")).drop("registered_read_only")
+    exact_conditions["write_perm_wiped"] = agg_exact_write_perm_wiped(wiped_candidates_df, previous_flagged_df)
     exact_runs_df = checkpoint_frame(agg_exact_kind_runs(exact_conditions, day))
     conditions = {
         "queue_skew": filter_queue_skew(group_rows_df, params),

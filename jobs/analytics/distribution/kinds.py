@@ -19,4 +19,5 @@ SEVERITY = {
     "addr_in_two_groups": "warning",
     "topic_deleted": "info",  # warning when the server kept no route of the topic
     "topic_route_changed": "info",
+    "topic_perm_changed": "info",  # warning when the topic is left with no writable queue
 }

@@ -26,6 +26,12 @@ from jobs.analytics.distribution.exact import agg_exact_broker_data_runs, agg_ex
 from jobs.analytics.distribution.groups import agg_queue_distribution
 from jobs.analytics.distribution.kinds import CATEGORY
 from jobs.analytics.distribution.params import DistributionParams
+from jobs.analytics.distribution.perm_changes import (
+    agg_perm_runs,
+    agg_registered_read_only,
+    select_topic_perm_changes,
+    with_perm_sources,
+)
 from jobs.analytics.distribution.topic_changes import select_topic_deletes, select_topic_route_changes
 from jobs.analytics.distribution.topics import topic_distribution_expansion
 from jobs.lake.days import day_rows, read_day_arrow, read_or_empty, replace_day
@@ -40,6 +46,7 @@ from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
     CLUSTER_HISTORY_SCHEMA,
+    NS_STATE_SCHEMA,
     ROUTE_SNAPSHOTS_SCHEMA,
     TOPIC_ROUTE_HISTORY_SCHEMA,
 )
@@ -88,8 +95,10 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     Reads the day's ``topic_route_history``, ``broker_addr_history`` and ``cluster_history``
     (the routes at the snapshot instants are made from them exactly as ``route_snapshots`` is,
     but aggregated before they are exploded) and the day before's last ``route_snapshots``
-    instant when the lake has it, and the day's ``delete_topic`` events
-    (:mod:`jobs.analytics.distribution.topic_changes`); writes ``queue_distribution``,
+    instant when the lake has it, the day's ``delete_topic``, ``wipe_write_perm`` and
+    ``add_write_perm`` events (:mod:`jobs.analytics.distribution.topic_changes`,
+    :mod:`jobs.analytics.distribution.perm_changes`) and which servers are observed (``ns_state``);
+    writes ``queue_distribution``,
     ``topic_distribution`` and the day's ``distribution`` findings.
 
     Args:
@@ -115,14 +124,20 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     # QueueData their details name)
     exact_runs_df = checkpoint_frame(agg_exact_broker_data_runs(broker_addr_df, day))
     exact_pieces_df = checkpoint_frame(agg_exact_pieces(topic_route_df, exact_runs_df, day))
+    events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where=today)
+    # who set each QueueData's perm: a broker's registration or an admin's 205/327 (perm_changes)
+    observed_df = read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=today).where(
+        F.col("observed")).select("ns", "resolution_ms")
+    perm_runs_df = with_perm_sources(agg_perm_runs(topic_route_df), events_df, observed_df)
     frames = build_distribution(
         pieces_df, _read_previous_end(spark, lake_dir, day), broker_addr_df,
         read_or_empty(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, where=today),
         day, params, runs_df, exact_pieces_df=exact_pieces_df, exact_broker_data_runs_df=exact_runs_df,
+        registered_read_only_df=agg_registered_read_only(perm_runs_df, day),
     )
-    events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where=today)
     findings_df = frames.findings_df.unionByName(select_topic_deletes(events_df, topic_route_df)).unionByName(
-        select_topic_route_changes(topic_route_df, broker_addr_df, day))
+        select_topic_route_changes(topic_route_df, broker_addr_df, day)).unionByName(
+        select_topic_perm_changes(perm_runs_df, topic_route_df))
     kept = CachedFrames(cached=(*frames.cached, pieces_df, exact_pieces_df, exact_runs_df, runs_df))
     own = findings is None
     findings = findings if findings is not None else DayFindings(day)

@@ -19,6 +19,7 @@ from jobs.analytics.divergence.findings import (
 )
 from jobs.analytics.divergence.grace import Grace, agg_grace_inputs, derive_grace, grace_note, with_poll_interval
 from jobs.analytics.divergence.span import Span
+from jobs.analytics.divergence.unroutable import agg_unroutable_findings
 from jobs.analytics.divergence.up_periods import agg_up_periods
 from jobs.lake.days import read_day_arrow, read_or_empty, replace_day
 from jobs.lake.findings import DayFindings
@@ -77,7 +78,9 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     ``consistency`` findings.
 
     Reads ``topic_route_history``, ``broker_addr_history``, ``ns_runs`` (from the rebuild) and
-    ``liveness_windows`` (from the liveness stage) of the day and the day before.
+    ``liveness_windows`` (from the liveness stage) of the day and the day before. Besides the
+    episodes, a topic no live server routes any more is a ``topic_unroutable`` finding
+    (:mod:`jobs.analytics.divergence.unroutable`).
 
     Args:
         findings: the audit's findings of the day, which this stage's join (written by the
@@ -89,8 +92,9 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     addr_df = read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=days)
     state_df = read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=days)
     windows_df = read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, where=days)
+    queue_df = read_or_empty(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, where=days)
     keyed_df = build_keyed_facts(
-        read_or_empty(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, where=days),
+        queue_df,
         addr_df,
         windows_df.select(*LIVE_WINDOW_COLUMNS).unionByName(select_observed_live_windows(addr_df, state_df)),
         span,
@@ -108,7 +112,8 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
         names_df = windows_df.groupBy("broker_addr").agg(F.max("broker_name").alias("broker_name"))
         observed_df = state_df.where(F.col("observed")).select("ns").distinct()
         findings.add(CATEGORY, agg_divergence_findings(episodes_df, span, grace).unionByName(
-            agg_observed_broker_missing(episodes_df, observed_df, names_df, span, grace)), keep=kept)
+            agg_observed_broker_missing(episodes_df, observed_df, names_df, span, grace)).unionByName(
+            agg_unroutable_findings(queue_df, periods_df, span)), keep=kept)  # a topic no live server routes
         if own:
             findings.write_category(lake_dir, CATEGORY)
     finally:

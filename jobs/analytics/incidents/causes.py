@@ -4,11 +4,14 @@ concerns and its span in epoch ms, all read from its columns and its JSON ``deta
 Families (docs/audit.md, "Incidents"):
 
 - ``broker`` (key: broker name): liveness of the group's addresses (as observed too), their
-  ``ns_divergence`` episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``),
-  ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue`` whose topic lost its queues on
-  that group (no master there, or no write perm);
+  ``ns_divergence`` episodes (``broker_missing``, ``broker_addrs_mismatch``, ``queue_data_mismatch``)
+  and ``observed_broker_missing``, ``no_master``, ``write_perm_wiped``, and a ``no_writable_queue``
+  whose topic lost its queues on that group (no master there, or no write perm);
 - ``topic`` (key: topic): a ``route_missing`` episode, a ``no_writable_queue`` of no group's doing,
-  ``topic_deleted`` and ``topic_route_changed``;
+  ``topic_deleted``, ``topic_route_changed``, ``topic_perm_changed``, and a ``topic_unroutable``
+  that a delete of the topic caused (:func:`with_unroutable_causes`); one that the loss of the
+  topic's last broker group caused is that group's (``broker``), one that a restart caused the
+  server's;
 - ``server`` (key: server id): ``ns_restart``, ``observed_server_down`` and the telemetry findings;
 - ``layout`` (key: ``read_lt_write:<topic>``, ``queue_skew:<cluster>``, ``single_broker_topic``):
   configuration present all day;
@@ -38,6 +41,7 @@ DETAIL_FIELDS = T.StructType([
     T.StructField("majority", T.StringType()),
     T.StructField("write_queues", T.LongType()),
     T.StructField("tables_emptied", T.BooleanType()),
+    T.StructField("up_servers", T.ArrayType(T.StringType())),
     T.StructField("queue_datas", T.ArrayType(T.StructType([
         T.StructField("broker_name", T.StringType()),
         T.StructField("perm", T.IntegerType()),
@@ -47,8 +51,12 @@ DETAIL_FIELDS = T.StructType([
 
 # liveness findings about a broker address (subject), whose detail names its broker
 ADDRESS_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "observed_broker_gone")
-BROKER_KINDS = ADDRESS_KINDS + ("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters")
-TOPIC_KINDS = ("topic_deleted", "topic_route_changed")
+# about a broker name (the subject)
+NAME_KINDS = ("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters",
+              "observed_broker_missing")
+BROKER_KINDS = ADDRESS_KINDS + NAME_KINDS
+TOPIC_KINDS = ("topic_deleted", "topic_route_changed", "topic_perm_changed")
+UNROUTABLE = "topic_unroutable"  # a topic no live server routes: see with_unroutable_causes
 RESTART_KINDS = ("ns_restart", "observed_server_down")
 SERVER_KINDS = RESTART_KINDS + ("seq_gap", "clock_step_back", "quarantined_lines", "duplicate_events")
 FLEET_KINDS = ("new_cluster", "new_broker_name")  # the first day names every group: one key each
@@ -85,7 +93,9 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
     named = F.coalesce(d["broker_name"], F.col("addr_broker_name"))
     culprit = _culprit_group()
     family = (
-        F.when(kind.isin(*BROKER_KINDS), F.lit("broker"))
+        # the group whose QueueData went last, when the divergence stage could name it
+        F.when(kind == UNROUTABLE, F.when(d["broker_name"].isNotNull(), F.lit("broker")).otherwise(F.lit("topic")))
+        .when(kind.isin(*BROKER_KINDS), F.lit("broker"))
         .when((kind == "ns_divergence") & (episode == "route_missing"), F.lit("topic"))
         .when(kind.isin(*TOPIC_KINDS), F.lit("topic"))
         .when(kind == "ns_divergence", F.lit("broker"))
@@ -95,7 +105,9 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
         .otherwise(kind)
     )
     key = (
-        F.when(kind.isin("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters"), subject)
+        F.when(kind == UNROUTABLE, F.coalesce(d["broker_name"], subject))
+        .when(kind == "observed_broker_missing", F.coalesce(d["broker_name"], subject))
+        .when(kind.isin(*NAME_KINDS), subject)
         .when(kind.isin(*ADDRESS_KINDS), named)
         .when((kind == "ns_divergence") & (episode == "route_missing"), subject)
         .when(kind.isin(*TOPIC_KINDS), subject)
@@ -121,13 +133,15 @@ def with_cause(findings_df: DataFrame, addr_names_df: DataFrame) -> DataFrame:
 
 def with_servers(findings_df: DataFrame) -> DataFrame:
     """Add ``servers``: the finding's ``ns``; for a divergence episode (no ``ns``), the servers
-    whose view was not the majority's (all compared servers when none stands out)."""
+    whose view was not the majority's (all compared servers when none stands out); for a
+    ``topic_unroutable``, every server up then (each answered TOPIC_NOT_EXIST)."""
     views = F.col("_d")["ns_views"]
     minority = F.map_keys(F.map_filter(views, lambda _, v: v != F.col("_d")["majority"]))
     compared = F.coalesce(F.map_keys(views), F.array().cast("array<string>"))
     return findings_df.withColumn(
         "servers",
         F.when(F.col("ns").isNotNull(), F.array("ns"))
+        .when(F.col("kind") == UNROUTABLE, F.coalesce(F.col("_d")["up_servers"], compared))
         .when(F.size(minority) > 0, minority)
         .otherwise(compared),
     )
@@ -197,4 +211,46 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         .withColumn("family", F.when(moved, F.lit("server")).otherwise(F.col("family")))
         .withColumn("cause_key", F.when(moved, F.col("servers")[0]).otherwise(F.col("cause_key")))
         .drop("_after_restart")
+    )
+
+
+def with_unroutable_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
+    """Move a ``topic_unroutable`` to the incident of what made it: the ``topic`` family of its
+    topic when a server applied a ``topic_deleted`` of it within ``gap_ms`` before (an admin
+    deleted it everywhere), or the ``server`` family of a server whose restart (``ns_restart``,
+    ``observed_server_down``) was under way when it began, from its stop to its start (a lone
+    server restarting empties its tables); otherwise it stays with the broker group whose
+    QueueData went last.
+
+    Args:
+        findings_df: :func:`with_span_ms` rows with their cause and ``servers``.
+        gap_ms: how long before the topic became unroutable the delete may have come.
+
+    Example:
+        ``t-del`` deleted on ns-a, ns-b and ns-c at 10:00:00.001-.003, unroutable from
+        10:00:00.003: ``topic`` / ``t-del``, with the three ``topic_deleted``.
+    """
+    kind = F.col("kind")
+    causes_df = F.broadcast(findings_df.where((kind == "topic_deleted") | kind.isin(*RESTART_KINDS)).select(
+        F.col("kind").alias("_c_kind"), F.col("subject").alias("_c_subject"), F.col("ns").alias("_c_ns"),
+        F.col("start_ms").alias("_c_start"), F.col("end_ms").alias("_c_end")))
+    deleted = (F.col("_c_kind") == "topic_deleted") & (F.col("_c_subject") == F.col("subject")) & F.col(
+        "_c_start").between(F.col("event_ms") - gap_ms, F.col("event_ms"))
+    # the tables were emptied within the restart: at the stop (its start) or the start (its end)
+    restarting = F.col("_c_kind").isin(*RESTART_KINDS) & F.col("event_ms").between(F.col("_c_start"), F.col("_c_end"))
+    moved_df = (
+        findings_df.where(kind == UNROUTABLE).select("finding_id", "subject", "event_ms")
+        .join(causes_df, deleted | restarting)
+        .groupBy("finding_id")
+        .agg(F.max(F.when(F.col("_c_kind") == "topic_deleted", F.col("_c_subject"))).alias("_deleted"),
+             F.min(F.when(F.col("_c_kind") != "topic_deleted", F.col("_c_ns"))).alias("_restarted"))
+    )
+    family = (F.when(F.col("_deleted").isNotNull(), F.lit("topic"))
+              .when(F.col("_restarted").isNotNull(), F.lit("server")).otherwise(F.col("family")))
+    key = F.coalesce(F.col("_deleted"), F.col("_restarted"), F.col("cause_key"))
+    return (
+        findings_df.join(moved_df, "finding_id", "left")
+        .withColumn("family", family)
+        .withColumn("cause_key", key)
+        .drop("_deleted", "_restarted")
     )

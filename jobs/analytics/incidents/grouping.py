@@ -75,7 +75,9 @@ def _root_cause(n_servers: Column) -> Column:
         .when(has("observed_broker_gone") & F.col("broker_missing"), F.lit("broker_cut_off"))
         .when(has("observed_broker_gone") & F.col("master_gone"), F.lit("master_lost"))
         .when(has("observed_broker_gone"), F.lit("broker_dead"))
-        .when(has("no_master") | has("no_writable_queue"), F.lit("master_lost"))
+        # a group gone from every server without a liveness finding (its connections closed:
+        # killed) is its master lost too
+        .when(has("no_master") | has("no_writable_queue") | has("topic_unroutable"), F.lit("master_lost"))
         .when(F.col("broker_missing"), F.lit("broker_cut_off"))
         .when(has("broker_flapping"), F.lit("broker_flapping"))
         .otherwise(F.lit("broker_divergence"))
@@ -83,8 +85,10 @@ def _root_cause(n_servers: Column) -> Column:
     return (
         F.when(family == "broker", broker)
         .when(family == "topic", F.when(has("topic_deleted"), F.lit("topic_deleted"))
+              .when(has("topic_unroutable"), F.lit("topic_unroutable"))
               .when(F.col("topics_unroutable") > 0, F.lit("topic_divergence"))
               .when(has("no_writable_queue"), F.lit("no_writable_queue"))
+              .when(has("topic_perm_changed"), F.lit("topic_perm_changed"))
               .otherwise(F.lit("topic_route_changed")))
         .when(family == "server", F.when(has("ns_restart") | F.col("tables_emptied"), F.lit("server_restart"))
               .when(has("observed_server_down"), F.lit("server_unreachable"))
@@ -105,15 +109,18 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
 
     The incident starts at the earliest ``event_ms`` of its findings and ends at their latest
     ``end_ms``. ``topics_unwritable`` counts the topics of its ``no_writable_queue`` findings and
-    ``write_queues_unwritable`` their configured write queues (the most any server had);
-    ``topics_unroutable`` the topics of its ``route_missing`` episodes; ``client_share`` is the
+    ``write_queues_unwritable`` their configured write queues (the most any server had), a
+    ``topic_perm_changed`` warning (read-only now by its broker's configuration) counting as one;
+    ``topics_unroutable`` the topics of its ``route_missing`` episodes and ``topic_unroutable``
+    findings; ``client_share`` is the
     servers concerned over the servers of the day: a client asks one server, so a fault on k of n
     servers reaches about k/n of them.
     """
     kind = F.col("kind")
     is_episode = kind == "ns_divergence"
+    unwritable = (kind == "no_writable_queue") | ((kind == "topic_perm_changed") & (F.col("severity") == "warning"))
     per_topic_df = (
-        linked_df.where(kind == "no_writable_queue")
+        linked_df.where(unwritable)
         .groupBy("incident_id", "subject")
         .agg(F.max(F.coalesce(F.col("_d")["write_queues"], F.lit(0))).alias("_queues"))
         .groupBy("incident_id")
@@ -130,7 +137,8 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
             F.count(F.lit(1)).cast("int").alias("findings"),
             F.array_sort(F.collect_set("kind")).alias("kinds"),
             F.array_sort(F.collect_list("finding_id")).alias("finding_ids"),
-            F.count_distinct(F.when(is_episode & (F.col("_d")["kind"] == "route_missing"), F.col("subject")))
+            F.count_distinct(F.when((is_episode & (F.col("_d")["kind"] == "route_missing"))
+                                    | (kind == "topic_unroutable"), F.col("subject")))
             .cast("int").alias("topics_unroutable"),
             F.array_distinct(F.collect_list(F.when(kind == "broker_expired", F.col("ns")))).alias("expired_on"),
             F.coalesce(F.max(F.when(kind == "broker_expired", F.col("_d")["broker_id"] == 0)), F.lit(False))

@@ -21,6 +21,7 @@ from jobs.analytics.incidents.causes import (
     with_restart_causes,
     with_servers,
     with_span_ms,
+    with_unroutable_causes,
 )
 from jobs.analytics.incidents.grouping import INCIDENT_GAP_MS, agg_incidents, with_incident_ids
 from jobs.lake.days import day_rows, read_day_arrow, read_or_empty, replace_day
@@ -72,6 +73,7 @@ def link_findings(findings_df: DataFrame, addr_names_df: DataFrame, day: dt.date
         .transform(with_servers)
         .transform(lambda df: with_span_ms(df, day, snapshot_interval_ms))
         .transform(lambda df: with_restart_causes(df, gap_ms))
+        .transform(lambda df: with_unroutable_causes(df, gap_ms))
         .transform(lambda df: with_incident_ids(df, day, gap_ms))
     )
 

@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from jobs.lake.delta.health import MissingDataFiles, damaged, open_delta, storage_options
 from jobs.storage import locations, settings
 from jobs.storage.stores import filesystem_of
 
@@ -35,20 +36,19 @@ def table_root(path: str | os.PathLike[str]) -> str:
     return locations.check(os.fspath(path))
 
 
-def storage_options(root: str) -> dict[str, str] | None:
-    """``deltalake``'s storage options for a table root: the process's object-store settings for an
-    ``s3a://`` one, None for a local one."""
-    return settings.current().delta_options() if locations.is_remote(root) else None
-
-
 def is_table(root: str) -> bool:
     """Whether a (normalised) root holds a Delta table."""
     return DeltaTable.is_deltatable(root, storage_options(root))
 
 
 def open_table(root: str, version: int | None = None) -> DeltaTable:
-    """``DeltaTable`` of a (normalised) root at ``version`` (the latest when None)."""
-    return DeltaTable(root, version=version, storage_options=storage_options(root))
+    """``DeltaTable`` of a (normalised) root at ``version`` (the latest when None).
+
+    Raises:
+        FileNotFoundError: no table there.
+        LakeDamaged: its log cannot be read (:mod:`jobs.lake.delta.health`).
+    """
+    return open_delta(root, version)
 
 
 def load_table(path: str, version: int | None = None, timestamp: datetime | str | None = None) -> DeltaTable:
@@ -57,14 +57,13 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
 
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
+        LakeDamaged: the table's log cannot be read (:mod:`jobs.lake.delta.health`).
         ValueError: both ``version`` and ``timestamp`` are given, or no version had been committed
             by ``timestamp``.
     """
     if version is not None and timestamp is not None:
         raise ValueError("give version or timestamp, not both")
     path = table_root(path)
-    if not is_table(path):
-        raise FileNotFoundError(f"{path}: no Delta table here")
     if timestamp is None:
         return open_table(path, version=version)
     # Resolved from the commit timestamps ourselves: DeltaTable.load_as_version quietly gives
@@ -138,12 +137,31 @@ def read_table_arrow(
 
     Raises:
         FileNotFoundError: there is no Delta table at ``path``.
+        LakeDamaged: its log cannot be read; :class:`MissingDataFiles` when a data file the
+            version names is gone (``nsaudit lake vacuum`` removed an older version's files).
     """
     root = table_root(path)
     table = load_table(root, version=version)
-    dataset = arrow_dataset(table, root, file_pruning_predicate=filters or None)
+    try:
+        dataset = arrow_dataset(table, root, file_pruning_predicate=filters or None)
+    except Exception as exc:  # noqa: BLE001 - deltalake's own error types: the file list is broken
+        raise damaged(root, exc) from None
     expression = pq.filters_to_expression(filters) if filters else None
-    return dataset.to_table(columns=columns, filter=expression)
+    try:
+        return dataset.to_table(columns=columns, filter=expression)
+    except FileNotFoundError as exc:  # the log names the file, the store lacks it
+        raise MissingDataFiles(root, version, _missing_file(exc, root)) from None
+
+
+def _missing_file(exc: FileNotFoundError, root: str) -> str:
+    """The missing file named in pyarrow's message, relative to the table (the message if none)."""
+    text = str(exc)
+    inner = root.split("://", 1)[1] if "://" in root else root
+    start = text.find(inner)
+    if start < 0:
+        return text.splitlines()[0][:200] if text else "?"
+    end = text.find("'", start)
+    return os.path.relpath(text[start:end if end > 0 else None], inner)
 
 
 def count_table_rows(path: str | os.PathLike[str], filters: list[tuple[str, str, Any]] | None = None) -> int:

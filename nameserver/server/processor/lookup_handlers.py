@@ -15,6 +15,7 @@ from nameserver.codec import (
     RequestKey,
     ResponseCode,
     ResponseFrame,
+    SerializeType,
     Version,
     decode_custom_header,
     fastjson,
@@ -23,6 +24,7 @@ from nameserver.codec import (
 )
 from nameserver.routes.manager import UNIT_FLAGS, RouteInfoManager
 from nameserver.server.processor.context import Outcome
+from nameserver.server.profile import ReleaseProfile
 
 # Route bodies (and their encoded answers) kept between table changes; a missing topic is never
 # cached, so clients asking for random names cannot grow it.
@@ -30,8 +32,10 @@ ROUTE_CACHE_ENTRIES = 50_000
 
 # read on every lookup: module globals, not lookups through the enum classes
 _SUCCESS = ResponseCode.SUCCESS
+_JSON = int(SerializeType.JSON)
 _V4_9_4 = int(Version.V4_9_4)
 
+# 4.9's wording (the default profile's); nameserver.server.profile words it per release
 TOPIC_NOT_EXIST_REMARK = (
     "No topic route info in name server for the topic: {topic}"
     "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -43,6 +47,7 @@ class LookupHandlers:
 
     routes: RouteInfoManager
     access: AccessController | None
+    profile: ReleaseProfile
     _route_cache: dict[tuple[str, bool], bytes]
     _route_frames: dict[tuple[str, bool, int], ResponseFrame]
     _known_lookups: dict[RequestKey, tuple]
@@ -107,14 +112,17 @@ class LookupHandlers:
                     return None
                 body = fastjson.encode_route(route, standard)
             try:
-                frame = ResponseFrame(make_response(cmd, _SUCCESS, body=body))
+                frame = ResponseFrame(self.profile.frame(make_response(cmd, _SUCCESS, body=body)))
             except ValueError:
                 return None
             if len(self._route_frames) >= ROUTE_CACHE_ENTRIES:
                 self._route_frames.clear()  # bounded: answers are cheap to rebuild
             self._route_frames[key] = frame
         answer = frame.frame(cmd.opaque)
-        if request_key is not None:
+        # the byte-level shortcut splices the opaque as the request's header writes it, so only an
+        # answer in the request's header type joins it (not the 5 profile's JSON answer to a
+        # ROCKETMQ request)
+        if request_key is not None and (self.profile.answers_in_request_type or cmd.serialize_type == _JSON):
             known = self._known_lookups
             if len(known) >= ROUTE_CACHE_ENTRIES:
                 known.clear()  # bounded: a miss costs one full lookup
@@ -149,7 +157,7 @@ class LookupHandlers:
             self.invalidate()
         body = self._route_body(topic, standard)
         if body is None:
-            remark = TOPIC_NOT_EXIST_REMARK.format(topic=topic)
+            remark = self.profile.topic_not_exist_remark(topic)
             return Outcome(make_response(cmd, ResponseCode.TOPIC_NOT_EXIST, remark=remark))
         return Outcome(make_response(cmd, _SUCCESS, body=body))
 
@@ -180,3 +188,13 @@ class LookupHandlers:
         topics = self.routes.get_unit_topics(*UNIT_FLAGS[cmd.code])
         return Outcome(make_response(cmd, ResponseCode.SUCCESS, body=fastjson.encode_topic_list(topics)))
 
+    def _get_broker_member_group(self, cmd, conn, now) -> Outcome:
+        # 5.x's DefaultRequestProcessor.getBrokerMemberGroup (the "5" profile only): the group's
+        # brokerAddrs, empty when the name has no BrokerData. 5.x makes the answer with
+        # createResponseCommand(null) and never clears its remark, so a SUCCESS carries it.
+        h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.GET_BROKER_MEMBER_GROUP])
+        broker_data = self.routes.broker_addr_table.get(h["brokerName"])
+        addrs = dict(broker_data.broker_addrs) if broker_data is not None else {}
+        body = fastjson.dumps({"brokerMemberGroup": {"brokerAddrs": addrs, "brokerName": h["brokerName"],
+                                                     "cluster": h["clusterName"]}})
+        return Outcome(make_response(cmd, _SUCCESS, remark="not set any response code", body=body))

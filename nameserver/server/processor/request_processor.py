@@ -40,6 +40,7 @@ from nameserver.server.processor.config_handlers import ConfigHandlers
 from nameserver.server.processor.context import ConnectionContext, Outcome, decoded_keys, request_context
 from nameserver.server.processor.lookup_handlers import LookupHandlers
 from nameserver.server.processor.route_handlers import RouteHandlers
+from nameserver.server.profile import DEFAULT_PROFILE, PROFILES, ReleaseProfile
 
 Handler = Callable[["RequestProcessor", RemotingCommand, ConnectionContext, int], Outcome]
 
@@ -55,6 +56,8 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
             as RocketMQ's name server does.
         register_limits: the caps on a REGISTER_BROKER body (``[nameserver]
             max_register_topics``, ``max_register_body_bytes``); none by default.
+        profile: the RocketMQ release whose framing, remarks and extra codes the answers follow
+            (:mod:`nameserver.server.profile`); 4.9 by default.
     """
 
     def __init__(
@@ -64,9 +67,12 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         namesrv_config: NamesrvConfigStore | None = None,
         access: AccessController | None = None,
         register_limits: RegisterLimits = NO_LIMITS,
+        profile: ReleaseProfile | None = None,
     ) -> None:
         self.routes = routes
         self.access = access
+        self.profile = profile or PROFILES[DEFAULT_PROFILE]
+        self._dispatch = {**_DISPATCH, **{code: _RELEASE_DISPATCH[code] for code in self.profile.extra_codes}}
         self.kv = kv or KVConfigManager()
         self.namesrv_config = namesrv_config or NamesrvConfigStore()
         # Encoded 105/106 answers, valid while the tables' revision stays: lookups dominate the
@@ -93,7 +99,7 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         flag = cmd.flag
         if flag & RPC_TYPE:
             return Outcome(None)  # §3.2: a stray response is dropped, no reply, no event
-        handler = _DISPATCH.get(cmd.code)
+        handler = self._dispatch.get(cmd.code)
         try:
             # Access control hook: a refused request never reaches its handler.
             denial = self.access.check(cmd, conn.remote, now) if self.access is not None else None
@@ -114,6 +120,8 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
             )
         if flag & RPC_ONEWAY:
             outcome.response = None  # §3.2: never answer a oneway request, not even an error
+        elif outcome.response is not None:
+            self.profile.frame(outcome.response)
         return outcome
 
     def on_channel_close(self, conn: ConnectionContext, now: int) -> list[Event]:
@@ -128,7 +136,8 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
     # ------------------------------------------------------------------ errors
 
     def _unknown_code(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
-        # D3: 5.x's answer; 4.9 would stay silent. Codes 217 and 901 land here too (D6).
+        # D3: 5.x's answer; 4.9 would stay silent. Code 217 lands here too (D6), and 901 with the
+        # 4.9 profile (a 4.9 name server does not know it).
         return Outcome(
             make_response(
                 cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported"
@@ -178,7 +187,12 @@ _DISPATCH: dict[int, Handler] = {
     RequestCode.BROKER_HEARTBEAT: RequestProcessor._broker_heartbeat,
 }
 
-SUPPORTED_CODES = frozenset(_DISPATCH)
+# Codes only some releases' name servers answer (ReleaseProfile.extra_codes).
+_RELEASE_DISPATCH: dict[int, Handler] = {
+    RequestCode.GET_BROKER_MEMBER_GROUP: RequestProcessor._get_broker_member_group,
+}
+
+SUPPORTED_CODES = frozenset(_DISPATCH)  # with every profile; a profile adds its extra_codes
 # The requests whose handling may change the route tables (live table included) and so must be
 # logged: refused while the event log cannot be written.
 ROUTE_CHANGE_CODES = frozenset(int(c) for c in (
