@@ -38,6 +38,7 @@ from common.timeutil import parse_date, yesterday_utc  # noqa: E402
 from common.arguments import OneLineParser, date_arg, master_arg  # noqa: E402
 from jobs.spark.work import spark_work  # noqa: E402
 from jobs.timing import timed  # noqa: E402
+from jobs.storage.locations import is_remote  # noqa: E402
 
 log = logging.getLogger("nsaudit.audit")
 
@@ -97,12 +98,13 @@ def _failed_stage(stages_done: list[dict[str, Any]]) -> str:
     return STAGES[len(stages_done)] if len(stages_done) < len(STAGES) else "record"
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException, remote: bool = False) -> str:
     """The most telling line of an error: Spark wraps Python errors in long traces; an object
-    store's refusal or absence is said as such; never a credential."""
+    store's refusal or absence is said as such when ``remote`` (events or lake in a bucket: a
+    local audit's "Connection refused" is its own JVM's, not a store's); never a credential."""
     from jobs.storage import problems, settings
 
-    if problems.kind_of(str(exc)):
+    if remote and problems.kind_of(str(exc)):
         return problems.describe(exc)
     lines = [line.strip() for line in settings.redact(str(exc)).splitlines() if line.strip()]
     errors = [line for line in lines if "Error:" in line or "Exception:" in line or "Invalid:" in line]
@@ -396,7 +398,8 @@ def run_reporting_failure(spark, config: Config, args: argparse.Namespace, day: 
         log.exception("audit of %s failed", day)
         _record_failure(spark, args.lake, day, outcome.stages)
         print(f"nsaudit audit: error: audit of {day} failed in stage {_failed_stage(outcome.stages)}: "
-              f"{_one_line(exc)} (log: {path})", file=sys.stderr)
+              f"{_one_line(exc, remote=is_remote(args.events) or is_remote(args.lake))} (log: {path})",
+              file=sys.stderr)
         return None
     outcome.seconds = round(time.perf_counter() - started, 1)
     return outcome

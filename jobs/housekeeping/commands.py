@@ -162,8 +162,7 @@ def _remove_day_outputs(lake_dir: str, first_kept: dt.date) -> None:
     """Remove ``reports/<date>/`` and ``_logs/<date>.log*`` of the days before ``first_kept``."""
     for folder in ("reports", "_logs"):
         root = locations.join(lake_dir, folder)
-        entries = {relative.split("/", 1)[0] for relative, _ in storage_files.list_files(root)}
-        for entry in sorted(entries):
+        for entry in storage_files.list_entries(root):
             try:
                 day = dt.date.fromisoformat(entry[:10])
             except ValueError:

@@ -40,7 +40,10 @@ SMALL_DAY_CONF = "spark.nsaudit.smallDay"
 # The JIT's first tier (C1) only: a small day's audit runs most of Spark's code too few times for
 # the optimizing tier's compile time to pay back (it compiled for over two minutes of CPU time
 # while auditing a day of 1,455 events).
-SMALL_DAY_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+# That mode sizes the code cache as a client VM does (48 MiB, not 240): Spark's generated and
+# compiled code outgrows it within one audit ("CodeCache is full. Compiler has been disabled.", then
+# "Out of space in CodeCache for adapters" failing tasks), so the usual size is asked for.
+SMALL_DAY_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 
 def is_small_day(input_bytes: int, small_day_bytes: int) -> bool:

@@ -67,6 +67,14 @@ def list_files(folder: str) -> Iterator[tuple[str, int]]:
             yield info.path[len(inner):].lstrip("/"), info.size
 
 
+def list_entries(folder: str) -> list[str]:
+    """The names of the files and folders (prefixes, on a store) right under ``folder``, an empty
+    folder's included; none when it is absent."""
+    fs, inner = _fs(folder)
+    selector = pafs.FileSelector(inner, recursive=False, allow_not_found=True)
+    return sorted(info.base_name for info in fs.get_file_info(selector))
+
+
 def delete(path: str) -> None:
     """Delete a file, or every file under a folder; nothing when it is absent."""
     fs, inner = _fs(path)

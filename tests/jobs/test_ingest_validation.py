@@ -73,6 +73,8 @@ def _full_event(seq: int) -> dict:
         "filter_server_table": [{"broker_addr": "10.0.0.5:10911", "filter_servers": ["10.0.0.5:30000"]}],
         # the live incident keys (nsaudit collect), arrays of strings
         "servers": ["obs-10.0.0.5-9876"], "kinds": ["write_perm_wiped"],
+        # the refreshes a log outage refused (rejected log_unavailable), an array of objects
+        "refreshes": [{"broker_addr": "10.0.0.5:10911", "last_update_ts": T0}],
     }
     kinds = {"string": "x", "int32": 7, "int64": 7}
     return {k.name: values.get(k.name, kinds.get(k.type)) for k in EVENT_KEYS}
@@ -153,7 +155,7 @@ def _fast(lines: list[str], plan) -> np.ndarray:
 
 def test_the_rules_cover_every_key_and_the_writers_longest_line():
     assert [name for name, _ in EVENT_RULE.keys] == [k.name for k in EVENT_KEYS]
-    assert validation.NOT_NULL_WHEN_PRESENT == ("topics",)
+    assert validation.NOT_NULL_WHEN_PRESENT == ("topics", "refreshes")
     # the bound is derived from the name server's own limits, and every line it allows fits in
     # one Arrow or JVM string
     assert (validation.MAX_FRAME_BYTES, validation.MAX_INFLATED_BYTES) == (MAX_FRAME_BYTES, MAX_INFLATED_BYTES)

@@ -306,11 +306,18 @@ def _commit(plan: WritePlan, files: list[dict]) -> None:
     schema = Schema.from_json(plan.schema_json)
     props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)})
     if not is_table(plan.path):
-        create_table_with_add_actions(
-            plan.path, schema, adds, mode="error", partition_by=list(plan.partition_by),
-            commit_properties=props, storage_options=storage_options(plan.path),
-        )
-        return
+        try:
+            create_table_with_add_actions(
+                plan.path, schema, adds, mode="error", partition_by=list(plan.partition_by),
+                commit_properties=props, storage_options=storage_options(plan.path),
+            )
+            return
+        except Exception as exc:  # deltalake's own error type
+            # Another writer (a second audit of the day) created the table between the check
+            # and this commit: commit to its table as to any existing one (below).
+            if "already exists" not in str(exc) or not is_table(plan.path):
+                raise
+            log.info("%s was created by another writer meanwhile; committing to it", plan.path)
     table = open_table(plan.path)
     table_schema = StructType.fromJson(json.loads(table.schema().to_json()))
     # write_table checked this before the job ran; checked again here because another writer
