@@ -42,6 +42,9 @@ RUNNING_TASKS_TIMEOUT_S = 120.0
 
 log = logging.getLogger(__name__)
 
+# commits of one write against the latest version before a concurrent writer's win is an error
+COMMIT_ATTEMPTS = 10
+
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     """Cast a batch to the file schema, filling NOT NULL struct children under null parents.
@@ -284,6 +287,7 @@ def commit_files(plan: WritePlan, written: list[dict]) -> None:
 
 def _commit(plan: WritePlan, files: list[dict]) -> None:
     from deltalake import Schema
+    from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import (
         AddAction,
         CommitProperties,
@@ -318,20 +322,33 @@ def _commit(plan: WritePlan, files: list[dict]) -> None:
             if "already exists" not in str(exc) or not is_table(plan.path):
                 raise
             log.info("%s was created by another writer meanwhile; committing to it", plan.path)
-    table = open_table(plan.path)
-    table_schema = StructType.fromJson(json.loads(table.schema().to_json()))
-    # write_table checked this before the job ran; checked again here because another writer
-    # may have replaced the table meanwhile, and delta-rs commits files of any schema without
-    # comparing it with the table's.
-    if table_schema != StructType.fromJson(json.loads(plan.schema_json)):
-        raise ValueError(f"{plan.path}: table schema changed during the write; nothing committed")
     # replace_where is an overwrite whose partition filters select the files to remove, in the
     # same transaction as the adds; delta-rs matches a null partition with ''.
     filters = [(k, "=", "" if v is None else v) for k, v in plan.replace_where.items()] or None
     mode = "overwrite" if plan.mode == "overwrite" else "append"
-    table.create_write_transaction(
-        adds, mode, schema, list(plan.partition_by), partition_filters=filters, commit_properties=props
-    )
+    # delta-rs would retry a commit that lost its version on the next one with the removes it
+    # computed before, so an overwrite racing another writer's adds to the same partition would
+    # keep both (a day's rows twice). So each attempt is made once (no retry of its own) against
+    # the latest version, whose files in the partition it then removes: the last writer's rows win.
+    once = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)}, max_commit_retries=0)
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        table = open_table(plan.path)
+        table_schema = StructType.fromJson(json.loads(table.schema().to_json()))
+        # write_table checked this before the job ran; checked again here because another writer
+        # may have replaced the table meanwhile, and delta-rs commits files of any schema without
+        # comparing it with the table's.
+        if table_schema != StructType.fromJson(json.loads(plan.schema_json)):
+            raise ValueError(f"{plan.path}: table schema changed during the write; nothing committed")
+        try:
+            table.create_write_transaction(
+                adds, mode, schema, list(plan.partition_by), partition_filters=filters, commit_properties=once
+            )
+            return
+        except CommitFailedError:
+            if attempt == COMMIT_ATTEMPTS:
+                raise
+            log.info("%s: version %d was taken by a concurrent writer; committing again on the latest (attempt %d)",
+                     plan.path, table.version() + 1, attempt + 1)
 
 
 def delete_files(plan: WritePlan, files: list[dict]) -> None:
