@@ -320,7 +320,9 @@ class LiveJudge:
         detail = verdict.detail()
         current = self.book.open.get(key)
         if current is not None:
-            current.detail = {**detail, "culprit": current.detail.get("culprit")} if kind == "no_writable_queue" else detail
+            if kind == "no_writable_queue":  # its incident was named by the group it lost first
+                detail = {**detail, "culprit": current.detail.get("culprit")}
+            current.detail = detail
             return
         self.book.start(key, LiveFinding(kind, ns, subject, verdict.at, SEVERITY[kind], detail, *verdict.cause, (ns,)))
 
