@@ -96,7 +96,7 @@ def _print(line: str) -> None:
 
 
 async def _serve(args: argparse.Namespace, collect, eventlog, grace_ms: int) -> int:
-    collector = Collector(args.namesrv, args.events, collect, eventlog, _print, judge=LiveJudge(grace_ms))
+    collector = Collector(args.namesrv, args.events, collect, eventlog, _print, judge=LiveJudge(grace_ms, poll_ms=collect.interval_ms))
     try:
         collector.start()
     except OSError as exc:

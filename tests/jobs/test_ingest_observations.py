@@ -25,8 +25,9 @@ OBSERVED = "obs-10.0.0.2-9876"
 
 
 def observation_log() -> list[dict]:
-    """A collector run over one server: start, snapshot, a wiped perm, a broker gone, an outage, a
-    recovered snapshot and a stop, with the live incidents it judged; every observation type and key."""
+    """A collector run over one server: start, snapshot, a perm without write, a broker gone, an
+    outage, a recovered snapshot and a stop, with the live incidents it judged; every observation
+    type and key."""
     server = ObservedServer("10.0.0.2:9876", 10_000)
     judge = LiveJudge(grace_ms=0)
 
@@ -65,8 +66,10 @@ def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_
     observed = {r["seq"]: r for r in events_df.where(F.col("ns") == OBSERVED).collect()}
     assert [observed[s]["type"] for s in sorted(observed)] == [e["type"] for e in observations]
     incidents = [r for r in observed.values() if r["type"] == "live_incident"]
+    # (the perm without write on the only server observed is no wipe: no other server denies that
+    # the broker registered it, and the outage came before its round was over)
     assert {(r["root_cause"], r["subject"], r["incident_state"]) for r in incidents} >= {
-        ("write_perm_wiped", "broker-a", "open"), ("master_lost", "broker-b", "open")}
+        ("master_lost", "broker-b", "open")}
     assert all(r["servers"] == [OBSERVED] for r in incidents)
     wipe = next(r for r in observed.values() if r["type"] == "observed_route" and r["round"] == 2)
     assert (wipe["topic"], wipe["queue_datas"][0]["perm"]) == ("TopicTest", 4)

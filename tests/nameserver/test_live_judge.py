@@ -9,10 +9,14 @@ same, in ``test_live_rules.py``.
 from __future__ import annotations
 
 from nameserver.collect.live.judge import DAY_MS, LiveJudge
+from nameserver.collect.live.rules import ROUND_SLACK_MS
 from nameserver.collect.view import ServerView
 
 T0 = 1_795_219_200_000 + 3_600_000  # 01:00 UTC
 GRACE = 5_000
+POLL = 1_000
+# a perm change is known to be an admin's or the broker's once every server had a round to show it
+HELD = 2 * POLL + ROUND_SLACK_MS
 A, B = "10.0.0.1:10911", "10.0.0.2:10911"
 
 
@@ -50,10 +54,13 @@ def summary(events: list[dict]) -> list[tuple]:
             for e in events]
 
 
-def test_a_wipe_on_one_server_opens_at_once_its_divergence_joins_after_the_grace_and_it_closes_when_restored():
-    judge = LiveJudge(GRACE)
+def test_a_wipe_on_one_server_opens_from_its_start_once_no_other_followed_and_closes_when_restored():
+    judge = LiveJudge(GRACE, poll_ms=POLL)
     assert rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
-    opened = rounds(judge, T0 + 1000, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    # held: the broker may have registered it, and the others show it within a round
+    assert rounds(judge, T0 + 1000, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
+    assert judge.book.open == {}
+    opened = rounds(judge, T0 + 1000 + HELD + 1, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY})
     # write_perm_wiped (and T2's no_writable_queue, whose only group lost its write perm): one incident
     assert summary(opened) == [("open", "write_perm_wiped", "broker-a", ["ns-a"], 1000)]
     assert {k[0] for k in judge.book.open} == {"write_perm_wiped", "no_writable_queue"}
@@ -126,15 +133,93 @@ def test_a_group_without_master_counts_after_a_registration_period_unless_it_los
 
 
 def test_midnight_ends_every_finding_as_the_nightly_days_do_but_an_incident_stays_open_across_it():
-    judge = LiveJudge(GRACE)
+    judge = LiveJudge(GRACE, poll_ms=POLL)
     day_end = (T0 // DAY_MS + 1) * DAY_MS
     rounds(judge, day_end - 10_000, {"ns-a": HEALTHY, "ns-b": HEALTHY})
-    opened = rounds(judge, day_end - 5_000, {"ns-a": WIPED, "ns-b": HEALTHY})
+    rounds(judge, day_end - 6_000, {"ns-a": WIPED, "ns-b": HEALTHY})
+    opened = rounds(judge, day_end - 1_000, {"ns-a": WIPED, "ns-b": HEALTHY})
     wiped = judge.book.open[("write_perm_wiped", "ns-a", "broker-a")]
+    assert wiped.start_ms == day_end - 6_000
     assert rounds(judge, day_end + 1000, {"ns-b": HEALTHY}) == []
     assert wiped.end_ms == day_end  # cut at midnight, as the day's audit cuts it
-    # the first round of the new day sees the wipe again: a new finding, the same incident
+    # the first round of the new day sees the wipe again (ns-b disagrees: no registration): a new
+    # finding from that round, once a poll interval showed it, the same incident
     assert rounds(judge, day_end + 2000, {"ns-a": WIPED}) == []
+    assert rounds(judge, day_end + 2000 + POLL + 1, {"ns-a": WIPED}) == []
     assert judge.book.open[("write_perm_wiped", "ns-a", "broker-a")].start_ms == day_end + 2000
     closed = rounds(judge, day_end + 3000 + GRACE, {"ns-a": HEALTHY, "ns-b": HEALTHY})
     assert [e["incident_id"] for e in closed] == [opened[0]["incident_id"]]
+
+
+# ---------------------------------------------------------------------------- who set the perm
+
+# mqadmin updateTopic -p 4 of T2 (broker-a alone) and of broker-a's T1 (broker-b keeps it writable)
+READ_ONLY = view([broker("broker-a", (0, A)), broker("broker-b", (0, B))],
+                 {"T1": route(("broker-a", 4), ("broker-b", 6)), "T2": route(("broker-a", 4))})
+WIPE_KINDS = {"write_perm_wiped", "no_writable_queue"}
+
+
+def logged(judge: LiveJudge) -> list[tuple]:
+    """Every finding the judge opened: kind, server, subject, start (from T0), end, severity."""
+    return sorted((f.kind, f.ns, f.subject, f.start_ms - T0, None if f.end_ms is None else f.end_ms - T0, f.severity)
+                  for f in judge.book.log)
+
+
+def test_a_read_only_perm_every_server_shows_within_a_round_is_the_brokers_no_wipe_and_no_unwritable_topic():
+    judge = LiveJudge(GRACE, poll_ms=POLL)
+    judge.book.log = []
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    # the broker registered it with a new data version: each server shows it at its next round
+    events = rounds(judge, T0 + 10_000, {"ns-a": READ_ONLY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    events += rounds(judge, T0 + 10_000 + 2 * POLL, {"ns-b": READ_ONLY, "ns-c": READ_ONLY})
+    events += rounds(judge, T0 + 20_000, {"ns-a": READ_ONLY, "ns-b": READ_ONLY, "ns-c": READ_ONLY})
+    # a topic_perm_changed per server and topic, at the round that showed it: T2 is left with no
+    # writable queue (a warning, its incident), T1 keeps broker-b's (info, no alert)
+    shown = (("ns-a", 10_000), ("ns-b", 12_000), ("ns-c", 12_001))
+    assert logged(judge) == sorted([("topic_perm_changed", ns, "T1", at, at, "info") for ns, at in shown]
+                                   + [("topic_perm_changed", ns, "T2", at, at, "warning") for ns, at in shown])
+    assert summary(events) == [("open", "topic_perm_changed", "T2", ["ns-a", "ns-b", "ns-c"], 10_000),
+                               ("close", "topic_perm_changed", "T2", ["ns-a", "ns-b", "ns-c"], 10_000)]
+    assert judge.book.open == {}
+    # read-only everywhere from the first round on: the broker's too
+    judge = LiveJudge(GRACE, poll_ms=POLL)
+    judge.book.log = []
+    rounds(judge, T0, {"ns-a": READ_ONLY, "ns-b": READ_ONLY, "ns-c": READ_ONLY})
+    assert rounds(judge, T0 + 10_000, {"ns-a": READ_ONLY, "ns-b": READ_ONLY, "ns-c": READ_ONLY}) == []
+    assert judge.book.log == []
+
+
+def test_a_read_only_perm_on_one_server_only_is_a_wipe_from_its_start_even_when_it_ended_before_it_was_known():
+    judge = LiveJudge(GRACE, poll_ms=POLL)
+    judge.book.log = []
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    assert rounds(judge, T0 + 1000, {"ns-a": READ_ONLY, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
+    # the others showed no such change within the round: an admin's, as before the rule
+    rounds(judge, T0 + 1000 + HELD + 1, {"ns-a": READ_ONLY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
+                             ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning")]
+    assert judge.book.open[("write_perm_wiped", "ns-a", "broker-a")].detail == {"topics": 2,
+                                                                               "topics_listed": ["T1", "T2"]}
+    # one that was back before the round was over: opened and closed at once, from its start
+    judge = LiveJudge(GRACE, poll_ms=POLL)
+    judge.book.log = []
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    rounds(judge, T0 + 1000, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    assert rounds(judge, T0 + 2000, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
+    events = rounds(judge, T0 + 1000 + HELD + 1, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
+    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, 2000, "critical"),
+                             ("write_perm_wiped", "ns-a", "broker-a", 1000, 2000, "warning")]
+    assert summary(events) == [("open", "write_perm_wiped", "broker-a", ["ns-a"], 1000),
+                               ("close", "write_perm_wiped", "broker-a", ["ns-a"], 1000)]
+
+
+def test_a_first_round_read_only_where_another_server_is_writable_is_no_registration():
+    judge = LiveJudge(GRACE, poll_ms=POLL)
+    judge.book.log = []
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY})
+    rounds(judge, T0 + 500, {"ns-c": READ_ONLY})  # ns-c joins, broker-a's topics read-only there only
+    assert judge.book.log == []
+    rounds(judge, T0 + 500 + POLL + 1, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": READ_ONLY})
+    assert [k[:3] for k in logged(judge)] == [("no_writable_queue", "ns-c", "T2"),
+                                             ("write_perm_wiped", "ns-c", "broker-a")]
+    assert {f.start_ms - T0 for f in judge.book.log} == {500}

@@ -9,11 +9,12 @@ import dataclasses
 import pytest
 
 from common.config import AuditConfig, Config, NameServerConfig
+from jobs.analytics.distribution import perm_changes
 from jobs.analytics.distribution.exact import REGISTRATION_PERIOD_MS
 from jobs.analytics.distribution.kinds import SEVERITY as DISTRIBUTION_SEVERITY
 from jobs.analytics.divergence.grace import derive_grace, with_poll_interval
 from jobs.analytics.incidents.grouping import INCIDENT_GAP_MS
-from nameserver.collect.live import rules
+from nameserver.collect.live import perms, rules
 from schemas.findings import SEVERITIES
 
 
@@ -21,8 +22,12 @@ def test_the_constants_are_the_audits():
     assert rules.INCIDENT_GAP_MS == INCIDENT_GAP_MS
     assert rules.REGISTRATION_PERIOD_MS == REGISTRATION_PERIOD_MS
     assert rules.SEVERITIES == SEVERITIES
-    for kind in ("no_writable_queue", "read_write_mismatch", "write_perm_wiped", "no_master"):
+    for kind in ("no_writable_queue", "read_write_mismatch", "write_perm_wiped", "no_master", "topic_perm_changed"):
         assert rules.SEVERITY[kind] == DISTRIBUTION_SEVERITY[kind], kind
+    # who set a perm: the audit reads the live judge's tolerances
+    assert (perm_changes.ROUND_SLACK_MS, perm_changes.DEFAULT_POLL_MS) == (rules.ROUND_SLACK_MS, rules.DEFAULT_POLL_MS)
+    assert (perm_changes.REGISTERED, perm_changes.ADMIN, perm_changes.UNKNOWN) == (
+        perms.REGISTERED, perms.ADMIN, perms.UNKNOWN)
 
 
 @pytest.mark.parametrize("audit, scan, interval", [

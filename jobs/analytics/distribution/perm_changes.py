@@ -33,13 +33,11 @@ from common.timeutil import DAY_MS, day_start_ms
 from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.lake.findings import finding_columns
 from jobs.snapshots import with_segments
+from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS
 from nameserver.model import PERM_WRITE
 
 # WIPE_WRITE_PERM_OF_BROKER (205) and ADD_WRITE_PERM_OF_BROKER (327), as the server logs them
 ADMIN_PERM_EVENTS = ("wipe_write_perm", "add_write_perm")
-# an observed server's answers of one round come in over the round; beyond two poll intervals
-ROUND_SLACK_MS = 2_000
-DEFAULT_POLL_MS = 10_000  # nsaudit collect's default interval, for a stream whose interval is unknown
 REGISTERED, ADMIN, UNKNOWN = "registered", "admin", "unknown"
 KEYS = ("ns", "topic", "broker_name")
 

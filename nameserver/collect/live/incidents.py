@@ -86,7 +86,9 @@ class LiveIncident:
         if self.family == "topic":
             if "route_missing" in divergences:
                 return "topic_divergence"
-            return "no_writable_queue" if "no_writable_queue" in kinds else "topic_divergence"
+            if "no_writable_queue" in kinds:
+                return "no_writable_queue"
+            return "topic_perm_changed" if "topic_perm_changed" in kinds else "topic_divergence"
         if self.family == "server":
             emptied = any(f.detail.get("tables_emptied") for f in self.seen if f.kind == "observed_server_down")
             return "server_restart" if emptied else "server_unreachable"

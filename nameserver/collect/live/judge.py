@@ -7,7 +7,15 @@ update judges, as the nightly stages do, the kinds an observed server can show:
 - on one server: ``no_writable_queue``, ``read_write_mismatch`` (per topic), ``no_master`` and
   ``write_perm_wiped`` (per broker name), ``observed_broker_gone`` (per address),
   ``observed_server_down``;
-- across servers: ``ns_divergence`` (:mod:`~.divergence`).
+- across servers: ``ns_divergence`` (:mod:`~.divergence`), and who set each QueueData's
+  permission (:mod:`~.perms`): a registered ``topic_perm_changed``; a perm its broker registered
+  without write is no ``write_perm_wiped``, and a topic all of whose QueueData are such no
+  ``no_writable_queue``.
+
+Whether a perm was registered is known only once every server had a round to show the same change
+(twice the poll interval and a slack): until then a ``no_writable_queue`` or ``write_perm_wiped``
+that depends on it is *held* (a journal of its verdicts, each at its round's ``now``), then opened
+from its start, or dropped, as the nightly audit, which knows the whole day, will judge it.
 
 Only what a round changed is looked at again (the topics and broker names whose answers changed),
 unless a server joins or leaves the comparison, when every key is. At UTC midnight every known
@@ -22,7 +30,8 @@ from nameserver.collect.live.divergence import (
 )
 from nameserver.collect.live.findings import FindingBook, LiveFinding
 from nameserver.collect.live.incidents import Incidents
-from nameserver.collect.live.rules import INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
+from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources
+from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
 from nameserver.collect.live.servers import KnownServer
 from nameserver.collect.view import ServerView
 from nameserver.model import PERM_WRITE
@@ -31,21 +40,39 @@ DAY_MS = 86_400_000
 PER_SERVER = ("no_writable_queue", "read_write_mismatch", "no_master", "write_perm_wiped", "observed_broker_gone")
 
 
+class Verdict:
+    """A held finding's state from ``at``: it holds when ``certain``, or when any of ``pending`` (runs
+    not yet decided) turns out not registered; ``detail()`` then (read once they are decided)."""
+
+    __slots__ = ("at", "certain", "pending", "detail", "cause")
+
+    def __init__(self, at: int, certain: bool, pending: list[PermRun], detail, cause: tuple[str, str]) -> None:
+        self.at, self.certain, self.pending, self.detail, self.cause = at, certain, pending, detail, cause
+
+    def known(self) -> bool:
+        return self.certain or all(r.source is not None for r in self.pending)
+
+    def holds(self) -> bool:
+        return self.certain or any(r.source != REGISTERED for r in self.pending)
+
+
 class LiveJudge:
     """Judges the observed servers round by round (``now``: the round's event ``ts``).
 
     Args:
         grace_ms: the divergence grace (:func:`~.rules.live_grace_ms`).
         gap_ms: the incidents' grouping gap.
+        poll_ms: the servers' poll interval (``perms.polls`` may name each server's).
 
     Attributes:
         servers: the servers whose state is known now.
         book: the open findings.
         incidents: the live incidents.
         down: servers down now -> the addresses they listed when they failed.
+        perms: who set each QueueData's permission.
     """
 
-    def __init__(self, grace_ms: int, gap_ms: int = INCIDENT_GAP_MS) -> None:
+    def __init__(self, grace_ms: int, gap_ms: int = INCIDENT_GAP_MS, poll_ms: int = DEFAULT_POLL_MS) -> None:
         self.grace_ms = grace_ms
         self.gap_ms = gap_ms
         self.servers: dict[str, KnownServer] = {}
@@ -61,6 +88,8 @@ class LiveJudge:
         self._runs: dict[tuple[str, str], tuple[int, bool, str]] = {}
         self._back_ms: dict[str, int] = {}  # when each server last came back from an outage
         self.addr_names: dict[str, str] = {}  # broker address -> the broker name it was last listed under
+        self.perms = PermSources(poll_ms)
+        self._held: dict[tuple, list[Verdict]] = {}  # no_writable_queue / write_perm_wiped keys -> verdicts
 
     # ------------------------------------------------------------------ updates
 
@@ -90,6 +119,8 @@ class LiveJudge:
             old_cells = {t: set(old.qd.get(t, {})) for t in topics}
             old.apply(view, topics, brokers)
             server = old
+        for topic in topics:
+            self.perms.update(ns, topic, server.qd.get(topic, {}), now)
         self.incidents.answered(ns)
         if ns in self.down:
             self._came_back(ns, server, now)
@@ -155,7 +186,11 @@ class LiveJudge:
 
     def _forget(self, ns: str, now: int) -> None:
         """``ns``'s known period ended at ``now``: its own findings end there."""
-        self.book.end_where(now, lambda key: key[0] in PER_SERVER and key[1] == ns)
+        self.perms.end(ns, now)
+        for key, verdicts in self._held.items():
+            if key[1] == ns:
+                verdicts.append(Verdict(now, False, [], None, verdicts[-1].cause))
+        self.book.end_where(now, lambda key: key[0] in PER_SERVER and key[1] == ns and key not in self._held)
         for key in [k for k in self._runs if k[0] == ns]:
             del self._runs[key]
         for key in [k for k in self._wiped if k[0] == ns]:
@@ -165,21 +200,35 @@ class LiveJudge:
 
     def _topic_conditions(self, ns: str, server: KnownServer, topics, now: int) -> None:
         for topic in topics:
-            for kind, detail in (("no_writable_queue", server.no_writable_queue(topic)),
-                                 ("read_write_mismatch", server.read_write_mismatch(topic))):
-                key = (kind, ns, topic)
-                if detail is None:
-                    self.book.end(key, now)
-                    continue
-                current = self.book.open.get(key)
-                if current is not None:
-                    current.detail = {**detail, "culprit": current.detail.get("culprit")}
-                    continue
-                if kind == "no_writable_queue":
-                    family, cause = ("broker", detail["culprit"]) if detail["culprit"] else ("topic", topic)
-                else:
-                    family, cause = "layout", f"read_lt_write:{topic}"
-                self.book.start(key, LiveFinding(kind, ns, topic, now, SEVERITY[kind], detail, family, cause, (ns,)))
+            self._no_writable_queue(ns, server, topic, now)
+            key = ("read_write_mismatch", ns, topic)
+            detail = server.read_write_mismatch(topic)
+            if detail is None:
+                self.book.end(key, now)
+            elif key not in self.book.open:
+                self.book.start(key, LiveFinding("read_write_mismatch", ns, topic, now, SEVERITY["read_write_mismatch"],
+                                                 detail, "layout", f"read_lt_write:{topic}", (ns,)))
+            else:
+                self.book.open[key].detail = detail
+
+    def _no_writable_queue(self, ns: str, server: KnownServer, topic: str, now: int) -> None:
+        """``no_writable_queue``, unless every QueueData of the topic is a perm its broker
+        registered without write (read-only by configuration)."""
+        key = ("no_writable_queue", ns, topic)
+        detail = server.no_writable_queue(topic)
+        if detail is None:
+            self._verdict(key, Verdict(now, False, [], None, ("topic", topic)))
+            return
+        certain, pending = False, []
+        for name in server.qd[topic]:
+            run = self.perms.run(ns, topic, name)
+            if run.writable or run.source not in (None, REGISTERED):
+                certain = True
+                break
+            if run.source is None:
+                pending.append(run)
+        cause = ("broker", detail["culprit"]) if detail["culprit"] else ("topic", topic)
+        self._verdict(key, Verdict(now, certain, [] if certain else pending, lambda: detail, cause))
 
     def _master_conditions(self, ns: str, server: KnownServer, brokers, had: set[str], now: int) -> None:
         """``no_master``: a masterless BrokerData. One that appears without its master where the
@@ -237,13 +286,77 @@ class LiveJudge:
         for ns, name in touched:
             wiped = self._wiped.get((ns, name))
             key = ("write_perm_wiped", ns, name)
-            if wiped:
-                finding = self.book.start(key, LiveFinding("write_perm_wiped", ns, name, now, SEVERITY["write_perm_wiped"],
-                                                           {}, "broker", name, (ns,)))
-                finding.detail = {"topics": len(wiped), "topics_listed": sorted(wiped)[:20]}
-            else:
+            if not wiped:
                 self._wiped.pop((ns, name), None)
-                self.book.end(key, now)
+            # a perm its broker registered is its configuration, not a wipe
+            runs = [(topic, self.perms.run(ns, topic, name)) for topic in wiped or ()]
+            certain = [topic for topic, run in runs if run.source not in (None, REGISTERED)]
+            pending = [(topic, run) for topic, run in runs if run.source is None]
+
+            def detail(certain=certain, pending=pending) -> dict:
+                topics = sorted(certain + [t for t, run in pending if run.source != REGISTERED])
+                return {"topics": len(topics), "topics_listed": topics[:20]}
+
+            self._verdict(key, Verdict(now, bool(certain), [run for _, run in pending], detail, ("broker", name)))
+
+    # ------------------------------------------------------------------ held findings
+
+    def _verdict(self, key: tuple, verdict: Verdict) -> None:
+        """A ``no_writable_queue`` or ``write_perm_wiped`` key's state from ``verdict.at``: applied
+        now when known and nothing of the key is held, else held behind what is."""
+        held = self._held.get(key)
+        if held is None and verdict.known():
+            self._apply(key, verdict)
+        elif held is None:
+            self._held[key] = [verdict]
+        else:
+            held.append(verdict)
+
+    def _apply(self, key: tuple, verdict: Verdict) -> None:
+        kind, ns, subject = key
+        if not verdict.holds():
+            self.book.end(key, verdict.at)
+            return
+        detail = verdict.detail()
+        current = self.book.open.get(key)
+        if current is not None:
+            if kind == "no_writable_queue":  # its incident was named by the group it lost first
+                detail = {**detail, "culprit": current.detail.get("culprit")}
+            current.detail = detail
+            return
+        self.book.start(key, LiveFinding(kind, ns, subject, verdict.at, SEVERITY[kind], detail, *verdict.cause, (ns,)))
+
+    def _release(self) -> None:
+        """Apply the held verdicts now known, in order (a key stays held behind one still unknown)."""
+        for key in list(self._held):
+            verdicts = self._held[key]
+            while verdicts and verdicts[0].known():
+                self._apply(key, verdicts.pop(0))
+            if not verdicts:
+                del self._held[key]
+
+    def _decide(self, now: int, force: bool = False) -> None:
+        """Settle the perm runs whose tolerance has passed: their ``topic_perm_changed``, and the
+        findings held on them."""
+        if not self.perms.pending():
+            return
+        for run in self.perms.decide(now, force):
+            if run.source == REGISTERED and run.prev_perm is not None and run.prev_source == REGISTERED:
+                self._perm_changed(run)
+        self._release()
+
+    def _perm_changed(self, run: PermRun) -> None:
+        """``topic_perm_changed``: a registered change of a registered perm, at the round that showed
+        it; a warning when the topic then had no writable queue on that server."""
+        own, others, other_queues = run.change
+        writable_queues = (max(own, 0) if run.writable else 0) + other_queues
+        key = ("topic_perm_changed", run.ns, run.topic, run.name, run.start_ms)
+        detail = {"broker_name": run.name, "perm_before": run.prev_perm, "perm": run.perm, "other_groups": others,
+                  "topic_writable": writable_queues > 0, "write_queues": own if writable_queues == 0 else 0}
+        severity = "warning" if writable_queues == 0 else SEVERITY["topic_perm_changed"]
+        self.book.start(key, LiveFinding("topic_perm_changed", run.ns, run.topic, run.start_ms, severity, detail,
+                                         "topic", run.topic, (run.ns,)))
+        self.book.end(key, run.start_ms)
 
     def _divergences(self, topics, brokers, addrs, old_cells, now: int) -> None:
         keys: set = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
@@ -315,6 +428,7 @@ class LiveJudge:
             "broker", name, (ns,)))
 
     def _tick(self, now: int) -> None:
+        self._decide(now)
         self.divergence.tick(now)
         for (ns, name), (start, pending, value) in list(self._runs.items()):
             if pending and now - start >= REGISTRATION_PERIOD_MS:
@@ -328,6 +442,7 @@ class LiveJudge:
             self.day = day if self.day is None else self.day
             return
         midnight = day * DAY_MS
+        self._decide(midnight, force=True)  # the day's rounds are all in: nothing later counts
         for (ns, name), (start, pending, _) in list(self._runs.items()):
             if pending and ns in self.servers:  # reaches the end of the day: not a start
                 self._open_no_master(ns, name, start)
@@ -341,14 +456,20 @@ class LiveJudge:
             self.book.end(("observed_server_down", ns, ns), midnight)
         self.down.clear()
         self._unwritable.clear()
+        self.perms.clear()
         self.divergence.end_all(midnight)
         self.incidents.hold(held, midnight + self.grace_ms)
         self.day = day
 
     def _finish(self, now: int) -> list[tuple[str, dict]]:
         opened, closed = self.book.take()
+        # an info finding (a topic_perm_changed that left the topic writable) is no alert
         for finding in opened:
-            self.incidents.opened(finding)
+            if finding.severity != "info":
+                self.incidents.opened(finding)
         for finding in closed:
-            self.incidents.closed(finding)
-        return self.incidents.finish(now, self.divergence.pending_causes(now))
+            if finding.severity != "info":
+                self.incidents.closed(finding)
+        # an incident a held finding may join stays open until it is known
+        held = {v.cause for verdicts in self._held.values() for v in verdicts}
+        return self.incidents.finish(now, self.divergence.pending_causes(now) | held)

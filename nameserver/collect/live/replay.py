@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 
 from nameserver.collect.live.findings import LiveFinding
 from nameserver.collect.live.judge import LiveJudge
+from nameserver.collect.live.rules import INSTANT_KINDS
 from nameserver.collect.view import ServerView
 from nameserver.eventlog.segments import read_events
 
@@ -26,7 +27,8 @@ class Replayed:
     """What a replay judged.
 
     Attributes:
-        findings: every finding that held for a millisecond or more, in the order they opened.
+        findings: every finding that held for a millisecond or more (or is of an instant, a
+            ``topic_perm_changed``), in the order they opened.
         events: the ``(stream, live_incident event)`` pairs the judge wrote.
         recorded: the ``live_incident`` events the streams already held (what was judged live).
     """
@@ -65,6 +67,10 @@ def replay(events_dir: str | Path, streams: Iterable[str], grace_ms: int) -> Rep
     for batch in _rounds(merged):
         ns, now = batch[0]["ns"], batch[0]["ts"]
         types = {e["type"] for e in batch}
+        for e in batch:
+            if e["type"] == "observe_start" and e.get("interval_ms"):
+                # the nightly audit's poll interval of a stream: the longest it logged
+                judge.perms.polls[ns] = max(judge.perms.polls.get(ns, 0), int(e["interval_ms"]))
         out.recorded += [e for e in batch if e["type"] == "live_incident"]
         written: list[tuple[str, dict]] = []
         if types & {"observe_start", "observe_stop"}:
@@ -101,5 +107,6 @@ def replay(events_dir: str | Path, streams: Iterable[str], grace_ms: int) -> Rep
         elif "observe_snapshot" in types:
             written += judge.observed(ns, now, views[ns], None, None)
         out.events += written
-    out.findings = [f for f in judge.book.log if f.end_ms is None or f.end_ms > f.start_ms]
+    out.findings = [f for f in judge.book.log
+                    if f.end_ms is None or f.end_ms > f.start_ms or f.kind in INSTANT_KINDS]
     return out

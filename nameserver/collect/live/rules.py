@@ -1,7 +1,9 @@
 """The parameters live judgement shares with the nightly audit.
 
 Each is the nightly audit's own value; ``tests/nameserver/test_live_rules.py`` checks that the
-audit's definitions (``jobs.analytics``) still equal these, so the two cannot drift apart.
+audit's definitions (``jobs.analytics``) still equal these, so the two cannot drift apart. The
+tolerances of who set a permission (:data:`ROUND_SLACK_MS`, :data:`DEFAULT_POLL_MS`) are defined
+here only: ``jobs.analytics.distribution.perm_changes`` imports them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ INCIDENT_GAP_MS = 180_000
 # a group whose BrokerData appears without its master and gets it within this is starting, not a
 # no_master (jobs.analytics.distribution.exact.REGISTRATION_PERIOD_MS)
 REGISTRATION_PERIOD_MS = 30_000
+# an observed server's answers of one round come in over the round: a change every server holding
+# a (topic, group) shows within twice the poll interval and this of each other is one registration
+ROUND_SLACK_MS = 2_000
+DEFAULT_POLL_MS = 10_000  # nsaudit collect's default interval, for a stream whose interval is unknown
 SEVERITIES = ("info", "warning", "critical")  # schemas.findings.SEVERITIES, mildest first
 # the kinds judged live and their severity (jobs.analytics.distribution.kinds.SEVERITY and the
 # liveness and consistency stages); ns_divergence is critical when a route is missing on most servers
@@ -25,8 +31,10 @@ SEVERITY = {
     "observed_broker_gone": "warning",
     "observed_server_down": "warning",
     "ns_divergence": "warning",
+    "topic_perm_changed": "info",  # warning when the topic is left with no writable queue
 }
 LIVE_KINDS = tuple(SEVERITY)
+INSTANT_KINDS = ("topic_perm_changed",)  # a finding of an instant: it starts and ends there
 
 
 def live_grace_ms(config: Config, interval_ms: int) -> int:

@@ -1,0 +1,175 @@
+"""Who set a QueueData's permission, judged live as the nightly audit judges it
+(:mod:`jobs.analytics.distribution.perm_changes`): the broker's registration or an admin request.
+
+An observed server logs no request. A *run* is one (server, topic, broker name)'s QueueData with one
+``perm``, from the round that showed it to the round that showed another perm, no QueueData, or the
+end of the server's known period. A run that follows another without a gap (a change) is
+``registered`` when every other server holding the same (topic, group) near it made the same change
+within the tolerance (twice the poll interval plus :data:`~.rules.ROUND_SLACK_MS`), else ``admin``;
+a run that follows none (a server's first round, a QueueData back after it was gone) is
+``registered`` when every other server holding the cell within a poll interval of its start has
+the same perm, else ``unknown``. Either needs the other servers' answers up to the tolerance after
+the run began: until then the run is *pending* (``source`` None), and :meth:`PermSources.decide`
+settles it once a later round (or midnight) shows that time has passed.
+
+A run registered without write perm is the broker's configuration: no ``write_perm_wiped``, and no
+``no_writable_queue`` for a topic all of whose QueueData are such (:mod:`~.judge`). A registered
+change after a registered run is a ``topic_perm_changed``.
+
+Example:
+    >>> sources = PermSources(poll_ms=1_000)
+    >>> for ns in ("ns-a", "ns-b"):
+    ...     sources.update(ns, "T", {"b": (4, 4, 6, 0, "")}, 0)
+    >>> sources.update("ns-a", "T", {"b": (4, 4, 4, 0, "")}, 10_000)
+    >>> sources.update("ns-b", "T", {"b": (4, 4, 4, 0, "")}, 11_500)
+    >>> [(r.ns, r.source) for r in sources.decide(20_000)]
+    [('ns-a', 'registered'), ('ns-b', 'registered'), ('ns-a', 'registered'), ('ns-b', 'registered')]
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS
+from nameserver.model import PERM_WRITE
+
+REGISTERED, ADMIN, UNKNOWN = "registered", "admin", "unknown"
+
+
+@dataclass(eq=False)
+class PermRun:
+    """One run of a (server, topic, broker name)'s perm.
+
+    Attributes:
+        prev_perm: the perm of the run it follows without a gap (None: it follows none).
+        prev: that run, until this one is decided (its source says whether a change is the broker's).
+        end_ms: when it stopped (None: it goes on).
+        source: ``registered``, ``admin`` or ``unknown``; None while pending.
+        prev_source: the source of the run it follows, once this one is decided.
+        change: for a change, what a ``topic_perm_changed`` would say of it: its own write queues,
+            and the topic's other QueueData on that server when it came (their count and writable
+            write queues).
+    """
+
+    ns: str
+    topic: str
+    name: str
+    perm: int
+    start_ms: int
+    prev_perm: int | None = None
+    prev: PermRun | None = None
+    end_ms: int | None = None
+    source: str | None = None
+    prev_source: str | None = None
+    change: tuple[int, int, int] | None = None
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+
+class PermSources:
+    """The perm runs of every observed server, and their sources once decided.
+
+    Args:
+        poll_ms: the poll interval of a server not in ``polls``.
+
+    Attributes:
+        polls: server -> its poll interval (``observe_start``'s ``interval_ms``).
+    """
+
+    def __init__(self, poll_ms: int = DEFAULT_POLL_MS) -> None:
+        self.poll_ms = poll_ms
+        self.polls: dict[str, int] = {}
+        self._current: dict[tuple[str, str], dict[str, PermRun]] = {}  # (ns, topic) -> name -> run
+        self._cells: dict[tuple[str, str], list[PermRun]] = {}  # (topic, name) -> recent runs of every server
+        self._pending: list[tuple[int, int, PermRun]] = []  # (due, order, run)
+        self._order = itertools.count()
+
+    def tolerance(self, run: PermRun) -> int:
+        """How far from ``run``'s start the other servers' runs are compared with it."""
+        poll = self.polls.get(run.ns, self.poll_ms)
+        return 2 * poll + ROUND_SLACK_MS if run.prev_perm is not None else poll
+
+    def run(self, ns: str, topic: str, name: str) -> PermRun | None:
+        """The current run of a QueueData (None when ``ns`` has none)."""
+        return self._current.get((ns, topic), {}).get(name)
+
+    def update(self, ns: str, topic: str, cells: dict[str, tuple], now: int) -> None:
+        """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
+        runs = self._current.get((ns, topic), {})
+        kept: dict[str, PermRun] = {}
+        for name, run in runs.items():
+            value = cells.get(name)
+            if value is not None and value[2] == run.perm:
+                kept[name] = run
+            else:
+                run.end_ms = now
+        for name, value in cells.items():
+            if name in kept:
+                continue
+            before = runs.get(name)
+            run = kept[name] = PermRun(ns, topic, name, value[2], now)
+            if before is not None:
+                run.prev_perm, run.prev = before.perm, before
+                others = [v for n, v in cells.items() if n != name]
+                other_queues = sum(max(v[1], 0) for v in others if v[2] & PERM_WRITE)
+                run.change = (value[1], len(others), other_queues)
+            self._add(run, now)
+        if kept:
+            self._current[(ns, topic)] = kept
+        else:
+            self._current.pop((ns, topic), None)
+
+    def end(self, ns: str, now: int) -> None:
+        """``ns``'s known period ended at ``now``: its runs end there, followed by none."""
+        for key in [k for k in self._current if k[0] == ns]:
+            for run in self._current.pop(key).values():
+                run.end_ms = now
+
+    def pending(self) -> bool:
+        return bool(self._pending)
+
+    def decide(self, now: int, force: bool = False) -> list[PermRun]:
+        """Settle the runs whose tolerance has passed before ``now`` (every pending one when
+        ``force``: the day ends, nothing after it counts); returns them, earliest due first."""
+        decided = []
+        while self._pending and (force or self._pending[0][0] < now):
+            _, _, run = heapq.heappop(self._pending)
+            run.source = self._judge(run)
+            decided.append(run)
+        for run in decided:
+            if run.prev is not None:  # decided before it (an earlier start, no longer a tolerance)
+                run.prev_source, run.prev = run.prev.source, None  # older runs need not be kept
+        return decided
+
+    def clear(self) -> None:
+        """Midnight: every run ended and was decided; the new day compares only its own."""
+        self._current.clear()
+        self._cells.clear()
+        self._pending.clear()
+
+    def _add(self, run: PermRun, now: int) -> None:
+        cell = self._cells.setdefault((run.topic, run.name), [])
+        # a run that ended this long ago is near no run still pending or to come
+        horizon = now - 2 * (2 * max(self.polls.values(), default=self.poll_ms) + ROUND_SLACK_MS) - self.poll_ms
+        cell[:] = [r for r in cell if r.end_ms is None or r.end_ms >= horizon or r.source is None]
+        cell.append(run)
+        heapq.heappush(self._pending, (run.start_ms + self.tolerance(run), next(self._order), run))
+
+    def _judge(self, run: PermRun) -> str:
+        """The nightly ``_judge_by_other_servers`` of one run."""
+        tol = self.tolerance(run)
+        f = run.start_ms
+        others = [o for o in self._cells.get((run.topic, run.name), ()) if o.ns != run.ns and o.start_ms <= f + tol]
+        if run.prev_perm is not None:
+            near = [o for o in others if o.end_ms is None or o.end_ms > f - tol]
+            holders = {o.ns for o in near}
+            same = {o.ns for o in near if o.prev_perm == run.prev_perm and o.perm == run.perm
+                    and abs(o.start_ms - f) <= tol}
+            # a change on the only server holding the cell has no one to deny it (0 of 0)
+            return REGISTERED if same == holders else ADMIN
+        near = [o for o in others if o.end_ms is None or o.end_ms > f]
+        return REGISTERED if all(o.perm == run.perm for o in near) else UNKNOWN
