@@ -249,7 +249,8 @@ def _finding_key(kind, divergence, ns, subject, start_ms, end_ms) -> tuple:
 @pytest.mark.spark
 def test_the_live_judgement_of_the_collected_rounds_equals_the_audits_findings(scenario, audited):
     """The same rounds fed to the live judge as the collector fed it give the audit's findings of
-    every kind judged live, with the same server, subject, start and end to the millisecond."""
+    every kind judged live, with the same server, subject, start and end (to the millisecond but
+    for the divergences, see below)."""
     def ms(ts) -> int:
         return int(ts.timestamp() * 1000)
 
@@ -261,7 +262,19 @@ def test_the_live_judgement_of_the_collected_rounds_equals_the_audits_findings(s
     live = {_finding_key(f.kind, f.detail.get("kind") if f.kind == "ns_divergence" else None, f.ns, f.subject,
                          f.start_ms, f.end_ms) for f in replayed.findings}
     assert nightly, "the day has findings of the kinds judged live"
-    assert sorted(live - nightly, key=repr) == [] and sorted(nightly - live, key=repr) == []
+    # A divergence episode may begin or end a few milliseconds apart: the audit also compares the
+    # observed servers with the shadow's stream (which the collector does not read), so while one
+    # observed server is up alone its episodes run from that server's round, not from the next
+    # server's. Those are matched within one poll round; every other finding to the millisecond.
+    exact_live, exact_nightly = ({k for k in keys if k[0] != "ns_divergence"} for keys in (live, nightly))
+    assert sorted(exact_live - exact_nightly, key=repr) == [] and sorted(exact_nightly - exact_live, key=repr) == []
+    unmatched = sorted(k for k in nightly if k[0] == "ns_divergence")
+    for key in sorted(k for k in live if k[0] == "ns_divergence"):
+        near = [k for k in unmatched if k[:4] == key[:4] and abs(k[4] - key[4]) <= INTERVAL_MS
+                and (k[5] is None) == (key[5] is None) and (k[5] is None or abs(k[5] - key[5]) <= INTERVAL_MS)]
+        assert near, (key, unmatched)
+        unmatched.remove(near[0])
+    assert unmatched == []
 
 
 @pytest.mark.spark

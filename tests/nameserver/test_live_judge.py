@@ -223,3 +223,23 @@ def test_a_first_round_read_only_where_another_server_is_writable_is_no_registra
     assert [k[:3] for k in logged(judge)] == [("no_writable_queue", "ns-c", "T2"),
                                              ("write_perm_wiped", "ns-c", "broker-a")]
     assert {f.start_ms - T0 for f in judge.book.log} == {500}
+
+
+def test_a_change_on_the_only_server_observed_is_judged_as_a_wipe():
+    """No other server holds the group: nothing confirms a registration, so a change to read-only
+    is judged as a wipe would be (one observed server cannot tell ``updateTopic -p 4`` from 205)."""
+    judge = LiveJudge(GRACE, poll_ms=POLL)
+    judge.book.log = []
+    rounds(judge, T0, {"ns-a": HEALTHY})
+    assert rounds(judge, T0 + 1000, {"ns-a": READ_ONLY}) == []
+    rounds(judge, T0 + 1000 + HELD + 1, {"ns-a": READ_ONLY})
+    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
+                             ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning")]
+    # the collector observes only that server: nothing to wait for, the round that saw it opens it
+    judge = LiveJudge(GRACE, poll_ms=POLL, alone=True)
+    judge.book.log = []
+    rounds(judge, T0, {"ns-a": HEALTHY})
+    events = rounds(judge, T0 + 1000, {"ns-a": READ_ONLY})
+    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
+                             ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning")]
+    assert [e[:3] for e in summary(events)] == [("open", "write_perm_wiped", "broker-a")]

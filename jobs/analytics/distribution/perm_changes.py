@@ -144,7 +144,11 @@ def _judge_by_other_servers(sourced_df: DataFrame) -> DataFrame:
         F.abs(F.col("o_from") - F.col("from_ms")) <= tolerance) & (F.col("o_source") != ADMIN)
     agrees = F.when(change, same_change).otherwise(F.col("o_perm") == F.col("perm"))
     disagrees = F.when(change, F.lit(False)).otherwise(F.col("o_perm") != F.col("perm"))
-    judged = (F.when(change, F.when(F.col("_same") == F.col("_holders"), F.lit(REGISTERED)).otherwise(F.lit(ADMIN)))
+    # A change on the only server holding the cell has no one to confirm it: unknown, judged as
+    # a wipe would be (one observed server cannot tell `updateTopic -p 4` from WIPE_WRITE_PERM).
+    # A run that follows none there is the broker's unless another server disagrees.
+    judged = (F.when(change, F.when(F.col("_holders") == 0, F.lit(UNKNOWN))
+                     .when(F.col("_same") == F.col("_holders"), F.lit(REGISTERED)).otherwise(F.lit(ADMIN)))
               .when(F.col("_disagreeing") == 0, F.lit(REGISTERED)).otherwise(F.lit(UNKNOWN)))
     # left: a run on the only server holding the cell has no one to confirm or deny it (0 of 0)
     return (

@@ -72,7 +72,8 @@ class LiveJudge:
         perms: who set each QueueData's permission.
     """
 
-    def __init__(self, grace_ms: int, gap_ms: int = INCIDENT_GAP_MS, poll_ms: int = DEFAULT_POLL_MS) -> None:
+    def __init__(self, grace_ms: int, gap_ms: int = INCIDENT_GAP_MS, poll_ms: int = DEFAULT_POLL_MS,
+                 alone: bool = False) -> None:
         self.grace_ms = grace_ms
         self.gap_ms = gap_ms
         self.servers: dict[str, KnownServer] = {}
@@ -88,7 +89,7 @@ class LiveJudge:
         self._runs: dict[tuple[str, str], tuple[int, bool, str]] = {}
         self._back_ms: dict[str, int] = {}  # when each server last came back from an outage
         self.addr_names: dict[str, str] = {}  # broker address -> the broker name it was last listed under
-        self.perms = PermSources(poll_ms)
+        self.perms = PermSources(poll_ms, alone=alone)
         self._held: dict[tuple, list[Verdict]] = {}  # no_writable_queue / write_perm_wiped keys -> verdicts
 
     # ------------------------------------------------------------------ updates
@@ -143,6 +144,8 @@ class LiveJudge:
         else:
             self._wiped_conditions(dirty, now)
             self._divergences(dirty, brokers, set(left) | set(entered), old_cells, now)
+        if self.perms.alone:  # nothing to wait for: this round's perm runs are decided by it
+            self._decide(now)
         return self._finish(now)
 
     def failed(self, ns: str, now: int) -> list[tuple[str, dict]]:

@@ -75,13 +75,17 @@ class PermSources:
 
     Args:
         poll_ms: the poll interval of a server not in ``polls``.
+        alone: one server is observed: no other can confirm or deny a run, so each is decided at
+            once (a change ``unknown``, one that follows none ``registered``), as the audit
+            decides it with no other server holding the cell.
 
     Attributes:
         polls: server -> its poll interval (``observe_start``'s ``interval_ms``).
     """
 
-    def __init__(self, poll_ms: int = DEFAULT_POLL_MS) -> None:
+    def __init__(self, poll_ms: int = DEFAULT_POLL_MS, alone: bool = False) -> None:
         self.poll_ms = poll_ms
+        self.alone = alone
         self.polls: dict[str, int] = {}
         self._current: dict[tuple[str, str], dict[str, PermRun]] = {}  # (ns, topic) -> name -> run
         self._cells: dict[tuple[str, str], list[PermRun]] = {}  # (topic, name) -> recent runs of every server
@@ -157,7 +161,9 @@ class PermSources:
         horizon = now - 2 * (2 * max(self.polls.values(), default=self.poll_ms) + ROUND_SLACK_MS) - self.poll_ms
         cell[:] = [r for r in cell if r.end_ms is None or r.end_ms >= horizon or r.source is None]
         cell.append(run)
-        heapq.heappush(self._pending, (run.start_ms + self.tolerance(run), next(self._order), run))
+        # due when the tolerance has passed; alone, at once (decided by the round that saw it)
+        due = run.start_ms - 1 if self.alone else run.start_ms + self.tolerance(run)
+        heapq.heappush(self._pending, (due, next(self._order), run))
 
     def _judge(self, run: PermRun) -> str:
         """The nightly ``_judge_by_other_servers`` of one run."""
@@ -169,7 +175,8 @@ class PermSources:
             holders = {o.ns for o in near}
             same = {o.ns for o in near if o.prev_perm == run.prev_perm and o.perm == run.perm
                     and abs(o.start_ms - f) <= tol}
-            # a change on the only server holding the cell has no one to deny it (0 of 0)
+            if not holders:  # the only server holding the cell: no one to confirm the change
+                return UNKNOWN
             return REGISTERED if same == holders else ADMIN
         near = [o for o in others if o.end_ms is None or o.end_ms > f]
         return REGISTERED if all(o.perm == run.perm for o in near) else UNKNOWN
