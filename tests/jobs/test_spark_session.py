@@ -105,7 +105,10 @@ def test_dataframe_calls_do_not_record_their_python_call_site(spark):
         F.col("x") + F.lit(1)
     finally:
         del client.send_command
-    assert 0 < len(commands) < 20, len(commands)
+    # py4j releases Java objects that earlier tests' Python objects held when the collector frees
+    # them ("m d" commands): not round trips of this expression
+    calls = [c for c in commands if not c.startswith("m\nd\n")]
+    assert 0 < len(calls) < 20, calls
     assert session_conf(2, None, "", {DATAFRAME_DEBUGGING_CONF: "true"})[DATAFRAME_DEBUGGING_CONF] == "true"
 
 
