@@ -23,13 +23,13 @@ from pyspark.sql.types import BooleanType, DateType, StringType, StructType
 from jobs.lake.delta import ship_by_value
 from jobs.lake.delta.arrow import count_table_rows, is_table, load_table, read_table_arrow, table_root
 from jobs.lake.delta.files import encode_partition_value
+from jobs.lake.delta.native import create_native, write_native
 from jobs.lake.delta.schema import (
     SchemaMismatchError,
     check_partition_columns,
     check_table_schema,
     column,
     conform_to_schema,
-    delta_spark_schema,
 )
 from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files, write_local_files
 from jobs.spark.session import lake_writer
@@ -175,8 +175,8 @@ def write_table(
     encoded_where = _encode_replace_where(replace_where, schema, partition_by)
     conformed_df, task_df = _frames_to_write(df, schema, root, expansion, few_rows)
     if lake_writer(df.sparkSession) == "native":
-        _create_native(df.sparkSession, root, schema, partition_by)
-        _write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
+        create_native(df.sparkSession, root, schema, partition_by)
+        write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
     else:
         plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
                          expansion.arrow if expansion else None, object_store(root))
@@ -334,53 +334,6 @@ def _encode_replace_where(
             raise ValueError(f"replace_where {col}={value!r} does not fit column type {dtype.simpleString()}")
         encoded[col] = encode_partition_value(value)
     return encoded
-
-
-def _create_native(spark: SparkSession, root: str, schema: StructType, partition_by: tuple[str, ...]) -> None:
-    """Create a missing table from the declared schema, as its own first commit, through delta-spark.
-
-    delta-spark's DataFrame writer would create it from the rows' schema made nullable (its rule:
-    NOT NULL comes from a table's definition, never from data), so both writers' tables would
-    differ; created from the declared schema, NOT NULL columns hold and are checked on write. The
-    one difference left is :func:`delta_spark_schema`'s (NOT NULL inside a nullable struct).
-    """
-    if table_exists(root):
-        return
-    from delta.tables import DeltaTable
-
-    DeltaTable.createIfNotExists(spark).location(root).addColumns(delta_spark_schema(schema)) \
-        .partitionedBy(*partition_by).execute()
-
-
-def _write_native(
-    df: DataFrame, root: str, mode: str, partition_by: tuple[str, ...], replace_where: Mapping[str, Any] | None,
-    extra_files: Sequence[dict] = (),
-) -> None:
-    """delta-spark's own writer, for sessions that have its jars.
-
-    It relies on delta-spark for the same guarantees (one commit, replaceWhere in the same
-    transaction); it cannot commit files written elsewhere (``extra_files``).
-    """
-    if extra_files:
-        raise ValueError("extra_files cannot be committed through delta-spark's writer")
-    writer = df.write.format("delta").mode(mode)
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    if replace_where:
-        writer = writer.option("replaceWhere", " AND ".join(_sql_equals(c, v) for c, v in replace_where.items()))
-    writer.save(root)
-
-
-def _sql_equals(col: str, value: Any) -> str:
-    if value is None:
-        return f"`{col}` IS NULL"
-    if isinstance(value, bool):
-        return f"`{col}` = {str(value).lower()}"
-    if isinstance(value, date):
-        return f"`{col}` = DATE'{value.isoformat()}'"
-    if isinstance(value, str):
-        return f"`{col}` = '" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return f"`{col}` = {int(value)}"
 
 
 def read_table(

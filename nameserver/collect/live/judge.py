@@ -12,10 +12,9 @@ update judges, as the nightly stages do, the kinds an observed server can show:
   without write is no ``write_perm_wiped``, and a topic all of whose QueueData are such no
   ``no_writable_queue``.
 
-Whether a perm was registered is known only once every server had a round to show the same change
-(twice the poll interval and a slack): until then a ``no_writable_queue`` or ``write_perm_wiped``
-that depends on it is *held* (a journal of its verdicts, each at its round's ``now``), then opened
-from its start, or dropped, as the nightly audit, which knows the whole day, will judge it.
+Whether a perm was registered is known once every server had a round to show the same change: a
+``no_writable_queue`` or ``write_perm_wiped`` depending on it is *held* until then (its verdicts,
+:class:`~.perms.Verdict`), then opened from its start or dropped, as the nightly audit judges it.
 
 Only what a round changed is looked at again (the topics and broker names whose answers changed),
 unless a server joins or leaves the comparison, when every key is. At UTC midnight every known
@@ -28,32 +27,16 @@ from __future__ import annotations
 from nameserver.collect.live.divergence import (
     BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING, Divergence,
 )
+from common.timeutil import DAY_MS
 from nameserver.collect.live.findings import FindingBook, LiveFinding
 from nameserver.collect.live.incidents import Incidents
-from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources
+from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources, Verdict, perm_changed_finding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
 from nameserver.collect.live.servers import KnownServer
 from nameserver.collect.view import ServerView
 from nameserver.model import PERM_WRITE
 
-DAY_MS = 86_400_000
 PER_SERVER = ("no_writable_queue", "read_write_mismatch", "no_master", "write_perm_wiped", "observed_broker_gone")
-
-
-class Verdict:
-    """A held finding's state from ``at``: it holds when ``certain``, or when any of ``pending`` (runs
-    not yet decided) turns out not registered; ``detail()`` then (read once they are decided)."""
-
-    __slots__ = ("at", "certain", "pending", "detail", "cause")
-
-    def __init__(self, at: int, certain: bool, pending: list[PermRun], detail, cause: tuple[str, str]) -> None:
-        self.at, self.certain, self.pending, self.detail, self.cause = at, certain, pending, detail, cause
-
-    def known(self) -> bool:
-        return self.certain or all(r.source is not None for r in self.pending)
-
-    def holds(self) -> bool:
-        return self.certain or any(r.source != REGISTERED for r in self.pending)
 
 
 class LiveJudge:
@@ -345,21 +328,10 @@ class LiveJudge:
             return
         for run in self.perms.decide(now, force):
             if run.source == REGISTERED and run.prev_perm is not None and run.prev_source == REGISTERED:
-                self._perm_changed(run)
+                key, finding = perm_changed_finding(run)  # a registered change of a registered perm
+                self.book.start(key, finding)
+                self.book.end(key, run.start_ms)
         self._release()
-
-    def _perm_changed(self, run: PermRun) -> None:
-        """``topic_perm_changed``: a registered change of a registered perm, at the round that showed
-        it; a warning when the topic then had no writable queue on that server."""
-        own, others, other_queues = run.change
-        writable_queues = (max(own, 0) if run.writable else 0) + other_queues
-        key = ("topic_perm_changed", run.ns, run.topic, run.name, run.start_ms)
-        detail = {"broker_name": run.name, "perm_before": run.prev_perm, "perm": run.perm, "other_groups": others,
-                  "topic_writable": writable_queues > 0, "write_queues": own if writable_queues == 0 else 0}
-        severity = "warning" if writable_queues == 0 else SEVERITY["topic_perm_changed"]
-        self.book.start(key, LiveFinding("topic_perm_changed", run.ns, run.topic, run.start_ms, severity, detail,
-                                         "topic", run.topic, (run.ns,)))
-        self.book.end(key, run.start_ms)
 
     def _divergences(self, topics, brokers, addrs, old_cells, now: int) -> None:
         keys: set = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}

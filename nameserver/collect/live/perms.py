@@ -32,7 +32,8 @@ import heapq
 import itertools
 from dataclasses import dataclass
 
-from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS
+from nameserver.collect.live.findings import LiveFinding
+from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS, SEVERITY
 from nameserver.model import PERM_WRITE
 
 REGISTERED, ADMIN, UNKNOWN = "registered", "admin", "unknown"
@@ -180,3 +181,33 @@ class PermSources:
             return REGISTERED if same == holders else ADMIN
         near = [o for o in others if o.end_ms is None or o.end_ms > f]
         return REGISTERED if all(o.perm == run.perm for o in near) else UNKNOWN
+
+
+class Verdict:
+    """A held finding's state from ``at``: it holds when ``certain``, or when any of ``pending`` (runs
+    not yet decided) turns out not registered; ``detail()`` then (read once they are decided)."""
+
+    __slots__ = ("at", "certain", "pending", "detail", "cause")
+
+    def __init__(self, at: int, certain: bool, pending: list[PermRun], detail, cause: tuple[str, str]) -> None:
+        self.at, self.certain, self.pending, self.detail, self.cause = at, certain, pending, detail, cause
+
+    def known(self) -> bool:
+        return self.certain or all(r.source is not None for r in self.pending)
+
+    def holds(self) -> bool:
+        return self.certain or any(r.source != REGISTERED for r in self.pending)
+
+
+def perm_changed_finding(run: PermRun) -> tuple[tuple, LiveFinding]:
+    """``topic_perm_changed`` of a registered change of a registered perm, at the round that showed
+    it (its key and finding, opened and closed at once); a warning when the topic then had no
+    writable queue on that server."""
+    own, others, other_queues = run.change
+    writable_queues = (max(own, 0) if run.writable else 0) + other_queues
+    key = ("topic_perm_changed", run.ns, run.topic, run.name, run.start_ms)
+    detail = {"broker_name": run.name, "perm_before": run.prev_perm, "perm": run.perm, "other_groups": others,
+              "topic_writable": writable_queues > 0, "write_queues": own if writable_queues == 0 else 0}
+    severity = "warning" if writable_queues == 0 else SEVERITY["topic_perm_changed"]
+    return key, LiveFinding("topic_perm_changed", run.ns, run.topic, run.start_ms, severity, detail,
+                            "topic", run.topic, (run.ns,))
