@@ -321,12 +321,14 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         # broker_shutdown: scn-s unregisters from every server as it stops; ScnSolo is on none
         start = _now_ms()
         brokers["scn-s"].process.stop()
+        exited = _now_ms()  # it unregisters somewhere in its shutdown, which may take seconds
         wait_for(lambda: all("scn-s" not in brokers_seen(scenario.stream(ns)) for ns in SERVERS), SEEN_TIMEOUT_S,
                  "scn-s gone from every server's stream")
         assert any(e["type"] == "unregister" and e["broker_addr"] == brokers["scn-s"].addr
                    for e in scenario.stream(SHADOW)), "the shadow logged scn-s's UNREGISTER_BROKER"
         scenario.truth.append({"kind": "broker_shutdown", "ns": list(SERVERS), "subject": "scn-s",
-                               "start_ms": start, "end_ms": None, "broker_addr": brokers["scn-s"].addr})
+                               "start_ms": start, "end_ms": None, "broker_addr": brokers["scn-s"].addr,
+                               "exited_ms": exited})
         time.sleep(INTERVAL_MS / 1000 * 2)
 
         stop_collector(collector, scenario.collector_err)
