@@ -60,7 +60,7 @@ def spark():
 
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: the small-day settings of the audit (jobs.spark.profile: no adaptive
-    # re-planning, no broadcast jobs, no code generation, the JIT's first tier only) hold for the
+    # re-planning, no broadcast jobs, no code generation or constraint propagation, the JIT's first tier only) hold for the
     # whole session. Results do not depend on them; the standalone-cluster test compares an audit
     # with Spark's defaults against one with these, row for row.
     from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS, SMALL_DAY_CONF
@@ -73,6 +73,7 @@ def spark():
         java_options=f"-XX:+UseParallelGC {SMALL_DAY_JAVA_OPTIONS}",
         extra_conf={"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
                     "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1",
+                    "spark.sql.constraintPropagation.enabled": "false",
                     SMALL_DAY_CONF: "true"},
         lake_writer="auto",  # delta-spark's jars on the classpath, when set-up fetched them ...
         # hadoop-aws too, for the tests with a lake in a bucket (tests.jobs.buckets gives the settings)

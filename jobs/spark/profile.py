@@ -8,12 +8,14 @@ day, a slice of a day) they cost more than they save:
 - a broadcast join collects its small side to the driver in a job of its own, before the query;
 - more shuffle partitions than cores make more tasks, each with its fixed cost;
 - generated code is compiled (Janino, then the JVM's JIT compilers) for every query, where
-  interpreting a few thousand rows is quicker than compiling the code that would run them.
+  interpreting a few thousand rows is quicker than compiling the code that would run them;
+- the optimizer's constraint propagation (filters inferred from every operator's constraints)
+  costs more planning time than the rows it prunes early save.
 
 So a day whose event-log segments hold fewer than ``[spark] small_day_bytes`` is audited without
-adaptive execution, broadcast joins or code generation, with as many shuffle partitions as the
-application has cores; and when the audit starts its own JVM for such a day, the JIT compiles
-with its quick first tier only (:data:`SMALL_DAY_JAVA_OPTIONS`). None of this changes a table's
+adaptive execution, broadcast joins, code generation or constraint propagation, with as many
+shuffle partitions as the application has cores; and when the audit starts its own JVM for such a
+day, the JIT compiles with its quick first tier only (:data:`SMALL_DAY_JAVA_OPTIONS`). None of this changes a table's
 rows (``bench/lake_diff.py`` compares audits both ways), only how many files a table's day is
 written as. Larger days keep the configured settings. See docs/audit.md, "Small days".
 
@@ -69,6 +71,9 @@ def small_day_conf(spark: SparkSession) -> dict[str, str]:
         # every expression interpreted: Spark's own fallback path when generated code fails to
         # compile, with the same results
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        # the optimizer infers no filters from the constraints of each operator: planning, not
+        # running, is most of a small day's audit, and these inferences only prune rows early
+        "spark.sql.constraintPropagation.enabled": "false",
         SMALL_DAY_CONF: "true",
     }
 
