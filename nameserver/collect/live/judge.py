@@ -198,12 +198,12 @@ class LiveJudge:
                 self.book.open[key].detail = detail
 
     def _no_writable_queue(self, ns: str, server: KnownServer, topic: str, now: int) -> None:
-        """``no_writable_queue``, unless every QueueData of the topic is a perm its broker
-        registered without write (read-only by configuration)."""
+        """``no_writable_queue``, unless every QueueData of the topic is one its broker registered read-only."""
         key = ("no_writable_queue", ns, topic)
         detail = server.no_writable_queue(topic)
         if detail is None:
-            self._verdict(key, Verdict(now, False, [], None, ("topic", topic)))
+            if key in self._held or key in self.book.open:  # else nothing to end
+                self._verdict(key, Verdict(now, False, [], None, ("topic", topic)))
             return
         certain, pending = False, []
         for name in server.qd[topic]:

@@ -29,7 +29,6 @@ Example:
 from __future__ import annotations
 
 import heapq
-import itertools
 from dataclasses import dataclass
 
 from nameserver.collect.live.findings import LiveFinding
@@ -37,9 +36,12 @@ from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS, SEVER
 from nameserver.model import PERM_WRITE
 
 REGISTERED, ADMIN, UNKNOWN = "registered", "admin", "unknown"
+# a cell's list of runs is pruned of the long-ended ones once it holds this many (cells change
+# rarely: a server's first round adds one run to each of them)
+PRUNE_AT = 8
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PermRun:
     """One run of a (server, topic, broker name)'s perm.
 
@@ -90,8 +92,9 @@ class PermSources:
         self.polls: dict[str, int] = {}
         self._current: dict[tuple[str, str], dict[str, PermRun]] = {}  # (ns, topic) -> name -> run
         self._cells: dict[tuple[str, str], list[PermRun]] = {}  # (topic, name) -> recent runs of every server
-        self._pending: list[tuple[int, int, PermRun]] = []  # (due, order, run)
-        self._order = itertools.count()
+        # the runs not yet decided, by when they are due (a round's runs share one due time)
+        self._due: list[int] = []  # a heap of the keys of _pending
+        self._pending: dict[int, list[PermRun]] = {}  # due -> runs, in the order they came
 
     def tolerance(self, run: PermRun) -> int:
         """How far from ``run``'s start the other servers' runs are compared with it."""
@@ -104,8 +107,15 @@ class PermSources:
 
     def update(self, ns: str, topic: str, cells: dict[str, tuple], now: int) -> None:
         """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
-        runs = self._current.get((ns, topic), {})
-        kept: dict[str, PermRun] = {}
+        runs = self._current.get((ns, topic))
+        if not runs:  # first seen (a server's first round): every run new, following none
+            if cells:
+                self._current[(ns, topic)] = kept = {name: PermRun(ns, topic, name, value[2], now)
+                                                     for name, value in cells.items()}
+                for run in kept.values():
+                    self._add(run, now)
+            return
+        kept = {}
         for name, run in runs.items():
             value = cells.get(name)
             if value is not None and value[2] == run.perm:
@@ -135,16 +145,16 @@ class PermSources:
                 run.end_ms = now
 
     def pending(self) -> bool:
-        return bool(self._pending)
+        return bool(self._due)
 
     def decide(self, now: int, force: bool = False) -> list[PermRun]:
         """Settle the runs whose tolerance has passed before ``now`` (every pending one when
         ``force``: the day ends, nothing after it counts); returns them, earliest due first."""
         decided = []
-        while self._pending and (force or self._pending[0][0] < now):
-            _, _, run = heapq.heappop(self._pending)
-            run.source = self._judge(run)
-            decided.append(run)
+        while self._due and (force or self._due[0] < now):
+            for run in self._pending.pop(heapq.heappop(self._due)):
+                run.source = self._judge(run)
+                decided.append(run)
         for run in decided:
             if run.prev is not None:  # decided before it (an earlier start, no longer a tolerance)
                 run.prev_source, run.prev = run.prev.source, None  # older runs need not be kept
@@ -154,17 +164,28 @@ class PermSources:
         """Midnight: every run ended and was decided; the new day compares only its own."""
         self._current.clear()
         self._cells.clear()
+        self._due.clear()
         self._pending.clear()
 
     def _add(self, run: PermRun, now: int) -> None:
-        cell = self._cells.setdefault((run.topic, run.name), [])
-        # a run that ended this long ago is near no run still pending or to come
-        horizon = now - 2 * (2 * max(self.polls.values(), default=self.poll_ms) + ROUND_SLACK_MS) - self.poll_ms
-        cell[:] = [r for r in cell if r.end_ms is None or r.end_ms >= horizon or r.source is None]
-        cell.append(run)
+        key = (run.topic, run.name)
+        cell = self._cells.get(key)
+        if cell is None:
+            self._cells[key] = [run]
+        else:
+            if len(cell) >= PRUNE_AT:
+                # a run that ended this long ago is near no run still pending or to come
+                longest = max(self.polls.values(), default=self.poll_ms)
+                horizon = now - 2 * (2 * longest + ROUND_SLACK_MS) - self.poll_ms
+                cell[:] = [r for r in cell if r.end_ms is None or r.end_ms >= horizon or r.source is None]
+            cell.append(run)
         # due when the tolerance has passed; alone, at once (decided by the round that saw it)
         due = run.start_ms - 1 if self.alone else run.start_ms + self.tolerance(run)
-        heapq.heappush(self._pending, (due, next(self._order), run))
+        batch = self._pending.get(due)
+        if batch is None:
+            batch = self._pending[due] = []
+            heapq.heappush(self._due, due)
+        batch.append(run)
 
     def _judge(self, run: PermRun) -> str:
         """The nightly ``_judge_by_other_servers`` of one run."""
