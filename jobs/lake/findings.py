@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from jobs import lake
 from jobs.lake.days import read_day_arrow, replace_day
-from jobs.spark.frames import Releasable, local_frame
+from jobs.spark.frames import Releasable, checkpoint_frame, local_frame, release_frame
 from schemas.findings import CATEGORIES, FINDINGS_PARTITION_BY, FINDINGS_SCHEMA, SEVERITIES
 
 DetailSpec = Column | Mapping[str, Column]
@@ -181,10 +181,11 @@ def _as_column(value: str | Column | None) -> Column:
 class DayFindings:
     """The findings of one audited day, gathered from the stages and written once.
 
-    Each stage adds its findings as a lazy frame, with the checkpointed intermediates that frame
-    reads (:class:`jobs.spark.frames.Releasable`); nothing is computed until the incidents stage
-    links them to their incidents and writes them all in one commit (:meth:`frame`), then
-    :meth:`release` frees what the stages kept.
+    Each stage adds its findings, with the checkpointed intermediates they read
+    (:class:`jobs.spark.frames.Releasable`); they are computed then and checkpointed (a few rows
+    each), so the incidents stage links them to their incidents over a plan of a few scans, not
+    of every stage's plan at once, and writes them all in one commit (:meth:`frame`); then
+    :meth:`release` frees what the stages kept and the checkpoints.
 
     A stage run on its own (tests, notebooks) gets none and writes its category at once
     (:meth:`write_category`).
@@ -207,7 +208,7 @@ class DayFindings:
         Raises:
             ValueError: an unknown category.
         """
-        rows_df = with_finding_keys(findings_df, self.day, category).select(*FINDINGS_SCHEMA.names)
+        rows_df = checkpoint_frame(with_finding_keys(findings_df, self.day, category).select(*FINDINGS_SCHEMA.names))
         self._parts.append((category, rows_df))
         if keep is not None:
             self._kept.append(keep)
@@ -244,6 +245,9 @@ class DayFindings:
         for kept in self._kept:
             kept.release()
         self._kept.clear()
+        for _, rows_df in self._parts:
+            release_frame(rows_df)
+        self._parts.clear()
 
 
 def findings_by_kind(lake_dir: str | os.PathLike, day: dt.date, category: str | None = None) -> dict[str, int]:
