@@ -238,6 +238,9 @@ class DayFindings:
         if rows_df is None:
             raise ValueError(f"no {category} findings were added")
         write_findings(rows_df, lake_dir, self.day, category)
+        for df in parts:  # written: their checkpoints are read no more
+            release_frame(df)
+        self._parts = [(c, df) for c, df in self._parts if c != category]
         return findings_by_kind(lake_dir, self.day, category)
 
     def release(self) -> None:

@@ -107,15 +107,8 @@ class PermSources:
 
     def update(self, ns: str, topic: str, cells: dict[str, tuple], now: int) -> None:
         """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
-        runs = self._current.get((ns, topic))
-        if not runs:  # first seen (a server's first round): every run new, following none
-            if cells:
-                self._current[(ns, topic)] = kept = {name: PermRun(ns, topic, name, value[2], now)
-                                                     for name, value in cells.items()}
-                for run in kept.values():
-                    self._add(run, now)
-            return
-        kept = {}
+        runs = self._current.get((ns, topic), {})
+        kept: dict[str, PermRun] = {}
         for name, run in runs.items():
             value = cells.get(name)
             if value is not None and value[2] == run.perm:
