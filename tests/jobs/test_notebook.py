@@ -18,6 +18,7 @@ import pytest
 from nbclient import NotebookClient
 from PIL import Image
 
+from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS
 from tests.jobs.audited import audited_lake  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -58,6 +59,9 @@ def test_the_notebook_runs_and_draws_its_plots(audited_lake, tmp_path, monkeypat
     }))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("NSAUDIT_LAKE", str(audited_lake.lake))
+    # the kernel's Spark JVM compiles with the JIT's first tier only, as a small day's audit does
+    # (the optimizing tier's compile time outweighs the few queries of a small lake; no result changes)
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", SMALL_DAY_JAVA_OPTIONS)
     for name in ("NSAUDIT_DATE", "NSAUDIT_TOPIC", "NSAUDIT_AT", "NSAUDIT_CLUSTER"):
         monkeypatch.delenv(name, raising=False)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from jobs.lake.delta.arrow import read_table_arrow
+from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS
 from jobs.spark.s3a import hadoop_aws_jars
 from jobs.spark.standalone import spark_home
 from tests.jobs.audited import audited_lake  # noqa: F401 - the shared audited day (a fixture)
@@ -51,6 +52,11 @@ def _subprocess_env() -> dict[str, str]:
     for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET",
                  "SPARK_MASTER_URL"):
         env.pop(name, None)
+    # Every JVM of the cluster (master, workers, driver, executors) compiles with the JIT's first
+    # tier only, as a small day's audit does: the optimizing tier spends minutes of the two cores'
+    # time compiling code this small day runs a few times. JIT flags change no result; the plan
+    # settings under test stay Spark's own.
+    env["JAVA_TOOL_OPTIONS"] = SMALL_DAY_JAVA_OPTIONS
     return env
 
 
