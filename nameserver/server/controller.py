@@ -2,7 +2,9 @@
 
 RocketMQ's split: the controller owns the lifecycle, the event log and the housekeeping tasks
 (expiry scan, connection defences); :class:`nameserver.server.processor.RequestProcessor` owns the route
-tables; :class:`nameserver.server.channel.RemotingChannel` moves bytes.
+tables; :class:`nameserver.server.channel.RemotingChannel` moves bytes. A route lookup (105) is
+answered by the processor's :class:`~nameserver.server.processor.RouteAnswers` whichever way it
+comes: from its bytes in the channel, from its kept encoding here, or through the processor.
 
 Critical section (docs/nameserver-semantics.md A7): the event loop is the only thread that touches
 the tables, and every table change is applied and its events appended back to back with no ``await``
@@ -59,7 +61,7 @@ log = logging.getLogger(__name__)
 
 # How long a clean shutdown waits for in-flight answers and their bytes to leave.
 SHUTDOWN_DRAIN_S = 5.0
-_GET_ROUTEINFO_BY_TOPIC = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)  # a plain int: read on every request
+_GET_ROUTEINFO_BY_TOPIC = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)  # counts the lookups channels answer
 _REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
 
 
@@ -334,14 +336,14 @@ class NameServerController(ConnectionDefences):
         """
         if self._log_closed or self._failure is not None or self.processor is None or not self._answers.immediate:
             return None
-        return self.processor.known_lookups()
+        return self.processor.route_answers.known_lookups()
 
     def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand,
                        key: RequestKey | None = None) -> None:
         """Process one request: the table change and its events in one critical section (A7).
 
-        ``key``: the decoder's ``last_key`` for ``cmd``; a lookup answered from the cache with a
-        key becomes one of :meth:`known_lookups`.
+        ``key``: the decoder's ``last_key`` for ``cmd``; a lookup answered from its kept encoding
+        with a key becomes one of :meth:`known_lookups`.
         """
         if self._log_closed or self._failure is not None:
             return
@@ -351,13 +353,13 @@ class NameServerController(ConnectionDefences):
         assert processor is not None
         now = None
         try:
-            if cmd.code == _GET_ROUTEINFO_BY_TOPIC:
-                # The commonest request by far: its answer comes encoded from the processor's
-                # cache (no clock, no events); None when it needs the ordinary path.
-                frame = processor.route_answer_frame(cmd, key)
-                if frame is not None:
-                    self._answers.send(channel, frame)
-                    return
+            # A route lookup, the commonest request by far, is answered from its kept encoding
+            # (no clock, no events); None for every other request and any lookup it leaves to
+            # the processor.
+            frame = processor.route_answers.frame(cmd, key)
+            if frame is not None:
+                self._answers.send(channel, frame)
+                return
             now = self._clock()
             if cmd.code in ROUTE_CHANGE_CODES:
                 if self._inflation.wants(cmd):

@@ -1,15 +1,16 @@
-"""The processor's encoded-answer caches (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO).
+"""The route answers and their kept encodings (GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO).
 
 Lookups are answered from bytes encoded once per table revision. These tests change the tables
 between two lookups in every way a route can change and check that the next answer is the new
 one, byte for byte what a fresh encoding of the pure route table gives, on the cached path
-(``route_answer_frame``) and on the ordinary one (``process``) alike.
+(``RouteAnswers.frame``) and on the ordinary one (``process``) alike.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from nameserver.acl import AccessController, SecretStore
 from nameserver.codec import fastjson
 from nameserver.client import register_broker_request, route_request, simple_request
 from nameserver.codec import (
@@ -22,7 +23,7 @@ from nameserver.codec import (
 )
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.server.processor import ConnectionContext, RequestProcessor
-from nameserver.routes.manager import RouteInfoManager
+from nameserver.routes.manager import RequestContext, RouteInfoManager
 
 M, S, M2 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 A = TopicConfig("TopicA", 8, 8)
@@ -62,7 +63,7 @@ def answers(proc: RequestProcessor, topic: str, opaque: int) -> list[bytes | Non
     for flavour in FLAVOURS:
         cmd = lookup(topic, opaque, **flavour)
         expected = fresh_answer(proc.routes, cmd)
-        assert proc.route_answer_frame(cmd) == expected
+        assert proc.route_answers.frame(cmd) == expected
         response = proc.process(cmd, C1, 0).response
         if expected is None:
             assert response.code == ResponseCode.TOPIC_NOT_EXIST
@@ -118,12 +119,12 @@ def test_a_steady_re_registration_keeps_the_cached_answers():
     proc = RequestProcessor(RouteInfoManager(EXPIRY))
     register(proc, filters=["10.0.9.1:40001"])
     cmd = lookup("TopicA", 1, version=407)
-    first = proc.route_answer_frame(cmd)
+    first = proc.route_answers.frame(cmd)
     revision = proc.routes.revision
     register(proc, filters=["10.0.9.1:40001"], now=31_000)  # the same body 30 s later
     admin(proc, RequestCode.BROKER_HEARTBEAT, clusterName="C1", brokerAddr=M, brokerName="broker-a")
     assert proc.routes.revision == revision
-    assert proc.route_answer_frame(cmd) == first
+    assert proc.route_answers.frame(cmd) == first
 
 
 @pytest.mark.parametrize("opaque", [0, 1, 9, 10, -1, 123456789, 2**31 - 1, -(2**31)])
@@ -131,9 +132,9 @@ def test_cached_answer_carries_each_request_opaque(opaque):
     proc = RequestProcessor(RouteInfoManager(EXPIRY))
     register(proc)
     for flavour in FLAVOURS:
-        proc.route_answer_frame(lookup("TopicA", 5, **flavour))  # cached with another opaque
+        proc.route_answers.frame(lookup("TopicA", 5, **flavour))  # cached with another opaque
         cmd = lookup("TopicA", opaque, **flavour)
-        assert proc.route_answer_frame(cmd) == fresh_answer(proc.routes, cmd)
+        assert proc.route_answers.frame(cmd) == fresh_answer(proc.routes, cmd)
 
 
 def test_requests_the_cached_path_leaves_to_process():
@@ -142,8 +143,9 @@ def test_requests_the_cached_path_leaves_to_process():
     oneway = lookup("TopicA", 1)
     oneway.flag = 2
     no_topic = simple_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {})
-    for cmd in (oneway, no_topic, lookup("Nope", 1)):
-        assert proc.route_answer_frame(cmd) is None
+    other_code = simple_request(RequestCode.GET_BROKER_CLUSTER_INFO, {"topic": "TopicA"})
+    for cmd in (oneway, no_topic, lookup("Nope", 1), other_code):
+        assert proc.route_answers.frame(cmd) is None
     assert proc.process(oneway, C1, 0).response is None
     assert proc.process(no_topic, C1, 0).response.code == ResponseCode.SYSTEM_ERROR
 
@@ -160,3 +162,12 @@ def test_cluster_info_follows_the_tables():
     assert info() != first and b"10.0.0.2:10911" in info()
     proc.on_channel_close(C2, 2000)
     assert info() == first
+
+
+def test_with_access_control_every_lookup_goes_through_process():
+    proc = RequestProcessor(RouteInfoManager(EXPIRY), access=AccessController(SecretStore({})))
+    routes = proc.routes
+    routes.register_broker("C1", M, "broker-a", 0, None, DV1, [A], [], 1000, RequestContext("c1", C1.remote, 103))
+    cmd = lookup("TopicA", 1, version=407)
+    assert proc.route_answers.frame(cmd, b"key") is None and proc.route_answers.known_lookups() is None
+    assert encode_frame(proc.process(cmd, C1, 0).response) == fresh_answer(routes, cmd)

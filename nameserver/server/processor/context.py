@@ -1,9 +1,11 @@
-"""What a handler works with: the connection a request came over, and what the request did."""
+"""What a handler works with: the connection a request came over, and what the request did; the
+shape of a handler and of a dispatch table."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from types import MethodType
+from typing import Any, Callable, Mapping
 
 from nameserver.codec import RemotingCommand, parse_int64
 from nameserver.routes.manager import Event, RequestContext
@@ -31,6 +33,27 @@ class Outcome:
     events: list[Event] = field(default_factory=list)
     changed: bool = False
 
+
+# A handler as dispatch calls it: (request, its connection, now in epoch ms) -> what it did.
+Handler = Callable[[RemotingCommand, ConnectionContext, int], Outcome]
+# A handler class's ``TABLE``: request code -> the class's own function for it, written in the
+# class body below the functions it names (bound to an instance by :func:`bind_table`).
+HandlerTable = dict[int, Callable[..., Outcome]]
+
+
+def bind_table(owner: Any) -> dict[int, Handler]:
+    """``owner``'s class's ``TABLE``, each function bound to ``owner``.
+
+    Example:
+        >>> class Echo:
+        ...     def _echo(self, cmd, conn, now):
+        ...         return Outcome(cmd)
+        ...     TABLE = {7: _echo}
+        >>> bind_table(Echo())[7](None, None, 0)
+        Outcome(response=None, events=[], changed=False)
+    """
+    table: HandlerTable = type(owner).TABLE
+    return {int(code): MethodType(function, owner) for code, function in table.items()}
 
 
 def request_context(conn: ConnectionContext, cmd: RemotingCommand) -> RequestContext:

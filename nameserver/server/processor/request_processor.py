@@ -4,7 +4,10 @@ RocketMQ's ``DefaultRequestProcessor``, as a pure function of ``(command, connec
 socket, clock or file. It owns the only path to the route tables, so the asyncio shell can run
 "change + event append" as one critical section (docs/nameserver-semantics.md A7) by calling :meth:`process` and
 appending the returned events back to back. Dispatch is a dict from request code to handler
-(docs/remoting-protocol.md §7); errors follow its §9.2.
+(docs/remoting-protocol.md §7), joined from the tables of the handler classes, each of which names
+its own methods in its ``TABLE``: route changes (:mod:`.route_handlers`), route lookups 105/106
+(:mod:`.route_answers`), listings (:mod:`.lookup_handlers`), KV and config
+(:mod:`.config_handlers`). Errors follow §9.2.
 
 Example:
     >>> processor = RequestProcessor(RouteInfoManager())
@@ -16,8 +19,6 @@ Example:
 
 from __future__ import annotations
 
-from typing import Callable
-
 from nameserver.acl import AccessController, Denial
 from nameserver.codec import (
     NO_LIMITS,
@@ -26,26 +27,34 @@ from nameserver.codec import (
     CrcMismatch,
     RegisterLimits,
     RemotingCommand,
-    RequestCode,
     RequestError,
-    RequestKey,
     ResponseCode,
-    ResponseFrame,
     make_response,
 )
 from nameserver.routes.manager import Event, RouteInfoManager, rejected_event
 from nameserver.server.bodycache import RegisterBodyCache
 from nameserver.server.kvconfig import KVConfigManager, NamesrvConfigStore
 from nameserver.server.processor.config_handlers import ConfigHandlers
-from nameserver.server.processor.context import ConnectionContext, Outcome, decoded_keys, request_context
+from nameserver.server.processor.context import (
+    ConnectionContext,
+    Handler,
+    Outcome,
+    bind_table,
+    decoded_keys,
+    request_context,
+)
 from nameserver.server.processor.lookup_handlers import LookupHandlers
+from nameserver.server.processor.route_answers import RouteAnswers
 from nameserver.server.processor.route_handlers import RouteHandlers
 from nameserver.server.profile import DEFAULT_PROFILE, PROFILES, ReleaseProfile
 
-Handler = Callable[["RequestProcessor", RemotingCommand, ConnectionContext, int], Outcome]
+# The handler classes; each names its requests in its own ``TABLE``.
+_HANDLER_CLASSES = (RouteHandlers, RouteAnswers, LookupHandlers, ConfigHandlers)
+# Codes only some releases' name servers answer (ReleaseProfile.extra_codes).
+_RELEASE_CODES = frozenset(code for profile in PROFILES.values() for code in profile.extra_codes)
 
 
-class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
+class RequestProcessor:
     """Dispatches requests to the route tables, the KV store and the config map.
 
     Args:
@@ -58,6 +67,10 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
             max_register_topics``, ``max_register_body_bytes``); none by default.
         profile: the RocketMQ release whose framing, remarks and extra codes the answers follow
             (:mod:`nameserver.server.profile`); 4.9 by default.
+
+    Attributes:
+        route_answers: the answers to route lookups (105, 106) and their kept encodings, which
+            the server also answers from before a request reaches :meth:`process`.
     """
 
     def __init__(
@@ -72,21 +85,21 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         self.routes = routes
         self.access = access
         self.profile = profile or PROFILES[DEFAULT_PROFILE]
-        self._dispatch = {**_DISPATCH, **{code: _RELEASE_DISPATCH[code] for code in self.profile.extra_codes}}
         self.kv = kv or KVConfigManager()
         self.namesrv_config = namesrv_config or NamesrvConfigStore()
-        # Encoded 105/106 answers, valid while the tables' revision stays: lookups dominate the
-        # traffic (every client polls every topic every 30 s) while the tables change far more
-        # rarely (a periodic re-registration changes no cell, so it keeps them).
-        self._route_cache: dict[tuple[str, bool], bytes] = {}  # (topic, standard) -> body
-        # (topic, standard, serialize type) -> the whole SUCCESS frame but for the opaque
-        self._route_frames: dict[tuple[str, bool, int], ResponseFrame] = {}
-        # request key (FrameDecoder.last_key) -> ResponseFrame.splice_parts() of its answer: the
-        # lookups a decoder answers from their bytes alone (FrameDecoder.answer_known)
-        self._known_lookups: dict[RequestKey, tuple] = {}
-        self._cluster_cache: bytes | None = None
-        self._revision = routes.revision
         self.register_bodies = RegisterBodyCache(limits=register_limits)
+        # with access control on, every request must reach process() to be checked
+        self.route_answers = RouteAnswers(routes, self.profile, shortcuts=access is None)
+        handlers = (
+            RouteHandlers(routes, self.kv, self.register_bodies),
+            self.route_answers,
+            LookupHandlers(routes),
+            ConfigHandlers(self.kv, self.namesrv_config),
+        )
+        self._dispatch: dict[int, Handler] = {
+            code: handler for owner in handlers for code, handler in bind_table(owner).items()
+            if code not in _RELEASE_CODES or code in self.profile.extra_codes
+        }
 
     # ------------------------------------------------------------------ entry points
 
@@ -108,11 +121,11 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
             elif handler is None:
                 outcome = self._unknown_code(cmd, conn, now)
             else:
-                outcome = handler(self, cmd, conn, now)
+                outcome = handler(cmd, conn, now)
         except RequestError as exc:
             outcome = self._refused(cmd, conn, now, exc)
         except Exception as exc:  # noqa: BLE001 - the server never dies of client input (§9.2)
-            self.invalidate()  # a handler that failed midway may have touched a table
+            self.route_answers.invalidate()  # a handler that failed midway may have touched a table
             outcome = Outcome(
                 make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"),
                 [rejected_event(now, "internal_error", request_context(conn, cmd), detail=f"{type(exc).__name__}: {exc}")],
@@ -163,40 +176,8 @@ class RequestProcessor(RouteHandlers, LookupHandlers, ConfigHandlers):
         )
 
 
-_DISPATCH: dict[int, Handler] = {
-    RequestCode.PUT_KV_CONFIG: RequestProcessor._put_kv_config,
-    RequestCode.GET_KV_CONFIG: RequestProcessor._get_kv_config,
-    RequestCode.DELETE_KV_CONFIG: RequestProcessor._delete_kv_config,
-    RequestCode.REGISTER_BROKER: RequestProcessor._register_broker,
-    RequestCode.UNREGISTER_BROKER: RequestProcessor._unregister_broker,
-    RequestCode.GET_ROUTEINFO_BY_TOPIC: RequestProcessor._get_route_info,
-    RequestCode.GET_BROKER_CLUSTER_INFO: RequestProcessor._get_broker_cluster_info,
-    RequestCode.WIPE_WRITE_PERM_OF_BROKER: RequestProcessor._wipe_write_perm,
-    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: RequestProcessor._get_all_topic_list,
-    RequestCode.DELETE_TOPIC_IN_NAMESRV: RequestProcessor._delete_topic,
-    RequestCode.GET_KVLIST_BY_NAMESPACE: RequestProcessor._get_kv_list_by_namespace,
-    RequestCode.GET_TOPICS_BY_CLUSTER: RequestProcessor._get_topics_by_cluster,
-    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: RequestProcessor._get_system_topic_list,
-    RequestCode.GET_UNIT_TOPIC_LIST: RequestProcessor._get_unit_topic_list,
-    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: RequestProcessor._get_unit_topic_list,
-    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: RequestProcessor._get_unit_topic_list,
-    RequestCode.UPDATE_NAMESRV_CONFIG: RequestProcessor._update_namesrv_config,
-    RequestCode.GET_NAMESRV_CONFIG: RequestProcessor._get_namesrv_config,
-    RequestCode.QUERY_DATA_VERSION: RequestProcessor._query_data_version,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER: RequestProcessor._add_write_perm,
-    RequestCode.BROKER_HEARTBEAT: RequestProcessor._broker_heartbeat,
-}
-
-# Codes only some releases' name servers answer (ReleaseProfile.extra_codes).
-_RELEASE_DISPATCH: dict[int, Handler] = {
-    RequestCode.GET_BROKER_MEMBER_GROUP: RequestProcessor._get_broker_member_group,
-}
-
-SUPPORTED_CODES = frozenset(_DISPATCH)  # with every profile; a profile adds its extra_codes
+# The codes answered with every profile; a profile adds its extra_codes.
+SUPPORTED_CODES = frozenset(int(code) for cls in _HANDLER_CLASSES for code in cls.TABLE) - _RELEASE_CODES
 # The requests whose handling may change the route tables (live table included) and so must be
 # logged: refused while the event log cannot be written.
-ROUTE_CHANGE_CODES = frozenset(int(c) for c in (
-    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.QUERY_DATA_VERSION,
-    RequestCode.BROKER_HEARTBEAT,
-))
+ROUTE_CHANGE_CODES = frozenset(int(code) for code in RouteHandlers.TABLE)

@@ -3,8 +3,11 @@ and admin (205, 216, 327)."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from nameserver.codec import (
     REQUEST_HEADERS,
+    RemotingCommand,
     RequestCode,
     ResponseCode,
     decode_custom_header,
@@ -15,7 +18,7 @@ from nameserver.codec import (
 from nameserver.routes.manager import RouteInfoManager
 from nameserver.server.bodycache import RegisterBodyCache
 from nameserver.server.kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
-from nameserver.server.processor.context import Outcome, request_context
+from nameserver.server.processor.context import ConnectionContext, HandlerTable, Outcome, request_context
 
 # read on every registration: a module global, not a lookup through the enum class
 _REGISTER_HEADER = REQUEST_HEADERS[RequestCode.REGISTER_BROKER]
@@ -23,14 +26,20 @@ _SUCCESS = ResponseCode.SUCCESS
 
 
 class RouteHandlers:
-    """The route-changing handlers of :class:`~nameserver.server.processor.RequestProcessor`."""
+    """The route-changing handlers: each returns the events of what it changed.
 
-    routes: RouteInfoManager
-    kv: KVConfigManager
-    register_bodies: RegisterBodyCache
+    Args:
+        routes: the route tables they change.
+        kv: the KV config (a registration's answer carries ``ORDER_TOPIC_CONFIG``).
+        register_bodies: the decoder of REGISTER_BROKER bodies, with its caps and cache.
+    """
 
+    def __init__(self, routes: RouteInfoManager, kv: KVConfigManager, register_bodies: RegisterBodyCache) -> None:
+        self.routes = routes
+        self.kv = kv
+        self.register_bodies = register_bodies
 
-    def _register_broker(self, cmd, conn, now) -> Outcome:
+    def _register_broker(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, _REGISTER_HEADER)
         # docs/remoting-protocol.md §8: negative version, CRC, then the body; every refusal happens
         # before any table change.
@@ -52,19 +61,19 @@ class RouteHandlers:
         body_out = fastjson.encode_kv_table(order) if order is not None else None
         return Outcome(make_response(cmd, _SUCCESS, ext_fields=ext, body=body_out), result.events, True)
 
-    def _unregister_broker(self, cmd, conn, now) -> Outcome:
+    def _unregister_broker(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.UNREGISTER_BROKER])
         events = self.routes.unregister_broker(
             h["clusterName"], h["brokerAddr"], h["brokerName"], h["brokerId"], now, request_context(conn, cmd)
         )
         return Outcome(make_response(cmd, ResponseCode.SUCCESS), events, True)
 
-    def _broker_heartbeat(self, cmd, conn, now) -> Outcome:
+    def _broker_heartbeat(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.BROKER_HEARTBEAT])
         events = self.routes.broker_heartbeat(h["clusterName"], h["brokerAddr"], h["brokerName"], now, request_context(conn, cmd))
         return Outcome(make_response(cmd, ResponseCode.SUCCESS), events, True)
 
-    def _query_data_version(self, cmd, conn, now) -> Outcome:
+    def _query_data_version(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.QUERY_DATA_VERSION])
         data_version = decode_data_version_body(cmd.body, now)
         changed, stored, events = self.routes.query_data_version(
@@ -76,17 +85,27 @@ class RouteHandlers:
 
     # ------------------------------------------------------------------ admin (205, 216, 327)
 
-    def _wipe_write_perm(self, cmd, conn, now) -> Outcome:
+    def _wipe_write_perm(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.WIPE_WRITE_PERM_OF_BROKER])
         count, events = self.routes.wipe_write_perm_of_broker(h["brokerName"], now, request_context(conn, cmd))
         return Outcome(make_response(cmd, ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": str(count)}), events, True)
 
-    def _add_write_perm(self, cmd, conn, now) -> Outcome:
+    def _add_write_perm(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.ADD_WRITE_PERM_OF_BROKER])
         count, events = self.routes.add_write_perm_of_broker(h["brokerName"], now, request_context(conn, cmd))
         return Outcome(make_response(cmd, ResponseCode.SUCCESS, ext_fields={"addTopicCount": str(count)}), events, True)
 
-    def _delete_topic(self, cmd, conn, now) -> Outcome:
+    def _delete_topic(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.DELETE_TOPIC_IN_NAMESRV])
         events = self.routes.delete_topic(h["topic"], h["clusterName"], now, request_context(conn, cmd))
         return Outcome(make_response(cmd, ResponseCode.SUCCESS), events, True)
+
+    TABLE: ClassVar[HandlerTable] = {
+        RequestCode.REGISTER_BROKER: _register_broker,
+        RequestCode.UNREGISTER_BROKER: _unregister_broker,
+        RequestCode.BROKER_HEARTBEAT: _broker_heartbeat,
+        RequestCode.QUERY_DATA_VERSION: _query_data_version,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER: _wipe_write_perm,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER: _add_write_perm,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV: _delete_topic,
+    }
