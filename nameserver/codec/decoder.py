@@ -197,9 +197,8 @@ class FrameDecoder:
         """
         if self._error is not None:
             return 0, 0
-        buf, pos = self._buf, self._pos
+        buf, pos, max_length = self._buf, self._pos, self._max_length
         end = len(buf)
-        max_length = self._max_length
         split, get, unpack = OPAQUE_SPLIT.split, answers.get, _PREFIX.unpack_from
         last_prefix = end - 8  # the last position a whole prefix fits after
         n = added = 0
