@@ -17,7 +17,10 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
 
@@ -238,17 +241,21 @@ class Config:
     collect: CollectConfig = field(default_factory=CollectConfig)
 
 
-def _build(cls: type, values: dict[str, Any], where: str, path: Path) -> Any:
+_T = TypeVar("_T", bound="DataclassInstance")
+
+
+def _build(cls: type[_T], values: dict[str, Any], where: str, path: Path) -> _T:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         if key not in fields:
             raise ConfigError(f"{path}: unknown key {where}{key!r}; known: {', '.join(sorted(fields))}")
         f = fields[key]
-        if dataclasses.is_dataclass(f.default_factory if f.default_factory is not dataclasses.MISSING else None):
+        factory = f.default_factory  # a section's dataclass; MISSING for a plain value
+        if isinstance(factory, type) and dataclasses.is_dataclass(factory):
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: [{key}] must be a table")
-            kwargs[key] = _build(f.default_factory, value, f"{key}.", path)  # type: ignore[arg-type]
+            kwargs[key] = _build(factory, value, f"{key}.", path)
             continue
         expected = f.type if isinstance(f.type, str) else f.type.__name__
         if not _type_ok(value, expected):

@@ -44,7 +44,9 @@ def _parse_iso(text: str) -> int:
         raise ValueError(f"time {text!r} has no zone; add Z or an offset such as +00:00")
     # Exact integer arithmetic: timestamp() goes through a float and, for an offset that moves
     # the instant before year 1 (0001-01-01T00:00:00+01:00), through an unrepresentable datetime.
-    delta = parsed.replace(tzinfo=None) - parsed.utcoffset() - dt.datetime(1970, 1, 1)
+    offset = parsed.utcoffset()
+    assert offset is not None  # tzinfo is set, and a fixed offset's utcoffset is never None
+    delta = parsed.replace(tzinfo=None) - offset - dt.datetime(1970, 1, 1)
     return (delta.days * 86_400 + delta.seconds) * 1000 + round(delta.microseconds / 1000)
 
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Sequence, TypeAlias
 
 from common.errors import LakeDamaged, UserError
 from jobs import nightly_audit
 from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
+
+# what OneLineParser.add_subparsers returns (a string: the class is not subscriptable at run time)
+_Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
 
 _EPILOG = ("Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds, from "
            "0001-01-02T00:00:00Z to 9999-12-30T23:59:59.999Z.")
@@ -36,13 +39,13 @@ def _host_ports(text: str) -> str:
     return text
 
 
-def _nameserver(sub) -> None:
+def _nameserver(sub: _Subparsers) -> None:
     p = sub.add_parser("nameserver", help="run one name server in the foreground", description=command.DESCRIPTION)
     command.add_arguments(p)
     p.set_defaults(run="nameserver.cli:run")
 
 
-def _collect(sub) -> None:
+def _collect(sub: _Subparsers) -> None:
     from nameserver.collect import cli as collect_cli
 
     p = sub.add_parser("collect", help="poll real name servers and log what each answers",
@@ -51,7 +54,7 @@ def _collect(sub) -> None:
     p.set_defaults(run="nameserver.collect.cli:run")
 
 
-def _simulate(sub) -> None:
+def _simulate(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "simulate", help="write a simulated fleet's event logs, fast",
         description="Write, at simulated time, the event logs that N name servers would write for a "
@@ -77,7 +80,7 @@ def _simulate(sub) -> None:
     p.set_defaults(run="nameserver.sim.run:run_from_cli")
 
 
-def _fleet(sub) -> None:
+def _fleet(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "fleet", help="run live broker agents against real name servers",
         description="Run broker agents over real sockets against running name servers: one long-lived "
@@ -98,7 +101,7 @@ def _fleet(sub) -> None:
     p.set_defaults(run="nameserver.fleet.launcher:run_from_cli")
 
 
-def _audit(sub) -> None:
+def _audit(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "audit", help="the nightly audit of one UTC day, or of a range of days (--from, --to)",
         description="Ingest, rebuild, liveness, consistency, distribution, findings and report for one "
@@ -128,7 +131,7 @@ def _lake_arg(p: argparse.ArgumentParser, must_exist: bool = True) -> None:
     p.add_argument("--config", default=None, metavar="FILE", help=_CONFIG_HELP)
 
 
-def _queries(sub) -> None:
+def _queries(sub: _Subparsers) -> None:
     p = sub.add_parser("route", help="what a name server answered for a topic at an instant", epilog=_QUERY_EPILOG,
                        description="Print the TopicRouteData that GET_ROUTEINFO_BY_TOPIC would have answered.")
     _lake_arg(p, must_exist=False)  # a missing lake is answered as one without route tables
@@ -160,7 +163,7 @@ _LAKE_EPILOG = ("The engine is the audit's writer ([lake] writer in --config): d
                 "command with one line naming it and exit 1, nothing changed.")
 
 
-def _lake(sub) -> None:
+def _lake(sub: _Subparsers) -> None:
     lake_parser = sub.add_parser("lake", help="housekeeping of a lake: optimize, vacuum, retention, history",
                                  description="Housekeeping of a lake's Delta tables after many nightly audits.")
     commands = lake_parser.add_subparsers(dest="lake_command", required=True, metavar="LAKE_COMMAND")
@@ -203,7 +206,7 @@ def _lake(sub) -> None:
     p.set_defaults(run="jobs.housekeeping.commands:history_from_cli")
 
 
-def _incidents(sub) -> None:
+def _incidents(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "incidents", help="a day's incidents (findings grouped by root cause), worst first",
         description="Print the incidents of an audited day: severity, root cause, subject, servers, span, "
@@ -219,7 +222,7 @@ def _incidents(sub) -> None:
     p.set_defaults(run="jobs.query.incidents:incidents_from_cli")
 
 
-def _demo(sub) -> None:
+def _demo(sub: _Subparsers) -> None:
     p = sub.add_parser(
         "demo", help="simulate a day with faults into ./demo and audit it",
         description="The embedded default: simulate yesterday (UTC) for a small fleet with every fault "
@@ -264,7 +267,8 @@ def _use_storage(args: argparse.Namespace) -> None:
 def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
     module_name, func_name = target.split(":")
     module = __import__(module_name, fromlist=[func_name])
-    return getattr(module, func_name)
+    run: Callable[[argparse.Namespace], int] = getattr(module, func_name)
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,16 +30,17 @@ from pyspark.sql import types as T
 from schemas.event_fields import (
     _INT_BOUNDS,
     _SPARK_SCALARS,
-    BOOLEAN,
-    INT32,
-    INT64,
-    STRING,
-    Array,
-    FieldType,
-    Key,
-    Struct,
+    BOOLEAN as BOOLEAN,
+    INT32 as INT32,
+    INT64 as INT64,
+    STRING as STRING,
+    Array as Array,
+    FieldType as FieldType,
+    Key as Key,
+    Struct as Struct,
 )
-from schemas.event_types import EVENT_TYPES, OBSERVATION_TYPES
+from schemas.event_types import EVENT_TYPES as EVENT_TYPES
+from schemas.event_types import OBSERVATION_TYPES as OBSERVATION_TYPES
 
 FORMAT_VERSION = 1
 JSON_SCHEMA_PATH = Path(__file__).resolve().parent / "event-v1.schema.json"
