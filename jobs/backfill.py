@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,6 +30,9 @@ from common.errors import UserError  # noqa: E402
 from common.timeutil import parse_date  # noqa: E402
 from jobs import lake as lake_tables  # noqa: E402
 from jobs import nightly_audit  # noqa: E402
+
+if TYPE_CHECKING:  # Spark is imported by the code that starts it
+    from pyspark.sql import SparkSession
 
 
 @dataclass
@@ -73,12 +76,13 @@ def to_audit(days: Sequence[dt.date], ok_days: set[dt.date], force: bool) -> lis
     return list(days) if force else [d for d in days if d not in ok_days]
 
 
-def run_days(spark, config: Config, args: argparse.Namespace, days: Sequence[dt.date], todo: Sequence[dt.date],
+def run_days(spark: SparkSession | None, config: Config, args: argparse.Namespace, days: Sequence[dt.date], todo: Sequence[dt.date],
              log_file: str, say: Callable[[str], None]) -> BackfillResult:
     """Audit ``todo`` among ``days`` in order (the others are skipped); stop at the first that fails.
 
     A day's stages show as the nightly audit's do (``audit DAY: [n/9] stage ...``), and ``say``
-    gets one line per day: skipped, or ok with its seconds, or failed.
+    gets one line per day: skipped, or ok with its seconds, or failed. ``spark`` is None only when
+    ``todo`` is empty.
     """
     result = BackfillResult()
     for number, day in enumerate(days, 1):
@@ -88,7 +92,7 @@ def run_days(spark, config: Config, args: argparse.Namespace, days: Sequence[dt.
             result.days.append({"date": day.isoformat(), "status": "skipped"})
             continue
         started = time.perf_counter()
-        outcome = nightly_audit.run_reporting_failure(spark, config, args, day, log_file)
+        outcome = nightly_audit.run_reporting_failure(spark, config, args, day, log_file)  # type: ignore[arg-type]  # set: a day to audit
         seconds = round(time.perf_counter() - started, 1)
         if outcome is None:  # the day's error is printed already
             result.days.append({"date": day.isoformat(), "status": "failed", "seconds": seconds})

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,6 +39,11 @@ from common.arguments import OneLineParser, date_arg, master_arg  # noqa: E402
 from jobs.spark.work import spark_work  # noqa: E402
 from jobs.timing import timed  # noqa: E402
 from jobs.storage.locations import is_remote  # noqa: E402
+
+if TYPE_CHECKING:  # Spark is imported by the code that starts it
+    from pyspark.sql import SparkSession
+
+    from jobs.ingest.segments import SegmentFile
 
 log = logging.getLogger("nsaudit.audit")
 
@@ -64,7 +69,7 @@ class AuditOutcome:
         return max(present, key=SEVERITY_RANK.__getitem__) if present else None
 
 
-def _stage(spark, outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
+def _stage(spark: SparkSession, outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
     progress(f"[{len(outcome.stages) + 1}/{len(STAGES)}] {name} ...")
     before = spark_work(spark)
     with timed() as elapsed:
@@ -112,8 +117,8 @@ def _one_line(exc: BaseException, remote: bool = False) -> str:
     return f"{type(exc).__name__}: {text}"[:400]
 
 
-def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
-        outcome: AuditOutcome | None = None, files: list | None = None) -> AuditOutcome:
+def run(spark: SparkSession, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
+        outcome: AuditOutcome | None = None, files: list[SegmentFile] | None = None) -> AuditOutcome:
     """Run every stage for ``day``; raises on the first failing stage (tables keep their versions).
 
     The plan settings follow the day's size (:mod:`jobs.spark.profile`). ``files``: the day's
@@ -133,8 +138,8 @@ def run(spark, config: Config, events_dir: str, lake: str, day: dt.date, progres
     return outcome
 
 
-def _run_stages(spark, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
-                outcome: AuditOutcome, files: list) -> None:
+def _run_stages(spark: SparkSession, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
+                outcome: AuditOutcome, files: list[SegmentFile]) -> None:
     """The stages of :func:`run`, in order, between the day's ``running`` and ``ok`` rows."""
     from jobs import snapshots
     from jobs.analytics.distribution import stage as distribution
@@ -175,7 +180,7 @@ def _run_stages(spark, config: Config, events_dir: str, lake: str, day: dt.date,
         findings.release()  # a stage failed before the incidents stage released them
     outcome.incidents_by_severity = dict(linked.incidents_by_severity)
 
-    def write_report():
+    def write_report() -> None:
         # the rebuild's notes name the observed servers and their resolution
         data = report_data.collect_report_data(spark, lake, day, rebuilt, live, div, dist)
         outcome.findings_by_severity = dict(data.headline.get("findings_by_severity", {}))
@@ -264,7 +269,7 @@ def checked_locations(args: argparse.Namespace, config: Config) -> str:
 
 
 def open_session(config: Config, master: str, app_name: str, args: argparse.Namespace, log_file: str,
-                 java_options: str | None = None):
+                 java_options: str | None = None) -> SparkSession:
     """The run's SparkSession: the config's Spark settings and Delta writer, Spark's log to
     ``log_file``, hadoop-aws and the object-store settings when a path is on an object store;
     ``java_options``: the JVM's options when not the config's (a small day's,
@@ -281,7 +286,7 @@ def open_session(config: Config, master: str, app_name: str, args: argparse.Name
                          lake_writer=config.lake.writer, object_store=settings.current() if remote else None)
 
 
-def _record_failure(spark, lake: str, day: dt.date, stages: list[dict[str, Any]]) -> None:
+def _record_failure(spark: SparkSession, lake: str, day: dt.date, stages: list[dict[str, Any]]) -> None:
     """Turn the day's ``running`` row into ``failed``; when even that fails, ``running`` stays (not ok either)."""
     from jobs.lake import audit_runs
 
@@ -381,8 +386,8 @@ def run_from_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_reporting_failure(spark, config: Config, args: argparse.Namespace, day: dt.date,
-                          path: str, files: list | None = None) -> AuditOutcome | None:
+def run_reporting_failure(spark: SparkSession, config: Config, args: argparse.Namespace, day: dt.date,
+                          path: str, files: list[SegmentFile] | None = None) -> AuditOutcome | None:
     """Run the stages; on a failure, one line on stderr (the trace goes to the log) and None."""
 
     def progress(line: str) -> None:

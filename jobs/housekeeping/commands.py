@@ -12,6 +12,7 @@ import argparse
 import datetime as dt
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from common.config import load_config
 from common.errors import UserError
@@ -171,7 +172,7 @@ def _remove_day_outputs(lake_dir: str, first_kept: dt.date) -> None:
                 storage_files.delete(locations.join(root, entry))
 
 
-def table_history(lake_dir: str, name: str, limit: int | None = None) -> list[dict]:
+def table_history(lake_dir: str, name: str, limit: int | None = None) -> list[dict[str, Any]]:
     """A table's commits, newest first: version, UTC time, operation, its parameters and metrics,
     and the engine that committed it (read with ``deltalake``, whichever engine wrote them).
 
@@ -188,7 +189,7 @@ def table_history(lake_dir: str, name: str, limit: int | None = None) -> list[di
     return [_commit_line(c) for c in commits]
 
 
-def _commit_line(commit: dict) -> dict:
+def _commit_line(commit: dict[str, Any]) -> dict[str, Any]:
     when = dt.datetime.fromtimestamp(commit["timestamp"] / 1000, dt.timezone.utc)
     return {
         "version": commit["version"],
@@ -203,7 +204,7 @@ def _commit_line(commit: dict) -> dict:
 # ---------------------------------------------------------------------------- printing
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -31,15 +32,15 @@ class TableFiles:
 
     files: int
     bytes: int
-    per_partition: Counter
+    per_partition: Counter[tuple[Any, ...]]
     days: frozenset[dt.date]
 
     def crowded_days(self) -> list[dt.date]:
         """Days with a partition of more than one file: what compaction has to work on."""
-        return sorted({_day_of(key) for key, n in self.per_partition.items() if n > 1} - {None})
+        return sorted({d for d in (_day_of(key) for key, n in self.per_partition.items() if n > 1) if d is not None})
 
 
-def _day_of(key: tuple) -> dt.date | None:
+def _day_of(key: tuple[Any, ...]) -> dt.date | None:
     return key[0] if key and isinstance(key[0], dt.date) else None
 
 
@@ -61,7 +62,7 @@ def table_files(path: str) -> TableFiles:
     return TableFiles(len(sizes), int(sum(sizes)), per_partition, days)
 
 
-def _typed(value):
+def _typed(value: object) -> object:
     # deltalake gives date partition values as dates already, or as ISO strings in older layouts
     if isinstance(value, str) and len(value) == 10 and value[4] == "-" and value[7] == "-":
         try:

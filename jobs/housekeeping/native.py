@@ -48,8 +48,8 @@ def vacuum(spark: SparkSession, path: str, retain_hours: int, dry_run: bool) -> 
         if listed and not dry_run:
             spark.sql(f"VACUUM delta.`{quoted}` RETAIN {int(retain_hours)} HOURS")
     finally:
-        for key, value in previous.items():
-            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+        for key, old in previous.items():
+            spark.conf.unset(key) if old is None else spark.conf.set(key, old)
     return [_local(row[0]) for row in listed]
 
 

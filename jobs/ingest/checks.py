@@ -165,15 +165,24 @@ def _nested_null_checks(dtype: T.DataType, path: str) -> list[tuple[Callable[[Co
         for f in dtype.fields:
             name = f"{path}.{f.name}" if path else f.name
             if path and not f.nullable:  # top-level keys are checked per event type instead
-                checks.append((lambda v, n=f.name: v.isNotNull() & v[n].isNull(), f"{MISSING_KEY}: {name}"))
+                def missing(v: Column, n: str = f.name) -> Column:
+                    return v.isNotNull() & v[n].isNull()
+
+                checks.append((missing, f"{MISSING_KEY}: {name}"))
             for condition, message in _nested_null_checks(f.dataType, name):
-                checks.append((lambda v, n=f.name, c=condition: c(v[n]), message))
+                def in_field(v: Column, n: str = f.name, c: Callable[[Column], Column] = condition) -> Column:
+                    return c(v[n])
+
+                checks.append((in_field, message))
     elif isinstance(dtype, T.ArrayType):
         element = f"{path}[]"
         if not dtype.containsNull:
             checks.append((lambda v: F.exists(v, lambda x: x.isNull()), f"{WRONG_TYPE}: {element} (null)"))
         for condition, message in _nested_null_checks(dtype.elementType, element):
-            checks.append((lambda v, c=condition: F.exists(v, lambda x: c(x)), message))
+            def in_elements(v: Column, c: Callable[[Column], Column] = condition) -> Column:
+                return F.exists(v, lambda x: c(x))
+
+            checks.append((in_elements, message))
     return checks
 
 

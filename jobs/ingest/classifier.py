@@ -12,6 +12,7 @@ by value).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -171,7 +172,7 @@ def _np(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _nested_bad(parsed: pa.Table, rules: tuple) -> np.ndarray:
+def _nested_bad(parsed: pa.Table, rules: tuple[Any, ...]) -> np.ndarray:
     bad = np.zeros(parsed.num_rows, dtype=bool)
     for name, _, subtree in rules[1]:
         if subtree is not None:
@@ -181,7 +182,7 @@ def _nested_bad(parsed: pa.Table, rules: tuple) -> np.ndarray:
     return bad
 
 
-def _bad_values(arr: pa.Array, rule: tuple) -> np.ndarray:
+def _bad_values(arr: pa.Array, rule: tuple[Any, ...]) -> np.ndarray:
     """Per element of ``arr``: a NOT NULL place under it holds a null."""
     bad = np.zeros(len(arr), dtype=bool)
     if rule[0] == "struct":

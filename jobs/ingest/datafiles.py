@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -119,7 +120,7 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
             )
 
 
-def read_fast_keys(spark: SparkSession, plan: FastPlan, staged: list[dict]) -> DataFrame:
+def read_fast_keys(spark: SparkSession, plan: FastPlan, staged: list[dict[str, Any]]) -> DataFrame:
     """The sequencing keys of the fast path's events, read back from its data files."""
     columns = ("ns", "seq", "ts_ms", "file", "line")
     schema = T.StructType([EVENTS_TABLE_SCHEMA[c] for c in columns])
@@ -132,7 +133,7 @@ def read_fast_keys(spark: SparkSession, plan: FastPlan, staged: list[dict]) -> D
     return df.withColumn("event_hash", F.lit(None).cast(T.LongType()))
 
 
-def rewrite_staged(spark: SparkSession, plan: FastPlan, staged: list[dict], dropped_df: DataFrame) -> list[dict]:
+def rewrite_staged(spark: SparkSession, plan: FastPlan, staged: list[dict[str, Any]], dropped_df: DataFrame) -> list[dict[str, Any]]:
     """The written data files, those holding lines to drop rewritten without them.
 
     A data file holds the lines of one or more segment files (``source_files``); the dropped

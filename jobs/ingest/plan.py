@@ -10,6 +10,7 @@ import sys
 import uuid
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark import cloudpickle
@@ -59,7 +60,7 @@ class FastPlan:
     event_types: tuple[str, ...]
     required: tuple[str, ...]
     type_rules: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
-    nested: tuple
+    nested: tuple[Any, ...]
     millis_to_ts: dict[str, str]
     max_line_bytes: int = validation.MAX_LINE_BYTES
     not_null_when_present: tuple[str, ...] = ()
@@ -76,13 +77,13 @@ def build_plan(
     return FastPlan(
         table_path=table_path,
         partition_by=tuple(partition_by),
-        parse_schema=to_arrow_schema(_all_nullable(EVENT_SCHEMA)),
+        parse_schema=to_arrow_schema(cast(T.StructType, _all_nullable(EVENT_SCHEMA))),  # a struct stays one
         file_schema=file_schema,
         version=FORMAT_VERSION,
         event_types=tuple(EVENT_TYPES),
         required=tuple(REQUIRED_KEYS),
         type_rules={t: (tuple(r.required), tuple(r.present)) for t, r in TYPE_RULES.items()},
-        nested=_nested_rules(EVENT_SCHEMA),
+        nested=cast("tuple[Any, ...]", _nested_rules(EVENT_SCHEMA)),  # a struct's rules: never None
         millis_to_ts={"ts": "ts", "last_update_ts": "last_update_ts"},
         max_line_bytes=validation.MAX_LINE_BYTES,
         not_null_when_present=validation.NOT_NULL_WHEN_PRESENT,
@@ -100,7 +101,7 @@ def _all_nullable(dtype: T.DataType) -> T.DataType:
     return dtype
 
 
-def _nested_rules(dtype: T.DataType, top: bool = True) -> tuple:
+def _nested_rules(dtype: T.DataType, top: bool = True) -> tuple[Any, ...] | None:
     """A plain-data tree of the NOT NULL places of ``dtype`` below the top level.
 
     ``("struct", ((name, not_null, subtree), ...))``, ``("array", not_null_elements, subtree)``

@@ -14,13 +14,16 @@ shipped to executors by value; what it needs of the schemas is in a :class:`Fast
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from collections.abc import Iterator, Sequence
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -72,7 +75,7 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
     keep_archive_listings()
     fs, root = filesystem_of(plan.table_path, plan.store)
     data_files = TaskDataFiles(fs, root, plan)
-    summaries: list[tuple] = []
+    summaries: list[tuple[Any, ...]] = []
     try:
         for batch in batches:
             for seg in batch.to_pylist():
@@ -92,8 +95,8 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
     yield _summary_batch(summaries)
 
 
-def _scan_segment(data_files: "TaskDataFiles", plan: FastPlan, data: bytes, date, ns: str, file: str, tail_problem,
-                  summary: "FileSummary") -> Iterator[pa.RecordBatch]:
+def _scan_segment(data_files: "TaskDataFiles", plan: FastPlan, data: bytes, date: dt.date, ns: str, file: str,
+                  tail_problem: str | None, summary: "FileSummary") -> Iterator[pa.RecordBatch]:
     for lines in line_batches(data, date, ns, file, tail_problem):
         text, numbers, problems = lines.column(4), lines.column(3), lines.column(5)
         if plan.write_events:
@@ -116,11 +119,11 @@ class TaskDataFiles:
     files, each with its own footer, for every later stage to open.
     """
 
-    def __init__(self, fs, root: str, plan: FastPlan) -> None:
+    def __init__(self, fs: pafs.FileSystem, root: str, plan: FastPlan) -> None:
         self._fs, self._root, self._plan = fs, root, plan
-        self._open: dict[tuple, tuple[DataFile, list[str]]] = {}
+        self._open: dict[tuple[Any, ...], tuple[DataFile, list[str]]] = {}
 
-    def write(self, date, ns: str, file: str, batch: pa.RecordBatch) -> None:
+    def write(self, date: dt.date, ns: str, file: str, batch: pa.RecordBatch) -> None:
         """Add accepted events of segment ``file`` to the data file of its date and server."""
         key = (date.isoformat(), ns)
         entry = self._open.get(key)
@@ -134,7 +137,7 @@ class TaskDataFiles:
         if not sources or sources[-1] != file:
             sources.append(file)
 
-    def close(self) -> dict[str, dict]:
+    def close(self) -> dict[str, dict[str, Any]]:
         """Close every file: ``{last source file: DataFile.close() info with source_files}``."""
         closed = {}
         while self._open:
@@ -169,7 +172,7 @@ class FileSummary:
         self.last: list[int] | None = None
         self.increasing = True
         self.steps: list[list[int]] = []
-        self.data_file: dict | None = None
+        self.data_file: dict[str, Any] | None = None
 
     def add(self, seq: np.ndarray, ts: np.ndarray, line: np.ndarray) -> None:
         """Take the next fast lines of the file (in line order)."""
@@ -212,7 +215,7 @@ def _slow_lines_batch(lines: pa.RecordBatch) -> pa.RecordBatch:
     )
 
 
-def _summary_batch(summaries: list[tuple]) -> pa.RecordBatch:
+def _summary_batch(summaries: list[tuple[Any, ...]]) -> pa.RecordBatch:
     """One ``line`` 0 row per ``(date, ns, file, FileSummary)``."""
     return pa.RecordBatch.from_pylist(
         [{"date": date, "ns": ns, "file": file, "line": 0, "text": None, "read_problem": None,

@@ -126,7 +126,7 @@ class SegmentFile:
     open_segment: bool
 
 
-def list_day_segments(events_dir: str | os.PathLike, day: dt.date) -> list[SegmentFile]:
+def list_day_segments(events_dir: str | os.PathLike[str], day: dt.date) -> list[SegmentFile]:
     """Every segment of ``day``: ``<events>/<ns>/<YYYY-MM-DD>/events-*.jsonl[.gz|.open]``.
 
     Folders and files whose names start with ``_`` or ``.`` are skipped (scratch space, editor
@@ -153,7 +153,7 @@ def list_day_segments(events_dir: str | os.PathLike, day: dt.date) -> list[Segme
     return found
 
 
-def find_day_segments(events_dir: str | os.PathLike,
+def find_day_segments(events_dir: str | os.PathLike[str],
                       day: dt.date) -> tuple[list[SegmentFile], list[tuple[str, str]]]:
     """:func:`list_day_segments`' files, and the ``(file, reason)`` of each object of an
     ``s3a://`` day folder that is skipped; logs nothing.
@@ -175,7 +175,7 @@ def find_day_segments(events_dir: str | os.PathLike,
     return sorted(found, key=lambda s: s.file), skipped
 
 
-def _list_local(events_dir: str | os.PathLike, root: str, day: dt.date) -> list[SegmentFile]:
+def _list_local(events_dir: str | os.PathLike[str], root: str, day: dt.date) -> list[SegmentFile]:
     if not os.path.isdir(root):
         raise IngestInputError(f"events directory {events_dir} does not exist or is not a directory")
     date_name = day.isoformat()
@@ -226,7 +226,7 @@ def _list_remote(root: str, day: dt.date) -> tuple[list[SegmentFile], list[tuple
     return found, skipped
 
 
-def _segment(ns: str, day: dt.date, name: str, path: str, size: int, match: re.Match) -> SegmentFile:
+def _segment(ns: str, day: dt.date, name: str, path: str, size: int, match: re.Match[str]) -> SegmentFile:
     return SegmentFile(file=f"{ns}/{day.isoformat()}/{name}", path=path, ns=ns, date=day, bytes=size,
                        compressed=match[1] == ".gz", open_segment=match[1] == ".open")
 

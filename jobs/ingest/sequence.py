@@ -10,6 +10,7 @@ and passes it in.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -144,7 +145,7 @@ SUMMARIES_SCHEMA = T.StructType(
 )
 
 
-def summaries_frame(spark: SparkSession, summaries: list[tuple[str, str, dict]]) -> DataFrame:
+def summaries_frame(spark: SparkSession, summaries: list[tuple[str, str, dict[str, Any]]]) -> DataFrame:
     """Per scanned file: ``lines_read`` and, for its fast lines, the sequencing counts."""
     rows = [
         (file, s["lines"], s["fast"], 0, 0, s["first"][0] if s["first"] else None, s["last"][0] if s["last"] else None)
@@ -153,9 +154,9 @@ def summaries_frame(spark: SparkSession, summaries: list[tuple[str, str, dict]])
     return local_frame(spark, rows, SUMMARIES_SCHEMA)
 
 
-def in_seq_order(summaries: list[tuple[str, str, dict]]) -> bool:
+def in_seq_order(summaries: list[tuple[str, str, dict[str, Any]]]) -> bool:
     """Whether every file's fast lines rise in seq and a server's files hold disjoint seq ranges."""
-    by_ns: dict[str, list[dict]] = {}
+    by_ns: dict[str, list[dict[str, Any]]] = {}
     for ns, _, s in summaries:
         if s["first"] is None:
             continue
@@ -169,11 +170,11 @@ def in_seq_order(summaries: list[tuple[str, str, dict]]) -> bool:
     return True
 
 
-def pair_rows(summaries: list[tuple[str, str, dict]]) -> list[tuple]:
+def pair_rows(summaries: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[Any, ...]]:
     """:func:`with_seq_status`-shaped rows for files in seq order: each server's first event (no
     predecessor) and every consecutive pair that can be a finding (within a file, its steps;
     across files, each boundary)."""
-    by_ns: dict[str, list[tuple[str, dict]]] = {}
+    by_ns: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for ns, file, s in summaries:
         if s["first"] is not None:
             by_ns.setdefault(ns, []).append((file, s))

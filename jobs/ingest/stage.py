@@ -14,6 +14,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -124,8 +125,8 @@ class _Scanned:
     """The day as read: each file's summary, the fast path's data files (not committed yet), the
     JVM-checked lines the fast path left (``select_checked`` rows), and per-file read counts."""
 
-    summaries: list[tuple[str, str, dict]]
-    staged: list[dict]
+    summaries: list[tuple[str, str, dict[str, Any]]]
+    staged: list[dict[str, Any]]
     slow_df: DataFrame
     read_df: DataFrame
 
@@ -139,7 +140,7 @@ class _Sequenced:
     dropped_df: DataFrame | None
     pairs_status_df: DataFrame
     seq_df: DataFrame
-    staged: list[dict]
+    staged: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,8 @@ class _Outputs:
 
 def run_ingest(
     spark: SparkSession,
-    events_dir: str | os.PathLike,
-    lake_dir: str | os.PathLike,
+    events_dir: str | os.PathLike[str],
+    lake_dir: str | os.PathLike[str],
     day: dt.date,
     config: Config | None = None,
     findings: DayFindings | None = None,
@@ -218,7 +219,7 @@ def run_ingest(
     return result
 
 
-def _events_plan(spark: SparkSession, lake_dir: str | os.PathLike) -> FastPlan:
+def _events_plan(spark: SparkSession, lake_dir: str | os.PathLike[str]) -> FastPlan:
     """The fast path's plan for the lake's ``events`` table."""
     events_path = lake.table_path(lake_dir, lake.EVENTS)
     file_struct = data_file_schema(events_path, EVENTS_TABLE_SCHEMA, EVENTS_PARTITION_BY)
@@ -251,7 +252,7 @@ def _scan(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, cache: 
     return _Scanned(summaries, staged, slow_df, read_df)
 
 
-def all_lines_fast(summaries: list[tuple[str, str, dict]]) -> bool:
+def all_lines_fast(summaries: list[tuple[str, str, dict[str, Any]]]) -> bool:
     """Whether the fast path accepted every line of every file (``(ns, file, summary)`` of the
     scan), so that no line is left for the JVM."""
     return all(summary["fast"] == summary["lines"] for _, _, summary in summaries)
@@ -276,7 +277,7 @@ def _sequence(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, sca
 
 
 def _sequence_generally(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, scanned: _Scanned,
-                        cache: _Persisted) -> tuple[DataFrame, DataFrame | None, list[dict]]:
+                        cache: _Persisted) -> tuple[DataFrame, DataFrame | None, list[dict[str, Any]]]:
     """:func:`with_seq_status` over every accepted line: the statuses, the dropped line ranges
     and the data files, rewritten without the dropped lines."""
     keys_df = read_fast_keys(spark, plan, scanned.staged).unionByName(select_keys(scanned.slow_df))
@@ -295,7 +296,7 @@ def _sequence_generally(spark: SparkSession, files: list[SegmentFile], plan: Fas
     return status_df, dropped_df, rewrite_staged(spark, plan, scanned.staged, dropped_df)
 
 
-def _outputs(spark: SparkSession, lake_dir: str | os.PathLike, day: dt.date, files: list[SegmentFile],
+def _outputs(spark: SparkSession, lake_dir: str | os.PathLike[str], day: dt.date, files: list[SegmentFile],
              listing_df: DataFrame, scanned: _Scanned, sequenced: _Sequenced, cache: _Persisted) -> _Outputs:
     """The day's ``quarantine``, ``telemetry`` findings and ``ingest_files`` rows."""
     status_df = sequenced.status_df
@@ -322,7 +323,7 @@ def _outputs(spark: SparkSession, lake_dir: str | os.PathLike, day: dt.date, fil
     return _Outputs(quarantine_df, findings_df, ingest_files_df)
 
 
-def _write_events(lake_dir: str | os.PathLike, day: dt.date, plan: FastPlan, scanned: _Scanned,
+def _write_events(lake_dir: str | os.PathLike[str], day: dt.date, plan: FastPlan, scanned: _Scanned,
                   sequenced: _Sequenced) -> None:
     """Commit the JVM-judged events with the fast path's data files, as one transaction."""
     with timed(log, "ingest", "events"):
@@ -336,7 +337,7 @@ def _write_events(lake_dir: str | os.PathLike, day: dt.date, plan: FastPlan, sca
                     partition_by=EVENTS_PARTITION_BY, extra_files=sequenced.staged)
 
 
-def _write_outputs(lake_dir: str | os.PathLike, day: dt.date, outputs: _Outputs) -> None:
+def _write_outputs(lake_dir: str | os.PathLike[str], day: dt.date, outputs: _Outputs) -> None:
     with timed(log, "ingest", "quarantine"):
         replace_day(outputs.quarantine_df, lake_dir, lake.QUARANTINE, day, QUARANTINE_SCHEMA,
                     partition_by=QUARANTINE_PARTITION_BY)
@@ -345,7 +346,7 @@ def _write_outputs(lake_dir: str | os.PathLike, day: dt.date, outputs: _Outputs)
                     partition_by=INGEST_FILES_PARTITION_BY)
 
 
-def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike, day: dt.date) -> DataFrame:
+def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike[str], day: dt.date) -> DataFrame:
     """The last event of each server on the day before, from the lake (empty if none)."""
     path = lake.table_path(lake_dir, lake.EVENTS)
     columns = ("ns", "seq", "ts_ms", "file")
@@ -355,7 +356,7 @@ def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike, 
     return agg_last_events(previous_df.select(*columns))
 
 
-def _result(lake_dir: str | os.PathLike, day: dt.date, findings: dict[str, int]) -> IngestResult:
+def _result(lake_dir: str | os.PathLike[str], day: dt.date, findings: dict[str, int]) -> IngestResult:
     """The run's counts, read back from the ``ingest_files`` rows it wrote (a row per file)."""
     rows = read_day_arrow(str(lake_dir), lake.INGEST_FILES, day, ["lines_read", "accepted", "duplicates", "quarantined"])
     totals = {name: sum(v or 0 for v in rows.column(name).to_pylist()) for name in rows.column_names}

@@ -51,7 +51,8 @@ def within_max_length(text: Column) -> Column:
 def parse_values(text: Column) -> Column:
     """The line's top-level keys with their values as variants, in line order (a repeated key
     appears twice); null when the line is not one strict JSON object."""
-    return F.from_json(text, _VALUES, JSON_OPTIONS)
+    # a map schema is accepted too; pyspark's hint names struct and array schemas only
+    return F.from_json(text, _VALUES, JSON_OPTIONS)  # type: ignore[arg-type]
 
 
 def key_reason(values: Column, text: Column) -> Column:
@@ -80,10 +81,11 @@ def _object_reason(values: Column, rule: ValueRule) -> Column:
     prefix = f"{rule.path}." if rule.path else ""
 
     def entry_reason(entry: Column) -> Column:
-        by_key = None
+        by_key: Column | None = None
         for name, key_rule in rule.keys:
             reason = _value_reason(entry["value"], key_rule)
             by_key = F.when(entry["key"] == name, reason) if by_key is None else by_key.when(entry["key"] == name, reason)
+        assert by_key is not None, f"{rule.path}: an object rule without keys"
         return by_key.otherwise(F.concat(F.lit(f"{UNKNOWN_KEY}: {prefix}"), entry["key"]))
 
     reasons = F.filter(F.transform(F.map_entries(values), entry_reason), lambda r: r.isNotNull())
@@ -101,7 +103,9 @@ def _value_reason(value: Column, rule: ValueRule) -> Column:
         kind_ok = as_map.isNotNull()
     elif rule.kind == JSON_ARRAY:
         as_array = F.try_variant_get(value, "$", _ARRAY)
-        reasons = F.filter(F.transform(as_array, lambda x: _value_reason(x, rule.element)), lambda r: r.isNotNull())
+        element = rule.element
+        assert element is not None, f"{rule.path}: an array rule without an element rule"
+        reasons = F.filter(F.transform(as_array, lambda x: _value_reason(x, element)), lambda r: r.isNotNull())
         inner = F.get(reasons, 0)
         kind_ok = as_array.isNotNull()
     else:

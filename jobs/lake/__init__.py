@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from jobs.storage import locations
-from schemas.tables import (  # noqa: F401 (re-exported)
+from schemas.tables import (
     AUDIT_RUNS,
     BROKER_ADDR_HISTORY,
     BROKER_AVAILABILITY,
@@ -30,8 +30,30 @@ from schemas.tables import (  # noqa: F401 (re-exported)
     TOPIC_ROUTE_HISTORY,
 )
 
+__all__ = [
+    "AUDIT_RUNS",
+    "BROKER_ADDR_HISTORY",
+    "BROKER_AVAILABILITY",
+    "CLUSTER_HISTORY",
+    "EVENTS",
+    "FILTER_SERVER_HISTORY",
+    "FINDINGS",
+    "INCIDENTS",
+    "INGEST_FILES",
+    "LIVENESS_WINDOWS",
+    "NS_DIVERGENCES",
+    "NS_RUNS",
+    "NS_STATE",
+    "QUARANTINE",
+    "QUEUE_DISTRIBUTION",
+    "ROUTE_SNAPSHOTS",
+    "TOPIC_DISTRIBUTION",
+    "TOPIC_ROUTE_HISTORY",
+    "table_path",
+]
 
-def table_path(lake: str | os.PathLike, name: str) -> str:
+
+def table_path(lake: str | os.PathLike[str], name: str) -> str:
     """The folder of table ``name`` in the lake: absolute, so Spark executors see the same path, or
     ``s3a://bucket/prefix/name`` for a lake on an object store."""
     return locations.join(os.fspath(lake), name)

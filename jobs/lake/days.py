@@ -7,6 +7,7 @@ Every stage reads its inputs and writes its outputs through these two, so a firs
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,7 +34,7 @@ def read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: StructT
     return read_table(spark, path, schema, where=where)
 
 
-def replace_day(df: DataFrame, lake_dir: str, name: str, day: dt.date, schema: StructType, *,
+def replace_day(df: DataFrame, lake_dir: str | os.PathLike[str], name: str, day: dt.date, schema: StructType, *,
                 partition_by: Sequence[str] = ("date",), where: Mapping[str, Any] | None = None,
                 **write_options: Any) -> int:
     """Replace ``day``'s partitions of table ``name`` with ``df``, in one commit.
@@ -57,7 +58,7 @@ def replace_day(df: DataFrame, lake_dir: str, name: str, day: dt.date, schema: S
                 replace_where={"date": day, **(where or {})}, schema=schema, **write_options)
 
 
-def read_day_arrow(lake_dir: str, name: str, day: dt.date, columns: Sequence[str]) -> pa.Table:
+def read_day_arrow(lake_dir: str | os.PathLike[str], name: str, day: dt.date, columns: Sequence[str]) -> pa.Table:
     """A few columns of one day of a small table, read in the driver without Spark (a stage's
     counts, read back from what it wrote); no rows when the table does not exist.
 
@@ -70,7 +71,7 @@ def read_day_arrow(lake_dir: str, name: str, day: dt.date, columns: Sequence[str
     return read_table_arrow(path, columns=list(columns), filters=[("date", "=", day)])
 
 
-def day_rows(lake_dir: str, name: str, day: dt.date) -> int:
+def day_rows(lake_dir: str | os.PathLike[str], name: str, day: dt.date) -> int:
     """Rows of one day of a table, from its files' footers (no data is read); 0 without the table."""
     path = lake.table_path(lake_dir, name)
     if not table_exists(path):

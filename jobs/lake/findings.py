@@ -12,7 +12,7 @@ import datetime as dt
 import os
 from collections.abc import Mapping
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -138,7 +138,7 @@ def with_finding_keys(findings_df: DataFrame, date: dt.date, category: str | Non
     return out_df
 
 
-def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike, date: dt.date, category: str) -> int:
+def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike[str], date: dt.date, category: str) -> int:
     """Replace the ``(date, category)`` partition of ``findings`` with these rows.
 
     Rows may lack ``date`` and ``category`` (they are added); rows that carry another date or
@@ -217,7 +217,7 @@ class DayFindings:
         """The categories added, in order."""
         return tuple(category for category, _ in self._parts)
 
-    def frame(self, spark) -> DataFrame:
+    def frame(self, spark: SparkSession) -> DataFrame:
         """Every finding added (``FINDINGS_SCHEMA`` columns); empty when none was."""
         if not self._parts:
             return local_frame(spark, [], FINDINGS_SCHEMA)
@@ -227,16 +227,16 @@ class DayFindings:
             union_df = union_df.unionByName(more_df)
         return union_df
 
-    def write_category(self, lake_dir: str | os.PathLike, category: str) -> dict[str, int]:
+    def write_category(self, lake_dir: str | os.PathLike[str], category: str) -> dict[str, int]:
         """Replace the day's ``category`` partition of ``findings`` with what was added for it
         (a stage run on its own); returns the findings written per kind (read back from the table,
         not counted by Spark)."""
         parts = [df for c, df in self._parts if c == category]
-        rows_df = parts[0] if parts else None
+        if not parts:
+            raise ValueError(f"no {category} findings were added")
+        rows_df = parts[0]
         for more_df in parts[1:]:
             rows_df = rows_df.unionByName(more_df)
-        if rows_df is None:
-            raise ValueError(f"no {category} findings were added")
         write_findings(rows_df, lake_dir, self.day, category)
         for df in parts:  # written: their checkpoints are read no more
             release_frame(df)
@@ -253,7 +253,7 @@ class DayFindings:
         self._parts.clear()
 
 
-def findings_by_kind(lake_dir: str | os.PathLike, day: dt.date, category: str | None = None) -> dict[str, int]:
+def findings_by_kind(lake_dir: str | os.PathLike[str], day: dt.date, category: str | None = None) -> dict[str, int]:
     """The day's findings in the lake per kind (of one category, or all), read without Spark."""
     rows = read_day_arrow(lake_dir, lake.FINDINGS, day, ["category", "kind"])
     counts: dict[str, int] = {}

@@ -114,7 +114,7 @@ def write_table(
     partition_by: Sequence[str] = (),
     replace_where: Mapping[str, Any] | None = None,
     schema: StructType | None = None,
-    extra_files: Sequence[dict] = (),
+    extra_files: Sequence[dict[str, Any]] = (),
     few_rows: bool = False,
     expansion: RowExpansion | None = None,
 ) -> int:
@@ -186,7 +186,7 @@ def write_table(
 
 def write_rows(
     spark: SparkSession,
-    rows: Sequence[Sequence | Mapping],
+    rows: Sequence[Sequence[Any] | Mapping[str, Any]],
     path: str | os.PathLike[str],
     schema: StructType,
     *,
@@ -277,7 +277,7 @@ def evolve_table_schema(root: str, declared: StructType) -> None:
     load_table(root).alter.add_columns([Field.from_json(json.dumps(f.jsonValue())) for f in missing])
 
 
-def _write_with_tasks(task_df: DataFrame, plan: WritePlan, extra_files: Sequence[dict]) -> None:
+def _write_with_tasks(task_df: DataFrame, plan: WritePlan, extra_files: Sequence[dict[str, Any]]) -> None:
     """Write ``task_df`` in Spark tasks and commit the files (with ``extra_files``) as one version."""
     ship_by_value()
     try:

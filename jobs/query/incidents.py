@@ -36,7 +36,8 @@ def _read(lake_dir: str, name: str, day: dt.date | None, columns: list[str]) -> 
         from jobs.storage.problems import describe
 
         raise UserError(f"cannot read {describe(exc, path)}") from None
-    return table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()
+    return rows
 
 
 def day_incidents(lake_dir: str, day: dt.date, min_severity: str = "info") -> dict[str, Any]:

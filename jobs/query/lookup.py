@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, overload
 
 from jobs import lake
 from jobs.lake.delta.health import MissingDataFiles, damaged, has_log, open_delta, problem_line
@@ -79,7 +79,7 @@ class RouteLake:
         self.lake_dir = lake_dir
         self._state_path = lake.table_path(lake_dir, lake.NS_STATE)
         self._runs: dict[dt.date, str] | None = None
-        self._partitions: dict[tuple, Any] = {}
+        self._partitions: dict[tuple[Any, ...], Any] = {}
         self._as_of = LakeVersion(lake_dir, version) if version is not None else None
         state_version = self._version(self._state_path)
         try:
@@ -100,7 +100,7 @@ class RouteLake:
             self._partitions[key] = self._checked(_read, path, list(columns), day, ns, self._version(path))
         return self._partitions[key]
 
-    def _checked(self, read, *args) -> Any:
+    def _checked(self, read: Callable[..., Any], *args: Any) -> Any:
         """``read(*args)``, a version whose files ``nsaudit lake vacuum`` removed said to be so (a
         bad ``--version``); gone files of the latest version are damage."""
         try:
@@ -229,7 +229,7 @@ class RouteLake:
         table = self._read_once(path, ("start_ts", "stop_ts", "start_seq", "stop_seq", "stop_reason"), day, ns)
         runs = [] if table is None else table.to_pylist()
         at_us = at_ms * 1000
-        last_stop = None
+        last_stop: tuple[tuple[int, int], str | None] | None = None  # ((stop, stop_seq), stop_reason)
         for run in runs:
             start, stop = _micros(run["start_ts"]), _micros(run["stop_ts"])
             if start <= at_us and (stop is None or at_us < stop):
@@ -243,6 +243,10 @@ class RouteLake:
         return up_at_start
 
 
+@overload
+def _micros(value: dt.datetime) -> int: ...
+@overload
+def _micros(value: None) -> None: ...
 def _micros(value: dt.datetime | None) -> int | None:
     if value is None:
         return None
@@ -258,11 +262,14 @@ def _valid(table: Any, at_ms: int | None) -> list[dict[str, Any]]:
     import pyarrow.compute as pc
 
     valid_to = table["valid_to_ts"]
+    rows: list[dict[str, Any]]
     if at_ms is None:
-        return table.filter(pc.is_null(valid_to)).to_pylist()
+        rows = table.filter(pc.is_null(valid_to)).to_pylist()
+        return rows
     at = pa.scalar(at_ms * 1000, type=table.schema.field("valid_from_ts").type)
     mask = pc.and_(pc.less_equal(table["valid_from_ts"], at), pc.or_kleene(pc.is_null(valid_to), pc.greater(valid_to, at)))
-    return table.filter(mask).to_pylist()
+    rows = table.filter(mask).to_pylist()
+    return rows
 
 
 # A table that did not exist yet at the version asked for (``--version``).

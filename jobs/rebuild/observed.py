@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from jobs.spark.profile import broadcast
@@ -36,16 +36,16 @@ OBSERVED_STATE_JSON = '{"observed":true}'
 _BOUNDARIES = ("observe_snapshot", "observe_error", "observe_stop", "observe_start")
 
 
-def _stream() -> Window:
+def _stream() -> WindowSpec:
     """A stream's events in ``seq`` order (built on call: a window needs the active session)."""
     return Window.partitionBy("ns").orderBy("seq")
 
 
-def _before() -> Window:
+def _before() -> WindowSpec:
     return _stream().rowsBetween(Window.unboundedPreceding, Window.currentRow)
 
 
-def _after() -> Window:
+def _after() -> WindowSpec:
     return _stream().rowsBetween(1, Window.unboundedFollowing)
 
 

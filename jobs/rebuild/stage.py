@@ -177,9 +177,9 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
                 rows_df = select(walk_df, day).unionByName(observed[name])
                 replace_day(rows_df, lake_dir, name, day, schema, partition_by=PARTITION_BY, few_rows=True)
     finally:
-        for df in (blocks_df, keys_df, walk_df, epochs_df, entries_df):
-            if df is not None:
-                release_frame(df)
+        for cached_df in (blocks_df, keys_df, walk_df, epochs_df, entries_df):
+            if cached_df is not None:
+                release_frame(cached_df)
     return _result(lake_dir, day)
 
 

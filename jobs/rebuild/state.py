@@ -18,7 +18,7 @@ from nameserver.routes.manager import BrokerLiveInfo
 STATE_FORMAT = 1
 
 # an open interval: (value, valid_from_ms, from_seq); cells are keyed as in jobs.rebuild.walk
-OpenCells = dict[tuple, list]
+OpenCells = dict[tuple[Any, ...], list[Any]]
 
 
 @dataclass
@@ -28,13 +28,13 @@ class CarriedState:
     replayer: RouteReplayer
     open_cells: OpenCells = field(default_factory=dict)
     live_digest: dict[str, str | None] = field(default_factory=dict)
-    topics_by_digest: dict[str, list[dict]] = field(default_factory=dict)
+    topics_by_digest: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     run_start_seq: int | None = None
     last_seq: int | None = None
     last_ts: int | None = None
 
 
-def restore(state: dict[str, Any], journal: list, day_start_ms: int) -> CarriedState:
+def restore(state: dict[str, Any], journal: list[Any], day_start_ms: int) -> CarriedState:
     """Rebuild a replayer from a state object; every open interval restarts at ``day_start_ms``.
 
     The tables are filled directly, not through operations, so nothing is journaled.
@@ -83,7 +83,7 @@ def snapshot(
     replayer: RouteReplayer,
     open_cells: OpenCells,
     live_digest: dict[str, str | None],
-    topics_by_digest: dict[str, list[dict]],
+    topics_by_digest: dict[str, list[dict[str, Any]]],
     run_start_seq: int | None,
     last_seq: int | None,
     last_ts: int | None,
@@ -145,4 +145,5 @@ def dumps(state: dict[str, Any]) -> str:
 
 def loads(text: str) -> dict[str, Any]:
     """Inverse of :func:`dumps`."""
-    return orjson.loads(text)
+    state: dict[str, Any] = orjson.loads(text)
+    return state

@@ -134,7 +134,7 @@ _DIFF_TABLES = (
 )
 
 
-def _cells(state: TableState) -> dict[str, dict[tuple, tuple]]:
+def _cells(state: TableState) -> dict[str, dict[tuple[Any, ...], tuple[Any, ...]]]:
     """Every table as a flat map key tuple -> value tuple (membership has the empty tuple)."""
     return {
         "topicQueueTable": {
@@ -178,7 +178,7 @@ def diff_view(before: TableState, after: TableState) -> dict[str, Any]:
     return result
 
 
-def _with_values(entry: dict, value_fields: tuple | None, before: tuple | None, after: tuple | None) -> dict:
+def _with_values(entry: dict[str, Any], value_fields: tuple[Any, ...] | None, before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> dict[str, Any]:
     if value_fields is not None:
         if after is not None:
             entry["after"] = dict(sorted(zip(value_fields, after)))

@@ -20,7 +20,7 @@ from common.timeutil import DAY_MS, day_start_ms
 QUEUE, ADDR, CLUSTER, FILTER = "queue", "addr", "cluster", "filter"
 
 # (key, value, valid_from_ms, valid_to_ms or None, from_seq, to_seq or None); key = (kind, *cell)
-IntervalRow = tuple[tuple, Any, int, int | None, int | None, int | None]
+IntervalRow = tuple[tuple[Any, ...], Any, int, int | None, int | None, int | None]
 # (start_ms, stop_ms or None, start_seq, stop_seq, stop_reason)
 RunRow = tuple[int, int | None, int | None, int | None, str]
 
@@ -48,7 +48,7 @@ class DayResult:
     walked: int = 0
 
 
-def _cell_key(entry: tuple) -> tuple:
+def _cell_key(entry: tuple[Any, ...]) -> tuple[Any, ...]:
     """Journal entry (``RouteInfoManager`` docstring) -> cell key."""
     kind = entry[0]
     if kind == QUEUE or kind == CLUSTER:
@@ -58,7 +58,7 @@ def _cell_key(entry: tuple) -> tuple:
     return (FILTER, entry[1])
 
 
-def _cell_value(routes: RouteInfoManager, key: tuple) -> Any:
+def _cell_value(routes: RouteInfoManager, key: tuple[Any, ...]) -> Any:
     """The cell's current value, or None when the cell is absent."""
     kind = key[0]
     if kind == QUEUE:
@@ -66,7 +66,9 @@ def _cell_value(routes: RouteInfoManager, key: tuple) -> Any:
         return None if qd is None else (qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag)
     if kind == ADDR:
         broker_data = routes.broker_addr_table.get(key[1])
-        addr = None if broker_data is None else broker_data.broker_addrs.get(key[2])
+        if broker_data is None:
+            return None
+        addr = broker_data.broker_addrs.get(key[2])
         return None if addr is None else (broker_data.cluster, addr)
     if kind == CLUSTER:
         return True if key[2] in routes.cluster_addr_table.get(key[1], ()) else None
@@ -104,7 +106,7 @@ class DayWalk:
         self.ns, self.day = ns, day
         self.day_start = day_start_ms(day)
         self.day_last = self.day_start + DAY_MS - 1
-        self.journal: list = []
+        self.journal: list[Any] = []
         self.result = DayResult()
         if state is not None:
             carried = rebuild_state.restore(dict(state), self.journal, self.day_start)
@@ -118,12 +120,12 @@ class DayWalk:
         self.last_seq, self.last_ts = carried.last_seq, carried.last_ts
         self.result.up_at_start = self.replayer.up
         # the run open at 00:00; a server with no state whose day begins with ns_start has none yet
-        self.run: list | None = None
+        self.run: list[Any] | None = None
         if self.replayer.up and not (state is None and first_type == "ns_start"):
             self.run = [self.day_start, carried.run_start_seq]
         self._clock = self.day_start
         self._pending_ts: int | None = None
-        self._dirty: dict[tuple, int | None] = {}
+        self._dirty: dict[tuple[Any, ...], int | None] = {}
 
     # ---------------------------------------------------------------- events
 
@@ -240,7 +242,7 @@ OUTPUT_COLUMNS = (
 )
 
 
-def walk_rows(rows: list[dict[str, Any]], day: dt.date) -> dict[str, list]:
+def walk_rows(rows: list[dict[str, Any]], day: dt.date) -> dict[str, list[Any]]:
     """Walk one server's group of the rebuild's walk input and return the output as columns.
 
     Args:
@@ -257,7 +259,7 @@ def walk_rows(rows: list[dict[str, Any]], day: dt.date) -> dict[str, list]:
     for event in events:
         walk.apply(event)
     result = walk.finish(meta["day_last_seq"], meta["day_last_ts"])
-    out: dict[str, list] = {name: [] for name in OUTPUT_COLUMNS}
+    out: dict[str, list[Any]] = {name: [] for name in OUTPUT_COLUMNS}
 
     def add(**values: Any) -> None:
         for name in OUTPUT_COLUMNS:

@@ -6,6 +6,8 @@ the day's counts), walked by :func:`jobs.rebuild.walk.walk_rows`.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -15,6 +17,9 @@ from jobs.rebuild.marking import select_interesting_keys, with_topics
 from jobs.rebuild.walk import walk_rows
 from jobs.spark.pyworker import keep_archive_listings
 from jobs.spark.profile import broadcast
+
+if TYPE_CHECKING:  # imported in the task (the walker's closure stays plain data)
+    import pyarrow as pa
 
 # the event keys the walk applies (docs/nameserver-semantics.md §6), ``ts`` as epoch ms
 WALK_EVENT_COLUMNS = (
@@ -99,11 +104,11 @@ def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFram
     return walk_input_df.groupBy("ns").applyInArrow(_arrow_walker(day), WALK_OUTPUT_SCHEMA)
 
 
-def _arrow_walker(day: dt.date):
+def _arrow_walker(day: dt.date) -> Callable[[pa.Table], pa.Table]:
     """The function Spark runs per server (``applyInArrow``); plain data only in its closure."""
     schema = WALK_OUTPUT_SCHEMA
 
-    def walk(table):
+    def walk(table: pa.Table) -> pa.Table:
         keep_archive_listings()
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema

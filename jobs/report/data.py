@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from jobs import lake as lake_tables
 from jobs.lake.days import day_rows, read_day_arrow
@@ -37,7 +38,7 @@ FINDING_ROWS = 2000
 INCIDENT_ROWS = 500
 
 
-def _read_day(spark: SparkSession, lake: str, name: str, schema, day: dt.date) -> DataFrame | None:
+def _read_day(spark: SparkSession, lake: str, name: str, schema: T.StructType, day: dt.date) -> DataFrame | None:
     path = lake_tables.table_path(lake, name)
     if not table_exists(path):
         return None
@@ -124,9 +125,12 @@ def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None) ->
             F.countDistinct("broker_addr").alias("broker_addresses"),
             F.coalesce(F.sum("events"), F.lit(0)).alias("events"),
         ).first()
+        assert row is not None, "an aggregate without grouping has a row"
         headline.update(row.asDict())
     if end_cells_df is not None:
-        headline["topics_at_end"] = end_cells_df.agg(F.countDistinct("topic")).first()[0]
+        topics = end_cells_df.agg(F.countDistinct("topic")).first()
+        assert topics is not None, "an aggregate without grouping has a row"
+        headline["topics_at_end"] = topics[0]
     return headline
 
 
@@ -171,7 +175,7 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     def small(df: DataFrame | None, columns: list[str]) -> pd.DataFrame:
         return df.toPandas() if df is not None else pd.DataFrame(columns=columns)
 
-    notes = []
+    notes: list[str] = []
     for result in stage_results:
         notes.extend(getattr(result, "notes", []) or [])
     findings_pdf = small(

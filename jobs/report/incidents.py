@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+from collections.abc import Callable
 
 import matplotlib
 
@@ -15,6 +16,7 @@ matplotlib.use("Agg")  # no display on servers; must precede pyplot
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 INCIDENT_COLUMNS = ["incident_id", "severity", "root_cause", "subject", "servers", "start_ts", "end_ts",
                     "duration_ms", "findings", "topics_unwritable", "write_queues_unwritable", "topics_unroutable",
@@ -27,7 +29,7 @@ def _utc(series: pd.Series) -> pd.Series:
     return stamps.dt.tz_localize("UTC") if stamps.dt.tz is None else stamps.dt.tz_convert("UTC")
 
 
-def incident_timeline_svg(frame: pd.DataFrame, day: dt.date, svg, max_rows: int = 40) -> str | None:
+def incident_timeline_svg(frame: pd.DataFrame, day: dt.date, svg: Callable[[Figure], str], max_rows: int = 40) -> str | None:
     """The incidents above info on the day's axis, one row each, coloured by severity (``svg``
     turns a matplotlib figure into inline SVG text); None when there is none."""
     shown = frame[frame["severity"] != "info"].head(max_rows)
@@ -35,8 +37,8 @@ def incident_timeline_svg(frame: pd.DataFrame, day: dt.date, svg, max_rows: int 
         return None
     start = pd.Timestamp(day, tz="UTC")
     end = start + pd.Timedelta(days=1)
-    starts = _utc(shown["start_ts"]).clip(lower=start, upper=end)
-    ends = _utc(shown["end_ts"]).clip(lower=start, upper=end)
+    starts = _utc(shown["start_ts"]).clip(lower=start, upper=end)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
+    ends = _utc(shown["end_ts"]).clip(lower=start, upper=end)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
     labels = (shown["root_cause"] + " " + shown["subject"].astype(str)).tolist()
     fig, ax = plt.subplots(figsize=(11, max(2.0, 0.25 * len(shown) + 1.2)))
     left = mdates.date2num(starts.dt.tz_convert(None))
@@ -53,7 +55,7 @@ def incident_timeline_svg(frame: pd.DataFrame, day: dt.date, svg, max_rows: int 
     return svg(fig)
 
 
-def incidents_html(frame: pd.DataFrame, day: dt.date, svg) -> str:
+def incidents_html(frame: pd.DataFrame, day: dt.date, svg: Callable[[Figure], str]) -> str:
     """The section: counts by severity, the timeline, and the table (worst and widest first)."""
     if frame.empty:
         return '<h2 id="incidents">Incidents</h2><p>No incidents: no findings this day.</p>'

@@ -12,13 +12,15 @@ import html
 import io
 import json
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import matplotlib
 
 matplotlib.use("Agg")  # no display on servers; must precede pyplot
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure as MplFigure  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from jobs.report.incidents import INCIDENT_COLUMNS, incidents_html  # noqa: E402
@@ -77,7 +79,7 @@ class ReportData:
     incidents: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=INCIDENT_COLUMNS))
 
 
-def _svg(fig) -> str:
+def _svg(fig: MplFigure) -> str:
     buf = io.StringIO()
     # text stays text (not glyph outlines): the report's browser finds broker addresses, topics
     # and servers in the plots, and the file is about half the size
@@ -97,7 +99,7 @@ def _utc(series: pd.Series) -> pd.Series:
     return pd.to_datetime(series, utc=True)
 
 
-def _day_axis(ax, day_start: pd.Timestamp, day_end: pd.Timestamp) -> None:
+def _day_axis(ax: Axes, day_start: pd.Timestamp, day_end: pd.Timestamp) -> None:
     """The x axis of a day timeline: the whole UTC day, a tick every three hours."""
     ax.set_xlim(mdates.date2num(day_start.tz_convert(None)), mdates.date2num(day_end.tz_convert(None)))
     ax.xaxis.set_major_locator(mdates.HourLocator(byhour=range(0, 24, 3)))
@@ -107,14 +109,14 @@ def _day_axis(ax, day_start: pd.Timestamp, day_end: pd.Timestamp) -> None:
 def liveness_figures(data: ReportData, max_rows: int = 60) -> list[Figure]:
     """One timeline per server: brokers as rows, windows as bars, end reasons as colours."""
     frame = data.liveness
-    out = []
+    out: list[Figure] = []
     if frame.empty:
         return out
     day_start, day_end = _day_bounds(data.day)
     for ns in sorted(frame["ns"].unique()):
         rows = frame[frame["ns"] == ns].copy()
-        rows["start"] = _utc(rows["start_ts"]).clip(lower=day_start)
-        rows["end"] = _utc(rows["end_ts"]).fillna(day_end).clip(upper=day_end)
+        rows["start"] = _utc(rows["start_ts"]).clip(lower=day_start)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
+        rows["end"] = _utc(rows["end_ts"]).fillna(day_end).clip(upper=day_end)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
         # brokers with something to see first: more windows, or ended for a reason other than open
         rank = rows.groupby("broker_addr").agg(n=("start", "size"), closed=("end_reason", lambda r: (r != "open").sum()))
         rank = rank.sort_values(["closed", "n"], ascending=False)
@@ -148,8 +150,8 @@ def divergence_figure(data: ReportData, max_rows: int = 60) -> Figure | None:
         return None
     day_start, day_end = _day_bounds(data.day)
     frame = frame.copy()
-    frame["start"] = _utc(frame["start_ts"]).clip(lower=day_start)
-    frame["end"] = _utc(frame["end_ts"]).fillna(day_end).clip(upper=day_end)
+    frame["start"] = _utc(frame["start_ts"]).clip(lower=day_start)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
+    frame["end"] = _utc(frame["end_ts"]).fillna(day_end).clip(upper=day_end)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
     frame["row"] = frame["kind"] + " " + frame["subject"].astype(str)
     longest = frame.groupby("row")["duration_ms"].sum().sort_values(ascending=False)
     shown = list(longest.index[:max_rows])
@@ -164,7 +166,7 @@ def divergence_figure(data: ReportData, max_rows: int = 60) -> Figure | None:
         ends = mdates.date2num(part["end"].dt.tz_convert(None))
         width = [max(e - s, 1 / 1440) for s, e in zip(starts, ends)]  # at least a minute, to be seen
         ax.barh([order[r] for r in part["row"]], width, left=starts, height=0.7,
-                color=DIVERGENCE_COLORS.get(kind, "#777"), label=kind)
+                color=DIVERGENCE_COLORS.get(cast(str, kind), "#777"), label=kind)
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels(shown, fontsize=7)
     _day_axis(ax, day_start, day_end)
@@ -181,7 +183,7 @@ def distribution_figures(data: ReportData, max_brokers: int = 40, max_topics: in
     numbers 0 on a group (its write perm wiped down to nothing) is worth seeing as such.
     """
     frame = data.distribution
-    out = []
+    out: list[Figure] = []
     if frame.empty:
         return out
     for cluster in sorted(frame["cluster"].dropna().unique()):

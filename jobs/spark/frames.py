@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 
-def local_frame(spark: SparkSession, rows: Sequence[Sequence | Mapping], schema: T.StructType) -> DataFrame:
+def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any] | Mapping[str, Any]], schema: T.StructType) -> DataFrame:
     """A small DataFrame of driver-side ``rows`` (tuples in ``schema``'s order, or dicts), kept in
     the JVM.
 
@@ -34,7 +34,7 @@ def local_frame(spark: SparkSession, rows: Sequence[Sequence | Mapping], schema:
     return spark.createDataFrame(local_arrow_table(rows, schema), schema)
 
 
-def local_arrow_table(rows: Sequence[Sequence | Mapping], schema: T.StructType) -> pa.Table:
+def local_arrow_table(rows: Sequence[Sequence[Any] | Mapping[str, Any]], schema: T.StructType) -> pa.Table:
     """Driver-side ``rows`` (tuples in ``schema``'s order, or dicts) as an Arrow table of ``schema``."""
     arrow_schema = to_arrow_schema(schema)
     if rows and not isinstance(rows[0], Mapping):
@@ -63,7 +63,8 @@ def spread(df: DataFrame, *keys: str) -> DataFrame:
     few rows that later become many (exploded into instants) where they are, so the many are made
     by as many tasks as a shuffle would use. The number is explicit, so adaptive execution does
     not merge the small shuffle into one partition."""
-    return df.repartition(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *keys)
+    partitions = cast(str, df.sparkSession.conf.get("spark.sql.shuffle.partitions"))  # a core conf: always set
+    return df.repartition(int(partitions), *keys)
 
 
 def release_frame(df: DataFrame) -> None:

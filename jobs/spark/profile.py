@@ -100,11 +100,11 @@ def day_profile(spark: SparkSession, input_bytes: int, small_day_bytes: int) -> 
     try:
         yield True
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, saved_value in saved.items():
+            if saved_value is None:
                 conf.unset(key)
             else:
-                conf.set(key, value)
+                conf.set(key, saved_value)
 
 
 def broadcast(df: DataFrame) -> DataFrame:

@@ -32,6 +32,6 @@ def keep_archive_listings() -> int:
     changed = 0
     for finder in list(sys.path_importer_cache.values()):
         if isinstance(finder, zipimport.zipimporter) and finder.__dict__.get("invalidate_caches") is not _keep_listing:
-            finder.invalidate_caches = _keep_listing
+            finder.invalidate_caches = _keep_listing  # type: ignore[method-assign]  # this importer's own, shadowing the class's
             changed += 1
     return changed

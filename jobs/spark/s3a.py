@@ -10,9 +10,13 @@ starts; under ``spark-submit``, ``--packages org.apache.hadoop:hadoop-aws:3.4.1`
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from common.errors import UserError
 from jobs.storage.settings import StorageSettings
+
+if TYPE_CHECKING:  # imported by the caller, which started it
+    from pyspark.sql import SparkSession
 
 HADOOP_AWS_JARS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                    "jars", "hadoop-aws", "lib")
@@ -55,7 +59,7 @@ def add_s3a(conf: dict[str, str], settings: StorageSettings, single_host: bool, 
         conf.setdefault(f"spark.hadoop.{key}", value)
 
 
-def use_s3a(spark, settings: StorageSettings) -> None:
+def use_s3a(spark: SparkSession, settings: StorageSettings) -> None:
     """Give a running session ``settings``: the SQL reads and writes take Hadoop settings from the
     session's confs, RDD reads from the context's Hadoop configuration; both are set.
 

@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from typing import Any, cast
 
 from pyspark.sql import SparkSession
 
@@ -152,13 +153,14 @@ def build_session(
             conf.update({f"spark.hadoop.{k}": v for k, v in object_store.hadoop_conf().items()})
         else:
             add_s3a(conf, object_store, _is_single_host_master(master), required=True)
-    logged = log_file is not None and not submitted  # under spark-submit the user's log config wins
-    if logged:
-        _add_driver_log(conf, log_file, console_log)
-    builder = SparkSession.builder.appName(app_name).config(map=conf)
+    logged_to = None if submitted else log_file  # under spark-submit the user's log config wins
+    if logged_to is not None:
+        _add_driver_log(conf, logged_to, console_log)
+    # (pyspark's hint asks for a dict of any option type; a dict of str is one)
+    builder = SparkSession.builder.appName(app_name).config(map=cast("dict[str, Any]", conf))
     if master is not None and not submitted:
         builder = builder.master(master)
-    with _stderr_to(log_file) if logged and not console_log else nullcontext():
+    with _stderr_to(logged_to) if logged_to is not None and not console_log else nullcontext():
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")  # the root level; the log4j2 file's appenders filter further
     # getOrCreate may hand back a session started elsewhere (a notebook, spark-submit); the confs
@@ -330,6 +332,7 @@ def is_native_delta_available(spark: SparkSession) -> bool:
     """
     try:
         jvm = spark.sparkContext._jvm
+        assert jvm is not None  # a running session's context has its gateway
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName("org.apache.spark.sql.delta.sources.DeltaDataSource", False, loader)
     except Exception:  # py4j wraps ClassNotFoundException; any failure means "not usable"

@@ -22,6 +22,9 @@ import time
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Callable, TypeVar
+
+_T = TypeVar("_T")
 
 _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -67,11 +70,11 @@ class StandaloneCluster:
         self.daemon_memory = daemon_memory  # heap of the master and worker JVMs, not executors
         self.master_url: str | None = None
         self.webui_url: str | None = None
-        self._master: subprocess.Popen | None = None
+        self._master: subprocess.Popen[bytes] | None = None
         self.workers = workers
-        self._workers: list[subprocess.Popen] = []
+        self._workers: list[subprocess.Popen[bytes]] = []
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         home = spark_home()
         env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
                    SPARK_DAEMON_MEMORY=self.daemon_memory,
@@ -86,7 +89,8 @@ class StandaloneCluster:
         finally:
             log.close()
 
-    def _wait_for(self, what: str, proc: subprocess.Popen, log_name: str, probe, deadline: float):
+    def _wait_for(self, what: str, proc: subprocess.Popen[bytes], log_name: str, probe: Callable[[], _T | None],
+                  deadline: float) -> _T:
         while time.monotonic() < deadline:
             found = probe()
             if found:
@@ -102,17 +106,18 @@ class StandaloneCluster:
         except OSError:
             return ""
 
-    def _grep_log(self, log_name: str, pattern: re.Pattern) -> str | None:
+    def _grep_log(self, log_name: str, pattern: re.Pattern[str]) -> str | None:
         try:
             match = pattern.search((self.work_dir / log_name).read_text(errors="replace"))
         except OSError:
             return None
         return match.group(1) if match else None
 
-    def state(self) -> dict:
+    def state(self) -> dict[str, Any]:
         """The master's state as its web UI's ``/json`` reports it (workers, applications)."""
         with urllib.request.urlopen(f"{self.webui_url}/json", timeout=5) as response:
-            return json.load(response)
+            state: dict[str, Any] = json.load(response)
+        return state
 
     def _worker_alive(self) -> bool:
         try:
@@ -171,7 +176,7 @@ class StandaloneCluster:
         self.stop()
 
 
-def _stop(proc: subprocess.Popen, timeout: float) -> None:
+def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
     """SIGTERM the JVM (a worker's shutdown hooks kill its executors), SIGKILL after ``timeout``."""
     if proc.poll() is None:
         proc.terminate()

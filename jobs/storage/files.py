@@ -27,14 +27,16 @@ def _fs(path: str) -> tuple[pafs.FileSystem, str]:
 def exists(path: str) -> bool:
     """Whether a file is at ``path``."""
     fs, inner = _fs(path)
-    return fs.get_file_info(inner).type == pafs.FileType.File
+    is_file: bool = fs.get_file_info(inner).type == pafs.FileType.File
+    return is_file
 
 
 def read_text(path: str) -> str:
     """A UTF-8 file's text."""
     fs, inner = _fs(path)
     with fs.open_input_stream(inner, compression=None) as stream:
-        return stream.read().decode("utf-8")
+        data: bytes = stream.read()
+    return data.decode("utf-8")
 
 
 def write_text(path: str, text: str) -> None:

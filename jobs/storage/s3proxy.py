@@ -20,6 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from common.config import StorageConfig
 
@@ -35,7 +36,8 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 nobody listens on now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class S3ProxyServer:
@@ -54,11 +56,11 @@ class S3ProxyServer:
         self.access_key = "nsaudit-" + secrets.token_hex(4)
         self.secret_key = secrets.token_hex(16)
         self.buckets = buckets
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
 
-    def storage_config(self, **overrides) -> StorageConfig:
+    def storage_config(self, **overrides: Any) -> StorageConfig:
         """``[storage]`` that reaches this server (credentials through :meth:`credentials_file`)."""
-        values = dict(endpoint=self.endpoint, region="us-east-1", path_style=True,
+        values: dict[str, Any] = dict(endpoint=self.endpoint, region="us-east-1", path_style=True,
                       credentials_file=str(self.credentials_file()), timeout_ms=10_000, retries=2)
         values.update(overrides)
         return StorageConfig(**values)

@@ -110,4 +110,5 @@ def read_bytes(path: str, store: ObjectStore | None) -> bytes:
     otherwise inflate it by its name, and a corrupt stream could not be read as far as it goes)."""
     fs, inner = filesystem_of(path, store)
     with fs.open_input_stream(inner, compression=None) as stream:
-        return stream.read()
+        data: bytes = stream.read()
+    return data

@@ -8,6 +8,7 @@ Section and scenario labels (§3, W21) are those of docs/nameserver-semantics.md
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -50,7 +51,7 @@ def with_skew_plan(runs_df: DataFrame, params: DistributionParams) -> DataFrame:
     cv_max, ratio_max = params.queue_skew_cv, params.queue_skew_max_over_mean
 
     @F.udf(SKEW_PLAN_TYPE)
-    def plan(by_broker: dict[str, int]) -> dict:
+    def plan(by_broker: dict[str, int]) -> dict[str, Any]:
         return suggest_moves(by_broker or {}, cv_max, ratio_max)
 
     return runs_df.withColumn("_plan", plan(F.col("detail.write_queues_by_broker"))).withColumn(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from jobs.analytics.distribution.kinds import SEVERITY
@@ -101,7 +101,7 @@ def agg_exact_topic_conditions(topic_segments_df: DataFrame, flagged_df: DataFra
         flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` of the
             millisecond pieces (for ``read_write_mismatch``, whose detail names the QueueData).
     """
-    def topic_rows(where, *detail: str) -> DataFrame:
+    def topic_rows(where: Column, *detail: str) -> DataFrame:
         return topic_segments_df.where(where).select(
             "ns", F.col("topic").alias("subject"), "first_pos", "last_pos", F.struct(*detail).alias("detail"))
 
@@ -139,7 +139,7 @@ def agg_exact_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date) -> Da
         day: the UTC day.
     """
     types = {kind: df.schema["detail"].dataType for kind, df in conditions.items()}
-    merged_df = None
+    merged_df: DataFrame | None = None
     for kind, condition_df in conditions.items():
         rows_df = condition_df.select(
             F.lit(kind).alias("kind"), "ns", "subject", "first_pos", "last_pos",
@@ -147,6 +147,7 @@ def agg_exact_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date) -> Da
               for other in conditions],
         )
         merged_df = rows_df if merged_df is None else merged_df.unionByName(rows_df)
+    assert merged_df is not None, "no exact kinds"
     return agg_exact_runs(merged_df, ("kind", "ns", "subject"), day, [f"_detail_{kind}" for kind in conditions])
 
 

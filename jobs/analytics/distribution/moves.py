@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import types as T
 
@@ -28,7 +29,7 @@ SKEW_PLAN_TYPE = T.StructType(
 )
 
 
-def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_over_mean: float) -> dict:
+def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_over_mean: float) -> dict[str, Any]:
     """Greedy moves of write queues, busiest group to least busy, until within both thresholds.
 
     Each step moves ``k`` queues from the busiest group (ties: lowest name) to the least busy one,
@@ -51,7 +52,7 @@ def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_
         [{'from_broker_name': 'a', 'to_broker_name': 'b', 'write_queues': 3}]
     """
     loads = {name: int(n) for name, n in write_queues_by_broker.items()}
-    moves: list[dict] = []
+    moves: list[dict[str, Any]] = []
 
     def stats() -> tuple[float | None, float | None]:
         if not loads:
@@ -63,7 +64,7 @@ def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_
         return math.sqrt(var) / mean, max(loads.values()) / mean
 
     cv, ratio = stats()
-    while cv is not None and (cv > max_cv or ratio > max_over_mean):
+    while cv is not None and ratio is not None and (cv > max_cv or ratio > max_over_mean):
         mean = sum(loads.values()) / len(loads)
         hi = min(loads, key=lambda name: (-loads[name], name))
         lo = min(loads, key=lambda name: (loads[name], name))
@@ -76,5 +77,5 @@ def suggest_moves(write_queues_by_broker: Mapping[str, int], max_cv: float, max_
         loads[lo] += k
         moves.append({"from_broker_name": hi, "to_broker_name": lo, "write_queues": k})
         cv, ratio = stats()
-    within = cv is None or (cv <= max_cv and ratio <= max_over_mean)
+    within = cv is None or ratio is None or (cv <= max_cv and ratio <= max_over_mean)
     return {"suggested_moves": moves, "cv_after": cv, "max_over_mean_after": ratio, "within_threshold_after": within}

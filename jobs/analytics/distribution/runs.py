@@ -70,7 +70,7 @@ def agg_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date, snapshot_in
         ``_detail_<kind>`` column per kind.
     """
     types = {kind: df.schema["detail"].dataType for kind, df in conditions.items()}
-    merged_df = None
+    merged_df: DataFrame | None = None
     for kind, condition_df in conditions.items():
         rows_df = condition_df.select(
             F.lit(kind).alias("kind"), "ns", "subject", "snapshot_ts",
@@ -78,6 +78,7 @@ def agg_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date, snapshot_in
               for other in conditions],
         )
         merged_df = rows_df if merged_df is None else merged_df.unionByName(rows_df)
+    assert merged_df is not None, "no kinds"
     return agg_runs(merged_df, day, snapshot_interval_ms, keys=("kind", "ns", "subject"),
                     details=[_detail_column(kind) for kind in conditions])
 

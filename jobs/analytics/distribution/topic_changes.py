@@ -87,8 +87,8 @@ def select_topic_route_changes(topic_route_df: DataFrame, broker_addr_df: DataFr
     routes_df = topic_route_df.select(
         "ns", "topic", "broker_name", *QUEUE_COLUMNS, F.unix_millis("valid_from_ts").alias("_from"),
         F.unix_millis("valid_to_ts").alias("_to"))
-    for c in ("_to", *QUEUE_COLUMNS):
-        routes_df = routes_df.withColumn(f"_prev_{c.lstrip('_')}", F.lag(c).over(per_key))
+    for column in ("_to", *QUEUE_COLUMNS):
+        routes_df = routes_df.withColumn(f"_prev_{column.lstrip('_')}", F.lag(column).over(per_key))
     follows = F.col("_prev_to") == F.col("_from")
     differs = ~F.coalesce(F.array(*[F.col(c) for c in QUEUE_COLUMNS])
                           == F.array(*[F.col(f"_prev_{c}") for c in QUEUE_COLUMNS]), F.lit(False))

@@ -93,7 +93,7 @@ def grace_note(grace: Grace) -> str:
     """
     poll = f" + poll interval {grace.poll_interval_ms} (observed servers)" if grace.poll_interval_ms else ""
     if grace.source == "config":
-        if poll:
+        if grace.poll_interval_ms:
             return (f"divergence grace {grace.grace_ms} ms = audit.divergence_grace_ms "
                     f"{grace.grace_ms - grace.poll_interval_ms}{poll}")
         return f"divergence grace {grace.grace_ms} ms (audit.divergence_grace_ms)"

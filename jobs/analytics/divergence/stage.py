@@ -69,6 +69,7 @@ def _base_grace(spark: SparkSession, lake_dir: str, day: dt.date, config: Config
     events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where={"date": [day]})
     starts_df = events_df.where(F.col("type") == "ns_start").select("scan_interval_ms")
     row = agg_grace_inputs(windows_df, starts_df).first()  # one row of two numbers
+    assert row is not None, "an aggregate without grouping has a row"
     return derive_grace(row["heartbeat_period_ms"], row["scan_interval_ms"], config)
 
 

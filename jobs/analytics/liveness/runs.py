@@ -8,6 +8,7 @@ Each server's resets travel to the address events as a small broadcast array tha
 from __future__ import annotations
 
 import datetime as dt
+from typing import cast
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -69,7 +70,8 @@ def agg_run_intervals(resets_df: DataFrame) -> DataFrame:
     opened the run (null for run 0), ``next_reset`` the one that ends it (null for the last run);
     both are :func:`agg_resets` structs.
     """
-    first = F.array(F.lit(None).cast(resets_df.schema["resets"].dataType.elementType))
+    resets_type = cast(T.ArrayType, resets_df.schema["resets"].dataType)  # agg_resets: an array of structs
+    first = F.array(F.lit(None).cast(resets_type.elementType))
     following = F.get(F.col("resets"), F.col("run"))
     return (
         resets_df.select("ns", "resets", F.posexplode(F.concat(first, F.col("resets"))).alias("run", "opened_by"))

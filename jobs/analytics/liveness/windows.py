@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -189,7 +189,7 @@ def with_window_keys(stream_df: DataFrame) -> DataFrame:
     before = by_addr.rowsBetween(Window.unboundedPreceding, -1)
     is_103 = _is_103()
 
-    def running_last(value: Column, frame) -> Column:
+    def running_last(value: Column, frame: WindowSpec) -> Column:
         # longs, not structs: the window buffers stay primitive
         return F.last(value, ignorenulls=True).over(frame)
 

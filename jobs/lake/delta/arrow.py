@@ -173,4 +173,5 @@ def count_table_rows(path: str | os.PathLike[str], filters: list[tuple[str, str,
     """
     root = table_root(path)
     dataset = arrow_dataset(load_table(root), root, file_pruning_predicate=filters or None)
-    return dataset.count_rows(filter=pq.filters_to_expression(filters) if filters else None)
+    rows: int = dataset.count_rows(filter=pq.filters_to_expression(filters) if filters else None)
+    return rows

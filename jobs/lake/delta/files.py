@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,7 +64,7 @@ def _escape_path_name(value: str) -> str:
     return "".join(f"%{ord(c):02X}" if c in _PATH_ESCAPES else c for c in value)
 
 
-def partition_folder(partition_by: tuple[str, ...], key: tuple) -> str:
+def partition_folder(partition_by: tuple[str, ...], key: tuple[Any, ...]) -> str:
     """The hive-style folder of partition ``key`` (encoded values), relative to the table root.
 
     Example:
@@ -75,7 +76,7 @@ def partition_folder(partition_by: tuple[str, ...], key: tuple) -> str:
     )
 
 
-def split_by_partition(batch: pa.RecordBatch, partition_by: tuple[str, ...]) -> Iterator[tuple[tuple, pa.RecordBatch]]:
+def split_by_partition(batch: pa.RecordBatch, partition_by: tuple[str, ...]) -> Iterator[tuple[tuple[Any, ...], pa.RecordBatch]]:
     """Split a batch by its encoded partition values; one group when unpartitioned.
 
     Example:
@@ -130,7 +131,7 @@ class DataFile:
     """One Parquet file being written by a task, with its running Delta statistics."""
 
     def __init__(
-        self, fs: pafs.FileSystem, root: str, rel_path: str, partition_values: dict, schema: pa.Schema
+        self, fs: pafs.FileSystem, root: str, rel_path: str, partition_values: dict[str, Any], schema: pa.Schema
     ) -> None:
         self.fs, self.root, self.rel_path, self.partition_values = fs, root, rel_path, partition_values
         self.writer = pq.ParquetWriter(f"{root}/{rel_path}", schema, filesystem=fs, compression="snappy")
@@ -141,7 +142,7 @@ class DataFile:
 
     @classmethod
     def create(
-        cls, fs: pafs.FileSystem, root: str, partition_by: tuple[str, ...], key: tuple, schema: pa.Schema,
+        cls, fs: pafs.FileSystem, root: str, partition_by: tuple[str, ...], key: tuple[Any, ...], schema: pa.Schema,
         prefix: str | None = None,
     ) -> DataFile:
         """Open a new file under ``root`` in the hive-style folder of partition ``key``, named
@@ -174,11 +175,11 @@ class DataFile:
             self.writer.write_table(pa.Table.from_batches(self.pending), row_group_size=self.pending_rows)
             self.pending, self.pending_rows, self.pending_bytes = [], 0, 0
 
-    def close(self) -> dict:
+    def close(self) -> dict[str, Any]:
         self.flush()
         self.writer.close()
         size = self.fs.get_file_info(f"{self.root}/{self.rel_path}").size
-        stats = {"numRecords": self.num_records, "minValues": {}, "maxValues": {}, "nullCount": {}}
+        stats: dict[str, Any] = {"numRecords": self.num_records, "minValues": {}, "maxValues": {}, "nullCount": {}}
         for name, col in self.stats.items():
             stats["nullCount"][name] = col.null_count
             if col.min is not None:
@@ -276,6 +277,6 @@ class ColumnStats:
         return value
 
 
-def _stats_order(value: object) -> object:
+def _stats_order(value: object) -> Any:
     # Strings compare in UTF-8 byte order, as Spark and Arrow compare them.
     return value.encode("utf-8") if isinstance(value, str) else value

@@ -32,7 +32,7 @@ def create_native(spark: SparkSession, root: str, schema: StructType, partition_
 
 def write_native(
     df: DataFrame, root: str, mode: str, partition_by: tuple[str, ...], replace_where: Mapping[str, Any] | None,
-    extra_files: Sequence[dict] = (),
+    extra_files: Sequence[dict[str, Any]] = (),
 ) -> None:
     """delta-spark's own writer, for sessions that have its jars.
 

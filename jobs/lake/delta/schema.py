@@ -8,6 +8,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -211,11 +213,11 @@ def _relaxed_type(dtype: DataType, relax: bool, nested: bool = False) -> DataTyp
     return dtype
 
 
-def _plain_struct(schema: StructType) -> dict:
+def _plain_struct(schema: StructType) -> dict[str, Any]:
     return {f.name: _plain(f) for f in schema.fields}
 
 
-def _plain(field: StructField) -> dict:
+def _plain(field: StructField) -> dict[str, Any]:
     # Compare names, types and nullability; field metadata (comments) does not matter here.
     def drop_metadata(obj: object) -> object:
         if isinstance(obj, dict):

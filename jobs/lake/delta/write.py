@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -107,7 +108,7 @@ class WritePlan:
     partition_by: tuple[str, ...]
     replace_where: dict[str, str | None]
     schema_json: str
-    extra_files: tuple[dict, ...] = ()
+    extra_files: tuple[dict[str, Any], ...] = ()
     expand: Callable[[pa.RecordBatch], Iterator[pa.RecordBatch]] | None = None
     store: ObjectStore | None = None
 
@@ -117,7 +118,7 @@ WRITTEN_FILES_SCHEMA = StructType([StructField("file", StringType(), False)])
 _ARROW_WRITTEN_FILES = pa.schema([pa.field("file", pa.string(), False)])
 
 
-def write_files(df: DataFrame, plan: WritePlan) -> list[dict]:
+def write_files(df: DataFrame, plan: WritePlan) -> list[dict[str, Any]]:
     """Write ``df`` into the table's folders, one Spark task per partition of ``df``; return the
     data files written (``DataFile.close()`` dicts), not yet committed.
 
@@ -151,13 +152,13 @@ def write_task(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str
         yield pa.RecordBatch.from_pylist([{"file": json.dumps(f)} for f in files], schema=_ARROW_WRITTEN_FILES)
 
 
-def write_local_files(table: pa.Table, plan: WritePlan) -> list[dict]:
+def write_local_files(table: pa.Table, plan: WritePlan) -> list[dict[str, Any]]:
     """Write a few rows made in the driver as the table's data files, in this process (no Spark
     job); returns them as :func:`write_files` does, not yet committed."""
     return write_batches(iter(table.to_batches()), plan, uuid.uuid4().hex)
 
 
-def write_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str) -> list[dict]:
+def write_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: str) -> list[dict[str, Any]]:
     """Write Arrow batches as Parquet files of the table (one per partition value met), named
     with ``write_id``; returns the files' descriptions for the commit. Files it made are deleted
     when it fails."""
@@ -165,7 +166,7 @@ def write_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: 
     data_fields = [f for f in declared.fields if f.name not in plan.partition_by]
     file_schema = to_arrow_schema(StructType(data_fields))
     fs, root = filesystem_of(plan.path, plan.store)
-    open_files: dict[tuple, DataFile] = {}
+    open_files: dict[tuple[Any, ...], DataFile] = {}
     if plan.expand is not None:
         batches = (rows for batch in batches for rows in plan.expand(batch))
     try:
@@ -263,7 +264,7 @@ def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[st
                 pass
 
 
-def commit_files(plan: WritePlan, written: list[dict]) -> None:
+def commit_files(plan: WritePlan, written: list[dict[str, Any]]) -> None:
     """Commit ``written`` and the plan's extra files as ONE Delta transaction (on the driver).
 
     The extra files are any written beforehand by other tasks (ingest's fast path). An overwrite with
@@ -285,16 +286,18 @@ def commit_files(plan: WritePlan, written: list[dict]) -> None:
         raise
 
 
-def _commit(plan: WritePlan, files: list[dict]) -> None:
+def _commit(plan: WritePlan, files: list[dict[str, Any]]) -> None:
     from deltalake import Schema
     from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import (
         AddAction,
         CommitProperties,
+        RemoveAction,
         create_table_with_add_actions,
     )
 
-    from jobs.lake.delta.arrow import is_table, open_table, storage_options
+    from jobs.lake.delta.arrow import is_table, open_table
+    from jobs.lake.delta.health import storage_options
 
     adds = [
         AddAction(
@@ -341,7 +344,7 @@ def _commit(plan: WritePlan, files: list[dict]) -> None:
             raise ValueError(f"{plan.path}: table schema changed during the write; nothing committed")
         try:
             table.create_write_transaction(
-                adds, mode, schema, list(plan.partition_by), partition_filters=filters, commit_properties=once
+                cast("list[AddAction | RemoveAction]", adds), mode, schema, list(plan.partition_by), partition_filters=filters, commit_properties=once
             )
             return
         except CommitFailedError:
@@ -351,7 +354,7 @@ def _commit(plan: WritePlan, files: list[dict]) -> None:
                      plan.path, table.version() + 1, attempt + 1)
 
 
-def delete_files(plan: WritePlan, files: list[dict]) -> None:
+def delete_files(plan: WritePlan, files: list[dict[str, Any]]) -> None:
     """Delete data files that were written for the table but not committed."""
     fs, root = filesystem_of(plan.path, plan.store)
     for f in files:
@@ -365,7 +368,7 @@ def _commit_note(plan: WritePlan) -> str:
     return json.dumps({"writer": WRITER, "mode": plan.mode, "replace_where": plan.replace_where})
 
 
-def _check_replace_where(key: tuple, plan: WritePlan) -> None:
+def _check_replace_where(key: tuple[Any, ...], plan: WritePlan) -> None:
     # delta-rs removes the replaced partitions' files but does not check that the added rows lie
     # inside them; a row outside would be appended to a partition that is not replaced, and
     # duplicated by every rerun.
