@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, cast
 
 from nameserver.codec import fastjson
 from nameserver.acl import Credentials, sign_request
@@ -103,7 +103,7 @@ class _ClientProtocol(asyncio.Protocol):
         self._decoder = FrameDecoder()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._client._transport = transport  # type: ignore[assignment]
+        self._client._transport = cast(asyncio.Transport, transport)  # a stream connection's
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -112,7 +112,7 @@ class _ClientProtocol(asyncio.Protocol):
                 self._client._deliver(cmd)
         except MalformedFrame as exc:
             self._client._fail(RemotingError(f"malformed answer: {exc}"))
-            self._client._transport.abort()  # type: ignore[union-attr]
+            self._client._transport.abort()  # type: ignore[union-attr]  # data comes after connection_made set it
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._client._fail(RemotingError(f"connection closed: {exc}" if exc else "connection closed"))
@@ -140,12 +140,12 @@ class RemotingClient:
         self.credentials = credentials
         self._clock = clock or _wall_clock_ms
         self._transport: asyncio.Transport | None = None
-        self._waiters: dict[int, asyncio.Future] = {}
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._next_opaque = 0
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._error: Exception | None = None
-        self.closed: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.closed: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.remote = ""
         self.unsolicited: list[RemotingCommand] = []
 
@@ -245,7 +245,7 @@ class RemotingClient:
         self._check_open().write(data)
         await self.drain()
 
-    def expect(self, opaque: int) -> asyncio.Future:
+    def expect(self, opaque: int) -> asyncio.Future[Any]:
         """A future for the answer with this opaque (for frames sent with :meth:`send_raw`)."""
         future = asyncio.get_running_loop().create_future()
         if self._error is not None:
@@ -277,7 +277,7 @@ class RemotingClient:
 
     async def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_addr: str,
                               data_version: DataVersion, topics: Iterable[TopicConfig],
-                              filter_servers: Iterable[str] | None = (), **kwargs) -> RemotingCommand:
+                              filter_servers: Iterable[str] | None = (), **kwargs: Any) -> RemotingCommand:
         """REGISTER_BROKER (103); keyword arguments as :func:`register_broker_request`."""
         return await self.request(register_broker_request(
             cluster, broker_addr, broker_name, broker_id, ha_addr, data_version, topics, filter_servers, **kwargs))
@@ -287,11 +287,11 @@ class RemotingClient:
         """UNREGISTER_BROKER (104)."""
         return await self.request(unregister_broker_request(cluster, broker_addr, broker_name, broker_id))
 
-    async def get_route_info(self, topic: str, **kwargs) -> RemotingCommand:
+    async def get_route_info(self, topic: str, **kwargs: Any) -> RemotingCommand:
         """GET_ROUTEINFO_BY_TOPIC (105); keyword arguments as :func:`route_request`."""
         return await self.request(route_request(topic, **kwargs))
 
-    async def route(self, topic: str) -> dict | None:
+    async def route(self, topic: str) -> dict[str, Any] | None:
         """The parsed route of ``topic`` (``fastjson.parse_route`` shape), None for TOPIC_NOT_EXIST."""
         answer = await self.get_route_info(topic)
         if answer.code == ResponseCode.TOPIC_NOT_EXIST:
@@ -303,7 +303,7 @@ class RemotingClient:
         """GET_BROKER_CLUSTER_INFO (106)."""
         return await self.request(simple_request(RequestCode.GET_BROKER_CLUSTER_INFO))
 
-    async def cluster_info(self) -> dict:
+    async def cluster_info(self) -> dict[str, Any]:
         """The parsed ClusterInfo (``fastjson.parse_cluster_info`` shape)."""
         answer = await self.get_broker_cluster_info()
         _expect_success(answer)
@@ -313,13 +313,15 @@ class RemotingClient:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), parsed."""
         answer = await self.request(simple_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
         _expect_success(answer)
-        return fastjson.parse_topic_list(answer.body or b"{}")["topic_list"]
+        topics: list[str] = fastjson.parse_topic_list(answer.body or b"{}")["topic_list"]
+        return topics
 
     async def get_topics_by_cluster(self, cluster: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER (224), parsed."""
         answer = await self.request(simple_request(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": cluster}))
         _expect_success(answer)
-        return fastjson.parse_topic_list(answer.body or b"{}")["topic_list"]
+        topics: list[str] = fastjson.parse_topic_list(answer.body or b"{}")["topic_list"]
+        return topics
 
     async def wipe_write_perm(self, broker_name: str) -> RemotingCommand:
         """WIPE_WRITE_PERM_OF_BROKER (205): ext ``wipeTopicCount``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Iterable
+from typing import Any, Iterable
 
 import orjson
 
@@ -35,7 +35,7 @@ class DataVersion:
     timestamp: int
     counter: int = 0
 
-    def to_json_obj(self) -> dict:
+    def to_json_obj(self) -> dict[str, Any]:
         """The event-log and wire form ``{"timestamp": .., "counter": ..}``."""
         return {"timestamp": self.timestamp, "counter": self.counter}
 
@@ -76,7 +76,7 @@ class TopicConfig:
         _set_order(self, order)
         _set_topic_filter_type(self, topic_filter_type)
 
-    def to_json_obj(self) -> dict:
+    def to_json_obj(self) -> dict[str, Any]:
         """The event-log topic object (docs/event-log.md, "A topic object")."""
         return {
             "topic": self.topic,
@@ -89,7 +89,7 @@ class TopicConfig:
         }
 
     @classmethod
-    def from_json_obj(cls, obj: dict) -> "TopicConfig":
+    def from_json_obj(cls, obj: dict[str, Any]) -> "TopicConfig":
         """Inverse of :meth:`to_json_obj`."""
         return cls(
             obj["topic"],
@@ -117,7 +117,7 @@ class QueueData:
     topic_sys_flag: int
 
 
-def topics_to_json_list(topics: Iterable[TopicConfig]) -> list[dict]:
+def topics_to_json_list(topics: Iterable[TopicConfig]) -> list[dict[str, Any]]:
     """The canonical topic list: sorted by topic, event-log objects."""
     return [t.to_json_obj() for t in sorted(topics, key=_TOPIC_NAME)]
 

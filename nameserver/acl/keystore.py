@@ -6,7 +6,7 @@ from __future__ import annotations
 import hmac
 import os
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NoReturn
 
 from common.config import SecurityConfig
 from nameserver.acl.signature import Credentials, SecretsError
@@ -37,7 +37,7 @@ class SecretStore:
     def __contains__(self, access_key: object) -> bool:
         return access_key in self._secrets
 
-    def __reduce__(self):  # a pickled store would carry the secrets into files and other processes
+    def __reduce__(self) -> NoReturn:  # a pickled store would carry the secrets into files and other processes
         raise TypeError("a SecretStore cannot be pickled")
 
     @property

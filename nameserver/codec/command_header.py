@@ -58,7 +58,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _json_int(obj: dict, name: str, decoded: dict[str, Any]) -> int:
+def _json_int(obj: dict[str, Any], name: str, decoded: dict[str, Any]) -> int:
     value = obj.get(name)
     if value is None:
         return 0  # §4: a missing code, flag, opaque or version reads as 0
@@ -68,7 +68,7 @@ def _json_int(obj: dict, name: str, decoded: dict[str, Any]) -> int:
     return value
 
 
-def _ints_read(obj: dict) -> dict[str, Any]:
+def _ints_read(obj: dict[str, Any]) -> dict[str, Any]:
     """The header ints of ``obj`` that were decoded (all valid by now; an absent one reads as 0
     and is not reported)."""
     return {name: obj[name] for name in ("code", "flag", "opaque", "version") if obj.get(name) is not None}
@@ -78,7 +78,7 @@ def _scalar_text(value: Any) -> str:
     return value if type(value) is str else orjson.dumps(value).decode()
 
 
-def decode_json_header(raw: bytes | bytearray) -> tuple[tuple, bool]:
+def decode_json_header(raw: bytes | bytearray) -> tuple[tuple[Any, ...], bool]:
     """The seven header fields of a JSON header (§4), in ``RemotingCommand`` order, and whether
     the header has a top-level ``opaque`` member (an absent one reads as 0 too).
 
@@ -125,7 +125,7 @@ def decode_json_header(raw: bytes | bytearray) -> tuple[tuple, bool]:
     return (code, language, version, opaque, flag, remark, ext), get("opaque") is not None
 
 
-def decode_rocketmq_header(buf: bytearray, start: int, end: int) -> tuple:
+def decode_rocketmq_header(buf: bytearray, start: int, end: int) -> tuple[Any, ...]:
     """The seven header fields of a ROCKETMQ header (§5), in ``RemotingCommand`` order.
 
     Raises:

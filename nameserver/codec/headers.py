@@ -181,10 +181,10 @@ def decode_custom_header(
 _NO_EXT: Mapping[str, str] = {}
 # Each header's fields as plain tuples, made once per header (request headers are constants).
 # Keyed by id(); the entry holds the header itself, so an id cannot be reused while cached.
-_PLANS: dict[int, tuple[Sequence[HeaderField], tuple[tuple, ...]]] = {}
+_PLANS: dict[int, tuple[Sequence[HeaderField], tuple[tuple[Any, ...], ...]]] = {}
 
 
-def _plan(fields: Sequence[HeaderField]) -> tuple[tuple, ...]:
+def _plan(fields: Sequence[HeaderField]) -> tuple[tuple[Any, ...], ...]:
     entry = _PLANS.get(id(fields))
     if entry is not None and entry[0] is fields:
         return entry[1]

@@ -7,6 +7,7 @@ Re-exported by :mod:`nameserver.codec`; import from there.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -40,7 +41,7 @@ class HeaderMemo:
     __slots__ = ("_fields", "_max_entries", "_max_header_bytes", "_recalled", "_standing_aside")
 
     def __init__(self, max_entries: int = 16_384, max_header_bytes: int = 1024) -> None:
-        self._fields: dict[bytes, tuple] = {}
+        self._fields: dict[bytes, tuple[Any, ...]] = {}
         self._max_entries = max_entries
         self._max_header_bytes = max_header_bytes
         self._recalled = 0  # since the last emptying
@@ -49,7 +50,7 @@ class HeaderMemo:
     def __len__(self) -> int:
         return len(self._fields)
 
-    def recall(self, buf: bytearray, start: int, end: int) -> tuple[tuple | None, bytes | None]:
+    def recall(self, buf: bytearray, start: int, end: int) -> tuple[tuple[Any, ...] | None, bytes | None]:
         """Look the JSON header ``buf[start:end]`` up.
 
         Returns:
@@ -75,7 +76,7 @@ class HeaderMemo:
         code, language, version, flag, remark, ext = fields
         return (code, language, version, opaque, flag, remark, dict(ext) if ext is not None else None), key
 
-    def keep(self, key: bytes, buf: bytearray, start: int, end: int, fields: tuple) -> bool:
+    def keep(self, key: bytes, buf: bytearray, start: int, end: int, fields: tuple[Any, ...]) -> bool:
         """Remember ``fields``, just decoded from the JSON header ``buf[start:end]`` that has a
         top-level ``opaque`` member, under the ``key`` :meth:`recall` gave, if exact (above).
 

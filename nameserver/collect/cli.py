@@ -8,13 +8,14 @@ import dataclasses
 import logging
 import signal
 import sys
+from collections.abc import Callable
 
-from common.config import ConfigError, load_config
+from common.config import CollectConfig, ConfigError, EventLogConfig, load_config
 from common.errors import UserError
 from nameserver.collect.collector import Collector
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.live.rules import live_grace_ms
-from nameserver.collect.targets import parse_targets
+from nameserver.collect.targets import Target, parse_targets
 from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint, listen_address
 
 DESCRIPTION = (
@@ -35,14 +36,14 @@ EPILOG = (
 )
 
 
-def _targets(text: str):
+def _targets(text: str) -> tuple[Target, ...]:
     try:
         return parse_targets(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _at_least(low: int):
+def _at_least(low: int) -> Callable[[str], int]:
     """An argparse type: a whole number >= ``low``."""
     def parse(text: str) -> int:
         try:
@@ -95,7 +96,7 @@ def _print(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-async def _serve(args: argparse.Namespace, collect, eventlog, grace_ms: int) -> int:
+async def _serve(args: argparse.Namespace, collect: CollectConfig, eventlog: EventLogConfig, grace_ms: int) -> int:
     # one server observed: no other can confirm a perm change, so none is held for a round
     judge = LiveJudge(grace_ms, poll_ms=collect.interval_ms, alone=len(args.namesrv) == 1)
     collector = Collector(args.namesrv, args.events, collect, eventlog, _print, judge=judge)

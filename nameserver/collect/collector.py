@@ -13,16 +13,17 @@ import logging
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from common.config import CollectConfig, EventLogConfig
+from nameserver.collect.live.findings import StreamEvent
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.metrics import live_families, server_families, unwritable_counts
 from nameserver.collect.poller import ServerPoller, wall_clock_ms
 from nameserver.collect.targets import Target
 from nameserver.collect.view import ServerView
 from nameserver.eventlog.writer import EventLogWriter
-from nameserver.metrics.exposition import render
+from nameserver.metrics.exposition import Family, render
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +62,12 @@ class Collector:
         self._clock = clock
         self._stop: asyncio.Event | None = None
         self.judge = judge
-        self.opened_total: Counter = Counter()
+        self.opened_total: Counter[str] = Counter()
         self._by_ns: dict[str, ServerPoller] = {}
         self._judging: ThreadPoolExecutor | None = None
         # what the judge's thread made after its last round, replaced whole (the metrics read them
         # from the endpoint's thread)
-        self._live_families: list = []
+        self._live_families: list[Family] = []
         self._unwritable: dict[str, int] | None = None
 
     def start(self) -> None:
@@ -132,12 +133,13 @@ class Collector:
         return render(server_families(self.pollers, self._clock(), unwritable) + live)
 
     def _on_round(self, poller: ServerPoller, now: int, view: ServerView | None,
-                  events: list[dict]) -> Awaitable[None] | None:
+                  events: list[dict[str, Any]]) -> Awaitable[None] | None:
         """A round was logged: hand it to the judge (in the order of the rounds' ``now``); the
         awaitable logs the live incidents that opened or closed."""
         if self.judge is None:
             return None
-        topics = brokers = None
+        topics: set[str] | None = None
+        brokers: set[str] | None = None
         if view is not None and not (events and events[0]["type"] == "observe_snapshot"):
             topics = {e["topic"] for e in events if e["type"] == "observed_route"}
             brokers = {e["broker_name"] for e in events if e["type"] == "observed_broker"}
@@ -145,9 +147,11 @@ class Collector:
             self._judging, self._judge_round, poller.target.ns, now, view, topics, brokers)
         return self._log_live(judged, poller)
 
-    def _judge_round(self, ns: str, now: int, view: ServerView | None, topics, brokers) -> list[tuple[str, dict]]:
+    def _judge_round(self, ns: str, now: int, view: ServerView | None, topics: set[str] | None,
+                     brokers: set[str] | None) -> list[StreamEvent]:
         """On the judge's thread: one round, then the live families the metrics serve."""
         judge = self.judge
+        assert judge is not None  # rounds are judged only with a judge
         if view is None:
             written = judge.failed(ns, now)
         else:
@@ -159,8 +163,8 @@ class Collector:
         self._unwritable = unwritable_counts(judge)
         return written
 
-    async def _log_live(self, judged: Awaitable, poller: ServerPoller) -> None:
-        by_stream: dict[str, list[dict]] = {}
+    async def _log_live(self, judged: Awaitable[list[StreamEvent]], poller: ServerPoller) -> None:
+        by_stream: dict[str, list[dict[str, Any]]] = {}
         for stream, event in await judged:
             target = self._by_ns.get(stream or "", poller)
             by_stream.setdefault(target.target.ns, []).append(event)
@@ -178,7 +182,7 @@ class Collector:
                     event["incident_ms"] += late
             await target.write(stream_events)
 
-    def _watch(self, task: asyncio.Future) -> None:
+    def _watch(self, task: asyncio.Future[Any]) -> None:
         if task.cancelled() or task.exception() is None:
             return
         exc = task.exception()

@@ -10,7 +10,7 @@ name subjects (topics, broker names and addresses) hold only the subjects in tro
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import Sequence, cast
 
 from nameserver.collect.live.divergence import (
     ABSENT, BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING,
@@ -80,6 +80,7 @@ def server_families(pollers: Sequence[ServerPoller], now_ms: int, unwritable: di
         if poller.last_ok_ms is not None:
             fam["nsaudit_observed_last_success_timestamp_seconds"].add(poller.last_ok_ms / 1000, ns=ns)
             fam["nsaudit_observed_last_success_age_seconds"].add(max(now_ms - poller.last_ok_ms, 0) / 1000, ns=ns)
+            assert poller.last_round_s is not None  # set with last_ok_ms
             fam["nsaudit_observed_round_duration_seconds"].add(round(poller.last_round_s, 6), ns=ns)
         if view is not None:
             table = view.broker_addr_table
@@ -103,7 +104,7 @@ def unwritable_counts(judge: LiveJudge) -> dict[str, int]:
     return dict(Counter(key[1] for key in judge.book.open if key[0] == "no_writable_queue"))
 
 
-def live_families(judge: LiveJudge, opened_total: Counter, grace_ms: int, max_series: int = MAX_SERIES) -> list[Family]:
+def live_families(judge: LiveJudge, opened_total: Counter[str], grace_ms: int, max_series: int = MAX_SERIES) -> list[Family]:
     """The open live findings per subject, the divergences beyond the grace and the live incidents
     (made on the judge's thread after each round, then served as they are)."""
     out: list[Family] = []
@@ -120,7 +121,7 @@ def live_families(judge: LiveJudge, opened_total: Counter, grace_ms: int, max_se
             if key[0] == kind:
                 values = {"broker_addr": finding.subject, "broker_name": finding.detail.get("broker_name", finding.subject),
                           "topic": finding.subject}
-                family.add(1, **{label: values[label] for label in labels}, ns=finding.ns)
+                family.add(1, **{label: values[label] for label in labels}, ns=cast(str, finding.ns))  # a server's
         out.append(family)
     divergences = Family("nsaudit_divergences", "gauge", "disagreements between the observed servers lasting longer "
                                                           "than the grace, by kind")
@@ -151,7 +152,7 @@ def live_families(judge: LiveJudge, opened_total: Counter, grace_ms: int, max_se
     return out
 
 
-def incident_families(judge: LiveJudge, opened_total: Counter, max_series: int) -> list[Family]:
+def incident_families(judge: LiveJudge, opened_total: Counter[str], max_series: int) -> list[Family]:
     """The live incidents open now (one series each, worst first) and counts by root cause."""
     # the alerting series carries only labels an incident keeps while open (its severity and servers
     # may grow: they are in the info series), so an alert's ``for:`` is not restarted by them
@@ -161,7 +162,7 @@ def incident_families(judge: LiveJudge, opened_total: Counter, max_series: int) 
                   max_series)
     start = Family("nsaudit_live_incident_start_timestamp_seconds", "gauge", "when an open live incident began, "
                                                                               "Unix time", max_series)
-    counts = Counter()
+    counts: Counter[tuple[str, str]] = Counter()
     for found in judge.incidents.open_incidents():
         counts[(found.root_cause, found.severity)] += 1
         incident.add(1, root_cause=found.root_cause, subject=found.subject)

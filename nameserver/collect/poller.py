@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 from common.config import CollectConfig
 from nameserver.client import RemotingClient
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.rounds import ObserveFailure, RoundResult, connect, observe_round
 from nameserver.collect.targets import Target
+from nameserver.collect.view import ServerView
 from nameserver.eventlog.writer import EventLogWriter
 
 # Route requests start within this share of the interval, so a round ends well before the next.
@@ -31,7 +32,8 @@ def wall_clock_ms() -> int:
 
 def backoff_ms(failures: int, config: CollectConfig) -> int:
     """The wait before the next attempt after ``failures`` failed rounds in a row (>= 1)."""
-    return min(config.backoff_max_ms, config.backoff_initial_ms * 2 ** min(failures - 1, 32))
+    factor: int = 2 ** min(failures - 1, 32)
+    return min(config.backoff_max_ms, config.backoff_initial_ms * factor)
 
 
 class ServerPoller:
@@ -59,7 +61,7 @@ class ServerPoller:
 
     def __init__(self, target: Target, writer: EventLogWriter, config: CollectConfig,
                  report: Callable[[str], None], clock: Callable[[], int] = wall_clock_ms,
-                 on_round: Callable[..., Awaitable[None]] | None = None) -> None:
+                 on_round: Callable[..., Awaitable[None] | None] | None = None) -> None:
         self.target = target
         self.writer = writer
         self.config = config
@@ -69,7 +71,7 @@ class ServerPoller:
         self.failures_by_reason: dict[str, int] = {}
         self.last_ok_ms: int | None = None
         self.last_round_s: float | None = None
-        self.view = None
+        self.view: ServerView | None = None
         self.last_ts = 0
         self._on_round = on_round
         self._report = report
@@ -154,7 +156,7 @@ class ServerPoller:
         self._report(self._ok_line(number, result, events, loop.time() - started, recovered))
         return started + self.config.interval_ms / 1000
 
-    def _ok_line(self, number: int, result: RoundResult, events: list[dict], seconds: float, recovered: int) -> str:
+    def _ok_line(self, number: int, result: RoundResult, events: list[dict[str, Any]], seconds: float, recovered: int) -> str:
         view = result.view
         routed = sum(1 for r in view.routes.values() if r is not None)
         if events and events[0]["type"] == "observe_snapshot":
@@ -166,7 +168,7 @@ class ServerPoller:
                 f"brokers, {len(view.routes)} topics ({routed} routed), {logged}, {result.requests} requests "
                 f"in {seconds:.2f} s{back}")
 
-    async def write(self, events: list[dict]) -> None:
+    async def write(self, events: list[dict[str, Any]]) -> None:
         """Append ``events`` to the stream and make them durable (the writer's sync, off the loop).
 
         A snapshot of many entries is appended in slices with a turn of the event loop between

@@ -49,13 +49,13 @@ class ObservedServer:
         self._snapshot_day: int | None = None
         self._started = False
 
-    def start(self, now: int) -> list[dict]:
+    def start(self, now: int) -> list[dict[str, Any]]:
         """``observe_start``: the stream of a collector run begins (no state known yet)."""
         self._started = True
         return [{"ts": now, "type": "observe_start", "namesrv_addr": self.namesrv_addr,
                  "interval_ms": self.interval_ms}]
 
-    def observed(self, view: ServerView, now: int, round_no: int) -> list[dict]:
+    def observed(self, view: ServerView, now: int, round_no: int) -> list[dict[str, Any]]:
         """The events for a round that got every answer: a snapshot or the changes.
 
         Args:
@@ -75,7 +75,7 @@ class ObservedServer:
         self.view, self.failing = view, False
         return events
 
-    def failed(self, now: int, round_no: int, reason: str, detail: str) -> list[dict]:
+    def failed(self, now: int, round_no: int, reason: str, detail: str) -> list[dict[str, Any]]:
         """The events for a round that did not get every answer: ``observe_error`` the first time.
 
         From then on nothing is known of the server's tables until the next full snapshot, so
@@ -87,11 +87,11 @@ class ObservedServer:
         return [{"ts": now, "type": "observe_error", "namesrv_addr": self.namesrv_addr, "round": round_no,
                  "reason": reason, "detail": detail}]
 
-    def stop(self, now: int, reason: str) -> list[dict]:
+    def stop(self, now: int, reason: str) -> list[dict[str, Any]]:
         """``observe_stop``: the collector stops observing this server."""
         return [{"ts": now, "type": "observe_stop", "reason": reason}]
 
-    def _snapshot(self, view: ServerView, now: int, round_no: int, reason: str) -> list[dict]:
+    def _snapshot(self, view: ServerView, now: int, round_no: int, reason: str) -> list[dict[str, Any]]:
         self._snapshot_day = now // DAY_MS
         head = {"ts": now, "type": "observe_snapshot", "namesrv_addr": self.namesrv_addr, "round": round_no,
                 "reason": reason, "brokers_observed": len(view.broker_addr_table), "topics_observed": len(view.routes)}
@@ -99,7 +99,7 @@ class ObservedServer:
             + [route_event(topic, route, now, round_no) for topic, route in sorted(view.routes.items())]
 
 
-def broker_event(broker_name: str, entry: dict | None, now: int, round_no: int) -> dict:
+def broker_event(broker_name: str, entry: dict[str, Any] | None, now: int, round_no: int) -> dict[str, Any]:
     """``observed_broker`` for one broker name; ``entry`` None: it left the cluster info."""
     event: dict[str, Any] = {"ts": now, "type": "observed_broker", "round": round_no, "broker_name": broker_name}
     if entry is None:
@@ -109,7 +109,7 @@ def broker_event(broker_name: str, entry: dict | None, now: int, round_no: int) 
     return event
 
 
-def route_event(topic: str, route: dict | None, now: int, round_no: int) -> dict:
+def route_event(topic: str, route: dict[str, Any] | None, now: int, round_no: int) -> dict[str, Any]:
     """``observed_route`` for one topic; ``route`` None: TOPIC_NOT_EXIST or no longer listed."""
     event: dict[str, Any] = {"ts": now, "type": "observed_route", "round": round_no, "topic": topic}
     if route is None:
@@ -119,7 +119,7 @@ def route_event(topic: str, route: dict | None, now: int, round_no: int) -> dict
     return event
 
 
-def changes(before: ServerView, after: ServerView, now: int, round_no: int) -> list[dict]:
+def changes(before: ServerView, after: ServerView, now: int, round_no: int) -> list[dict[str, Any]]:
     """The ``observed_broker`` and ``observed_route`` events that turn ``before`` into ``after``.
 
     A topic that left the topic list and a topic answered TOPIC_NOT_EXIST both read as a null

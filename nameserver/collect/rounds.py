@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
 
 from nameserver.client import RemotingClient, RemotingError, route_request, simple_request
 from nameserver.codec import RemotingCommand, RequestCode, ResponseCode, SERVER_VERSION, fastjson
 from nameserver.collect.view import ServerView, cluster_view, route_entry
+
+_T = TypeVar("_T")
 
 READ_ONLY_CODES = frozenset({
     RequestCode.GET_BROKER_CLUSTER_INFO,
@@ -94,7 +97,7 @@ async def ask(client: RemotingClient, cmd: RemotingCommand, timeout_s: float) ->
         raise ObserveFailure(reason, f"{name}: {text}") from None
 
 
-def _parsed(parse, answer: RemotingCommand, name: str):
+def _parsed(parse: Callable[[bytes], _T], answer: RemotingCommand, name: str) -> _T:
     if answer.code != ResponseCode.SUCCESS:
         raise ObserveFailure(ERROR_ANSWER, f"{name} answered code {answer.code} {answer.remark or ''}".rstrip())
     try:
@@ -126,11 +129,11 @@ async def observe_round(client: RemotingClient, timeout_s: float, concurrency: i
 
 
 async def _ask_routes(client: RemotingClient, topics: list[str], timeout_s: float, concurrency: int,
-                      spread_s: float) -> dict[str, dict | None]:
-    routes: dict[str, dict | None] = {}
+                      spread_s: float) -> dict[str, dict[str, Any] | None]:
+    routes: dict[str, dict[str, Any] | None] = {}
     loop = asyncio.get_running_loop()
     slots = asyncio.Semaphore(concurrency)
-    tasks: set[asyncio.Task] = set()
+    tasks: set[asyncio.Task[Any]] = set()
     failures: list[ObserveFailure] = []
     version = max(SERVER_VERSION, V4_9_4)
 

@@ -27,15 +27,15 @@ class ServerView:
             server answered TOPIC_NOT_EXIST.
     """
 
-    broker_addr_table: Mapping[str, dict] = field(default_factory=dict)
-    routes: Mapping[str, dict | None] = field(default_factory=dict)
+    broker_addr_table: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    routes: Mapping[str, dict[str, Any] | None] = field(default_factory=dict)
 
 
-def _addrs(addrs: Mapping[int, str]) -> list[dict]:
+def _addrs(addrs: Mapping[int, str]) -> list[dict[str, Any]]:
     return [{"broker_id": int(i), "broker_addr": a} for i, a in sorted(addrs.items()) if a is not None]
 
 
-def broker_entry(broker_data: Mapping[str, Any]) -> dict:
+def broker_entry(broker_data: Mapping[str, Any]) -> dict[str, Any]:
     """A parsed BrokerData (``fastjson.parse_route`` shape) in the events' form; a missing cluster
     or name (a body that lacks it) becomes ``""``."""
     return {
@@ -45,12 +45,12 @@ def broker_entry(broker_data: Mapping[str, Any]) -> dict:
     }
 
 
-def cluster_view(cluster_info: Mapping[str, Any]) -> dict[str, dict]:
+def cluster_view(cluster_info: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """A parsed ClusterInfo (``fastjson.parse_cluster_info``) as broker name -> :func:`broker_entry`."""
     return {name: broker_entry(data) for name, data in sorted(cluster_info["broker_addr_table"].items())}
 
 
-def route_entry(route: Mapping[str, Any]) -> dict:
+def route_entry(route: Mapping[str, Any]) -> dict[str, Any]:
     """A parsed TopicRouteData (``fastjson.parse_route``) as the keys of an ``observed_route``."""
     queue_datas = sorted(
         ({"broker_name": q.get("broker_name") or "", "read_queue_nums": q["read_queue_nums"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Executor
-from typing import Protocol
+from typing import Any, Protocol
 
 from common.config import EventLogConfig
 
@@ -54,8 +54,8 @@ class AsyncGroupCommit:
         self._writer = writer
         self._window_s = (writer.config.group_commit_ms if window_ms is None else window_ms) / 1000
         self._executor = executor
-        self._waiters: list[tuple[int, asyncio.Future]] = []
-        self._task: asyncio.Task | None = None
+        self._waiters: list[tuple[int, asyncio.Future[Any]]] = []
+        self._task: asyncio.Task[Any] | None = None
 
     async def wait_durable(self, seq: int) -> None:
         """Return once :attr:`EventLogWriter.durable_seq` >= ``seq``.

@@ -16,7 +16,7 @@ import os
 import shutil
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 import orjson
 
@@ -80,7 +80,7 @@ def _recover_open_segment(path: Path, durable: bool) -> None:
     log.warning("event log: recovered leftover segment %s as %s", path, closed.name)
 
 
-def find_last_seq(events_dir: str | os.PathLike, ns: str) -> int:
+def find_last_seq(events_dir: str | os.PathLike[str], ns: str) -> int:
     """The last complete seq on disk, or the seq used by a segment holding only a cut line."""
     floor = 0
     for seg in reversed(list_segments(events_dir, ns)):
@@ -157,7 +157,7 @@ def gzip_segment(path: Path, durable: bool) -> Path:
     return target
 
 
-def log_gzip_failures(jobs: Iterable[Future]) -> None:
+def log_gzip_failures(jobs: Iterable[Future[Any]]) -> None:
     """Log every compression that failed; its plain segment stays, complete and readable."""
     for job in jobs:
         exc = job.exception()

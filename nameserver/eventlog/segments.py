@@ -19,7 +19,7 @@ import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import orjson
 
@@ -63,7 +63,7 @@ def segment_name(first_seq: int, state: str = "open") -> str:
     return f"events-{first_seq:020d}.jsonl{suffix}"
 
 
-def list_segments(events_dir: str | os.PathLike, ns: str) -> list[Segment]:
+def list_segments(events_dir: str | os.PathLike[str], ns: str) -> list[Segment]:
     """Every segment of one name server, ordered by first seq.
 
     When a plain segment and its ``.gz`` both exist (a compression that was cut short just before
@@ -111,7 +111,7 @@ class LineProblem:
     reason: str
 
 
-def iter_segment_lines(path: str | os.PathLike) -> Iterator[SegmentLine]:
+def iter_segment_lines(path: str | os.PathLike[str]) -> Iterator[SegmentLine]:
     """Every line of a plain or gzip segment; a last line without ``\\n`` has ``complete=False``.
 
     A gzip stream that ends early (it never should: a ``.gz`` is renamed into place once
@@ -143,10 +143,10 @@ def iter_segment_lines(path: str | os.PathLike) -> Iterator[SegmentLine]:
 
 
 def read_events(
-    events_dir: str | os.PathLike,
+    events_dir: str | os.PathLike[str],
     ns: str | None = None,
     problems: list[LineProblem] | None = None,
-) -> Iterator[dict]:
+) -> Iterator[dict[str, Any]]:
     """Parsed events of one name server (or of each, by ns id), segment by segment, line by line.
 
     That is seq order for a log this writer produced; the reader does not sort, so a consumer can

@@ -89,7 +89,7 @@ class EventLogWriter:
         >>> writer.close()
     """
 
-    def __init__(self, events_dir: str | os.PathLike, ns_id: str, config: EventLogConfig | None = None,
+    def __init__(self, events_dir: str | os.PathLike[str], ns_id: str, config: EventLogConfig | None = None,
                  reserve_seqs: bool = False) -> None:
         if not ns_id or "/" in ns_id or ns_id.startswith("."):
             raise ValueError(f"ns id {ns_id!r} cannot be a folder name")
@@ -113,7 +113,7 @@ class EventLogWriter:
         self._seg_digests: dict[Any, str | None] = {}
         self._pending_dirs: list[Path] = []  # directory entries to fsync before durable_seq moves
         self._gzip_pool: ThreadPoolExecutor | None = None
-        self._gzip_jobs: list[Future] = []
+        self._gzip_jobs: list[Future[Any]] = []
 
     # -------------------------------------------------------------------------------- properties
 
@@ -259,7 +259,7 @@ class EventLogWriter:
                 raise self._fail(exc) from exc
             return seq
 
-    def _apply_topics_rule(self, line: dict, digest: str) -> None:
+    def _apply_topics_rule(self, line: dict[str, Any], digest: str) -> None:
         """Keep ``topics`` on an address's first digest-carrying event of the segment and on digest
         changes; drop it otherwise, so every segment stands alone at a fraction of the bytes."""
         addr = line.get("broker_addr")

@@ -97,7 +97,10 @@ class BrokerAgent:
         self.alive = False
         g = self.group
         targets = [i for i in range(len(self.servers)) if i not in self.cut and i != skip]
-        cmd = lambda: unregister_broker_request(g.cluster, self.addr, g.broker_name, self.broker_id)  # noqa: E731
+
+        def cmd() -> RemotingCommand:
+            return unregister_broker_request(g.cluster, self.addr, g.broker_name, self.broker_id)
+
         await asyncio.gather(*(self._send(i, cmd()) for i in targets))
         await asyncio.gather(*(self._close(i) for i in targets))
 

@@ -3,6 +3,7 @@ duration ends or SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 
@@ -13,7 +14,7 @@ from nameserver.client import parse_host_port
 from nameserver.fleet.live import Fleet, FleetOptions, parse_faults
 
 
-def options_from_args(args) -> FleetOptions:
+def options_from_args(args: argparse.Namespace) -> FleetOptions:
     """Validate the ``nsaudit fleet`` arguments.
 
     Credentials come from the ``[security]`` section of ``--config`` (default
@@ -61,6 +62,6 @@ async def run_fleet(options: FleetOptions) -> int:
     return 0
 
 
-def run_from_cli(args) -> int:
+def run_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit fleet``."""
     return asyncio.run(run_fleet(options_from_args(args)))

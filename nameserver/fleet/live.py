@@ -8,7 +8,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, TextIO
 
 from nameserver.acl import Credentials
 from nameserver.fleet.agent import REQUEST_TIMEOUT_S, BrokerAgent, GroupState
@@ -89,7 +89,7 @@ class Fleet:
         out: where fault lines go (stdout by default).
     """
 
-    def __init__(self, options: FleetOptions, out=None) -> None:
+    def __init__(self, options: FleetOptions, out: TextIO | None = None) -> None:
         self.options = options
         self.out = out or sys.stdout
         self.rng = random.Random(f"{options.seed}/fleet")
@@ -110,7 +110,7 @@ class Fleet:
                 state.members.append(agent)
                 self.agents.append(agent)
         self._next_topic = options.topics
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
         self.injected: list[str] = []
 
@@ -320,7 +320,10 @@ class Fleet:
             if cluster is None or group.cluster == cluster:
                 del group.topics[topic]
                 group.next_version()
-        cmd = lambda: simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic, "clusterName": cluster})  # noqa: E731
+
+        def cmd() -> RemotingCommand:
+            return simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic, "clusterName": cluster})
+
         # ... then every name server (216)
         await asyncio.gather(*(self._admin(i, cmd()) for i in range(len(self.options.servers))))
         return f"{topic} deleted on its brokers and every server" + (f" for cluster {cluster}" if cluster else "")

@@ -27,7 +27,7 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from nameserver.metrics.exposition import CONTENT_TYPE
 
@@ -90,7 +90,7 @@ class MetricsEndpoint:
         self._server: asyncio.base_events.Server | None = None
         self._body: bytes | None = None
         self._body_at = float("-inf")
-        self._active: set[asyncio.Task] = set()
+        self._active: set[asyncio.Task[Any]] = set()
         self.renders = 0
         self.scrapes = 0
 
@@ -130,6 +130,7 @@ class MetricsEndpoint:
             writer.transport.abort()
             return
         task = asyncio.current_task()
+        assert task is not None  # a connection is served by a task of its own
         self._active.add(task)
         try:
             await self._answer(reader, writer)

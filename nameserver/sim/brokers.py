@@ -8,7 +8,7 @@ re-registration costs one comparison until its group's topics, data version or i
 from __future__ import annotations
 
 import random
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from nameserver.layout import BrokerGroup, FleetLayout
 from nameserver.model import MASTER_ID, DataVersion, TopicConfig, topics_digest
@@ -34,7 +34,7 @@ class Payload(NamedTuple):
     data_version: DataVersion
     topics: tuple[TopicConfig, ...]
     digest: str
-    data_version_json: dict  # data_version.to_json_obj(), built once per version
+    data_version_json: dict[str, Any]  # data_version.to_json_obj(), built once per version
 
 
 class Connection:
@@ -129,7 +129,7 @@ class SimBroker:
                                     group.data_version, group.topic_tuple, group.digest,
                                     group.data_version.to_json_obj())
             self._payload_rev, self._payload_id = group.rev, self.broker_id
-        return self._payload  # type: ignore[return-value]
+        return self._payload  # type: ignore[return-value]  # made above on first use (revision -1 matches none)
 
     def incremental_payload(self, topics: tuple[TopicConfig, ...]) -> Payload:
         """An incremental registration: only the changed topics, with the new data version."""

@@ -91,7 +91,7 @@ class Simulation:
                                   package_version())
                         for i, ns in enumerate(options.ns_ids)]
         self._rng = random.Random(f"{options.seed}/traffic")
-        self._heap: list[tuple[int, int, Callable[..., Any], tuple]] = []
+        self._heap: list[tuple[int, int, Callable[..., Any], tuple[Any, ...]]] = []
         self._seq = itertools.count()
         self._progress = None if options.quiet else (progress or sys.stderr)
         self.faults = FaultInjector(self, options.faults, options.fault_rate, options.seed)
@@ -244,7 +244,7 @@ class Simulation:
             broker.conns[i] = None
 
     def _arrival(self, now: int, broker: SimBroker, index: int, conn: Any) -> int:
-        t = max(now + broker.link_delays[index] + int(self._rng.random() * MESSAGE_JITTER_MS), conn.last_arrival)
+        t: int = max(now + broker.link_delays[index] + int(self._rng.random() * MESSAGE_JITTER_MS), conn.last_arrival)
         conn.last_arrival = t
         return t
 

@@ -29,7 +29,7 @@ _BROKER_DATA = attrgetter(*_BROKER_NAMES)
 _QUEUE_DATA = attrgetter(*_QUEUE_NAMES)
 
 
-def _fields(obj: Any, getter: attrgetter, names: tuple[str, ...]) -> tuple:
+def _fields(obj: Any, getter: attrgetter[tuple[Any, ...]], names: tuple[str, ...]) -> tuple[Any, ...]:
     try:
         return getter(obj)
     except AttributeError:
@@ -38,7 +38,7 @@ def _fields(obj: Any, getter: attrgetter, names: tuple[str, ...]) -> tuple:
         return tuple(map(obj.get, names))
 
 
-def _name_key(fields: tuple) -> str:
+def _name_key(fields: tuple[Any, ...]) -> str:
     return fields[0] or ""
 
 
@@ -53,7 +53,7 @@ def _sorted_ids(addrs: Mapping[Any, str]) -> list[tuple[int, str]]:
     return sorted((int(k), a) for k, a in addrs.items() if a is not None)  # keys parsed from text
 
 
-def _broker_data_text(fields: tuple, standard: bool) -> str:
+def _broker_data_text(fields: tuple[Any, ...], standard: bool) -> str:
     name, cluster, addrs = fields
     if standard:
         entries = ",".join([f'"{i}":{quote(a, True)}' for i, a in _sorted_ids(addrs or {})])
@@ -73,7 +73,7 @@ def _broker_data_text(fields: tuple, standard: bool) -> str:
     return "".join(parts)
 
 
-def _queue_data_text(fields: tuple, standard: bool) -> str:
+def _queue_data_text(fields: tuple[Any, ...], standard: bool) -> str:
     name, perm, read_queue_nums, topic_sys_flag, write_queue_nums = fields
     head = '{"brokerName":' + quote(name, standard) + "," if name is not None else "{"
     return (

@@ -57,7 +57,7 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 # --- body parsers (for tests and tools) -----------------------------------------------------
 
 
-def _object(value: Any, what: str) -> dict:
+def _object(value: Any, what: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise FastjsonError(f"{what} is not an object")
     return value
@@ -71,7 +71,7 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
-def _parse_broker_data(obj: Any) -> dict:
+def _parse_broker_data(obj: Any) -> dict[str, Any]:
     obj = _object(obj, "BrokerData")
     try:
         addrs = {
@@ -87,7 +87,7 @@ def _parse_broker_data(obj: Any) -> dict:
     }
 
 
-def _parse_queue_data(obj: Any) -> dict:
+def _parse_queue_data(obj: Any) -> dict[str, Any]:
     obj = _object(obj, "QueueData")
     # 4.8 and older spell it topicSynFlag (renamed in RocketMQ 4.9.0); our tools read either (§10.2).
     flag = obj.get("topicSysFlag")
@@ -102,7 +102,7 @@ def _parse_queue_data(obj: Any) -> dict:
     }
 
 
-def parse_route(data: bytes | str) -> dict:
+def parse_route(data: bytes | str) -> dict[str, Any]:
     """Parse a TopicRouteData body (either form, any RocketMQ version) into plain dicts.
 
     Returns:
@@ -123,7 +123,7 @@ def parse_route(data: bytes | str) -> dict:
     }
 
 
-def parse_cluster_info(data: bytes | str) -> dict:
+def parse_cluster_info(data: bytes | str) -> dict[str, Any]:
     """Parse a ClusterInfo body into ``{"broker_addr_table": {name: BrokerData dict},
     "cluster_addr_table": {cluster: [names]}}`` (BrokerData dicts as in :func:`parse_route`)."""
     obj = _object(loads(data), "ClusterInfo")
@@ -135,7 +135,7 @@ def parse_cluster_info(data: bytes | str) -> dict:
     }
 
 
-def parse_topic_list(data: bytes | str) -> dict:
+def parse_topic_list(data: bytes | str) -> dict[str, Any]:
     """Parse a TopicList body into ``{"topic_list": [str], "broker_addr": str | None}``."""
     obj = _object(loads(data), "TopicList")
     return {"topic_list": list(obj.get("topicList") or ()), "broker_addr": obj.get("brokerAddr")}

@@ -74,7 +74,7 @@ def java_double_text(value: float) -> str:
         return sign + repr(magnitude)
     digits_tuple = Decimal(repr(magnitude)).as_tuple()
     digits = "".join(map(str, digits_tuple.digits))
-    exponent = digits_tuple.exponent + len(digits) - 1  # type: ignore[operator]
+    exponent = digits_tuple.exponent + len(digits) - 1  # type: ignore[operator]  # finite: an int, not 'n'/'N'/'F'
     digits = digits.rstrip("0") or "0"
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 

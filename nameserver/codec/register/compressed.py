@@ -49,6 +49,7 @@ def inflate(data: bytes, limits: RegisterLimits) -> bytes:
 def _topic_count(head: bytes) -> int | None:
     """The topic count of inflated content: after the data version's length and JSON; None when
     ``head`` does not reach it."""
+    count: int
     try:
         (n,) = I32.unpack_from(head, 0)
         if n < 0:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from nameserver.collect.live.findings import FindingBook, LiveFinding
+from nameserver.collect.live.findings import Detail, FindingBook, LiveFinding
 from nameserver.collect.live.servers import KnownServer, addrs_text
 
 ROUTE_MISSING = "route_missing"
@@ -31,7 +31,7 @@ BROKER_ADDRS_MISMATCH = "broker_addrs_mismatch"
 ABSENT = "absent"
 FINDING_KIND = "ns_divergence"
 
-Key = tuple[str, object]  # (kind, topic | broker address | broker name | (topic, broker name))
+Key = tuple[str, Any]  # (kind, topic | broker address | broker name | (topic, broker name))
 
 
 def views_of(key: Key, servers: list[tuple[str, KnownServer]]) -> dict[str, str]:
@@ -83,11 +83,11 @@ class Episode:
     """
 
     start_ms: int
-    stretch: tuple[int, tuple, tuple]
-    longest: tuple | None = None
+    stretch: tuple[int, tuple[Any, ...], tuple[Any, ...]]
+    longest: tuple[Any, ...] | None = None
     critical: bool = False
     finding: LiveFinding | None = None
-    names: dict = field(default_factory=dict)
+    names: dict[str, Any] = field(default_factory=dict)
 
     def best_views(self, now: int) -> dict[str, str]:
         """The views of the longest stretch so far (the current one counted up to ``now``)."""
@@ -106,7 +106,7 @@ class Divergence:
         cause: (key, views, majority) -> (family, cause key) of a finding's incident.
     """
 
-    def __init__(self, grace_ms: int, book: FindingBook, cause) -> None:
+    def __init__(self, grace_ms: int, book: FindingBook, cause: Callable[[Key, LiveFinding], tuple[str, str]]) -> None:
         self.grace_ms = grace_ms
         self.book = book
         self.cause = cause
@@ -177,11 +177,12 @@ class Divergence:
 
     def _describe(self, key: Key, episode: Episode, now: int) -> None:
         finding = episode.finding
+        assert finding is not None, "described before it opened"
         views = episode.best_views(now)
         top = majority(views)
         off = tuple(ns for ns, v in views.items() if v != top) or tuple(views)
         kind, what = key
-        detail = {"kind": kind, "ns_views": views, "majority": top}
+        detail: Detail = {"kind": kind, "ns_views": views, "majority": top}
         if kind == QUEUE_DATA_MISMATCH:
             detail["key"] = {"topic": what[0], "broker_name": what[1]}
         elif kind == BROKER_MISSING:

@@ -8,7 +8,14 @@ and closed in the current update, in order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+FindingKey = tuple[Any, ...]  # (kind, ns, subject) of a finding on one server; a divergence's Key
+Detail = dict[str, Any]  # a finding's detail, as the nightly finding's JSON has it
+# (stream, event): a live_incident event and the server whose stream logs it (None: the round's)
+StreamEvent = tuple[str | None, dict[str, Any]]
 
 
 @dataclass
@@ -32,7 +39,7 @@ class LiveFinding:
     subject: str
     start_ms: int
     severity: str
-    detail: dict = field(default_factory=dict)
+    detail: Detail = field(default_factory=dict)
     family: str = ""
     cause_key: str = ""
     servers: tuple[str, ...] = ()
@@ -49,12 +56,12 @@ class FindingBook:
     """
 
     def __init__(self) -> None:
-        self.open: dict[tuple, LiveFinding] = {}
+        self.open: dict[FindingKey, LiveFinding] = {}
         self.opened: list[LiveFinding] = []
         self.closed: list[LiveFinding] = []
         self.log: list[LiveFinding] | None = None
 
-    def start(self, key: tuple, finding: LiveFinding) -> LiveFinding:
+    def start(self, key: FindingKey, finding: LiveFinding) -> LiveFinding:
         """Open ``finding`` under ``key`` unless one is open there; returns the open one."""
         current = self.open.get(key)
         if current is None:
@@ -64,7 +71,7 @@ class FindingBook:
                 self.log.append(finding)
         return current
 
-    def end(self, key: tuple, now: int) -> LiveFinding | None:
+    def end(self, key: FindingKey, now: int) -> LiveFinding | None:
         """Close the finding open under ``key`` at ``now`` (nothing when none is open)."""
         finding = self.open.pop(key, None)
         if finding is not None:
@@ -72,7 +79,7 @@ class FindingBook:
             self.closed.append(finding)
         return finding
 
-    def end_where(self, now: int, test) -> None:
+    def end_where(self, now: int, test: Callable[[FindingKey], bool]) -> None:
         """Close every open finding whose key passes ``test``."""
         for key in [k for k in self.open if test(k)]:
             self.end(key, now)

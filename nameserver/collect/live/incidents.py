@@ -13,9 +13,11 @@ live alerts must not flap).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any
 
-from nameserver.collect.live.findings import LiveFinding
+from nameserver.collect.live.findings import LiveFinding, StreamEvent
 from nameserver.collect.live.rules import INCIDENT_GAP_MS, worst
 
 OPEN, CLOSE = "open", "close"
@@ -40,11 +42,11 @@ class LiveIncident:
     cause_key: str
     start_ms: int
     last_end_ms: int
-    findings: dict = field(default_factory=dict)
-    seen: list = field(default_factory=list)
+    findings: dict[int, LiveFinding] = field(default_factory=dict)
+    seen: list[LiveFinding] = field(default_factory=list)
     stream: str | None = None
     is_open: bool = False
-    held: set = field(default_factory=set)
+    held: set[str] = field(default_factory=set)
     held_until: int = 0
     fresh: bool = False
 
@@ -96,7 +98,7 @@ class LiveIncident:
             return self.cause_key.split(":", 1)[0]
         return self.family
 
-    def event(self, state: str, now: int) -> dict:
+    def event(self, state: str, now: int) -> dict[str, Any]:
         """The ``live_incident`` event of this transition (docs/event-log.md, Live incidents)."""
         return {"ts": now, "type": "live_incident", "incident_id": self.incident_id, "incident_state": state,
                 "root_cause": self.root_cause, "subject": self.subject, "severity": self.severity,
@@ -157,14 +159,14 @@ class Incidents:
                 incident.held.discard(ns)
                 self._touched[incident.incident_id] = incident
 
-    def finish(self, now: int, pending: set[tuple[str, str]] = frozenset()) -> list[tuple[str, dict]]:
+    def finish(self, now: int, pending: Collection[tuple[str, str]] = frozenset()) -> list[StreamEvent]:
         """The ``(stream, event)`` pairs of the incidents that opened or closed in this update.
 
         Args:
             pending: cause keys of disagreements not yet past the grace: an open incident of such a
                 key stays open (the nightly audit will join the episode to it if it lasts).
         """
-        out = []
+        out: list[StreamEvent] = []
         for incident in self.by_key.values():
             if incident.is_open and not incident.findings:  # held ones may close by time
                 self._touched.setdefault(incident.incident_id, incident)

@@ -25,10 +25,10 @@ across it (:mod:`~.incidents`).
 from __future__ import annotations
 
 from nameserver.collect.live.divergence import (
-    BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING, Divergence,
+    BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING, Divergence, Key,
 )
 from common.timeutil import DAY_MS
-from nameserver.collect.live.findings import FindingBook, LiveFinding
+from nameserver.collect.live.findings import Detail, FindingBook, FindingKey, LiveFinding, StreamEvent
 from nameserver.collect.live.incidents import Incidents
 from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources, Verdict, perm_changed_finding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
@@ -73,11 +73,11 @@ class LiveJudge:
         self._back_ms: dict[str, int] = {}  # when each server last came back from an outage
         self.addr_names: dict[str, str] = {}  # broker address -> the broker name it was last listed under
         self.perms = PermSources(poll_ms, alone=alone)
-        self._held: dict[tuple, list[Verdict]] = {}  # no_writable_queue / write_perm_wiped keys -> verdicts
+        self._held: dict[FindingKey, list[Verdict]] = {}  # no_writable_queue / write_perm_wiped keys -> verdicts
 
     # ------------------------------------------------------------------ updates
 
-    def observed(self, ns: str, now: int, view: ServerView, topics=None, brokers=None) -> list[tuple[str, dict]]:
+    def observed(self, ns: str, now: int, view: ServerView, topics: set[str] | None = None, brokers: set[str] | None = None) -> list[StreamEvent]:
         """A round of ``ns`` got every answer.
 
         Args:
@@ -90,10 +90,9 @@ class LiveJudge:
         self._advance(now)
         self._tick(now)
         old = self.servers.get(ns)
-        full = old is None or topics is None
         old_addrs = dict(old.addrs) if old is not None else {}
         had = set(old.brokers) if old is not None else set()
-        if full:
+        if old is None or topics is None or brokers is None:  # brokers is None when topics is
             old_cells = {t: set(c) for t, c in old.qd.items()} if old is not None else {}
             server = self.servers[ns] = KnownServer(view)
             topics = set(server.qd) | set(old_cells)
@@ -131,15 +130,15 @@ class LiveJudge:
             self._decide(now)
         return self._finish(now)
 
-    def failed(self, ns: str, now: int) -> list[tuple[str, dict]]:
+    def failed(self, ns: str, now: int) -> list[StreamEvent]:
         """A round of ``ns`` failed: its known period ends; if it had one, the server is down."""
         return self._leave(ns, now, down=True)
 
-    def stopped(self, ns: str, now: int) -> list[tuple[str, dict]]:
+    def stopped(self, ns: str, now: int) -> list[StreamEvent]:
         """The collector stops observing ``ns`` (its known period ends; no server down)."""
         return self._leave(ns, now, down=False)
 
-    def tick(self, now: int) -> list[tuple[str, dict]]:
+    def tick(self, now: int) -> list[StreamEvent]:
         """No round ended, but time passed: episodes and starting groups may now count."""
         self._advance(now)
         self._tick(now)
@@ -147,7 +146,7 @@ class LiveJudge:
 
     # ------------------------------------------------------------------ one server
 
-    def _leave(self, ns: str, now: int, down: bool) -> list[tuple[str, dict]]:
+    def _leave(self, ns: str, now: int, down: bool) -> list[StreamEvent]:
         self._advance(now)
         self._tick(now)
         old = self.servers.pop(ns, None)
@@ -184,7 +183,7 @@ class LiveJudge:
         for cells in self._unwritable.values():
             cells -= {c for c in cells if c[0] == ns}
 
-    def _topic_conditions(self, ns: str, server: KnownServer, topics, now: int) -> None:
+    def _topic_conditions(self, ns: str, server: KnownServer, topics: set[str], now: int) -> None:
         for topic in topics:
             self._no_writable_queue(ns, server, topic, now)
             key = ("read_write_mismatch", ns, topic)
@@ -216,7 +215,7 @@ class LiveJudge:
         cause = ("broker", detail["culprit"]) if detail["culprit"] else ("topic", topic)
         self._verdict(key, Verdict(now, certain, [] if certain else pending, lambda: detail, cause))
 
-    def _master_conditions(self, ns: str, server: KnownServer, brokers, had: set[str], now: int) -> None:
+    def _master_conditions(self, ns: str, server: KnownServer, brokers: set[str], had: set[str], now: int) -> None:
         """``no_master``: a masterless BrokerData. One that appears without its master where the
         name had none (or the server's state was unknown) counts only once it lasted
         ``REGISTRATION_PERIOD_MS``: a slave registered before its master is a group starting.
@@ -243,7 +242,7 @@ class LiveJudge:
 
     # ------------------------------------------------------------------ across servers
 
-    def _wiped_conditions(self, topics, now: int) -> None:
+    def _wiped_conditions(self, topics: set[str], now: int) -> None:
         """``write_perm_wiped``: a QueueData without write perm where the same (server, topic,
         group) was writable earlier today, or the same (topic, group) is writable on another
         server now."""
@@ -265,8 +264,8 @@ class LiveJudge:
             self._unwritable[topic] = set(unwritable)
             for ns, name in unwritable:
                 touched.add((ns, name))
-                elsewhere = any(o != ns and (cell := s.qd.get(topic, {}).get(name)) is not None
-                                and cell[2] & PERM_WRITE for o, s in servers)
+                elsewhere = any(o != ns and (other := s.qd.get(topic, {}).get(name)) is not None
+                                and other[2] & PERM_WRITE for o, s in servers)
                 if elsewhere or (ns, topic, name) in seen:
                     self._wiped.setdefault((ns, name), set()).add(topic)
         for ns, name in touched:
@@ -279,7 +278,7 @@ class LiveJudge:
             certain = [topic for topic, run in runs if run.source not in (None, REGISTERED)]
             pending = [(topic, run) for topic, run in runs if run.source is None]
 
-            def detail(certain=certain, pending=pending) -> dict:
+            def detail(certain: list[str] = certain, pending: list[tuple[str, PermRun]] = pending) -> Detail:
                 topics = sorted(certain + [t for t, run in pending if run.source != REGISTERED])
                 return {"topics": len(topics), "topics_listed": topics[:20]}
 
@@ -287,7 +286,7 @@ class LiveJudge:
 
     # ------------------------------------------------------------------ held findings
 
-    def _verdict(self, key: tuple, verdict: Verdict) -> None:
+    def _verdict(self, key: FindingKey, verdict: Verdict) -> None:
         """A ``no_writable_queue`` or ``write_perm_wiped`` key's state from ``verdict.at``: applied
         now when known and nothing of the key is held, else held behind what is."""
         held = self._held.get(key)
@@ -298,12 +297,12 @@ class LiveJudge:
         else:
             held.append(verdict)
 
-    def _apply(self, key: tuple, verdict: Verdict) -> None:
+    def _apply(self, key: FindingKey, verdict: Verdict) -> None:
         kind, ns, subject = key
         if not verdict.holds():
             self.book.end(key, verdict.at)
             return
-        detail = verdict.detail()
+        detail = verdict.read_detail()
         current = self.book.open.get(key)
         if current is not None:
             if kind == "no_writable_queue":  # its incident was named by the group it lost first
@@ -333,8 +332,8 @@ class LiveJudge:
                 self.book.end(key, run.start_ms)
         self._release()
 
-    def _divergences(self, topics, brokers, addrs, old_cells, now: int) -> None:
-        keys: set = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
+    def _divergences(self, topics: set[str], brokers: set[str], addrs: set[str], old_cells: dict[str, set[str]], now: int) -> None:
+        keys: set[Key] = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
         servers = list(self.servers.values())
         same: dict[str, bool] = {}
 
@@ -363,7 +362,8 @@ class LiveJudge:
                 keys.add(key)
         self.divergence.evaluate(keys, self.servers, now)
 
-    def _everything(self, now: int, topics=(), brokers=(), addrs=()) -> None:
+    def _everything(self, now: int, topics: tuple[str, ...] | set[str] = (), brokers: tuple[str, ...] | set[str] = (),
+                    addrs: tuple[str, ...] | set[str] = ()) -> None:
         """A server joined or left the comparison: every key and every wiped cell again."""
         topics, brokers, addrs = set(topics) | set(self._unwritable), set(brokers), set(addrs)
         for server in self.servers.values():
@@ -380,7 +380,7 @@ class LiveJudge:
                 topics.add(key[1] if key[0] == ROUTE_MISSING else key[1][0])
         self._divergences(topics, brokers, addrs, {}, now)
 
-    def _divergence_cause(self, key, finding: LiveFinding) -> tuple[str, str]:
+    def _divergence_cause(self, key: Key, finding: LiveFinding) -> tuple[str, str]:
         kind, what = key
         if kind == ROUTE_MISSING:
             # a route missing on a server just back from an outage is that outage's impact
@@ -389,7 +389,7 @@ class LiveJudge:
                 return "server", finding.servers[0]
             return "topic", what
         if kind == BROKER_MISSING:
-            return "broker", self.addr_names.get(what, what)
+            return "broker", self.addr_names.get(what, str(what))
         return "broker", what[1] if kind == QUEUE_DATA_MISMATCH else what
 
     # ------------------------------------------------------------------ time
@@ -436,7 +436,7 @@ class LiveJudge:
         self.incidents.hold(held, midnight + self.grace_ms)
         self.day = day
 
-    def _finish(self, now: int) -> list[tuple[str, dict]]:
+    def _finish(self, now: int) -> list[StreamEvent]:
         opened, closed = self.book.take()
         # an info finding (a topic_perm_changed that left the topic writable) is no alert
         for finding in opened:

@@ -29,9 +29,11 @@ Example:
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from nameserver.collect.live.findings import LiveFinding
+from nameserver.collect.live.findings import Detail, FindingKey, LiveFinding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS, SEVERITY
 from nameserver.model import PERM_WRITE
 
@@ -101,11 +103,11 @@ class PermSources:
         poll = self.polls.get(run.ns, self.poll_ms)
         return 2 * poll + ROUND_SLACK_MS if run.prev_perm is not None else poll
 
-    def run(self, ns: str, topic: str, name: str) -> PermRun | None:
-        """The current run of a QueueData (None when ``ns`` has none)."""
-        return self._current.get((ns, topic), {}).get(name)
+    def run(self, ns: str, topic: str, name: str) -> PermRun:
+        """The current run of a QueueData ``ns`` holds (:meth:`update` made one for every cell)."""
+        return self._current[(ns, topic)][name]
 
-    def update(self, ns: str, topic: str, cells: dict[str, tuple], now: int) -> None:
+    def update(self, ns: str, topic: str, cells: dict[str, tuple[Any, ...]], now: int) -> None:
         """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
         runs = self._current.get((ns, topic), {})
         kept: dict[str, PermRun] = {}
@@ -203,7 +205,8 @@ class Verdict:
 
     __slots__ = ("at", "certain", "pending", "detail", "cause")
 
-    def __init__(self, at: int, certain: bool, pending: list[PermRun], detail, cause: tuple[str, str]) -> None:
+    def __init__(self, at: int, certain: bool, pending: list[PermRun], detail: Callable[[], Detail] | None,
+                 cause: tuple[str, str]) -> None:
         self.at, self.certain, self.pending, self.detail, self.cause = at, certain, pending, detail, cause
 
     def known(self) -> bool:
@@ -212,11 +215,17 @@ class Verdict:
     def holds(self) -> bool:
         return self.certain or any(r.source != REGISTERED for r in self.pending)
 
+    def read_detail(self) -> Detail:
+        """``detail()``: a verdict that holds has one."""
+        assert self.detail is not None, "a holding verdict without a detail"
+        return self.detail()
 
-def perm_changed_finding(run: PermRun) -> tuple[tuple, LiveFinding]:
+
+def perm_changed_finding(run: PermRun) -> tuple[FindingKey, LiveFinding]:
     """``topic_perm_changed`` of a registered change of a registered perm, at the round that showed
     it (its key and finding, opened and closed at once); a warning when the topic then had no
     writable queue on that server."""
+    assert run.change is not None, "not a change"
     own, others, other_queues = run.change
     writable_queues = (max(own, 0) if run.writable else 0) + other_queues
     key = ("topic_perm_changed", run.ns, run.topic, run.name, run.start_ms)

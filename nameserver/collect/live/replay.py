@@ -13,9 +13,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
-from nameserver.collect.live.findings import LiveFinding
+from nameserver.collect.live.findings import LiveFinding, StreamEvent
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.live.rules import INSTANT_KINDS
 from nameserver.collect.view import ServerView
@@ -34,13 +34,13 @@ class Replayed:
     """
 
     findings: list[LiveFinding] = field(default_factory=list)
-    events: list[tuple[str, dict]] = field(default_factory=list)
-    recorded: list[dict] = field(default_factory=list)
+    events: list[StreamEvent] = field(default_factory=list)
+    recorded: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _rounds(events: Iterable[dict]) -> Iterator[list[dict]]:
+def _rounds(events: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     """Consecutive events of one stream with one ``ts`` (a round's answers share it)."""
-    batch: list[dict] = []
+    batch: list[dict[str, Any]] = []
     for event in events:
         if batch and (event["ts"] != batch[0]["ts"] or event["ns"] != batch[0]["ns"]):
             yield batch
@@ -72,13 +72,15 @@ def replay(events_dir: str | Path, streams: Iterable[str], grace_ms: int) -> Rep
                 # the nightly audit's poll interval of a stream: the longest it logged
                 judge.perms.polls[ns] = max(judge.perms.polls.get(ns, 0), int(e["interval_ms"]))
         out.recorded += [e for e in batch if e["type"] == "live_incident"]
-        written: list[tuple[str, dict]] = []
+        written: list[StreamEvent] = []
         if types & {"observe_start", "observe_stop"}:
             views.pop(ns, None)
             written += judge.stopped(ns, now)
         if "observe_error" in types:
             views.pop(ns, None)
             written += judge.failed(ns, now)
+        topics: set[str] | None
+        brokers: set[str] | None
         if "observe_snapshot" in types:
             views[ns] = ServerView({}, {})
             topics = brokers = None

@@ -8,6 +8,8 @@ here only: ``jobs.analytics.distribution.perm_changes`` imports them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from common.config import Config
 
 # findings of one cause key whose spans are this close are one incident
@@ -55,6 +57,6 @@ def live_grace_ms(config: Config, interval_ms: int) -> int:
     return base + int(interval_ms)
 
 
-def worst(severities) -> str:
+def worst(severities: Iterable[str]) -> str:
     """The worst of ``severities`` (``info`` for none)."""
     return max(severities, key=SEVERITIES.index, default="info")

@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from nameserver.collect.view import ServerView
 from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE
@@ -32,7 +32,7 @@ def queue_text(read: int, write: int, perm: int, sys_flag: int) -> str:
     return f"{read}/{write}/{perm}/{sys_flag}"
 
 
-def addrs_text(broker_addrs: list[dict]) -> str:
+def addrs_text(broker_addrs: list[dict[str, Any]]) -> str:
     """The ``broker_addrs_mismatch`` view of a BrokerData: ``{"0":"h:1","1":"h:2"}``, ascending id."""
     cells = sorted((a["broker_id"], a["broker_addr"]) for a in broker_addrs)
     return "{" + ",".join(f'"{i}":"{a}"' for i, a in cells) + "}"
@@ -52,7 +52,7 @@ class KnownServer:
     def __init__(self, view: ServerView) -> None:
         self.view = view
         self.qd: dict[str, dict[str, QueueValue]] = {}
-        self.brokers: dict[str, dict] = {}
+        self.brokers: dict[str, dict[str, Any]] = {}
         self.addrs: dict[str, tuple[str, int]] = {}
         self.topics_of: dict[str, set[str]] = {}
         self.masters: set[str] = set()  # broker names whose BrokerData lists id 0
@@ -81,10 +81,10 @@ class KnownServer:
         return before - after, after - before
 
     @staticmethod
-    def _addrs_of(entry: dict | None) -> list[str]:
+    def _addrs_of(entry: dict[str, Any] | None) -> list[str]:
         return [a["broker_addr"] for a in entry["broker_addrs"]] if entry else []
 
-    def _set_topics(self, routes) -> None:
+    def _set_topics(self, routes: Mapping[str, dict[str, Any] | None]) -> None:
         for topic, route in routes.items():
             if not route or not route.get("queue_datas"):
                 continue
@@ -96,7 +96,7 @@ class KnownServer:
             for name in cells:
                 self.topics_of.setdefault(name, set()).add(topic)
 
-    def _set_brokers(self, table) -> None:
+    def _set_brokers(self, table: Mapping[str, dict[str, Any] | None]) -> None:
         for name, entry in table.items():
             if not entry or not entry["broker_addrs"]:
                 continue
@@ -114,7 +114,7 @@ class KnownServer:
         """A BrokerData with addresses but none of id 0 (``no_master``, before the starting rule)."""
         return broker_name in self.brokers and not self.has_master(broker_name)
 
-    def no_writable_queue(self, topic: str) -> dict | None:
+    def no_writable_queue(self, topic: str) -> dict[str, Any] | None:
         """The detail of ``no_writable_queue`` when a producer gets no queue from the topic's route
         (no QueueData with write perm and write queues on a group with a master) while some
         QueueData may be read or written; None otherwise (docs/audit.md, "Distribution")."""
@@ -138,7 +138,7 @@ class KnownServer:
         return {"brokers": len(cells), "brokers_with_master": masters, "writable_brokers": writable,
                 "write_queues": write_queues, "culprit": min(lost) if lost else None}
 
-    def read_write_mismatch(self, topic: str) -> dict | None:
+    def read_write_mismatch(self, topic: str) -> dict[str, Any] | None:
         """The detail of ``read_write_mismatch`` when a readable and writable QueueData has fewer
         read than write queues (messages nobody reads); None otherwise."""
         unread = [(name, read, write) for name, (read, write, perm, _, _) in sorted(self.qd.get(topic, {}).items())

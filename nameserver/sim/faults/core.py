@@ -68,7 +68,7 @@ class FaultCore:
 
     def _layout_records(self, start_ms: int) -> None:
         """One record per layout fault present in the fleet, noted by its groups' first registration."""
-        group_names = {g.cluster: [] for g in self.sim.groups}
+        group_names: dict[str, list[str]] = {g.cluster: [] for g in self.sim.groups}
         for g in self.sim.groups:
             group_names[g.cluster].append(g.broker_name)
         for anomaly in layout_anomalies(self.sim.layout):
@@ -140,7 +140,7 @@ class FaultCore:
             server.pending_expiries[addr] = effect
 
 
-def broker_record(kind: str, broker: SimBroker, now: int, **detail) -> Record:
+def broker_record(kind: str, broker: SimBroker, now: int, **detail: Any) -> Record:
     """A truth record about one broker, naming its cluster, group and id."""
     return new_record(kind, broker.addr, now, cluster=broker.group.cluster, broker_name=broker.group.broker_name,
                       broker_id=broker.broker_id, **detail)
