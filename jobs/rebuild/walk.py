@@ -170,7 +170,7 @@ class DayWalk:
         return {**event, "topics": []}
 
     def _close_run(self, ts: int, seq: int | None, reason: str) -> None:
-        start, start_seq = self.run  # type: ignore[misc]
+        start, start_seq = self.run  # type: ignore[misc]  # called only while a run is open
         self.result.runs.append((start, ts, start_seq, seq, reason))
 
     def _flush(self) -> None:

@@ -8,7 +8,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -226,7 +226,7 @@ def _plain(field: StructField) -> dict[str, Any]:
             return [drop_metadata(v) for v in obj]
         return obj
 
-    return drop_metadata(field.jsonValue())  # type: ignore[return-value]
+    return cast("dict[str, Any]", drop_metadata(field.jsonValue()))  # a field's JSON is an object
 
 
 def _describe(field: StructField) -> str:
