@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import orjson
 
@@ -89,7 +89,7 @@ class TopicConfig:
         }
 
     @classmethod
-    def from_json_obj(cls, obj: dict[str, Any]) -> "TopicConfig":
+    def from_json_obj(cls, obj: Mapping[str, Any]) -> "TopicConfig":
         """Inverse of :meth:`to_json_obj`."""
         return cls(
             obj["topic"],

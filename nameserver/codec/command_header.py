@@ -23,6 +23,9 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 _LANGUAGES = {int(lang): lang for lang in LanguageCode}
 _STR_ONLY = frozenset((str,))
 
+# a header's seven fields in RemotingCommand order: code, language, version, opaque, flag, remark, ext_fields
+HeaderFields = tuple[int, int, int, int, int, "str | None", "dict[str, str] | None"]
+
 
 class MalformedFrame(Exception):
     """A frame that cannot be used (§9.1): the connection must be closed, without a reply.
@@ -78,7 +81,7 @@ def _scalar_text(value: Any) -> str:
     return value if type(value) is str else orjson.dumps(value).decode()
 
 
-def decode_json_header(raw: bytes | bytearray) -> tuple[tuple[Any, ...], bool]:
+def decode_json_header(raw: bytes | bytearray) -> tuple[HeaderFields, bool]:
     """The seven header fields of a JSON header (§4), in ``RemotingCommand`` order, and whether
     the header has a top-level ``opaque`` member (an absent one reads as 0 too).
 
@@ -125,7 +128,7 @@ def decode_json_header(raw: bytes | bytearray) -> tuple[tuple[Any, ...], bool]:
     return (code, language, version, opaque, flag, remark, ext), get("opaque") is not None
 
 
-def decode_rocketmq_header(buf: bytearray, start: int, end: int) -> tuple[Any, ...]:
+def decode_rocketmq_header(buf: bytearray, start: int, end: int) -> HeaderFields:
     """The seven header fields of a ROCKETMQ header (§5), in ``RemotingCommand`` order.
 
     Raises:

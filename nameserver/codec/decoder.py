@@ -17,6 +17,7 @@ from nameserver.codec.command_header import (
     REASON_HEADER_LENGTH_OVERRUN,
     REASON_LENGTH_TOO_SMALL,
     REASON_UNKNOWN_SERIALIZE_TYPE,
+    HeaderFields,
     MalformedFrame,
     decode_json_header,
     decode_rocketmq_header,
@@ -159,7 +160,7 @@ class FrameDecoder:
         return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
 
     def _json_header(self, buf: bytearray, header_start: int, header_end: int,
-                     no_body: bool) -> tuple[tuple, RequestKey | None]:
+                     no_body: bool) -> tuple[HeaderFields, RequestKey | None]:
         """A JSON header's fields (recalled from the memo or decoded) and its :attr:`last_key`."""
         # The memo serves requests without a body: they are the ones sent again and again
         # (route polls, heartbeats); a registration's header names its body's CRC.
@@ -169,14 +170,14 @@ class FrameDecoder:
             fields, key = memo.recall(buf, header_start, header_end)
         if fields is None:
             fields, has_opaque = decode_json_header(buf[header_start:header_end])  # orjson reads a bytearray
-            if key is not None and not (has_opaque and memo.keep(key, buf, header_start, header_end, fields)):
+            if key is not None and not (has_opaque and memo.keep(key, buf, header_start, header_end, fields)):  # type: ignore[union-attr]  # a key comes from the memo
                 key = None
         if key is not None:
             before, _, after = OPAQUE_SPLIT.split(bytes(buf[header_start:header_end]), 1)
-            key = (before, after)
-        return fields, key
+            return fields, (before, after)
+        return fields, None
 
-    def answer_known(self, answers: dict[RequestKey, tuple], out: list[bytes], max_frames: int,
+    def answer_known(self, answers: dict[RequestKey, tuple[Any, ...]], out: list[bytes], max_frames: int,
                      max_bytes: int) -> tuple[int, int]:
         """Answer the complete frames at the head of the buffer whose key (:attr:`last_key`) is
         in ``answers``, without decoding them; stop at the first other one (incomplete, with a

@@ -9,6 +9,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from nameserver.codec.command_header import HeaderFields
+
+# the header fields kept: all but the opaque
+_Kept = tuple[int, int, int, int, "str | None", "dict[str, str] | None"]
+
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 # ``"opaque":``, an int as JSON writes it (no leading zero, at most 10 digits), the member's end
@@ -41,7 +46,7 @@ class HeaderMemo:
     __slots__ = ("_fields", "_max_entries", "_max_header_bytes", "_recalled", "_standing_aside")
 
     def __init__(self, max_entries: int = 16_384, max_header_bytes: int = 1024) -> None:
-        self._fields: dict[bytes, tuple[Any, ...]] = {}
+        self._fields: dict[bytes, _Kept] = {}
         self._max_entries = max_entries
         self._max_header_bytes = max_header_bytes
         self._recalled = 0  # since the last emptying
@@ -50,7 +55,7 @@ class HeaderMemo:
     def __len__(self) -> int:
         return len(self._fields)
 
-    def recall(self, buf: bytearray, start: int, end: int) -> tuple[tuple[Any, ...] | None, bytes | None]:
+    def recall(self, buf: bytearray, start: int, end: int) -> tuple[HeaderFields | None, bytes | None]:
         """Look the JSON header ``buf[start:end]`` up.
 
         Returns:
@@ -76,7 +81,7 @@ class HeaderMemo:
         code, language, version, flag, remark, ext = fields
         return (code, language, version, opaque, flag, remark, dict(ext) if ext is not None else None), key
 
-    def keep(self, key: bytes, buf: bytearray, start: int, end: int, fields: tuple[Any, ...]) -> bool:
+    def keep(self, key: bytes, buf: bytearray, start: int, end: int, fields: HeaderFields) -> bool:
         """Remember ``fields``, just decoded from the JSON header ``buf[start:end]`` that has a
         top-level ``opaque`` member, under the ``key`` :meth:`recall` gave, if exact (above).
 

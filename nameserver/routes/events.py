@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from nameserver.model import DataVersion, TopicConfig
 
@@ -56,7 +56,7 @@ def rejected_event(now: int, reason: str, ctx: RequestContext | None, **decoded:
     return event
 
 
-def iter_topic_configs(objs: Iterable[dict]) -> tuple[TopicConfig, ...]:
+def iter_topic_configs(objs: Iterable[Mapping[str, Any] | TopicConfig]) -> tuple[TopicConfig, ...]:
     """Event-log topic objects (or ``TopicConfig`` values, from in-memory events) to a sorted tuple."""
     return tuple(
         sorted((o if isinstance(o, TopicConfig) else TopicConfig.from_json_obj(o) for o in objs), key=topic_key)

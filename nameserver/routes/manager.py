@@ -11,7 +11,7 @@ writes (:mod:`nameserver.routes.tables`), the reads the lookups answer
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nameserver.model import MASTER_ID, PERM_WRITE, DataVersion, QueueData, TopicConfig, topics_digest
 from nameserver.routes.events import (
@@ -61,7 +61,7 @@ class RouteInfoManager(RouteAnswers):
             (used by the Spark rebuild; :class:`RouteTables` lists the tuples).
     """
 
-    def __init__(self, broker_expiry_ms: int = 120_000, journal: list | None = None) -> None:
+    def __init__(self, broker_expiry_ms: int = 120_000, journal: list[Any] | None = None) -> None:
         super().__init__(journal)
         self.broker_expiry_ms = broker_expiry_ms
 
@@ -321,7 +321,7 @@ class RouteInfoManager(RouteAnswers):
         changed = live is None or live.data_version != data_version
         stored = live.data_version if live is not None else None
         if not changed:
-            self._refresh_live(broker_addr, live, now)  # type: ignore[arg-type]
+            self._refresh_live(broker_addr, live, now)  # type: ignore[arg-type]  # unchanged: live is set
         event = {
             "ts": now,
             "type": "heartbeat",
@@ -349,7 +349,7 @@ class RouteInfoManager(RouteAnswers):
         if event.get("type") not in ("heartbeat", "register"):
             return None
         addr = event.get("broker_addr")
-        live = self.broker_live_table.get(addr)
+        live = self.broker_live_table.get(addr)  # type: ignore[arg-type]  # None finds no entry
         if live is None or (event.get("request_code") == 322 and live.data_version != event.get("data_version")):
             return None
         return addr
@@ -381,7 +381,8 @@ class RouteInfoManager(RouteAnswers):
         """ADD_WRITE_PERM_OF_BROKER (327): ``perm = 6`` exactly (INHERIT and PRIORITY dropped)."""
         return self._change_perm(broker_name, now, ctx, "add_write_perm", lambda p: 6)
 
-    def _change_perm(self, broker_name, now, ctx, kind, new_perm) -> tuple[int, list[Event]]:
+    def _change_perm(self, broker_name: str, now: int, ctx: RequestContext, kind: str,
+                     new_perm: Callable[[int], int]) -> tuple[int, list[Event]]:
         count = 0
         for topic in sorted(self.topic_queue_table):
             queue_data = self.topic_queue_table[topic].get(broker_name)

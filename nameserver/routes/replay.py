@@ -27,7 +27,7 @@ class RouteReplayer:
         last_seq / last_ts: the last applied event.
     """
 
-    def __init__(self, broker_expiry_ms: int = 120_000, journal: list | None = None) -> None:
+    def __init__(self, broker_expiry_ms: int = 120_000, journal: list[Any] | None = None) -> None:
         self.routes = RouteInfoManager(broker_expiry_ms, journal=journal)
         self.up = True
         self.last_seq: int | None = None
@@ -52,17 +52,17 @@ class RouteReplayer:
 
     # ------------------------------------------------------------------ handlers
 
-    def _ns_start(self, event, now) -> None:
+    def _ns_start(self, event: Mapping[str, Any], now: int) -> None:
         self.routes.clear()
         if "broker_expiry_ms" in event and event["broker_expiry_ms"] is not None:
             self.routes.broker_expiry_ms = event["broker_expiry_ms"]
         self.up = True
 
-    def _ns_stop(self, event, now) -> None:
+    def _ns_stop(self, event: Mapping[str, Any], now: int) -> None:
         self.routes.clear()
         self.up = False
 
-    def _register(self, event, now) -> None:
+    def _register(self, event: Mapping[str, Any], now: int) -> None:
         code = event.get("request_code")
         ctx = RequestContext(event.get("channel") or "", event.get("remote") or "", code or 103)
         addr = event["broker_addr"]
@@ -104,34 +104,34 @@ class RouteReplayer:
             digest=digest or "",
         )
 
-    def _unregister(self, event, now) -> None:
+    def _unregister(self, event: Mapping[str, Any], now: int) -> None:
         ctx = RequestContext(event.get("channel") or "", event.get("remote") or "", 104)
         self.routes.unregister_broker(
             event["cluster"], event["broker_addr"], event["broker_name"], event.get("broker_id") or 0, now, ctx
         )
 
-    def _remove(self, event, now) -> None:
+    def _remove(self, event: Mapping[str, Any], now: int) -> None:
         addr = event.get("broker_addr")
         if addr is not None:
             self.routes.remove_address(addr)
 
-    def _wipe(self, event, now) -> None:
+    def _wipe(self, event: Mapping[str, Any], now: int) -> None:
         self.routes.wipe_write_perm_of_broker(event["broker_name"], now, _NO_CTX)
 
-    def _add(self, event, now) -> None:
+    def _add(self, event: Mapping[str, Any], now: int) -> None:
         self.routes.add_write_perm_of_broker(event["broker_name"], now, _NO_CTX)
 
-    def _delete_topic(self, event, now) -> None:
+    def _delete_topic(self, event: Mapping[str, Any], now: int) -> None:
         self.routes.delete_topic(event["topic"], event.get("cluster"), now, _NO_CTX)
 
-    def _rejected(self, event, now) -> None:
+    def _rejected(self, event: Mapping[str, Any], now: int) -> None:
         # a refusal changes no table; the gap event of a log outage may credit the liveness of
         # brokers whose refreshes were refused meanwhile (docs/nameserver-semantics.md §2.13)
         refreshes = event.get("refreshes")
         if refreshes:
             self.routes.apply_refreshes(refreshes)
 
-    def _nothing(self, event, now) -> None:
+    def _nothing(self, event: Mapping[str, Any], now: int) -> None:
         return None
 
 

@@ -12,7 +12,7 @@ take the write back (:meth:`RouteTables.undo_change`). The operations of docs/na
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from nameserver.model import DataVersion, QueueData
 
@@ -67,7 +67,7 @@ class RouteTables:
             it). A steady re-registration changes no cell, so it leaves the revision alone.
     """
 
-    def __init__(self, journal: list | None = None) -> None:
+    def __init__(self, journal: list[Any] | None = None) -> None:
         self.journal = journal
         self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
@@ -81,11 +81,11 @@ class RouteTables:
         self._addr_groups: dict[str, set[str]] = {}
         # equal QueueData values share one object: 1,000 brokers x 2,000 topics mostly repeat a
         # handful of (name, queues, perm, flag) tuples, so this cuts the tables' memory ~4x
-        self._queue_data_pool: dict[tuple, QueueData] = {}
+        self._queue_data_pool: dict[tuple[Any, ...], QueueData] = {}
         self._live_max_update = -(2**63)
         self._live_sorted = True
         self.revision = 0
-        self._undo: list[tuple] | None = None  # inverse cell writes of the change in progress
+        self._undo: list[tuple[Any, ...]] | None = None  # inverse cell writes of the change in progress
 
     # ------------------------------------------------------------------ undo
 

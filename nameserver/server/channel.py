@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from nameserver.codec import (
     MAX_FRAME_LENGTH,
@@ -62,7 +62,7 @@ class ChannelOwner(Protocol):
 
     def channel_closed(self, channel: "RemotingChannel") -> None: ...
 
-    def known_lookups(self) -> dict[RequestKey, tuple] | None: ...
+    def known_lookups(self) -> dict[RequestKey, tuple[Any, ...]] | None: ...
 
     def known_answered(self, count: int) -> None: ...
 

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from common.config import EventLogConfig, NameServerConfig
 from nameserver import package_version
@@ -99,7 +99,7 @@ class NameServerController(ConnectionDefences):
         self._events_dir = Path(events_dir)
         self.routes = RouteInfoManager(self.config.broker_expiry_ms)
         self.processor: RequestProcessor | None = None
-        self._inflation: RegisterInflation | None = None
+        self._inflation: RegisterInflation[RemotingChannel] | None = None
         self._journal = Journal(self._events_dir, ns_id, self.eventlog_config, clock, self._fatal, self.routes)
         self._deferred_closes: list[ConnectionContext] = []  # broker channels closed while the log was unavailable
         self._server: asyncio.base_events.Server | None = None
@@ -110,10 +110,10 @@ class NameServerController(ConnectionDefences):
         self.requests_by_code: dict[int, int] = {}  # requests handled, by code (the metrics)
         # one for every connection: clients repeat the same headers (route polls), whoever they are
         self._header_memo = HeaderMemo()
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         self._stop_reason: str | None = None
-        self._stop_task: asyncio.Task | None = None  # held so the task is not garbage-collected
+        self._stop_task: asyncio.Task[Any] | None = None  # held so the task is not garbage-collected
         self._failure: BaseException | None = None
         self.stopping = False  # no new connections, no new reads, no scans
         self._log_closed = False  # after ns_stop: no request is handled any more
@@ -141,7 +141,9 @@ class NameServerController(ConnectionDefences):
                 reuse_address=True, backlog=1024,
             )
         except OSError:
-            self.writer.close("bind failed")
+            writer = self.writer
+            assert writer is not None  # the journal opened above
+            writer.close("bind failed")
             raise
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
@@ -216,7 +218,7 @@ class NameServerController(ConnectionDefences):
         deadline = time.monotonic() + SHUTDOWN_DRAIN_S
         while time.monotonic() < deadline and any(c.has_backlog for c in self._channels.values()):
             await asyncio.sleep(0.005)
-        while self._answers is not None and self._answers.waiting and time.monotonic() < deadline:
+        while self._journal.answers is not None and self._journal.answers.waiting and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         while time.monotonic() < deadline and any(c.write_buffer_size for c in self._channels.values()):
             await asyncio.sleep(0.005)
@@ -246,8 +248,10 @@ class NameServerController(ConnectionDefences):
         return self._journal.writer
 
     @property
-    def _answers(self) -> DurableAnswers | None:
-        return self._journal.answers
+    def _answers(self) -> DurableAnswers:
+        answers = self._journal.answers
+        assert answers is not None, "the journal is not open"
+        return answers
 
     @property
     def log_available(self) -> bool:
@@ -261,17 +265,20 @@ class NameServerController(ConnectionDefences):
             return
         closes, self._deferred_closes = self._deferred_closes, []
         now = self._clock()
+        processor = self.processor
+        assert processor is not None  # housekeeping runs once started
         try:
             for ctx in closes:
-                self._journal.append_all(self.processor.on_channel_close(ctx, now))
+                self._journal.append_all(processor.on_channel_close(ctx, now))
         except EventLogError:
             return
 
-    def _refuse_change(self, channel: RemotingChannel, cmd: RemotingCommand, events: list, now: int) -> None:
+    def _refuse_change(self, channel: RemotingChannel, cmd: RemotingCommand, events: list[Any], now: int) -> None:
         """A route change that cannot be logged, already undone: SYSTEM_ERROR, counted for the gap
         event; a refresh of a live broker is remembered, so the outage expires no broker whose
         heartbeats it refused (§2.13)."""
-        outage = self._journal.outage
+        outage, processor = self._journal.outage, self.processor
+        assert outage is not None and processor is not None  # refused: the log is unavailable
         outage.refused += 1
         for event in events:
             addr = self.routes.refreshed_by(event)
@@ -280,7 +287,7 @@ class NameServerController(ConnectionDefences):
         if not cmd.is_oneway and not cmd.is_response:
             remark = f"event log unavailable ({outage.detail}): route changes are refused until it can be written"
             answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=remark)
-            self._answers.send(channel, encode_frame(self.processor.profile.frame(answer)))
+            self._answers.send(channel, encode_frame(processor.profile.frame(answer)))
 
     # ------------------------------------------------------------------ channel callbacks
 
@@ -324,7 +331,7 @@ class NameServerController(ConnectionDefences):
         """Connections open now."""
         return len(self._channels)
 
-    def known_lookups(self) -> dict[RequestKey, tuple] | None:
+    def known_lookups(self) -> dict[RequestKey, tuple[Any, ...]] | None:
         """What a channel may answer straight from a request's bytes now
         (``FrameDecoder.answer_known``), or None when every request must come to
         :meth:`handle_command`.
@@ -349,8 +356,8 @@ class NameServerController(ConnectionDefences):
             return
         counts = self.requests_by_code
         counts[cmd.code] = counts.get(cmd.code, 0) + 1
-        processor = self.processor
-        assert processor is not None
+        processor, answers = self.processor, self._journal.answers
+        assert processor is not None and answers is not None
         now = None
         try:
             # A route lookup, the commonest request by far, is answered from its kept encoding
@@ -358,12 +365,14 @@ class NameServerController(ConnectionDefences):
             # the processor.
             frame = processor.route_answers.frame(cmd, key)
             if frame is not None:
-                self._answers.send(channel, frame)
+                answers.send(channel, frame)
                 return
             now = self._clock()
             if cmd.code in ROUTE_CHANGE_CODES:
-                if self._inflation.wants(cmd):
-                    self._inflation.defer(channel, cmd)  # handled again once its body is inflated
+                inflation = self._inflation
+                assert inflation is not None  # made with the processor
+                if inflation.wants(cmd):
+                    inflation.defer(channel, cmd)  # handled again once its body is inflated
                     return
                 channel.carried_registration |= cmd.code == _REGISTER_BROKER
                 self._change(channel, cmd, now)
@@ -372,7 +381,7 @@ class NameServerController(ConnectionDefences):
             for event in outcome.events:  # a lookup's or a KV request's refusal: no table change
                 self._journal.append_quietly(event)
             if outcome.response is not None:
-                self._answers.send(channel, encode_response(outcome.response))
+                answers.send(channel, encode_response(outcome.response))
         except EventLogError:
             return  # _fatal already stopped the server
         except Exception as exc:  # noqa: BLE001 - never die of client input
@@ -384,10 +393,11 @@ class NameServerController(ConnectionDefences):
         """A request that may change the route tables: applied and logged in one critical section,
         or undone and refused (§2.13). A refusal (bad request, no permission, an internal error
         midway) keeps no change either."""
-        routes = self.routes
+        routes, processor = self.routes, self.processor
+        assert processor is not None  # handle_command checked it
         routes.begin_change()
         try:
-            outcome = self.processor.process(cmd, channel.ctx, now)
+            outcome = processor.process(cmd, channel.ctx, now)
         except BaseException:
             routes.undo_change()
             raise
@@ -411,6 +421,7 @@ class NameServerController(ConnectionDefences):
             self._journal.append_quietly(rejected_event(now, "internal_error", ctx, detail=detail))
             if not cmd.is_oneway and not cmd.is_response:
                 answer = make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=detail[:1000])
+                assert self.processor is not None  # handle_command checked it
                 self._answers.send(channel, encode_frame(self.processor.profile.frame(answer)))
         except EventLogError:
             return

@@ -13,7 +13,7 @@ Answers keep their order: once one waits, later ones queue behind it.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
 
@@ -41,7 +41,7 @@ class DurableAnswers:
         self._commit = commit
         self._on_failure = on_failure
         self._pending: list[tuple[int, AnswerChannel, bytes]] = []
-        self._flusher: asyncio.Task | None = None
+        self._flusher: asyncio.Task[Any] | None = None
         self._state_seq = writer.last_seq  # the last event that changed a table
 
     def note_change(self) -> None:

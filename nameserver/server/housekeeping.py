@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Protocol
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from common.config import NameServerConfig
 
@@ -32,7 +32,10 @@ class WatchedChannel(Protocol):
     paused_since: float | None
 
 
-class HousekeptServer(Protocol):
+_W = TypeVar("_W", bound=WatchedChannel)  # the server's own connection type
+
+
+class HousekeptServer(Protocol[_W]):
     """What housekeeping needs of its server (``NameServerController``)."""
 
     config: NameServerConfig
@@ -41,9 +44,9 @@ class HousekeptServer(Protocol):
 
     def scan(self, now: int) -> None: ...
 
-    def open_channels(self) -> list[WatchedChannel]: ...
+    def open_channels(self) -> list[_W]: ...
 
-    def close_stuck_channel(self, channel: WatchedChannel, reason: str) -> None: ...
+    def close_stuck_channel(self, channel: _W, reason: str) -> None: ...
 
     @property
     def log_available(self) -> bool: ...
@@ -64,7 +67,7 @@ def next_scan_tick(start_ts: int, first_scan_delay_ms: int, scan_interval_ms: in
     return first + ((now - first) // scan_interval_ms + 1) * scan_interval_ms
 
 
-class HousekeepingService:
+class HousekeepingService(Generic[_W]):
     """Runs the expiry scan and the watchdog for one controller.
 
     Args:
@@ -72,11 +75,11 @@ class HousekeepingService:
         clock: the controller's epoch-ms clock.
     """
 
-    def __init__(self, controller: HousekeptServer, clock: Callable[[], int]) -> None:
+    def __init__(self, controller: HousekeptServer[_W], clock: Callable[[], int]) -> None:
         self._controller = controller
         self._clock = clock
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> list[asyncio.Task]:
+    def start(self, loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
         """Start the tasks (scan, watchdog, log retry); the controller cancels them at shutdown."""
         return [
             loop.create_task(self._scan_loop(), name="scan-not-active-broker"),

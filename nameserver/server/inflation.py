@@ -12,8 +12,8 @@ the loop, in the request's critical section (docs/nameserver-semantics.md A7).
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Protocol
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Generic, Protocol, TypeVar
 
 from nameserver.codec import RegisterLimits, RemotingCommand, RequestCode, Version, inflate, parse_bool
 from nameserver.server.bodycache import RegisterBodyCache
@@ -35,6 +35,9 @@ class HeldChannel(Protocol):
     def release(self) -> None: ...
 
 
+_C = TypeVar("_C", bound=HeldChannel)
+
+
 def inflate_outcome(body: bytes, limits: RegisterLimits) -> bytes | Exception:
     """The content of a compressed body, or the refusal it earns (run on the worker thread)."""
     try:
@@ -43,7 +46,7 @@ def inflate_outcome(body: bytes, limits: RegisterLimits) -> bytes | Exception:
         return exc
 
 
-class RegisterInflation:
+class RegisterInflation(Generic[_C]):
     """The worker thread and the requests waiting for it.
 
     Args:
@@ -51,7 +54,7 @@ class RegisterInflation:
         handle: handles a request once its body is inflated (the controller's ``handle_command``).
     """
 
-    def __init__(self, bodies: RegisterBodyCache, handle: Callable[[HeldChannel, RemotingCommand], None]) -> None:
+    def __init__(self, bodies: RegisterBodyCache, handle: Callable[[_C, RemotingCommand], None]) -> None:
         self._bodies = bodies
         self._handle = handle
         # one thread: at most one body inflates at a time, the loop keeps the other core
@@ -67,14 +70,16 @@ class RegisterInflation:
         return parse_bool(ext.get("compressed")) and not self._bodies.holds(body, version=cmd.version,
                                                                             compressed=True)
 
-    def defer(self, channel: HeldChannel, cmd: RemotingCommand) -> None:
+    def defer(self, channel: _C, cmd: RemotingCommand) -> None:
         """Hold ``channel``, inflate ``cmd``'s body on the worker, then handle it and release."""
+        body = cmd.body
+        assert body is not None  # wants() takes only a request with a body
         channel.hold()
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, inflate_outcome, cmd.body, self._bodies.limits)
+        future = loop.run_in_executor(self._pool, inflate_outcome, body, self._bodies.limits)
         future.add_done_callback(lambda done: self._ready(channel, cmd, done))
 
-    def _ready(self, channel: HeldChannel, cmd: RemotingCommand, done: Future) -> None:
+    def _ready(self, channel: _C, cmd: RemotingCommand, done: asyncio.Future[bytes | Exception]) -> None:
         try:
             if done.cancelled() or channel.closing:
                 return  # the connection went: so does its request

@@ -114,7 +114,7 @@ class Journal:
         self.answers: DurableAnswers | None = None
         self.outage: Outage | None = None
         # for the metrics: rejected events by reason, outages begun, route changes refused in past outages
-        self.rejected: Counter = Counter()
+        self.rejected: Counter[tuple[Any, ...]] = Counter()
         self.outages = 0
         self.refused_before = 0
 
@@ -150,18 +150,21 @@ class Journal:
         for event in events:
             if event["type"] == "rejected":
                 self.rejected[event["reason"]] += 1
+        writer, answers = self.writer, self.answers
+        assert writer is not None and answers is not None, "append before open()"
         for i, event in enumerate(events):
-            if self.outage is None:
+            outage = self.outage
+            if outage is None:
                 try:
-                    self.writer.append(event)
-                    self.answers.note_change()
+                    writer.append(event)
+                    answers.note_change()
                     continue
                 except EventLogError as exc:
                     if not is_space_error(exc):
                         self._on_fatal(exc)
                         raise
-                    self._begin_outage(exc)
-            self.outage.pending.extend(events[i:])
+                    outage = self._begin_outage(exc)
+            outage.pending.extend(events[i:])
             return False
         return True
 
@@ -181,15 +184,17 @@ class Journal:
             return True
         if self.outage is not None:
             return False
+        writer, answers = self.writer, self.answers
+        assert writer is not None and answers is not None, "append before open()"
         try:
-            self.writer.append(events[0])
+            writer.append(events[0])
         except EventLogError as exc:
             if not is_space_error(exc):
                 self._on_fatal(exc)
                 raise
             self._begin_outage(exc)
             return False
-        self.answers.note_change()
+        answers.note_change()
         self.append_all(events[1:])
         return True
 
@@ -210,14 +215,14 @@ class Journal:
         if self.outage is not None:
             self.outage.unlogged += 1
             return
+        assert self.writer is not None, "append before open()"
         try:
             self.writer.append(event)
         except EventLogError as exc:
             if not is_space_error(exc):
                 self._on_fatal(exc)
                 raise
-            self._begin_outage(exc)
-            self.outage.unlogged += 1
+            self._begin_outage(exc).unlogged += 1
 
     def _commit_failed(self, exc: BaseException) -> None:
         if self.outage is not None:
@@ -227,17 +232,20 @@ class Journal:
             return
         self._begin_outage(exc)
 
-    def _begin_outage(self, exc: BaseException) -> None:
+    def _begin_outage(self, exc: BaseException) -> Outage:
+        writer, answers = self.writer, self.answers
+        assert writer is not None and answers is not None, "an outage before open()"
         cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-        self.outage = Outage(self._clock(), str(cause), cut_path=self.writer.segment_path)
+        outage = self.outage = Outage(self._clock(), str(cause), cut_path=writer.segment_path)
         self.outages += 1
         try:  # release the file; what it holds stays
-            self.writer.close("log unavailable")
+            writer.close("log unavailable")
         except EventLogError:
             pass
-        self.answers.release()
+        answers.release()
         log.error("name server %s: event log unavailable (%s); answering lookups, refusing route changes "
                   "until it can be written again", self._ns_id, cause)
+        return outage
 
     def try_resume(self) -> bool:
         """Write the pending events and the outage's ``rejected`` event in a fresh writer.
@@ -270,7 +278,7 @@ class Journal:
             except EventLogError:
                 pass
             return False
-        if refreshes:  # applied with their event, in one critical section (A7)
+        if refreshes and self._liveness is not None:  # applied with their event, in one critical section (A7)
             self._liveness.apply_refreshes(refreshes)
         self.writer, self.answers, self.outage = writer, answers, None
         self.refused_before += outage.refused

@@ -3,6 +3,7 @@ run in the foreground until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import dataclasses
 import logging
@@ -26,7 +27,7 @@ DURABILITY_NONE_NOTICE = (
 )
 
 
-def build_config(args) -> tuple[NameServerConfig, EventLogConfig, AccessController | None]:
+def build_config(args: argparse.Namespace) -> tuple[NameServerConfig, EventLogConfig, AccessController | None]:
     """``--config`` file overridden by the flags (docs/interfaces.md, ``nameserver`` command), and the
     access control of its ``[security]`` section (None when off). Secrets come only from the
     file or environment variable that section names, never from flags.
@@ -111,7 +112,7 @@ async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_
     return 1 if controller.failure is not None else 0
 
 
-def run_from_cli(args) -> int:
+def run_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit nameserver``: run in the foreground; exit 0 on SIGTERM/SIGINT."""
     ns, eventlog_config, access = build_config(args)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -169,7 +169,7 @@ class RequestProcessor:
     def _refused(self, cmd: RemotingCommand, conn: ConnectionContext, now: int, exc: RequestError) -> Outcome:
         # 103's own CRC answer carries extFields {}; exception-path answers carry none
         # (docs/remoting-protocol.md §4).
-        ext = {} if isinstance(exc, CrcMismatch) else None
+        ext: dict[str, str] | None = {} if isinstance(exc, CrcMismatch) else None
         return Outcome(
             make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=exc.remark, ext_fields=ext),
             [rejected_event(now, exc.reason, request_context(conn, cmd), detail=exc.remark, **decoded_keys(cmd))],
