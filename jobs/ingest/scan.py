@@ -8,7 +8,7 @@ through the JVM. Each file still gets its own summary (its line counts, seq orde
 A line the fast path does not accept is not judged here: its text goes to Spark, where
 ``with_event``/``with_reason`` accept it or give its quarantine reason. The fast path is only
 ever a shortcut for lines the JVM would accept with the same values
-(``tests/jobs/test_ingest_fast.py`` holds it to that). Like the modules it uses, this one is
+(``tests/jobs/ingest/test_scan.py`` holds it to that). Like the modules it uses, this one is
 shipped to executors by value; what it needs of the schemas is in a :class:`FastPlan`.
 """
 

@@ -1,6 +1,6 @@
 """Ingest's sequencing: which accepted line of a seq is kept, and each kept event's predecessor.
 
-Two ways, same tables (``tests/jobs/test_ingest_fast.py`` holds them equal): **in order** (the
+Two ways, same tables (``tests/jobs/ingest/test_scan.py`` holds them equal): **in order** (the
 normal day: nothing repeats, and the scan's summaries already name every consecutive pair a
 finding can come from, :func:`in_seq_order`, :func:`pair_rows`), or **generally**, one window
 per server over every accepted line (:func:`with_seq_status`). The stage reads what these need

@@ -162,7 +162,7 @@ def sign_request_rocketmq(cmd: RemotingCommand, credentials: Credentials) -> Rem
     them (UTF-16 code units); values are concatenated with no separator, and the keys themselves are
     not signed.
 
-    Worked vector (``tests/nameserver/test_acl.py`` recomputes it independently)::
+    Worked vector (``tests/nameserver/acl/test_acl.py`` recomputes it independently)::
 
         extFields  {"clusterName": "DefaultCluster", "brokerName": "broker-a",
                     "brokerAddr": "10.0.0.5:10911", "brokerId": "0", "AccessKey": "rocketmq2"}

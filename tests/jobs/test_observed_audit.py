@@ -25,7 +25,7 @@ from nameserver.codec import ResponseCode
 from nameserver.collect.collector import Collector
 from nameserver.model import TopicConfig
 from nsaudit.cli import main
-from tests.nameserver.test_collect_servers import FAST, A, Lines, arun, name_server, register, target, wait_for
+from tests.nameserver.collect.test_collect_servers import FAST, A, Lines, arun, name_server, register, target, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """

@@ -1,6 +1,6 @@
 """The parameters live judgement shares with the nightly audit.
 
-Each is the nightly audit's own value; ``tests/nameserver/test_live_rules.py`` checks that the
+Each is the nightly audit's own value; ``tests/nameserver/collect/live/test_live_rules.py`` checks that the
 audit's definitions (``jobs.analytics``) still equal these, so the two cannot drift apart. The
 tolerances of who set a permission (:data:`ROUND_SLACK_MS`, :data:`DEFAULT_POLL_MS`) are defined
 here only: ``jobs.analytics.distribution.perm_changes`` imports them.

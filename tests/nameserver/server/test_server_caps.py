@@ -1,0 +1,116 @@
+"""Caps on a registration's topics and inflated body ([nameserver] max_register_topics,
+max_register_body_bytes; docs/remoting-protocol.md §8.1a), on a real socket."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+
+from common.config import NameServerConfig
+from nameserver.client import RemotingClient, register_broker_request, route_request
+from nameserver.codec import MAX_FRAME_BYTES, ResponseCode, body_crc32, decode_frame, encode_frame, encode_register_body
+from nameserver.model import DataVersion, TopicConfig
+from nameserver.server.inflation import OFF_LOOP_BYTES
+from tests.nameserver.server.test_server import RawConn, arun, events_of, running
+
+CAPS = {"max_register_topics": 100, "max_register_body_bytes": 64 * 1024}
+
+
+def topics(n: int, prefix: str = "T") -> list[TopicConfig]:
+    return [TopicConfig(f"{prefix}{i:05d}", 4, 4) for i in range(n)]
+
+
+def register(addr: str, name: str, topic_list: list[TopicConfig], compressed: bool = False):
+    return register_broker_request("C1", addr, name, 0, addr.replace("10911", "10912"), DataVersion(1, 1), topic_list,
+                                   compressed=compressed)
+
+
+def bomb(addr: str, filler: str = "") -> object:
+    """A compressed registration of one topic whose filter list inflates to 1 MiB (``filler``
+    first, then spaces)."""
+    content = encode_register_body(DataVersion(1, 1), topics(1), [], compressed=True)
+    inflated = zlib.decompress(content)
+    listed = b'["' + filler.encode() + b'"'
+    padded = inflated[:-6] + (1 << 20).to_bytes(4, "big") + listed + b" " * ((1 << 20) - len(listed) - 1) + b"]"
+    body = zlib.compress(padded, 9)
+    request = register(addr, "bomb", [])
+    request.body = body
+    request.ext_fields = dict(request.ext_fields, compressed="true", bodyCrc32=str(body_crc32(body)))
+    return request
+
+
+def test_registrations_over_a_cap_are_refused_clearly_logged_and_change_nothing(tmp_path):
+    async def body():
+        async with running(tmp_path, **CAPS) as ctl:
+            client = await RemotingClient.connect(ctl.host, ctl.port)
+            at_caps = await client.request(register("10.0.0.1:10911", "broker-ok", topics(100), compressed=True))
+            answers = {
+                "topics, compressed": await client.request(register("10.0.0.2:10911", "b2", topics(101), True)),
+                "topics, JSON": await client.request(register("10.0.0.3:10911", "b3", topics(101))),
+                "bytes, JSON": await client.request(register("10.0.0.4:10911", "b4", topics(99, "T" * 600))),
+                "bytes, compressed": await client.request(bomb("10.0.0.5:10911")),
+            }
+            route = await client.route("T00000")  # the server keeps serving
+            live = set(ctl.routes.broker_live_table)
+            await client.close()
+            return at_caps, answers, route, live
+
+    at_caps, answers, route, live = arun(body())
+    assert at_caps.code == ResponseCode.SUCCESS
+    for what, answer in answers.items():
+        assert answer.code == ResponseCode.SYSTEM_ERROR, what
+        assert answer.remark.startswith("register body too large: "), (what, answer.remark)
+    assert "101 topics > max_register_topics 100" in answers["topics, compressed"].remark
+    assert "101 topics > max_register_topics 100" in answers["topics, JSON"].remark
+    assert "bytes > max_register_body_bytes 65536" in answers["bytes, JSON"].remark
+    assert "inflates beyond 65536 bytes > max_register_body_bytes 65536" in answers["bytes, compressed"].remark
+    assert route is not None and live == {"10.0.0.1:10911"}  # nothing of a refused one was applied
+    events = events_of(tmp_path)
+    rejected = [e for e in events if e["type"] == "rejected"]
+    assert [(e["reason"], e["broker_addr"], e["broker_name"], e["cluster"]) for e in rejected] == [
+        ("register_too_large", f"10.0.0.{i}:10911", name, "C1") for i, name in ((2, "b2"), (3, "b3"), (4, "b4"),
+                                                                                  (5, "bomb"))]
+    assert [e["detail"] for e in rejected] == [a.remark for a in answers.values()]
+    assert [e["type"] for e in events if e["type"] in ("register", "heartbeat")] == ["register"]
+
+
+def test_the_default_caps_pass_every_table_a_broker_can_send_uncompressed():
+    # the shortest JSON a topic can take (one-character names) against RocketMQ's 16 MiB frame
+    short = [TopicConfig(chr(c), 1, 1) for c in range(ord("a"), ord("z") + 1)]
+    per_topic = len(encode_register_body(DataVersion(1, 1), short, [])) / len(short)
+    defaults = NameServerConfig()
+    assert MAX_FRAME_BYTES / per_topic < defaults.max_register_topics
+    # topic for topic, the compressed text is shorter than the JSON: it inflates to less than the frame
+    assert defaults.max_register_body_bytes >= MAX_FRAME_BYTES
+    inflated = zlib.decompress(encode_register_body(DataVersion(1, 1), short, [], compressed=True))
+    assert len(inflated) < len(encode_register_body(DataVersion(1, 1), short, []))
+
+
+def test_a_large_compressed_registration_is_inflated_off_the_loop_in_its_connections_order(tmp_path):
+    # bodies of more than OFF_LOOP_BYTES compressed are inflated on a worker thread while their
+    # connection waits: the lookup pipelined behind one is answered after it, and sees it
+    names = [hashlib.sha256(b"%d" % i).hexdigest()[:20] for i in range(4000)]
+    good = register("10.0.0.1:10911", "broker-big", [TopicConfig(n, 4, 4) for n in names], compressed=True)
+    over = register("10.0.0.2:10911", "broker-over", [TopicConfig(n + "x", 4, 4) for n in names] * 2, compressed=True)
+    noise = os.urandom(48 * 1024).hex()  # incompressible: the body stays above OFF_LOOP_BYTES
+    bomb_request = bomb("10.0.0.3:10911", filler=noise)
+    assert min(len(good.body), len(over.body), len(bomb_request.body)) > OFF_LOOP_BYTES
+    frames = [good, route_request(names[0]), over, bomb_request, route_request(names[1])]
+    for opaque, request in enumerate(frames, 1):
+        request.opaque = opaque
+
+    async def body():
+        async with running(tmp_path, max_register_topics=5000, max_register_body_bytes=1 << 20) as ctl:
+            conn = await RawConn.open(ctl)
+            await conn.send(b"".join(encode_frame(r) for r in frames))  # all at once, pipelined
+            answers = [decode_frame(await conn.frame()) for _ in frames]
+            conn.close()
+            return answers
+
+    answers = arun(body())
+    assert [a.opaque for a in answers] == [1, 2, 3, 4, 5]  # in the connection's order
+    assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR,
+                                         ResponseCode.SYSTEM_ERROR, ResponseCode.SUCCESS]
+    assert "8000 topics > max_register_topics 5000" in answers[2].remark
+    assert "inflates beyond" in answers[3].remark
