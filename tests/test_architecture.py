@@ -186,3 +186,11 @@ def test_the_readme_map_matches_the_tree():
     packages += [f"{half}/{p.name}" for half in ("jobs", "nameserver") for p in sorted((ROOT / half).iterdir())
                  if p.name not in ("__init__.py", "__main__.py", "__pycache__") and (p.is_dir() or p.suffix == ".py")]
     assert sorted(p for p in packages if p not in named and p.removesuffix(".py") not in named) == []
+
+
+def test_the_tests_mirror_the_packages():
+    """Every folder of tests is that of a package (``tests/jobs/ingest/`` tests ``jobs/ingest/``),
+    but ``tests/interop/``, the tests against real RocketMQ (README, "Where the tests are")."""
+    folders = [p.parent.relative_to(ROOT / "tests") for p in (ROOT / "tests").rglob("__init__.py")]
+    assert sorted(str(f) for f in folders if f.parts and f.parts[0] != "interop"
+                  and not (ROOT / f / "__init__.py").exists()) == []
