@@ -110,7 +110,7 @@ def python_replay(lake_dir: str) -> tuple[int, float]:
     import pyarrow.compute as pc
 
     from jobs import lake
-    from jobs.lake.delta.arrow import read_table_arrow
+    from jobs.lake.tables import read_table_arrow
     from nameserver.routes.replay import RouteReplayer
     from schemas.events import EVENTS_TABLE_SCHEMA
 

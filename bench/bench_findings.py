@@ -72,7 +72,7 @@ def matches(incident: dict[str, Any], fault: dict[str, Any], day_end_ms: int) ->
 def read_incidents(lake_dir: Path, day: dt.date) -> list[dict[str, Any]]:
     """The day's incidents, times in epoch ms."""
     from jobs import lake
-    from jobs.lake.delta.arrow import read_table_arrow
+    from jobs.lake.tables import read_table_arrow
 
     table = read_table_arrow(lake.table_path(lake_dir, lake.INCIDENTS), filters=[("date", "=", day)])
     rows = table.to_pylist()

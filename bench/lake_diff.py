@@ -99,7 +99,7 @@ def _segment_sums(values: np.ndarray, offsets: pa.Array) -> np.ndarray:
 
 
 def _row_hashes(lake: str | Path, name: str) -> tuple[pa.Schema, pd.Series]:
-    from jobs.lake.delta.arrow import read_table_arrow  # pyarrow's own filesystem (jobs/lake/delta/arrow.py)
+    from jobs.lake.tables import read_table_arrow  # pyarrow's own filesystem (jobs/lake/delta/arrow.py)
 
     table = read_table_arrow(_join(lake, name))
     table = table.drop_columns([c for c in RUN_COLUMNS.get(name, ()) if c in table.column_names])

@@ -62,7 +62,7 @@ def days_between(first: dt.date, last: dt.date) -> list[dt.date]:
 
 def audited_ok(lake: str) -> set[dt.date]:
     """The days ``audit_runs`` records ``ok`` (read without Spark); none for a new lake."""
-    from jobs.lake.delta.arrow import read_table_arrow
+    from jobs.lake.tables import read_table_arrow
 
     try:
         rows = read_table_arrow(lake_tables.table_path(lake, lake_tables.AUDIT_RUNS), columns=["date", "status"])

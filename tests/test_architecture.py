@@ -119,6 +119,17 @@ def test_the_server_half_never_imports_the_batch_half():
     assert wrong == []
 
 
+def test_the_lake_is_entered_through_its_front_door():
+    """Outside ``jobs.lake``, the Delta internals (``jobs.lake.delta``) are reached through
+    ``jobs.lake.tables`` only."""
+    def within(name: str, package: str) -> bool:
+        return name == package or name.startswith(package + ".")
+
+    wrong = [f"{a} imports {b}" for a, targets in sorted(GRAPH.items()) if not within(a, "jobs.lake")
+             for b in sorted(targets) if within(b, "jobs.lake.delta")]
+    assert wrong == [], "take these names from jobs.lake.tables"
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     index, low, on_stack, stack, found, counter = {}, {}, set(), [], [], [0]

@@ -19,7 +19,7 @@ from common.errors import UserError
 from jobs import lake
 from jobs.housekeeping.engines import Engine, open_engine
 from jobs.housekeeping.files import TableFiles, file_bytes, table_files
-from jobs.lake.delta.health import check_readable, has_log, open_delta
+from jobs.lake.tables import check_readable, has_log, open_delta
 from jobs.storage import files as storage_files
 from jobs.storage import locations
 from schemas import tables

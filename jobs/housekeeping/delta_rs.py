@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from jobs.lake.delta.arrow import open_table
+from jobs.lake.tables import open_table
 from jobs.storage import locations
 
 

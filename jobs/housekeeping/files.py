@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from jobs.lake.delta.health import open_delta
+from jobs.lake.tables import open_delta
 from jobs.storage import locations, settings
 from jobs.storage.stores import filesystem_of
 

@@ -24,8 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.ingest import plan as fast_plan
 from jobs.ingest.plan import FastPlan
-from jobs.lake.delta.files import DataFile
-from jobs.lake.delta.write import conform_batch
+from jobs.lake.tables import DataFile, conform_batch
 from jobs.spark.frames import local_frame
 from jobs.spark.pyworker import keep_archive_listings
 from jobs.storage.locations import for_spark

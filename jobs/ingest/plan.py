@@ -17,7 +17,7 @@ from pyspark import cloudpickle
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from jobs.lake import delta
+from jobs.lake import tables
 from jobs.storage.settings import current
 from jobs.storage.stores import ObjectStore
 from schemas import validation
@@ -121,6 +121,6 @@ def _nested_rules(dtype: T.DataType, top: bool = True) -> tuple[Any, ...] | None
 def ship_by_value(*modules: ModuleType) -> None:
     """Ship this module, ``modules`` and the data files' writer to executors by value."""
     # Executors may not have this project installed (a standalone cluster); ship the modules.
-    delta.ship_by_value()  # the data files' writer, and jobs.spark.pyworker
+    tables.ship_by_value()  # the data files' writer, and jobs.spark.pyworker
     for module in (sys.modules[__name__], *modules):
         cloudpickle.register_pickle_by_value(module)

@@ -34,7 +34,7 @@ from jobs.ingest.classifier import classify_lines
 from jobs.ingest.datafiles import event_batch
 from jobs.ingest.plan import FastPlan
 from jobs.ingest.segments import SegmentFile, files_frame, gunzip, line_batches
-from jobs.lake.delta.files import DataFile
+from jobs.lake.tables import DataFile
 from jobs.spark.pyworker import keep_archive_listings
 from jobs.storage.stores import filesystem_of, read_bytes
 

@@ -61,10 +61,8 @@ from jobs.ingest.tables import (
     select_quarantine,
 )
 from jobs.lake.days import read_day_arrow, replace_day
-from jobs.lake.delta.arrow import table_root
-from jobs.lake.delta.write import delete_failed_write, job_ids
 from jobs.lake.findings import DayFindings
-from jobs.lake.tables import data_file_schema, read_table, table_exists
+from jobs.lake.tables import data_file_schema, delete_failed_write, job_ids, read_table, table_exists, table_root
 from jobs.spark.frames import local_frame
 from jobs.spark.session import lake_writer
 from jobs.timing import timed

@@ -2,27 +2,39 @@
 
 :func:`write_table` has Spark tasks write the Parquet files and the driver commit them as one
 Delta transaction (:mod:`jobs.lake.delta.write`), or uses delta-spark's own writer where the
-session's lake writer is native (``[lake] writer``); :func:`read_table` reads a snapshot with the declared schema. How writes commit and
-fail, and what they guarantee: docs/audit.md, "Lake writes".
+session's lake writer is native (``[lake] writer``); :func:`read_table` reads a snapshot with the
+declared schema. How writes commit and fail, and what they guarantee: docs/audit.md, "Lake writes".
+
+This module is the lake's front door: outside :mod:`jobs.lake`, whatever needs a piece of the Delta
+internals (:mod:`jobs.lake.delta`: a table's health, its JVM-free Arrow reads, the data files
+ingest writes itself) takes it from here (``__all__``), never from those modules.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, DateType, StringType, StructType
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from jobs.lake.delta import ship_by_value
-from jobs.lake.delta.arrow import count_table_rows, is_table, load_table, read_table_arrow, table_root
-from jobs.lake.delta.files import encode_partition_value
+from jobs.lake.delta.arrow import (
+    count_table_rows,
+    is_table,
+    load_table,
+    open_table,
+    read_table_arrow,
+    table_root,
+)
+from jobs.lake.delta.files import DataFile
+from jobs.lake.delta.health import MissingDataFiles, check_readable, damaged, has_log, open_delta, problem_line
 from jobs.lake.delta.native import create_native, write_native
 from jobs.lake.delta.schema import (
     SchemaMismatchError,
@@ -31,21 +43,48 @@ from jobs.lake.delta.schema import (
     column,
     conform_to_schema,
 )
-from jobs.lake.delta.write import WritePlan, commit_files, delete_files, write_files, write_local_files
+from jobs.lake.delta.where import encode_replace_where, partition_filter, row_filter
+from jobs.lake.delta.write import (
+    WritePlan,
+    commit_files,
+    conform_batch,
+    delete_failed_write,
+    delete_files,
+    job_ids,
+    write_files,
+    write_local_files,
+)
 from jobs.spark.session import lake_writer
 from jobs.spark.frames import local_arrow_table, local_frame
 from jobs.storage.locations import for_spark, is_remote, normalize
 from jobs.storage.settings import current
 from jobs.storage.stores import ObjectStore
 
+# The lake's front door: every module outside jobs.lake reaches the Delta internals
+# (jobs.lake.delta) through these names only (tests/test_architecture.py checks it).
 __all__ = [
+    "DataFile",
+    "MissingDataFiles",
     "RowExpansion",
-    "count_table_rows",
     "SchemaMismatchError",
+    "check_readable",
+    "conform_batch",
+    "count_table_rows",
+    "damaged",
     "data_file_schema",
+    "delete_failed_write",
+    "evolve_table_schema",
+    "has_log",
+    "job_ids",
+    "load_table",
+    "open_delta",
+    "open_table",
+    "problem_line",
     "read_table",
     "read_table_arrow",
+    "ship_by_value",
     "table_exists",
+    "table_root",
     "table_schema",
     "table_version",
     "write_rows",
@@ -106,31 +145,21 @@ def table_schema(path: str | os.PathLike[str]) -> tuple[StructType, tuple[str, .
     return StructType.fromJson(json.loads(table.schema().to_json())), tuple(table.metadata().partition_columns)
 
 
-def write_table(
-    df: DataFrame,
-    path: str | os.PathLike[str],
-    *,
-    mode: str,
-    partition_by: Sequence[str] = (),
-    replace_where: Mapping[str, Any] | None = None,
-    schema: StructType | None = None,
-    extra_files: Sequence[dict[str, Any]] = (),
-    few_rows: bool = False,
-    expansion: RowExpansion | None = None,
-) -> int:
+def write_table(df: DataFrame, path: str | os.PathLike[str], *, mode: str, partition_by: Sequence[str] = (),
+                replace_where: Mapping[str, Any] | None = None, schema: StructType | None = None,
+                extra_files: Sequence[dict[str, Any]] = (), few_rows: bool = False,
+                expansion: RowExpansion | None = None) -> int:
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
-    One Delta transaction per write, written by Spark tasks and committed by the driver with
-    ``deltalake``, or by delta-spark's ``format("delta")`` where the session's lake writer is
-    native (:func:`jobs.spark.session.lake_writer`):
-    the schema is checked (never cast), a failed write leaves the previous version, and a day's
-    overwrite is idempotent (docs/audit.md, "Lake writes").
+    Spark tasks write the files and the driver commits them with ``deltalake`` (delta-spark's writer
+    where the session's lake writer is native, :func:`jobs.spark.session.lake_writer`): the schema is
+    checked (never cast), a failed write leaves the previous version, and a day's overwrite is
+    idempotent (docs/audit.md, "Lake writes").
 
     Args:
         df: the rows to write; its columns must be the declared ones (any order).
         path: table root: a local or shared-mount directory, a ``file://`` URI, or an
-            ``s3a://bucket/key`` reached with the process's object-store settings
-            (:mod:`jobs.storage.settings`).
+            ``s3a://bucket/key`` (reached with the settings of :mod:`jobs.storage.settings`).
         mode: ``"append"`` adds the rows; ``"overwrite"`` replaces the whole table, or only the
             partitions named by ``replace_where``.
         partition_by: partition columns (string, date, integer or boolean columns). For an
@@ -139,40 +168,34 @@ def write_table(
             with ``mode="overwrite"`` only those partitions are replaced, in the same commit as
             the new rows are added. Every written row must lie inside them. An empty ``df`` still
             commits, removing the partitions' old files.
-        schema: the declared schema; None means the existing table's schema, or ``df``'s for a
-            new table.
+        schema: the declared schema; None: the existing table's, or ``df``'s for a new table.
         extra_files: Parquet files already written into the table's partition folders with
             :func:`data_file_schema`'s columns (``DataFile.close()`` dicts), added in the same
             commit; deleted if the write fails. Not available where delta-spark writes.
-        few_rows: the rows are few (a day's findings, a table of intervals): write them in one
-            task, after a shuffle, so whatever computes them keeps its parallelism. Otherwise
-            every partition of ``df`` is a write task, and a Python task has a fixed cost
-            however few rows it has (a union of small queries has dozens of partitions).
+        few_rows: the rows are few (a day's findings, a table of intervals): one write task, after
+            a shuffle, so whatever computes them keeps its parallelism. Otherwise each partition of
+            ``df`` is a write task, each with a Python task's fixed cost (a union of small queries
+            has dozens of partitions).
         expansion: ``df`` holds rows that the write tasks expand into the table's rows (see
             :class:`RowExpansion`); ``expansion.spark(df)`` are the rows written.
 
     Returns:
-        The table version after the write (the write's own, unless another writer committed in
-        between).
+        The table version after the write (its own, unless another writer committed in between).
 
     Raises:
-        SchemaMismatchError: ``df`` or the existing table does not match the declared schema or
-            partitioning.
+        SchemaMismatchError: ``df`` or the table does not match the declared schema or partitioning.
         ValueError: bad ``mode`` or ``replace_where``.
-        Exception: whatever Spark raised for a failed task (a null in a NOT NULL column, a row
-            outside ``replace_where``, an I/O error) or ``deltalake`` for a failed commit; the
-            table is then unchanged.
+        Exception: what Spark raised for a failed task (a null in a NOT NULL column, a row outside
+            ``replace_where``, an I/O error) or ``deltalake`` for a failed commit: table unchanged.
 
     Example:
-        >>> write_table(findings_df, f"{lake}/findings", mode="overwrite",
-        ...             partition_by=["date"], replace_where={"date": date(2026, 11, 21)}, schema=FINDINGS)
-        >>> read_table(spark, f"{lake}/findings", FINDINGS, where={"date": date(2026, 11, 21)}).count()
+        >>> write_table(findings_df, f"{lake}/findings", mode="overwrite", partition_by=["date"],
+        ...             replace_where={"date": date(2026, 11, 21)}, schema=FINDINGS)
     """
-    root = table_root(path)
-    partition_by = tuple(partition_by)
+    root, partition_by = table_root(path), tuple(partition_by)
     _check_mode(mode, replace_where)
     schema, file_schema = _declared_and_file_schema(root, df, schema, partition_by)
-    encoded_where = _encode_replace_where(replace_where, schema, partition_by)
+    encoded_where = encode_replace_where(replace_where, schema, partition_by)
     conformed_df, task_df = _frames_to_write(df, schema, root, expansion, few_rows)
     if lake_writer(df.sparkSession) == "native":
         create_native(df.sparkSession, root, schema, partition_by)
@@ -215,7 +238,7 @@ def write_rows(
     if existing:
         check_table_schema(existing[0], existing[1], schema, partition_by, root)
     file_schema = existing[0] if existing else schema
-    plan = WritePlan(root, mode, partition_by, _encode_replace_where(replace_where, schema, partition_by),
+    plan = WritePlan(root, mode, partition_by, encode_replace_where(replace_where, schema, partition_by),
                      file_schema.json(), store=object_store(root))
     written = write_local_files(local_arrow_table(rows, schema), plan)
     commit_files(plan, written)
@@ -309,33 +332,6 @@ def data_file_schema(path: str | os.PathLike[str], schema: StructType, partition
     return StructType([f for f in table_struct.fields if f.name not in partition_by])
 
 
-def _encode_replace_where(
-    replace_where: Mapping[str, Any] | None, schema: StructType, partition_by: tuple[str, ...]
-) -> dict[str, str | None]:
-    if replace_where is None:
-        return {}
-    if not replace_where:
-        raise ValueError("replace_where is empty; use mode='overwrite' without it to replace the table")
-    encoded = {}
-    for col, value in replace_where.items():
-        if col not in partition_by:
-            raise ValueError(f"replace_where column {col!r} is not a partition column {list(partition_by)}")
-        dtype = schema[col].dataType
-        if isinstance(dtype, DateType):
-            ok = isinstance(value, date) and not isinstance(value, datetime)
-        elif isinstance(dtype, StringType):
-            ok = isinstance(value, str)
-        elif isinstance(dtype, BooleanType):
-            ok = isinstance(value, bool)
-        else:  # the integer partition types
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        ok = ok or value is None
-        if not ok:
-            raise ValueError(f"replace_where {col}={value!r} does not fit column type {dtype.simpleString()}")
-        encoded[col] = encode_partition_value(value)
-    return encoded
-
-
 def read_table(
     spark: SparkSession,
     path: str | os.PathLike[str],
@@ -382,46 +378,31 @@ def read_table(
     table_struct = StructType.fromJson(json.loads(table.schema().to_json()))
     partitions = tuple(table.metadata().partition_columns)
     check_table_schema(table_struct, partitions, schema, None, root)
-
     if lake_writer(spark) == "native":
-        reader = spark.read.format("delta")
-        if version is not None or timestamp is not None:
-            # Pin the snapshot deltalake resolved, so both engines mean the same version.
-            reader = reader.option("versionAsOf", table.version())
-        df = reader.load(root)
+        df = _delta_spark_frame(spark, root, table, pinned=version is not None or timestamp is not None)
     else:
-        pruning = [_partition_filter(c, v) for c, v in where.items() if c in partitions]
-        files = table.file_uris(file_pruning_predicate=" AND ".join(pruning) if pruning else None)
-        if not files:
-            return local_frame(spark, [], schema)
-        # basePath makes Spark take the partition columns from the hive-style folder names, typed
-        # by the declared schema (Delta's partition values and our folder names are the same).
-        df = spark.read.schema(schema).option("basePath", for_spark(root)).parquet(
-            *(for_spark(normalize(f)) for f in files))
+        df = _parquet_frame(spark, root, table, schema, {c: v for c, v in where.items() if c in partitions})
     selected = [column(name) for name in schema.names]
-    return df.where(_row_filter(where)).select(*selected) if where else df.select(*selected)
+    return df.where(row_filter(where)).select(*selected) if where else df.select(*selected)
 
 
-def _partition_filter(col: str, value: Any) -> str:
-    # A SQL predicate string for deltalake's file pruning; values are typed by the column.
-    if value is None:
-        return f'"{col}" IS NULL'
-    values = list(value) if isinstance(value, Iterable) and not isinstance(value, (str, bytes)) else [value]
-    literals = ", ".join(_sql_literal(encode_partition_value(v)) for v in values)
-    return f'"{col}" IN ({literals})'
+def _delta_spark_frame(spark: SparkSession, root: str, table: DeltaTable, pinned: bool) -> DataFrame:
+    """The table read by delta-spark; ``pinned``: at the version ``table`` (deltalake) resolved."""
+    reader = spark.read.format("delta")
+    if pinned:
+        # Pin the snapshot deltalake resolved, so both engines mean the same version.
+        reader = reader.option("versionAsOf", table.version())
+    return reader.load(root)
 
 
-def _sql_literal(text: str | None) -> str:
-    return "NULL" if text is None else "'" + text.replace("'", "''") + "'"
-
-
-def _row_filter(where: Mapping[str, Any]) -> Column:
-    condition = F.lit(True)
-    for col, value in where.items():
-        if value is None:
-            condition = condition & column(col).isNull()
-        elif isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
-            condition = condition & column(col).isin(list(value))
-        else:
-            condition = condition & (column(col) == F.lit(value))
-    return condition
+def _parquet_frame(spark: SparkSession, root: str, table: DeltaTable, schema: StructType,
+                   partition_where: Mapping[str, Any]) -> DataFrame:
+    """The snapshot's files, pruned by ``partition_where``, read by Spark as Parquet with ``schema``."""
+    pruning = [partition_filter(c, v) for c, v in partition_where.items()]
+    files = table.file_uris(file_pruning_predicate=" AND ".join(pruning) if pruning else None)
+    if not files:
+        return local_frame(spark, [], schema)
+    # basePath makes Spark take the partition columns from the hive-style folder names, typed
+    # by the declared schema (Delta's partition values and our folder names are the same).
+    return spark.read.schema(schema).option("basePath", for_spark(root)).parquet(
+        *(for_spark(normalize(f)) for f in files))

@@ -23,7 +23,7 @@ _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 def _read(lake_dir: str, name: str, day: dt.date | None, columns: list[str]) -> list[dict[str, Any]]:
-    from jobs.lake.delta.arrow import read_table_arrow
+    from jobs.lake.tables import read_table_arrow
 
     path = lake.table_path(lake_dir, name)
     try:

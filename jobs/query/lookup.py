@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, overload
 
 from jobs import lake
-from jobs.lake.delta.health import MissingDataFiles, damaged, has_log, open_delta, problem_line
+from jobs.lake.tables import MissingDataFiles, damaged, has_log, open_delta, problem_line
 from jobs.query.versions import LakeVersion
 from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_view
 from nameserver.codec import fastjson
@@ -282,7 +282,7 @@ def _read(path: str, columns: list[str], day: dt.date, ns: str, version: int | N
     written it yet, or not by that version)."""
     import pyarrow as pa
 
-    from jobs.lake.delta.arrow import load_table, read_table_arrow
+    from jobs.lake.tables import load_table, read_table_arrow
 
     if version == _ABSENT:
         return None
@@ -308,7 +308,7 @@ _ADDED_LATER = frozenset({"observed", "resolution_ms"})
 
 def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:
     """Some columns of a whole (small) table at ``version``; ``None`` when the table does not exist."""
-    from jobs.lake.delta.arrow import read_table_arrow
+    from jobs.lake.tables import read_table_arrow
 
     if version == _ABSENT:
         return None

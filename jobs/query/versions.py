@@ -14,7 +14,7 @@ import datetime as dt
 
 from common.errors import UserError
 from jobs import lake
-from jobs.lake.delta.health import damaged, has_log, open_delta
+from jobs.lake.tables import damaged, has_log, open_delta
 
 
 class LakeVersion:

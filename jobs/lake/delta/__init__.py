@@ -4,6 +4,11 @@
   ``deltalake``; :mod:`jobs.lake.delta.files` writes the task's files.
 - :mod:`jobs.lake.delta.schema`: declared-schema enforcement.
 - :mod:`jobs.lake.delta.arrow`: JVM-free reads, and why they must not use a Python filesystem.
+- :mod:`jobs.lake.delta.health`: whether a table can be read, and what to say when it cannot.
+- :mod:`jobs.lake.delta.native`: delta-spark's own writer.
+- :mod:`jobs.lake.delta.where`: the conditions of reads and writes.
+
+Only :mod:`jobs.lake`'s modules import these (tests/test_architecture.py checks it).
 """
 
 from __future__ import annotations
