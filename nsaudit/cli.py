@@ -30,6 +30,83 @@ _QUERY_EPILOG = (_EPILOG + " An instant whose UTC day the lake does not record a
                  "line naming it and exit 1; a --version whose files nsaudit lake vacuum removed says so.")
 
 
+# What each command runs, given its parsed arguments. The commands whose module is heavy (Spark,
+# pyarrow, the simulator) import it when they run, not when the parser is built.
+_Run: TypeAlias = Callable[[argparse.Namespace], int]
+
+
+def _run_simulate(args: argparse.Namespace) -> int:
+    from nameserver.sim import run
+
+    return run.run_from_cli(args)
+
+
+def _run_fleet(args: argparse.Namespace) -> int:
+    from nameserver.fleet import launcher
+
+    return launcher.run_from_cli(args)
+
+
+def _run_backfill(args: argparse.Namespace) -> int:
+    from jobs import backfill
+
+    return backfill.run_from_cli(args)
+
+
+def _run_route(args: argparse.Namespace) -> int:
+    from jobs.query import lookup
+
+    return lookup.route_from_cli(args)
+
+
+def _run_cluster(args: argparse.Namespace) -> int:
+    from jobs.query import lookup
+
+    return lookup.cluster_from_cli(args)
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    from jobs.query import lookup
+
+    return lookup.diff_from_cli(args)
+
+
+def _run_incidents(args: argparse.Namespace) -> int:
+    from jobs.query import incidents
+
+    return incidents.incidents_from_cli(args)
+
+
+def _run_optimize(args: argparse.Namespace) -> int:
+    from jobs.housekeeping import commands
+
+    return commands.optimize_from_cli(args)
+
+
+def _run_vacuum(args: argparse.Namespace) -> int:
+    from jobs.housekeeping import commands
+
+    return commands.vacuum_from_cli(args)
+
+
+def _run_retention(args: argparse.Namespace) -> int:
+    from jobs.housekeeping import commands
+
+    return commands.retention_from_cli(args)
+
+
+def _run_history(args: argparse.Namespace) -> int:
+    from jobs.housekeeping import commands
+
+    return commands.history_from_cli(args)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from nsaudit import demo
+
+    return demo.run_from_cli(args)
+
+
 def _host_ports(text: str) -> str:
     """``HOST:PORT,...`` with every port in 1..65535."""
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -42,7 +119,7 @@ def _host_ports(text: str) -> str:
 def _nameserver(sub: _Subparsers) -> None:
     p = sub.add_parser("nameserver", help="run one name server in the foreground", description=command.DESCRIPTION)
     command.add_arguments(p)
-    p.set_defaults(run="nameserver.cli:run")
+    p.set_defaults(run=command.run)
 
 
 def _collect(sub: _Subparsers) -> None:
@@ -51,7 +128,7 @@ def _collect(sub: _Subparsers) -> None:
     p = sub.add_parser("collect", help="poll real name servers and log what each answers",
                        description=collect_cli.DESCRIPTION, epilog=collect_cli.EPILOG)
     collect_cli.add_arguments(p)
-    p.set_defaults(run="nameserver.collect.cli:run")
+    p.set_defaults(run=collect_cli.run)
 
 
 def _simulate(sub: _Subparsers) -> None:
@@ -77,7 +154,7 @@ def _simulate(sub: _Subparsers) -> None:
     p.add_argument("--fault-rate", type=float, default=1.0,
                    help="multiplier on the default rates of the faults that strike during the run (default 1.0)")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.set_defaults(run="nameserver.sim.run:run_from_cli")
+    p.set_defaults(run=_run_simulate)
 
 
 def _fleet(sub: _Subparsers) -> None:
@@ -98,7 +175,7 @@ def _fleet(sub: _Subparsers) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--config", default=None, metavar="FILE",
                    help="TOML config; [security] there gives the access key to sign with (secrets never on the command line)")
-    p.set_defaults(run="nameserver.fleet.launcher:run_from_cli")
+    p.set_defaults(run=_run_fleet)
 
 
 def _audit(sub: _Subparsers) -> None:
@@ -111,7 +188,7 @@ def _audit(sub: _Subparsers) -> None:
         "environment variables) says how to reach the bucket (docs/deploy.md, Object storage).",
     )
     nightly_audit.add_arguments(p)
-    p.set_defaults(run="jobs.nightly_audit:run_from_cli")
+    p.set_defaults(run=nightly_audit.run_from_cli)
 
 
 def _version_arg(p: argparse.ArgumentParser) -> None:
@@ -139,14 +216,14 @@ def _queries(sub: _Subparsers) -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
     _version_arg(p)
-    p.set_defaults(run="jobs.query.lookup:route_from_cli")
+    p.set_defaults(run=_run_route)
     p = sub.add_parser("cluster", help="a name server's cluster info at an instant", epilog=_QUERY_EPILOG,
                        description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.")
     _lake_arg(p, must_exist=False)
     p.add_argument("--ns", required=True, metavar="ID")
     p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
     _version_arg(p)
-    p.set_defaults(run="jobs.query.lookup:cluster_from_cli")
+    p.set_defaults(run=_run_cluster)
     p = sub.add_parser("diff", help="what changed in a server's route tables between two instants",
                        epilog=_QUERY_EPILOG, description="Print the route-table changes between two instants.")
     _lake_arg(p, must_exist=False)
@@ -154,7 +231,7 @@ def _queries(sub: _Subparsers) -> None:
     p.add_argument("--from", dest="from_", required=True, metavar="TIME", type=time_arg)
     p.add_argument("--to", required=True, metavar="TIME", type=time_arg)
     _version_arg(p)
-    p.set_defaults(run="jobs.query.lookup:diff_from_cli")
+    p.set_defaults(run=_run_diff)
 
 
 _LAKE_EPILOG = ("The engine is the audit's writer ([lake] writer in --config): delta-rs without a JVM, or "
@@ -168,7 +245,7 @@ def _lake(sub: _Subparsers) -> None:
                                  description="Housekeeping of a lake's Delta tables after many nightly audits.")
     commands = lake_parser.add_subparsers(dest="lake_command", required=True, metavar="LAKE_COMMAND")
 
-    def command(name: str, help: str, description: str, run: str) -> argparse.ArgumentParser:
+    def command(name: str, help: str, description: str, run: _Run) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help, description=description, epilog=_LAKE_EPILOG)
         _lake_arg(p)
         p.set_defaults(run=run)
@@ -178,12 +255,12 @@ def _lake(sub: _Subparsers) -> None:
             "Rewrite every day that has a partition of more than one file into as few files as the size limit "
             "allows (one commit per table), Z-ordered by ns and topic where the queries filter on them. Prints "
             "files before and after; the replaced files stay on disk (older versions read them) until vacuum.",
-            "jobs.housekeeping.commands:optimize_from_cli")
+            _run_optimize)
     p = command("vacuum", "delete files no recent version needs",
                 "Delete from every table the data files that no version of the last --retain-hours needs, and "
                 "files no commit references (a failed write's). Prints files deleted and bytes freed. Versions "
                 "older than that can no longer be read (time travel, route --version).",
-                "jobs.housekeeping.commands:vacuum_from_cli")
+                _run_vacuum)
     p.add_argument("--retain-hours", type=int, default=168, metavar="N",
                    help="keep what the versions of the last N hours need (default and minimum without --force: 168, "
                    "Delta's safety default)")
@@ -193,7 +270,7 @@ def _lake(sub: _Subparsers) -> None:
                 "Delete from every table the days before the last N (counted back from the latest day in "
                 "audit_runs), one commit per table, and those days' reports and logs. The files stay on disk "
                 "for older versions until vacuum.",
-                "jobs.housekeeping.commands:retention_from_cli")
+                _run_retention)
     p.add_argument("--keep-days", type=int, default=None, metavar="N",
                    help="days to keep (default: [lake] keep_days of the config; 0 keeps every day)")
     p = commands.add_parser("history", help="a table's commits, newest first",
@@ -203,7 +280,7 @@ def _lake(sub: _Subparsers) -> None:
     p.add_argument("table", metavar="TABLE", help="table name (events, topic_route_history, audit_runs, ...)")
     _lake_arg(p)
     p.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest commits")
-    p.set_defaults(run="jobs.housekeeping.commands:history_from_cli")
+    p.set_defaults(run=_run_history)
 
 
 def _incidents(sub: _Subparsers) -> None:
@@ -219,7 +296,7 @@ def _incidents(sub: _Subparsers) -> None:
                    help="leave out incidents below this severity (default info: all)")
     p.add_argument("--format", choices=("table", "json", "prometheus"), default="table",
                    help="table (default), one JSON object, or Prometheus text exposition")
-    p.set_defaults(run="jobs.query.incidents:incidents_from_cli")
+    p.set_defaults(run=_run_incidents)
 
 
 def _demo(sub: _Subparsers) -> None:
@@ -234,7 +311,7 @@ def _demo(sub: _Subparsers) -> None:
     p.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
     p.add_argument("--verbose", action="store_true",
                    help="show Spark's and the audit stages' logs on stderr too (always in DIR/lake/_logs/DATE.log)")
-    p.set_defaults(run="nsaudit.demo:run_from_cli")
+    p.set_defaults(run=_run_demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,13 +341,6 @@ def _use_storage(args: argparse.Namespace) -> None:
     check_reachable(locations.normalize(args.lake))
 
 
-def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
-    module_name, func_name = target.split(":")
-    module = __import__(module_name, fromlist=[func_name])
-    run: Callable[[argparse.Namespace], int] = getattr(module, func_name)
-    return run
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``nsaudit`` console script; returns the process exit code."""
     try:
@@ -278,11 +348,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help (0) or a bad argument, already printed as one line (2)
         return int(exc.code or 0)
     if args.command == "audit" and (args.from_date or args.to_date or args.force):
-        args.run = "jobs.backfill:run_from_cli"  # a range of days: the loop over the nightly audit
+        args.run = _run_backfill  # a range of days: the loop over the nightly audit
     try:
         if args.command in _LAKE_READERS:
             _use_storage(args)
-        return int(_resolve(args.run)(args) or 0)
+        run: _Run = args.run
+        return int(run(args) or 0)
     except UserError as exc:
         print(f"nsaudit {args.command}: error: {exc}", file=sys.stderr)
         return 2
