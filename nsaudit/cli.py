@@ -14,7 +14,7 @@ from common.errors import LakeDamaged, UserError
 from jobs import nightly_audit
 from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
 from nameserver import cli as command
-from nameserver.sim.options import FAULTS  # one fault vocabulary for simulate and fleet
+from nameserver.layout import FAULTS  # one fault vocabulary for simulate and fleet
 
 # what OneLineParser.add_subparsers returns (a string: the class is not subscriptable at run time)
 _Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"

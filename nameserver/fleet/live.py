@@ -15,9 +15,8 @@ from nameserver.fleet.agent import REQUEST_TIMEOUT_S, BrokerAgent, GroupState
 from nameserver.client import RemotingClient, RemotingError, simple_request
 from nameserver.codec import RemotingCommand, RequestCode, Version
 from common.errors import UserError
-from nameserver.layout import LAYOUT_FAULTS, Anomaly, build_layout, layout_anomalies
+from nameserver.layout import FAULTS, LAYOUT_FAULTS, Anomaly, build_layout, layout_anomalies
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.sim.options import FAULTS  # one fault vocabulary for simulator and live fleet
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,13 @@ Shared by the simulator (``nsaudit simulate``) and the live fleet (``nsaudit fle
 register the same fleet for the same arguments. Pure and deterministic for a seed and a set of
 layout faults (:class:`FleetLayout` describes them): no clock, no I/O, only
 ``random.Random(seed)``. Parts: ``fleet_layout`` (the types), ``builder`` (:func:`build_layout`:
-groups, clusters, addresses), ``placement`` (topics), ``anomalies`` (what the audit should find).
+groups, clusters, addresses), ``placement`` (topics), ``anomalies`` (what the audit should find),
+``faults`` (the fault names both take).
 """
 
 from nameserver.layout.anomalies import Anomaly, cluster_write_queues, layout_anomalies, skew
 from nameserver.layout.builder import build_layout
+from nameserver.layout.faults import FAULTS, RUNTIME_FAULTS
 from nameserver.layout.fleet_layout import (
     BROKER_PORT,
     HA_PORT,
@@ -22,6 +24,6 @@ from nameserver.layout.fleet_layout import (
 )
 
 __all__ = [
-    "BROKER_PORT", "HA_PORT", "LAYOUT_FAULTS", "SCALE_UP", "TOPIC_KINDS", "Anomaly", "BrokerGroup", "BrokerMember",
-    "FleetLayout", "TopicLayout", "build_layout", "cluster_write_queues", "layout_anomalies", "skew",
+    "BROKER_PORT", "FAULTS", "HA_PORT", "LAYOUT_FAULTS", "RUNTIME_FAULTS", "SCALE_UP", "TOPIC_KINDS", "Anomaly",
+    "BrokerGroup", "BrokerMember", "FleetLayout", "TopicLayout", "build_layout", "cluster_write_queues", "layout_anomalies", "skew",
 ]

@@ -13,17 +13,7 @@ from pathlib import Path
 
 from common.errors import UserError
 from common.timeutil import MAX_TIME_MS, iso
-from nameserver.layout import LAYOUT_FAULTS
-
-# Faults that strike during the run (nameserver.sim.faults), each a Poisson process.
-RUNTIME_FAULTS = (
-    "expire", "shutdown", "lost_unregister", "partition", "promotion", "topic_change",
-    "wipe", "delete_topic", "ns_restart",
-)
-# Every fault name: the layout's misconfigurations (nameserver.layout: ``read_lt_write``,
-# ``queue_skew``), present from the start, then the runtime ones. ``all`` is every one of them,
-# ``none`` a balanced fleet with nothing injected.
-FAULTS = LAYOUT_FAULTS + RUNTIME_FAULTS
+from nameserver.layout import FAULTS  # the fault vocabulary, shared with the live fleet
 
 # Expected runtime faults per simulated day at --fault-rate 1, for the whole fleet. Fleet-wide rather
 # than per broker so that small demo fleets see every fault too; for the reference fleet

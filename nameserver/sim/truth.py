@@ -32,7 +32,7 @@ def write_truth(events_dir: Path, records: list[Record], ns_order: tuple[str, ..
 
     Every record has::
 
-        kind       one of options.FAULTS
+        kind       one of nameserver.layout.FAULTS
         ns         ids of the name servers whose log shows an effect of the fault (server order)
         subject    broker_addr (expire, shutdown, lost_unregister, partition), broker_name
                    (promotion, wipe), topic (read_lt_write, topic_change, delete_topic), cluster

@@ -8,10 +8,10 @@ from typing import Any, Callable, Iterable, Protocol
 
 from common.config import NameServerConfig
 from common.timeutil import DAY_MS
-from nameserver.layout import FleetLayout, layout_anomalies
+from nameserver.layout import RUNTIME_FAULTS, FleetLayout, layout_anomalies
 from nameserver.sim.brokers import MAX_DELAY_MS, Payload, SimBroker, SimGroup
 from nameserver.sim.namesrv import SimServer
-from nameserver.sim.options import DEFAULT_FAULTS_PER_DAY, RUNTIME_FAULTS, SimOptions
+from nameserver.sim.options import DEFAULT_FAULTS_PER_DAY, SimOptions
 from nameserver.sim.truth import Record, new_record, note_effect
 
 WARMUP_MS = 60_000
