@@ -73,7 +73,7 @@ def answers(lake: Path, days: list[dt.date]) -> dict[tuple, str]:
 
 def audit_days(lake: Path, events: Path, days: list[dt.date]) -> float:
     """Ingest, rebuild and snapshot each day into ``lake``; returns the seconds taken."""
-    from common.config import Config
+    from common.config import AuditConfig, Config
     from jobs import snapshots
     from jobs.ingest import stage as ingest
     from jobs.lake import audit_runs
@@ -82,14 +82,14 @@ def audit_days(lake: Path, events: Path, days: list[dt.date]) -> float:
 
     spark = build_session(master="local[2]", app_name="bench-housekeeping", shuffle_partitions=2,
                           lake_writer="delta-rs")
-    config = Config()
+    config = Config(audit=AuditConfig(snapshot_interval_ms=SNAPSHOT_INTERVAL_MS))
     start = time.perf_counter()
     for i, day in enumerate(days, 1):
         t = time.perf_counter()
         audit_runs.record(spark, str(lake), day, "running", [], {})
         ingest.run_ingest(spark, str(events), str(lake), day, config)
-        rebuild.run_rebuild(spark, str(lake), day, SNAPSHOT_INTERVAL_MS)
-        snapshots.run_snapshots(spark, str(lake), day, SNAPSHOT_INTERVAL_MS)
+        rebuild.run_rebuild(spark, str(lake), day, config)
+        snapshots.run_snapshots(spark, str(lake), day, config)
         audit_runs.record(spark, str(lake), day, "ok", [], {})
         print(f"  audited {day} ({i}/{len(days)}) in {time.perf_counter() - t:.1f} s", flush=True)
     spark.stop()

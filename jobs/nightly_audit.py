@@ -117,8 +117,9 @@ def _one_line(exc: BaseException, remote: bool = False) -> str:
     return f"{type(exc).__name__}: {text}"[:400]
 
 
-def run(spark: SparkSession, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
-        outcome: AuditOutcome | None = None, files: list[SegmentFile] | None = None) -> AuditOutcome:
+def run(spark: SparkSession, config: Config, events_dir: str, lake_dir: str, day: dt.date,
+        progress: Callable[[str], None], outcome: AuditOutcome | None = None,
+        files: list[SegmentFile] | None = None) -> AuditOutcome:
     """Run every stage for ``day``; raises on the first failing stage (tables keep their versions).
 
     The plan settings follow the day's size (:mod:`jobs.spark.profile`). ``files``: the day's
@@ -134,12 +135,12 @@ def run(spark: SparkSession, config: Config, events_dir: str, lake: str, day: dt
     if files is None:
         files = list_day_segments(events_dir, day)  # no segment for the day: an error, and the lake as it was
     with day_profile(spark, sum(f.bytes for f in files), config.spark.small_day_bytes):
-        _run_stages(spark, config, events_dir, lake, day, progress, outcome, files)
+        _run_stages(spark, config, events_dir, lake_dir, day, progress, outcome, files)
     return outcome
 
 
-def _run_stages(spark: SparkSession, config: Config, events_dir: str, lake: str, day: dt.date, progress: Callable[[str], None],
-                outcome: AuditOutcome, files: list[SegmentFile]) -> None:
+def _run_stages(spark: SparkSession, config: Config, events_dir: str, lake_dir: str, day: dt.date,
+                progress: Callable[[str], None], outcome: AuditOutcome, files: list[SegmentFile]) -> None:
     """The stages of :func:`run`, in order, between the day's ``running`` and ``ok`` rows."""
     from jobs import snapshots
     from jobs.analytics.distribution import stage as distribution
@@ -154,41 +155,42 @@ def _run_stages(spark: SparkSession, config: Config, events_dir: str, lake: str,
     from jobs.report import data as report_data
     from jobs.report import status as report_status
 
-    interval = config.audit.snapshot_interval_ms
     # Not ok from before the first write until after the last: a run that dies in between leaves
     # the day marked unfinished (queries and the report say so) instead of a mix that says ok.
-    audit_runs.record(spark, lake, day, "running", [], {})
-    report_status.mark_unfinished(lake, day, f"The audit of {day} did not finish: this report is from an earlier "
+    audit_runs.record(spark, lake_dir, day, "running", [], {})
+    report_status.mark_unfinished(lake_dir, day, f"The audit of {day} did not finish: this report is from an earlier "
                                   f"run and the lake's tables may not match it. Rerun nsaudit audit --date {day}.")
     # every stage's findings, written once, with their incidents, by the incidents stage
     findings = DayFindings(day)
     try:
         _stage(spark, outcome, "ingest",
-               lambda: ingest.run_ingest(spark, events_dir, lake, day, config, findings, files), progress)
-        rebuilt = _stage(spark, outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake, day, interval), progress)
-        _stage(spark, outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake, day, interval), progress)
-        live = _stage(spark, outcome, "liveness", lambda: liveness.run_liveness(spark, lake, day, config, findings),
-                      progress)
+               lambda: ingest.run_ingest(spark, events_dir, lake_dir, day, config, findings, files), progress)
+        rebuilt = _stage(spark, outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake_dir, day, config),
+                         progress)
+        _stage(spark, outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake_dir, day, config), progress)
+        live = _stage(spark, outcome, "liveness",
+                      lambda: liveness.run_liveness(spark, lake_dir, day, config, findings), progress)
         div = _stage(spark, outcome, "divergence",
-                     lambda: divergence.run_divergence(spark, lake, day, config, findings), progress)
+                     lambda: divergence.run_divergence(spark, lake_dir, day, config, findings), progress)
         dist = _stage(spark, outcome, "distribution",
-                      lambda: distribution.run_distribution(spark, lake, day, config, findings), progress)
-        _stage(spark, outcome, "security", lambda: security.run_security(spark, lake, day, config, findings), progress)
+                      lambda: distribution.run_distribution(spark, lake_dir, day, config, findings), progress)
+        _stage(spark, outcome, "security",
+               lambda: security.run_security(spark, lake_dir, day, config, findings), progress)
         linked = _stage(spark, outcome, "incidents",
-                        lambda: incidents.run_incidents(spark, lake, day, config, findings), progress)
+                        lambda: incidents.run_incidents(spark, lake_dir, day, config, findings), progress)
     finally:
         findings.release()  # a stage failed before the incidents stage released them
     outcome.incidents_by_severity = dict(linked.incidents_by_severity)
 
     def write_report() -> None:
         # the rebuild's notes name the observed servers and their resolution
-        data = report_data.collect_report_data(spark, lake, day, rebuilt, live, div, dist)
+        data = report_data.collect_report_data(spark, lake_dir, day, rebuilt, live, div, dist)
         outcome.findings_by_severity = dict(data.headline.get("findings_by_severity", {}))
-        outcome.report_html, outcome.report_json = report_data.write_day_report(lake, data)
+        outcome.report_html, outcome.report_json = report_data.write_day_report(lake_dir, data)
         return None
 
     _stage(spark, outcome, "report", write_report, progress)
-    audit_runs.record(spark, lake, day, "ok", outcome.stages, outcome.findings_by_severity)
+    audit_runs.record(spark, lake_dir, day, "ok", outcome.stages, outcome.findings_by_severity)
 
 
 def add_arguments(parser: argparse.ArgumentParser, master: str | None = None) -> None:

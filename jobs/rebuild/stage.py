@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from common.config import Config
 from jobs import lake
 from jobs.lake.days import read_day_arrow, read_or_empty, replace_day
 from jobs.lake.tables import evolve_table_schema, read_table
@@ -92,13 +93,14 @@ class RebuildResult:
         return [f"observed name servers, tables as exact as their poll interval: {each}"]
 
 
-def run_rebuild(spark: SparkSession, lake_dir: str, day: dt.date, snapshot_interval_ms: int = 300_000) -> RebuildResult:
+def run_rebuild(spark: SparkSession, lake_dir: str, day: dt.date, config: Config | None = None) -> RebuildResult:
     """Rebuild ``day`` from the lake's ``events`` and the day before's ``ns_state``; replaces the
     day in every rebuilt table (a rerun gives identical rows). ``route_snapshots`` is the next stage,
     :func:`jobs.snapshots.run_snapshots`, which reads what this wrote.
 
     Args:
-        snapshot_interval_ms: unused here; accepted so every stage takes the same arguments.
+        config: the run's configuration; the rebuild has no settings of its own and takes it so
+            every stage is called the same way.
 
     Raises:
         FileNotFoundError: the lake has no ``events`` table.

@@ -70,10 +70,9 @@ def build_audited_lake(spark, root: Path) -> AuditedLake:
                                  start_ms=day_start_ms(DAY), hours=HOURS, seed=SEED, faults=FAULTS,
                                  fault_rate=FAULT_RATE, quiet=True))
     config = Config()
-    interval = config.audit.snapshot_interval_ms
     ingest.run_ingest(spark, str(events), str(lake), DAY, config)
-    rebuild.run_rebuild(spark, str(lake), DAY, interval)
-    snapshots.run_snapshots(spark, str(lake), DAY, interval)
+    rebuild.run_rebuild(spark, str(lake), DAY, config)
+    snapshots.run_snapshots(spark, str(lake), DAY, config)
     live = liveness.run_liveness(spark, str(lake), DAY, config)
     div = divergence.run_divergence(spark, str(lake), DAY, config)
     data = report_data.collect_report_data(spark, str(lake), DAY, live, div)

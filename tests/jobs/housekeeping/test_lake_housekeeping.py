@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from common.config import Config, LakeConfig
+from common.config import AuditConfig, Config, LakeConfig
 from common.timeutil import day_start_ms, iso
 from jobs.housekeeping import native
 from jobs.housekeeping.commands import ZORDER_BY, lake_tables
@@ -33,19 +33,19 @@ INSTANTS = [day_start_ms(d) + offset for d in DAYS for offset in (3_600_000, 80_
 
 def _audit_days(spark, events: Path, lake: Path) -> None:
     """The stages ``nsaudit route`` reads (ingest, rebuild, snapshots), each day recorded ``ok``."""
-    config = Config()
-    interval = 3_600_000  # hourly route snapshots: a small table with a file per write
+    # hourly route snapshots: a small table with a file per write
+    config = Config(audit=AuditConfig(snapshot_interval_ms=3_600_000))
     # Several files per partition, as a large day's shuffle writes them: something to compact
     # (the test session plans with as many shuffle partitions as cores).
     saved = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "6")
     try:
-        _audit(spark, events, lake, config, interval)
+        _audit(spark, events, lake, config)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", saved)
 
 
-def _audit(spark, events: Path, lake: Path, config, interval: int) -> None:
+def _audit(spark, events: Path, lake: Path, config) -> None:
     from jobs import snapshots
     from jobs.ingest import stage as ingest
     from jobs.lake import audit_runs
@@ -54,8 +54,8 @@ def _audit(spark, events: Path, lake: Path, config, interval: int) -> None:
     for day in DAYS:
         audit_runs.record(spark, str(lake), day, "running", [], {})
         ingest.run_ingest(spark, str(events), str(lake), day, config)
-        rebuild.run_rebuild(spark, str(lake), day, interval)
-        snapshots.run_snapshots(spark, str(lake), day, interval)
+        rebuild.run_rebuild(spark, str(lake), day, config)
+        snapshots.run_snapshots(spark, str(lake), day, config)
         audit_runs.record(spark, str(lake), day, "ok", [], {})
 
 

@@ -82,7 +82,7 @@ def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_
     unrouted = next(r for r in observed.values() if r["type"] == "observed_route" and r["topic"] == "Unrouted")
     assert unrouted["queue_datas"] is None and unrouted["broker_datas"] is None
 
-    run_rebuild(spark, str(lake_dir), DAY)
+    run_rebuild(spark, str(lake_dir), DAY, Config())
     routes_df = read_table(spark, lake.table_path(lake_dir, lake.TOPIC_ROUTE_HISTORY), TOPIC_ROUTE_HISTORY_SCHEMA,
                            where={"date": DAY})
     rows = {(r["ns"], r["topic"], r["broker_name"], r["perm"]) for r in routes_df.collect()}

@@ -26,6 +26,7 @@ from jobs.lake.tables import read_table
 from jobs.rebuild.stage import run_rebuild
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.view import ServerView, broker_entry, route_entry
+from common.config import Config
 from nameserver.model import DataVersion, TopicConfig
 from nsaudit.cli import main
 from schemas.routes import (
@@ -113,7 +114,7 @@ def lake_dir(spark, tmp_path_factory):
     for ns in (OBS1, OBS2):
         write_log(events, ns, observations(ns))
     run_ingest(spark, events, lake_path, DAY)
-    result = run_rebuild(spark, str(lake_path), DAY)
+    result = run_rebuild(spark, str(lake_path), DAY, Config())
     assert (result.servers, result.observed) == ((SHADOW,), (OBS1, OBS2))
     assert result.notes == [f"observed name servers, tables as exact as their poll interval: {OBS1} (10000 ms), "
                             f"{OBS2} (10000 ms)"]
@@ -227,14 +228,13 @@ def test_diff_shows_a_topic_deleted_on_one_server(lake_dir, capsys):
 @pytest.fixture(scope="module")
 def audited(spark, lake_dir):
     """The stages after the rebuild, once: snapshots, liveness, divergence, distribution."""
-    from common.config import Config
     from jobs.analytics.distribution.stage import run_distribution
     from jobs.analytics.divergence.stage import run_divergence
     from jobs.analytics.liveness.stage import run_liveness
     from jobs.snapshots import run_snapshots
 
     config = Config()
-    run_snapshots(spark, lake_dir, DAY, 300_000)
+    run_snapshots(spark, lake_dir, DAY, config)
     run_liveness(spark, lake_dir, DAY, config)
     divergence = run_divergence(spark, lake_dir, DAY, config)
     run_distribution(spark, lake_dir, DAY, config)

@@ -13,6 +13,7 @@ comparisons are plain Python. A hypothesis property checks the walk alone on man
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import io
 import random
@@ -29,7 +30,7 @@ from jobs.rebuild.stage import run_rebuild
 from jobs.rebuild.walk import walk_day
 from jobs.rebuild.views import cluster_info_view, diff_view, route_view
 from jobs.snapshots import run_snapshots, snapshot_instants_ms
-from common.config import load_config
+from common.config import AuditConfig, load_config
 from nameserver.eventlog.writer import read_events
 from tests.jobs.route_oracle import cluster_info_view_of, route_view_of, table_state_at, table_state_from_routes
 from nameserver.routes.replay import RouteReplayer
@@ -46,12 +47,12 @@ def build_lake(spark, events_dir: Path, lake_dir: Path) -> list:
     """Ingest, rebuild and snapshot both days, in order, as the nightly audit does."""
     from jobs.ingest.stage import run_ingest
 
-    config = load_config()
+    config = dataclasses.replace(load_config(), audit=AuditConfig(snapshot_interval_ms=SNAPSHOT_MS))
     results = []
     for day in (DAY1, DAY2):
         run_ingest(spark, str(events_dir), str(lake_dir), day, config)
-        results.append(run_rebuild(spark, str(lake_dir), day))
-        run_snapshots(spark, str(lake_dir), day, SNAPSHOT_MS)
+        results.append(run_rebuild(spark, str(lake_dir), day, config))
+        run_snapshots(spark, str(lake_dir), day, config)
     return results
 
 

@@ -623,10 +623,11 @@ def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3, ho
                          seed=seed, faults=parse_faults(faults), fault_rate=2.0, quiet=True)
     simulate(options)
     lake_dir = str(tmp_path / "lake")
-    run_ingest(spark, str(events), lake_dir, DAY)
-    run_rebuild(spark, lake_dir, DAY, STEP)
-    run_snapshots(spark, lake_dir, DAY, STEP)
-    result = D.run_distribution(spark, lake_dir, DAY, Config(audit=AuditConfig(snapshot_interval_ms=STEP)))
+    config = Config(audit=AuditConfig(snapshot_interval_ms=STEP))
+    run_ingest(spark, str(events), lake_dir, DAY, config)
+    run_rebuild(spark, lake_dir, DAY, config)
+    run_snapshots(spark, lake_dir, DAY, config)
+    result = D.run_distribution(spark, lake_dir, DAY, config)
     from schemas.findings import FINDINGS_SCHEMA
 
     found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA,

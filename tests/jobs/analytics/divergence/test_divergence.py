@@ -352,7 +352,7 @@ def _audited_day(spark, root, faults: str, fault_rate: float):
     lake_dir = str(root / "lake")
     config = Config()
     run_ingest(spark, str(events), lake_dir, DAY, config)
-    run_rebuild(spark, lake_dir, DAY, config.audit.snapshot_interval_ms)
+    run_rebuild(spark, lake_dir, DAY, config)
     run_liveness(spark, lake_dir, DAY, config)
     result = D.run_divergence(spark, lake_dir, DAY, config)
     rows = read_table(spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA,
