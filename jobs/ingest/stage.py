@@ -165,8 +165,7 @@ def run_ingest(
         events_dir: the event-log root (``--events``).
         lake_dir: the lake root (``--lake``).
         day: the UTC day; its segments are the files under ``<events>/<ns>/<day>/``.
-        config: the run's configuration; ingest has no settings of its own and takes it so
-            every stage is called the same way.
+        config: the run's configuration (ingest has no settings of its own: every stage takes it).
         findings: the audit's findings of the day, which the ``telemetry`` findings join (written
             by the incidents stage); None: they are written now.
         files: the day's segments, when the caller has listed them
@@ -179,9 +178,8 @@ def run_ingest(
         IngestInputError: no events directory, or no segment for the day (nothing is written).
     """
     files = files if files is not None else list_day_segments(events_dir, day)
-    listing_df = local_frame(
-        spark, [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files], LISTING_SCHEMA
-    )
+    listing_df = local_frame(spark, [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files],
+                             LISTING_SCHEMA)
     plan = _events_plan(spark, lake_dir)
     cache = _Persisted()
     own = findings is None
@@ -209,9 +207,14 @@ def run_ingest(
     finally:
         if own or not kept:
             cache.release()
+    return _logged(result)
+
+
+def _logged(result: IngestResult) -> IngestResult:
+    """``result``, once its counts are in the log."""
     log.info(
         "ingest %s: %d files, %d lines read, %d accepted (%d duplicates), %d quarantined, %d events; findings %s",
-        day, result.files, result.lines_read, result.accepted, result.duplicates, result.quarantined,
+        result.day, result.files, result.lines_read, result.accepted, result.duplicates, result.quarantined,
         result.events_written, result.findings or "none",
     )
     return result

@@ -137,15 +137,31 @@ def build_session(
         UserError: ``lake_writer="native"`` and delta-spark's classes are not on the classpath, or
             ``object_store`` without hadoop-aws's jars.
     """
+    extra = _checked_arguments(lake_writer, extra_conf)
+    submitted = _launched_by_spark_submit()
+    if not submitted:
+        _point_python_workers(master)
+    conf = session_conf(shuffle_partitions, driver_memory, java_options, extra)
+    _add_jars(conf, master, submitted, lake_writer, object_store)
+    # under spark-submit the master and the log configuration given to spark-submit win
+    spark = _get_or_create(conf, app_name, None if submitted else master, None if submitted else log_file,
+                           console_log)
+    return _settle(spark, lake_writer, object_store)
+
+
+def _checked_arguments(lake_writer: str, extra_conf: Mapping[str, str] | None) -> dict[str, str]:
+    """``extra_conf`` as a dict, once it and ``lake_writer`` are known to be usable (see :func:`build_session`)."""
     if lake_writer not in LAKE_WRITERS:
         raise ValueError(f"lake writer must be one of {', '.join(LAKE_WRITERS)}, not {lake_writer!r}")
     extra = dict(extra_conf or {})
     _check_extra_conf(extra)
-    submitted = _launched_by_spark_submit()
-    if not submitted:
-        _point_python_workers(master)
+    return extra
 
-    conf = session_conf(shuffle_partitions, driver_memory, java_options, extra)
+
+def _add_jars(conf: dict[str, str], master: str | None, submitted: bool, lake_writer: str,
+              object_store: StorageSettings | None) -> None:
+    """delta-spark's jars (unless delta-rs is asked for) and, for an object store, hadoop-aws's
+    and its settings; under spark-submit, whose ``--packages``/``--jars`` bring the jars, the settings only."""
     if lake_writer != "delta-rs" and not submitted:
         _add_delta_jars(conf, delta_jars())
     if object_store is not None:
@@ -153,15 +169,24 @@ def build_session(
             conf.update({f"spark.hadoop.{k}": v for k, v in object_store.hadoop_conf().items()})
         else:
             add_s3a(conf, object_store, _is_single_host_master(master), required=True)
-    logged_to = None if submitted else log_file  # under spark-submit the user's log config wins
-    if logged_to is not None:
-        _add_driver_log(conf, logged_to, console_log)
+
+
+def _get_or_create(conf: dict[str, str], app_name: str, master: str | None, log_file: str | None,
+                   console_log: bool) -> SparkSession:
+    """The session of ``conf``; ``master`` and the driver's ``log_file`` when not None."""
+    if log_file is not None:
+        _add_driver_log(conf, log_file, console_log)
     # (pyspark's hint asks for a dict of any option type; a dict of str is one)
     builder = SparkSession.builder.appName(app_name).config(map=cast("dict[str, Any]", conf))
-    if master is not None and not submitted:
+    if master is not None:
         builder = builder.master(master)
-    with _stderr_to(logged_to) if logged_to is not None and not console_log else nullcontext():
-        spark = builder.getOrCreate()
+    with _stderr_to(log_file) if log_file is not None and not console_log else nullcontext():
+        return builder.getOrCreate()
+
+
+def _settle(spark: SparkSession, lake_writer: str, object_store: StorageSettings | None) -> SparkSession:
+    """``spark`` with the log level, the confs the lake depends on, its lake writer and the object
+    store's settings."""
     spark.sparkContext.setLogLevel("WARN")  # the root level; the log4j2 file's appenders filter further
     # getOrCreate may hand back a session started elsewhere (a notebook, spark-submit); the confs
     # the lake depends on are runtime SQL confs, so make sure they hold for this one too.

@@ -79,8 +79,7 @@ def build_distribution(
         cluster_df: the day's ``cluster_history``.
         day: the UTC day.
         params: snapshot spacing and skew thresholds.
-        broker_data_runs_df: :func:`jobs.snapshots.agg_broker_data_runs` of ``broker_addr_df``
-            when the caller has it.
+        broker_data_runs_df: :func:`jobs.snapshots.agg_broker_data_runs` of ``broker_addr_df``, if the caller has it.
         exact_pieces_df: the same routes at millisecond positions
             (:func:`jobs.analytics.distribution.exact.agg_exact_pieces`): the exact kinds'
             findings (``EXACT_KINDS``) come from them, the others from the instants.
@@ -94,9 +93,6 @@ def build_distribution(
     if broker_data_runs_df is None:
         broker_data_runs_df = agg_broker_data_runs(broker_addr_df, day, interval)
     flagged_df = pieces_df.transform(with_queue_flags)
-    previous_flagged_df = previous_end_df.select(
-        *PIECE_COLUMNS, F.lit(-1).cast("long").alias("first_pos"), F.lit(-1).cast("long").alias("last_pos")
-    ).transform(with_queue_flags)
     broker_groups_df = agg_broker_groups(broker_data_runs_df, day, interval)
     # each is read by its table and by several findings: computed once, and cut from its plan
     # the topics' instant rows are many and cheap to make again: the segments are kept instead
@@ -106,17 +102,8 @@ def build_distribution(
         agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
     )
     exact_flagged_df = exact_pieces_df.transform(with_queue_flags)
-    exact_conditions = agg_exact_topic_conditions(agg_topic_segments(exact_flagged_df), exact_flagged_df)
-    exact_conditions["no_master"] = agg_exact_no_master(exact_broker_data_runs_df)
-    wiped_candidates_df = exact_flagged_df
-    if registered_read_only_df is not None:
-        # a permission the broker registered is its configuration, not an admin's wipe
-        sourced_df = with_registered_read_only(exact_flagged_df, registered_read_only_df)
-        exact_conditions["no_writable_queue"] = filter_registered_read_only_topics(
-            exact_conditions["no_writable_queue"], sourced_df)
-        wiped_candidates_df = sourced_df.where(~F.col("registered_read_only")).drop("registered_read_only")
-    exact_conditions["write_perm_wiped"] = agg_exact_write_perm_wiped(wiped_candidates_df, previous_flagged_df)
-    exact_runs_df = checkpoint_frame(agg_exact_kind_runs(exact_conditions, day))
+    exact_runs_df = checkpoint_frame(_agg_exact_runs(exact_flagged_df, exact_broker_data_runs_df, previous_end_df,
+                                                     registered_read_only_df, day))
     conditions = {
         "queue_skew": filter_queue_skew(group_rows_df, params),
         "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
@@ -129,6 +116,26 @@ def build_distribution(
     findings_df = _union_findings(kind_runs_df, conditions, exact_runs_df, exact_flagged_df, params)
     return DistributionFrames(topic_segments_df, topic_stats_df, group_rows_df, findings_df,
                               cached=(topic_segments_df, group_rows_df, kind_runs_df, exact_runs_df))
+
+
+def _agg_exact_runs(exact_flagged_df: DataFrame, exact_broker_data_runs_df: DataFrame, previous_end_df: DataFrame,
+                    registered_read_only_df: DataFrame | None, day: dt.date) -> DataFrame:
+    """The exact kinds' runs (:func:`jobs.analytics.distribution.exact.agg_exact_kind_runs`) from the
+    flagged exact pieces, as :func:`build_distribution` takes its arguments."""
+    previous_flagged_df = previous_end_df.select(
+        *PIECE_COLUMNS, F.lit(-1).cast("long").alias("first_pos"), F.lit(-1).cast("long").alias("last_pos")
+    ).transform(with_queue_flags)
+    exact_conditions = agg_exact_topic_conditions(agg_topic_segments(exact_flagged_df), exact_flagged_df)
+    exact_conditions["no_master"] = agg_exact_no_master(exact_broker_data_runs_df)
+    wiped_candidates_df = exact_flagged_df
+    if registered_read_only_df is not None:
+        # a permission the broker registered is its configuration, not an admin's wipe
+        sourced_df = with_registered_read_only(exact_flagged_df, registered_read_only_df)
+        exact_conditions["no_writable_queue"] = filter_registered_read_only_topics(
+            exact_conditions["no_writable_queue"], sourced_df)
+        wiped_candidates_df = sourced_df.where(~F.col("registered_read_only")).drop("registered_read_only")
+    exact_conditions["write_perm_wiped"] = agg_exact_write_perm_wiped(wiped_candidates_df, previous_flagged_df)
+    return agg_exact_kind_runs(exact_conditions, day)
 
 
 def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], exact_runs_df: DataFrame,

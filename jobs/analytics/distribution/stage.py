@@ -125,10 +125,7 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     exact_runs_df = checkpoint_frame(agg_exact_broker_data_runs(broker_addr_df, day))
     exact_pieces_df = checkpoint_frame(agg_exact_pieces(topic_route_df, exact_runs_df, day))
     events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where=today)
-    # who set each QueueData's perm: a broker's registration or an admin's 205/327 (perm_changes)
-    observed_df = read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=today).where(
-        F.col("observed")).select("ns", "resolution_ms")
-    perm_runs_df = with_perm_sources(agg_perm_runs(topic_route_df), events_df, observed_df)
+    perm_runs_df = _perm_runs(spark, lake_dir, day, topic_route_df, events_df)
     frames = build_distribution(
         pieces_df, _read_previous_end(spark, lake_dir, day), broker_addr_df,
         read_or_empty(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, where=today),
@@ -148,6 +145,20 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     finally:
         if own:
             kept.release()
+    return _result(lake_dir, day, by_kind)
+
+
+def _perm_runs(spark: SparkSession, lake_dir: str, day: dt.date, topic_route_df: DataFrame,
+               events_df: DataFrame) -> DataFrame:
+    """Who set each QueueData's perm: a broker's registration or an admin's 205/327
+    (:mod:`jobs.analytics.distribution.perm_changes`), knowing which servers are observed (``ns_state``)."""
+    observed_df = read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where={"date": day}).where(
+        F.col("observed")).select("ns", "resolution_ms")
+    return with_perm_sources(agg_perm_runs(topic_route_df), events_df, observed_df)
+
+
+def _result(lake_dir: str, day: dt.date, by_kind: dict[str, int]) -> DistributionResult:
+    """What the stage wrote, read back (``by_kind``: the findings it wrote itself)."""
     counts = _written_counts(lake_dir, day)
     notes = [] if counts["rows"] else [
         f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]

@@ -98,6 +98,39 @@ def _root_cause(n_servers: Column) -> Column:
     )
 
 
+def _agg_unwritable(linked_df: DataFrame) -> DataFrame:
+    """Per incident with any: ``topics_unwritable`` and ``write_queues_unwritable`` (see
+    :func:`agg_incidents`)."""
+    kind = F.col("kind")
+    unwritable = (kind == "no_writable_queue") | ((kind == "topic_perm_changed") & (F.col("severity") == "warning"))
+    return (
+        linked_df.where(unwritable)
+        .groupBy("incident_id", "subject")
+        .agg(F.max(F.coalesce(F.col("_d")["write_queues"], F.lit(0))).alias("_queues"))
+        .groupBy("incident_id")
+        .agg(F.count(F.lit(1)).cast("int").alias("topics_unwritable"),
+             F.sum("_queues").cast("long").alias("write_queues_unwritable"))
+    )
+
+
+def _cause_flags() -> list[Column]:
+    """The aggregates of an incident's findings that :func:`_root_cause` reads: the servers a broker
+    expired on, and whether a master expired, a broker was missing, an observed master was gone or an
+    observed server's tables were emptied."""
+    kind, detail = F.col("kind"), F.col("_d")
+    return [
+        F.array_distinct(F.collect_list(F.when(kind == "broker_expired", F.col("ns")))).alias("expired_on"),
+        F.coalesce(F.max(F.when(kind == "broker_expired", detail["broker_id"] == 0)), F.lit(False))
+        .alias("master_expired"),
+        F.coalesce(F.max((kind == "ns_divergence") & (detail["kind"] == "broker_missing")), F.lit(False))
+        .alias("broker_missing"),
+        F.coalesce(F.max(F.when(kind == "observed_broker_gone", detail["broker_id"] == 0)), F.lit(False))
+        .alias("master_gone"),
+        F.coalesce(F.max(F.when(kind == "observed_server_down", detail["tables_emptied"])), F.lit(False))
+        .alias("tables_emptied"),
+    ]
+
+
 def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -> DataFrame:
     """One row per incident: ``INCIDENTS_SCHEMA``.
 
@@ -118,15 +151,6 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
     """
     kind = F.col("kind")
     is_episode = kind == "ns_divergence"
-    unwritable = (kind == "no_writable_queue") | ((kind == "topic_perm_changed") & (F.col("severity") == "warning"))
-    per_topic_df = (
-        linked_df.where(unwritable)
-        .groupBy("incident_id", "subject")
-        .agg(F.max(F.coalesce(F.col("_d")["write_queues"], F.lit(0))).alias("_queues"))
-        .groupBy("incident_id")
-        .agg(F.count(F.lit(1)).cast("int").alias("topics_unwritable"),
-             F.sum("_queues").cast("long").alias("write_queues_unwritable"))
-    )
     incidents_df = (
         linked_df.groupBy("incident_id", "family", "cause_key")
         .agg(
@@ -140,17 +164,9 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
             F.count_distinct(F.when((is_episode & (F.col("_d")["kind"] == "route_missing"))
                                     | (kind == "topic_unroutable"), F.col("subject")))
             .cast("int").alias("topics_unroutable"),
-            F.array_distinct(F.collect_list(F.when(kind == "broker_expired", F.col("ns")))).alias("expired_on"),
-            F.coalesce(F.max(F.when(kind == "broker_expired", F.col("_d")["broker_id"] == 0)), F.lit(False))
-            .alias("master_expired"),
-            F.coalesce(F.max(is_episode & (F.col("_d")["kind"] == "broker_missing")), F.lit(False))
-            .alias("broker_missing"),
-            F.coalesce(F.max(F.when(kind == "observed_broker_gone", F.col("_d")["broker_id"] == 0)), F.lit(False))
-            .alias("master_gone"),
-            F.coalesce(F.max(F.when(kind == "observed_server_down", F.col("_d")["tables_emptied"])), F.lit(False))
-            .alias("tables_emptied"),
+            *_cause_flags(),
         )
-        .join(per_topic_df, "incident_id", "left")
+        .join(_agg_unwritable(linked_df), "incident_id", "left")
         .crossJoin(broadcast(n_servers_df))
     )
     severity = F.element_at(F.array(*[F.lit(s) for s in SEVERITIES]), F.col("_rank") + 1)

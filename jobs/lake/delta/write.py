@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -36,6 +36,10 @@ from jobs.lake.delta.files import (
 )
 from jobs.spark.pyworker import keep_archive_listings
 from jobs.storage.stores import ObjectStore, filesystem_of
+
+if TYPE_CHECKING:  # the driver's commit imports deltalake when it runs: executors need not have it
+    from deltalake import Schema
+    from deltalake.transaction import AddAction
 
 WRITER = "nsaudit_delta"  # named in every commit's userMetadata
 # How long a failed write waits for its job's other tasks to end before deleting its files.
@@ -288,16 +292,9 @@ def commit_files(plan: WritePlan, written: list[dict[str, Any]]) -> None:
 
 def _commit(plan: WritePlan, files: list[dict[str, Any]]) -> None:
     from deltalake import Schema
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import (
-        AddAction,
-        CommitProperties,
-        RemoveAction,
-        create_table_with_add_actions,
-    )
+    from deltalake.transaction import AddAction
 
-    from jobs.lake.delta.arrow import is_table, open_table
-    from jobs.lake.delta.health import storage_options
+    from jobs.lake.delta.arrow import is_table
 
     adds = [
         AddAction(
@@ -311,20 +308,42 @@ def _commit(plan: WritePlan, files: list[dict[str, Any]]) -> None:
         for f in files
     ]
     schema = Schema.from_json(plan.schema_json)
+    if not is_table(plan.path) and _create_with(plan, schema, adds):
+        return
+    _commit_on_latest(plan, schema, adds)
+
+
+def _create_with(plan: WritePlan, schema: Schema, adds: list[AddAction]) -> bool:
+    """Create the table with ``adds`` as its first version; False when another writer created it
+    meanwhile (then the adds are committed to its table as to any existing one)."""
+    from deltalake.transaction import CommitProperties, create_table_with_add_actions
+
+    from jobs.lake.delta.arrow import is_table
+    from jobs.lake.delta.health import storage_options
+
     props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)})
-    if not is_table(plan.path):
-        try:
-            create_table_with_add_actions(
-                plan.path, schema, adds, mode="error", partition_by=list(plan.partition_by),
-                commit_properties=props, storage_options=storage_options(plan.path),
-            )
-            return
-        except Exception as exc:  # deltalake's own error type
-            # Another writer (a second audit of the day) created the table between the check
-            # and this commit: commit to its table as to any existing one (below).
-            if "already exists" not in str(exc) or not is_table(plan.path):
-                raise
-            log.info("%s was created by another writer meanwhile; committing to it", plan.path)
+    try:
+        create_table_with_add_actions(
+            plan.path, schema, adds, mode="error", partition_by=list(plan.partition_by),
+            commit_properties=props, storage_options=storage_options(plan.path),
+        )
+        return True
+    except Exception as exc:  # deltalake's own error type
+        # Another writer (a second audit of the day) created the table between the check
+        # and this commit: commit to its table as to any existing one (_commit_on_latest).
+        if "already exists" not in str(exc) or not is_table(plan.path):
+            raise
+        log.info("%s was created by another writer meanwhile; committing to it", plan.path)
+        return False
+
+
+def _commit_on_latest(plan: WritePlan, schema: Schema, adds: list[AddAction]) -> None:
+    """Commit ``adds`` to the existing table, on its latest version (up to ``COMMIT_ATTEMPTS`` times)."""
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import CommitProperties, RemoveAction
+
+    from jobs.lake.delta.arrow import open_table
+
     # replace_where is an overwrite whose partition filters select the files to remove, in the
     # same transaction as the adds; delta-rs matches a null partition with ''.
     filters = [(k, "=", "" if v is None else v) for k, v in plan.replace_where.items()] or None
