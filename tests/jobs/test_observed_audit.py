@@ -54,13 +54,18 @@ def test_a_day_of_observed_servers_and_a_shadow_is_audited_with_each_fault_on_it
                                   EventLogConfig(durability="none"), lines.append)
             collector.start()
             run = asyncio.ensure_future(collector.run())
-            await wait_for(lambda: all(len(lines.of(f"obs-{i}")) >= 3 for i in (1, 2, 3)))
+            await wait_for(lambda: all(len(lines.of(f"obs-{i}")) >= 3 for i in (1, 2, 3)),
+                           "three rounds of each server")
             admin1 = await RemotingClient.connect(s1.host, s1.port)
             admin2 = await RemotingClient.connect(s2.host, s2.port)
             times["wipe"] = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
             assert (await admin1.wipe_write_perm("broker-a")).code == ResponseCode.SUCCESS
             assert (await admin2.delete_topic("TopicB")).code == ResponseCode.SUCCESS
-            await asyncio.sleep(2.5)  # well past the grace and a snapshot instant
+            # rounds at least an interval (150 ms) apart: 12 more of each server observe the changes
+            # for well past the grace (300 ms) and a snapshot instant (every 500 ms)
+            seen = {ns: len(lines.of(ns)) for ns in ("obs-1", "obs-2", "obs-3")}
+            await wait_for(lambda: all(len(lines.of(ns)) >= n + 12 for ns, n in seen.items()),
+                           "twelve rounds of each server after the changes")
             times["stop"] = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
             collector.request_stop("SIGTERM")
             await run

@@ -94,10 +94,11 @@ def stream(events_dir: Path, ns: str) -> list[dict]:
     return events
 
 
-async def wait_for(predicate, timeout: float = 10):
+async def wait_for(predicate, what: str, timeout: float = 10):
+    """Poll ``predicate`` until it holds; fail naming ``what`` was awaited after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
         await asyncio.sleep(0.02)
 
 
@@ -119,14 +120,16 @@ def test_three_servers_each_on_its_own_connection_changes_show_and_only_read_req
                                   EventLogConfig(durability="none"), lines.append)
             collector.start()
             run = asyncio.ensure_future(collector.run())
-            await wait_for(lambda: all(len(lines.of(ns)) >= 2 for ns in ("o1", "o2", "o3")))
+            await wait_for(lambda: all(len(lines.of(ns)) >= 2 for ns in ("o1", "o2", "o3")),
+                           "two rounds of each server")
             # an admin wipes broker-a's write perm on s1 and deletes TopicB on s2, as mqadmin would
             admin1 = await RemotingClient.connect(s1.host, s1.port)
             assert (await admin1.wipe_write_perm("broker-a")).code == ResponseCode.SUCCESS
             admin2 = await RemotingClient.connect(s2.host, s2.port)
             assert (await admin2.delete_topic("TopicB")).code == ResponseCode.SUCCESS
             seen = len(lines.of("o1")), len(lines.of("o2"))
-            await wait_for(lambda: len(lines.of("o1")) >= seen[0] + 2 and len(lines.of("o2")) >= seen[1] + 2)
+            await wait_for(lambda: len(lines.of("o1")) >= seen[0] + 2 and len(lines.of("o2")) >= seen[1] + 2,
+                           "two rounds of o1 and o2 after the changes")
             collector.request_stop("SIGTERM")
             await run
             for client in brokers + [admin1, admin2]:
@@ -206,26 +209,32 @@ def test_garbage_closed_and_hung_servers_get_a_clear_line_backoff_and_the_good_s
             collector = Collector(targets, events, FAST, EventLogConfig(durability="none"), lines.append)
             collector.start()
             run = asyncio.ensure_future(collector.run())
-            started = time.monotonic()
-            await asyncio.sleep(2.5)
+            # three timeouts of the hung server (with its backoffs, 1.5 s at least): how many rounds
+            # the good server had meanwhile shows whether the hung one held it up
+            await wait_for(lambda: len(lines.of("hangs")) >= 3, "three failed rounds of the hung server")
+            good_meanwhile = sum(" ok, " in line for line in lines.of("good"))
+            await wait_for(lambda: all(len(lines.of(ns)) >= 4 for ns in bad)
+                           and sum(" ok, " in line for line in lines.of("good")) >= 8,
+                           "four failed rounds of each bad server and eight rounds of the good one")
             # the good server goes away and comes back on its port: an error, then a full snapshot
-            port = good.port
+            port, n = good.port, len(lines.of("good"))
             await good.shutdown("restart")
-            await asyncio.sleep(0.6)
+            await wait_for(lambda: any("FAILED" in line for line in lines.of("good")[n:]),
+                           "a failed round of the stopped good server")
             async with name_server(tmp_path / "ns", "ns-1", port) as (again, _):
                 broker2 = await register(again, A, "broker-a", [TopicConfig("TopicA", 8, 8)])
                 n = len(lines.of("good"))
-                await wait_for(lambda: any(" ok, " in l for l in lines.of("good")[n:]))
+                await wait_for(lambda: any(" ok, " in line for line in lines.of("good")[n:]),
+                               "a round of the restarted good server")
                 collector.request_stop("SIGTERM")
                 await run
                 await broker2.close()
-            elapsed = time.monotonic() - started
             await broker.close()
         for srv in bad.values():
             srv.close()
-        return lines, counter, elapsed
+        return lines, counter, good_meanwhile
 
-    lines, counter, elapsed = arun(body())
+    lines, counter, good_meanwhile = arun(body())
     # each bad server: one observe_error with a reason that says what went wrong, nothing observed
     reasons = {"garbage": "bad_answer", "closes": "connection_closed", "hangs": "timeout"}
     for ns, reason in reasons.items():
@@ -233,12 +242,12 @@ def test_garbage_closed_and_hung_servers_get_a_clear_line_backoff_and_the_good_s
         assert [e["type"] for e in log] == ["observe_start", "observe_error", "observe_stop"], (ns, log)
         assert log[1]["reason"] == reason and log[1]["detail"]
         failed = lines.of(ns)
-        assert len(failed) >= 3 and all(f"FAILED {reason}:" in line for line in failed[:3]), failed
+        assert all(f"FAILED {reason}:" in line for line in failed[:3]), failed
         # exponential backoff, capped
-        assert [line.rsplit("retry in ", 1)[1] for line in failed[:4]] == ["0.1 s", "0.2 s", "0.4 s", "0.4 s"][:len(failed[:4])]
-    # the good server: polled every interval despite the hung one (2.5 s / 0.15 s interval)
-    good_lines = lines.of("good")
-    assert sum(" ok, " in line for line in good_lines[:20]) >= 8
+        assert [line.rsplit("retry in ", 1)[1] for line in failed[:4]] == ["0.1 s", "0.2 s", "0.4 s", "0.4 s"]
+    # the good server: polled on its own interval despite the hung one, whose three timeouts
+    # (0.4 s each, with 0.1 and 0.2 s of backoff) would have allowed it three rounds had it waited
+    assert good_meanwhile >= 5, f"{good_meanwhile} rounds of the good server during the hung one's three"
     log = stream(events, "good")
     kinds = [(e["type"], e.get("reason")) for e in log if e["type"] in ("observe_snapshot", "observe_error")]
     assert kinds[0] == ("observe_snapshot", "start")
@@ -322,19 +331,28 @@ def test_a_stop_during_a_hung_round_ends_at_once_without_an_error_event(tmp_path
     events = tmp_path / "obs"
     patient = CollectConfig(interval_ms=1000, timeout_ms=30_000)
 
+    asked: list[bytes] = []
+
+    async def hangs(reader, writer):
+        with contextlib.suppress(Exception):
+            while data := await reader.read(1 << 16):
+                asked.append(data)  # never answered
+        writer.close()
+
     async def body():
-        server = await asyncio.start_server(_hangs, "127.0.0.1", 0)
+        server = await asyncio.start_server(hangs, "127.0.0.1", 0)
         collector = Collector([Target("hung", "127.0.0.1", server.sockets[0].getsockname()[1])], events, patient,
                               EventLogConfig(durability="none"), lambda line: None)
         collector.start()
         run = asyncio.ensure_future(collector.run())
-        await asyncio.sleep(0.3)
-        asked = time.monotonic()
+        await wait_for(lambda: asked, "the round's first request at the hung server")
+        stopping = time.monotonic()
         collector.request_stop("SIGTERM")
         await run
         server.close()
-        return time.monotonic() - asked
+        return time.monotonic() - stopping
 
-    assert arun(body()) < 2  # not the 30 s the round would wait for its answer
+    took = arun(body())
+    assert took < 10, f"the stop took {took:.1f} s: it waited for the round (its answer timeout is 30 s)"
     assert [e["type"] for e in stream(events, "hung")] == ["observe_start", "observe_stop"]
     assert [s.state for s in list_segments(events, "hung")] == ["closed"]

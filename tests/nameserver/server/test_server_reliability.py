@@ -21,6 +21,14 @@ from nameserver.model import DataVersion
 from tests.nameserver.server.test_server import A, arun, events_of, register, start_server, stop_server
 
 
+def wait_until(check, what: str, timeout: float = 10) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` was awaited after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(0.02)
+
+
 def log_bytes(events_dir: Path) -> int:
     """Bytes of every segment under ``events_dir`` (open or closed)."""
     return sum(p.stat().st_size for p in events_dir.rglob("events-*"))
@@ -39,7 +47,7 @@ def test_connection_churn_writes_nothing(tmp_path):
                 done += 1
             return done
 
-        time.sleep(0.2)
+        wait_until(lambda: [e["type"] for e in events_of(tmp_path, "ns-churn")] == ["ns_start"], "the ns_start event")
         before = log_bytes(tmp_path)
         done = churn(5000, 30)
         assert done >= 1000
@@ -52,7 +60,8 @@ def test_connection_churn_writes_nothing(tmp_path):
             client.abort()  # a broker's channel: its close matters to the tables
 
         arun(broker())
-        time.sleep(0.3)
+        wait_until(lambda: "channel_close" in [e["type"] for e in events_of(tmp_path, "ns-churn")],
+                   "the broker's channel_close")
     finally:
         assert stop_server(proc) == 0
     assert grown == 0, f"{grown} bytes logged for {done} connections that sent nothing"

@@ -210,13 +210,31 @@ def test_overwrite_replaces_an_unpartitioned_table(spark, tmp_path):
     assert DeltaTable(path).metadata().partition_columns == []
 
 
+def _committed_ms(path: str, version: int) -> int:
+    """When ``version`` of the table was committed, in epoch ms: its commit's own timestamp, or its
+    log file's modification time if that is later (time travel may go by either)."""
+    log_file = Path(path) / "_delta_log" / f"{version:020d}.json"
+    committed = [c["timestamp"] for c in DeltaTable(path).history() if c.get("version", version) == version]
+    return max([log_file.stat().st_mtime_ns // 1_000_000, *committed])
+
+
+def _clock_past(ms: int, timeout: float = 10) -> dt.datetime:
+    """The wall clock's time once it is in a later millisecond than ``ms`` (epoch ms)."""
+    deadline = time.monotonic() + timeout
+    while (now := dt.datetime.now(dt.timezone.utc)) < dt.datetime.fromtimestamp((ms + 1) / 1000, dt.timezone.utc):
+        assert time.monotonic() < deadline, f"waited {timeout} s for the clock to pass {ms} ms"
+        time.sleep(0.001)
+    return now
+
+
 @pytest.mark.spark
 def test_time_travel_by_version_and_timestamp(spark, tmp_path):
     path = str(tmp_path / "t")
     write_table(narrow_df(spark, [(D1, "ns-a", 1, "v0")]), path, mode="append", partition_by=["date"], schema=NARROW)
-    time.sleep(0.01)  # commit timestamps are milliseconds
-    between = dt.datetime.now(dt.timezone.utc)
-    time.sleep(0.01)
+    # commit timestamps are milliseconds: an instant in a later millisecond than version 0's
+    # commit, and version 1 committed in a later one still
+    between = _clock_past(_committed_ms(path, 0))
+    _clock_past(int(between.timestamp() * 1000))
     write_table(narrow_df(spark, [(D1, "ns-a", 2, "v1")]), path, mode="append", partition_by=["date"], schema=NARROW)
 
     def seqs(**kwargs):
