@@ -10,7 +10,7 @@ from nameserver.codec.headers import BadHeader
 from nameserver.codec.register.body import NO_LIMITS, BadBody, RegisterBrokerBody, RegisterLimits, check_body_crc32
 from nameserver.codec.register.compressed import decode_compressed, inflate
 from nameserver.codec.register.json_form import decode_wrapper, filter_list, load_json
-from nameserver.model import ZERO_DATA_VERSION, DataVersion
+from nameserver.model import ZERO_DATA_VERSION, DataVersion, TopicConfig
 
 
 def decode_register_body(
@@ -61,10 +61,16 @@ def decode_register_body(
         if isinstance(inflated, Exception):
             raise inflated
         return decode_compressed(inflate(body, limits) if inflated is None else inflated, now)
+    return _decode_json_form(body, now, limits)
+
+
+def _decode_json_form(body: bytes, now: int, limits: RegisterLimits) -> RegisterBrokerBody:
+    """A version >= 37 uncompressed body: a JSON RegisterBrokerBody (wrapper and filter servers)."""
     obj = load_json(body, "RegisterBrokerBody")
     if type(obj) is not dict and not isinstance(obj, Mapping):
         raise BadBody("Failed to decode RegisterBrokerBody: not an object")
     wrapper = obj.get("topicConfigSerializeWrapper")
+    topics: tuple[TopicConfig, ...]
     if wrapper is None:  # Java's field initializer: an empty wrapper stamped now
         data_version, topics = DataVersion(now, 0), ()
     else:
