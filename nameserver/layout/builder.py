@@ -75,6 +75,15 @@ def build_layout(brokers: int, slaves: int, topics: int, seed: int,
     cluster_of = {names[g]: clusters[c] for c, (lo, hi) in enumerate(blocks) for g in range(lo, hi)}
 
     placements = place_topics(rng, topics, names, blocks, layout_faults) if n_groups else []
+    per_group, topic_layouts = _assign_topics(placements, names, cluster_of)
+    scaled_up = _scale_up_busiest(per_group, names, blocks) if "queue_skew" in layout_faults else ()
+    groups = _groups(brokers, group_size, clusters, blocks, names, per_group)
+    return FleetLayout(seed, clusters, groups, topic_layouts, layout_faults, scaled_up)
+
+
+def _assign_topics(placements: list[tuple[str, str, int, int, tuple[str, ...]]], names: list[str], cluster_of: dict[str, str],
+                   ) -> tuple[dict[str, list[TopicConfig]], tuple[TopicLayout, ...]]:
+    """Each group's topic configs (in placement order) and each topic's layout."""
     per_group: dict[str, list[TopicConfig]] = {name: [] for name in names}
     topic_layouts = []
     for topic, kind, read, write, group_names in placements:
@@ -82,8 +91,12 @@ def build_layout(brokers: int, slaves: int, topics: int, seed: int,
             per_group[name].append(TopicConfig(topic, read, write))
         topic_clusters = tuple(sorted({cluster_of[n] for n in group_names}))
         topic_layouts.append(TopicLayout(topic, kind, read, write, group_names, topic_clusters))
-    scaled_up = _scale_up_busiest(per_group, names, blocks) if "queue_skew" in layout_faults else ()
+    return per_group, tuple(topic_layouts)
 
+
+def _groups(brokers: int, group_size: int, clusters: tuple[str, ...], blocks: list[tuple[int, int]],
+            names: list[str], per_group: dict[str, list[TopicConfig]]) -> tuple[BrokerGroup, ...]:
+    """The groups, cluster by cluster, with their members' addresses (see :func:`build_layout`)."""
     groups = []
     remaining = brokers
     for c, (lo, hi) in enumerate(blocks):
@@ -98,7 +111,7 @@ def build_layout(brokers: int, slaves: int, topics: int, seed: int,
             )
             group_topics = tuple(sorted(per_group[names[g]], key=lambda t: t.topic))
             groups.append(BrokerGroup(clusters[c], names[g], members, group_topics, topics_digest(group_topics)))
-    return FleetLayout(seed, clusters, tuple(groups), tuple(topic_layouts), layout_faults, scaled_up)
+    return tuple(groups)
 
 
 def _scale_up_busiest(per_group: dict[str, list[TopicConfig]], names: list[str],
