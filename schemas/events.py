@@ -242,6 +242,14 @@ EVENT_KEYS: tuple[Key, ...] = (
 )
 
 _REQUEST = ("request_code", "channel", "remote")
+_PAYLOAD = ("data_version", "topics_digest", "topics", "filter_servers", "request_version")
+# what a rejected event may carry besides its reason: the request's keys, what its header decoded,
+# the frame's shape, the limit a connection met, and a log outage's counts
+_REJECTED_DECODED = _REQUEST + (
+    "detail", "access_key", "cluster", "broker_name", "broker_addr", "topic", "broker_id", "request_version",
+    "frame_length", "serialize_type", "header_length", "max_connections", "write_buffer_bytes",
+    "frame_timeout_ms", "refused_count", "unlogged_count", "outage_ms", "refreshes",
+)
 
 
 @dataclass(frozen=True)
@@ -251,30 +259,41 @@ class TypeRule:
     Attributes:
         required: present and not null.
         present: present, may be null.
+        optional: the other keys nsaudit's own writers may add (``nameserver.events`` builds exactly
+            required + present + optional). Readers still accept any key of EVENT_KEYS on any type.
     """
 
     required: tuple[str, ...] = ()
     present: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
 
 
 # From the "Types" table of docs/event-log.md. Keys not named are optional for that type (any key of
-# EVENT_KEYS may appear on any type: a rejected request logs whatever was decoded).
+# EVENT_KEYS may appear on any type: a rejected request logs whatever was decoded); ``optional``
+# names those nsaudit itself writes, and takes no part in the JSON Schema.
 TYPE_RULES: dict[str, TypeRule] = {
     "ns_start": TypeRule(("broker_expiry_ms", "scan_interval_ms", "semantics", "version")),
-    "ns_stop": TypeRule(present=("reason",)),
+    "ns_stop": TypeRule(present=("reason",), optional=("silent_closes",)),
     "register": TypeRule(
         _REQUEST + ("cluster", "broker_name", "broker_id", "broker_addr", "data_version", "topics_digest", "request_version"),
         ("ha_addr", "filter_servers"),
+        ("topics",),
     ),
     # 904 carries no broker id and 322 no HA address: only the address is sure
-    "heartbeat": TypeRule(_REQUEST + ("broker_addr",), ("cluster", "broker_name", "broker_id", "ha_addr")),
+    "heartbeat": TypeRule(
+        _REQUEST + ("broker_addr",),
+        ("cluster", "broker_name", "broker_id", "ha_addr"),
+        _PAYLOAD,
+    ),
     "unregister": TypeRule(_REQUEST + ("cluster", "broker_name", "broker_id", "broker_addr"), ("ha_addr",)),
-    "expire": TypeRule(("broker_addr", "last_update_ts")),
-    "channel_close": TypeRule(present=("broker_addr",)),
+    "expire": TypeRule(("broker_addr", "last_update_ts"), optional=("cluster", "broker_name", "broker_id")),
+    "channel_close": TypeRule(
+        present=("broker_addr",), optional=("channel", "remote", "cluster", "broker_name", "broker_id")
+    ),
     "wipe_write_perm": TypeRule(_REQUEST + ("broker_name", "topic_count")),
     "add_write_perm": TypeRule(_REQUEST + ("broker_name", "topic_count")),
     "delete_topic": TypeRule(_REQUEST + ("topic",), ("cluster",)),
-    "rejected": TypeRule(("reason",)),
+    "rejected": TypeRule(("reason",), optional=_REJECTED_DECODED),
     "observe_start": TypeRule(("namesrv_addr", "interval_ms")),
     "observe_stop": TypeRule(present=("reason",)),
     "observe_error": TypeRule(("namesrv_addr", "round", "reason"), ("detail",)),
@@ -378,7 +397,8 @@ def _json_type_rule(event_type: str, rule: TypeRule) -> dict[str, Any]:
 
 def event_json_schema() -> dict[str, Any]:
     """The v1 event as a JSON Schema (draft 2020-12) document, derived from :data:`EVENT_KEYS`."""
-    unknown = {n for rule in TYPE_RULES.values() for n in rule.required + rule.present} - KEYS_BY_NAME.keys()
+    unknown = {n for rule in TYPE_RULES.values() for n in rule.required + rule.present + rule.optional}
+    unknown -= KEYS_BY_NAME.keys()
     if unknown or set(TYPE_RULES) != set(EVENT_TYPES):
         raise AssertionError(f"TYPE_RULES out of step with EVENT_KEYS/EVENT_TYPES: {sorted(unknown)}")
     return {

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     # the server half (the package itself: its version, read by the server and the simulator)
     "nameserver": 10,
     "nameserver.model": 10,
+    "nameserver.events": 10,  # one builder per event type: the route tables, server, simulator and collector use them
     "nameserver.codec": 11,
     "nameserver.routes": 12,
     "nameserver.eventlog": 12,

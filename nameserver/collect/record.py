@@ -22,6 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from nameserver.collect.view import ServerView
+from nameserver.events import (
+    observe_error_event,
+    observe_snapshot_event,
+    observe_start_event,
+    observe_stop_event,
+    observed_broker_event,
+    observed_route_event,
+)
 
 DAY_MS = 86_400_000
 
@@ -52,8 +60,7 @@ class ObservedServer:
     def start(self, now: int) -> list[dict[str, Any]]:
         """``observe_start``: the stream of a collector run begins (no state known yet)."""
         self._started = True
-        return [{"ts": now, "type": "observe_start", "namesrv_addr": self.namesrv_addr,
-                 "interval_ms": self.interval_ms}]
+        return [observe_start_event(now, self.namesrv_addr, self.interval_ms)]
 
     def observed(self, view: ServerView, now: int, round_no: int) -> list[dict[str, Any]]:
         """The events for a round that got every answer: a snapshot or the changes.
@@ -84,39 +91,33 @@ class ObservedServer:
         if self.failing:
             return []
         self.view, self.failing = None, True
-        return [{"ts": now, "type": "observe_error", "namesrv_addr": self.namesrv_addr, "round": round_no,
-                 "reason": reason, "detail": detail}]
+        return [observe_error_event(now, self.namesrv_addr, round_no, reason, detail)]
 
     def stop(self, now: int, reason: str) -> list[dict[str, Any]]:
         """``observe_stop``: the collector stops observing this server."""
-        return [{"ts": now, "type": "observe_stop", "reason": reason}]
+        return [observe_stop_event(now, reason)]
 
     def _snapshot(self, view: ServerView, now: int, round_no: int, reason: str) -> list[dict[str, Any]]:
         self._snapshot_day = now // DAY_MS
-        head = {"ts": now, "type": "observe_snapshot", "namesrv_addr": self.namesrv_addr, "round": round_no,
-                "reason": reason, "brokers_observed": len(view.broker_addr_table), "topics_observed": len(view.routes)}
+        head = observe_snapshot_event(now, self.namesrv_addr, round_no, reason, len(view.broker_addr_table),
+                                      len(view.routes))
         return [head] + [broker_event(name, entry, now, round_no) for name, entry in sorted(view.broker_addr_table.items())] \
             + [route_event(topic, route, now, round_no) for topic, route in sorted(view.routes.items())]
 
 
 def broker_event(broker_name: str, entry: dict[str, Any] | None, now: int, round_no: int) -> dict[str, Any]:
     """``observed_broker`` for one broker name; ``entry`` None: it left the cluster info."""
-    event: dict[str, Any] = {"ts": now, "type": "observed_broker", "round": round_no, "broker_name": broker_name}
     if entry is None:
-        event.update(cluster=None, broker_addrs=None)
-    else:
-        event.update(cluster=entry["cluster"], broker_addrs=entry["broker_addrs"])
-    return event
+        return observed_broker_event(now, round_no, broker_name, None, None)
+    return observed_broker_event(now, round_no, broker_name, entry["cluster"], entry["broker_addrs"])
 
 
 def route_event(topic: str, route: dict[str, Any] | None, now: int, round_no: int) -> dict[str, Any]:
     """``observed_route`` for one topic; ``route`` None: TOPIC_NOT_EXIST or no longer listed."""
-    event: dict[str, Any] = {"ts": now, "type": "observed_route", "round": round_no, "topic": topic}
     if route is None:
-        event.update(queue_datas=None, broker_datas=None, filter_server_table=None)
-    else:
-        event.update(route)
-    return event
+        return observed_route_event(now, round_no, topic, None, None, None)
+    return observed_route_event(now, round_no, topic, route["queue_datas"], route["broker_datas"],
+                                route["filter_server_table"])
 
 
 def changes(before: ServerView, after: ServerView, now: int, round_no: int) -> list[dict[str, Any]]:

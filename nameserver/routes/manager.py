@@ -4,8 +4,8 @@ Spark replay all drive, so the log means exactly what the server did.
 
 Its layers are re-exported here (import from this module): the tables, their indexes and cell
 writes (:mod:`nameserver.routes.tables`), the reads the lookups answer
-(:mod:`nameserver.routes.lookups`), and the events the operations return
-(:mod:`nameserver.routes.events`); the operations of §2 are here.
+(:mod:`nameserver.routes.lookups`), and the events the operations return (built by
+:mod:`nameserver.events`, through :mod:`nameserver.routes.events`); the operations of §2 are here.
 """
 
 from __future__ import annotations
@@ -14,13 +14,22 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nameserver.model import MASTER_ID, PERM_WRITE, DataVersion, QueueData, TopicConfig, topics_digest
+from nameserver.events import (
+    add_write_perm_event,
+    channel_close_event,
+    delete_topic_event,
+    expire_event,
+    heartbeat_event,
+    register_event,
+    unregister_event,
+    wipe_write_perm_event,
+)
 from nameserver.routes.events import (
     Event,
     RequestContext,
     iter_topic_configs,
     ns_start_event,
     ns_stop_event,
-    register_event,
     rejected_event,
     topic_key,
 )
@@ -94,8 +103,10 @@ class RouteInfoManager(RouteAnswers):
         if digest is None:
             topics = tuple(sorted(topics, key=topic_key))
             digest = topics_digest(topics)
-        event = register_event(broker_addr in self.broker_live_table, cluster, broker_addr, broker_name, broker_id,
-                               ha_addr, data_version, digest, topics, filter_servers, now, ctx, request_version)
+        # a registration from a live address is logged as a heartbeat (docs/event-log.md)
+        build = heartbeat_event if broker_addr in self.broker_live_table else register_event
+        event = build(now, ctx, cluster, broker_name, broker_id, broker_addr, ha_addr, data_version, digest, topics,
+                      filter_servers, request_version)
         # 1-4. cluster set, group, role switch and put
         broker_data, register_first = self._put_broker_addr(cluster, broker_addr, broker_name, broker_id)
         # 5. topics, masters only, when the address's stored data version differs or first
@@ -171,18 +182,8 @@ class RouteInfoManager(RouteAnswers):
     ) -> list[Event]:
         """UNREGISTER_BROKER (104) by address (D2, §2.2); ``broker_id`` is only logged."""
         live = self._del_live(broker_addr)
-        event: Event = {
-            "ts": now,
-            "type": "unregister",
-            "request_code": ctx.request_code,
-            "channel": ctx.channel,
-            "remote": ctx.remote,
-            "cluster": cluster,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "broker_addr": broker_addr,
-            "ha_addr": live.ha_server_addr if live is not None else None,
-        }
+        event = unregister_event(now, ctx, cluster, broker_name, broker_id, broker_addr,
+                                 live.ha_server_addr if live is not None else None)
         self._set_filter(broker_addr, None)
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is not None:
@@ -224,24 +225,12 @@ class RouteInfoManager(RouteAnswers):
         """A connection ended (§2.4): one ``channel_close`` per live address registered over it."""
         addrs = sorted(self._channel_addrs.get(channel, ()))
         if not addrs:
-            return [
-                {"ts": now, "type": "channel_close", "channel": channel, "remote": remote, "broker_addr": None}
-            ]
+            return [channel_close_event(now, channel, remote)]
         events = []
         for addr in addrs:
             live = self.broker_live_table[addr]
-            events.append(
-                {
-                    "ts": now,
-                    "type": "channel_close",
-                    "channel": channel,
-                    "remote": remote,
-                    "broker_addr": addr,
-                    "cluster": live.cluster,
-                    "broker_name": live.broker_name,
-                    "broker_id": live.broker_id,
-                }
-            )
+            events.append(channel_close_event(now, channel, remote, addr, live.cluster, live.broker_name,
+                                              live.broker_id))
             self.remove_address(addr)
         return events
 
@@ -265,17 +254,7 @@ class RouteInfoManager(RouteAnswers):
         events, channels = [], []
         for addr in sorted(expired):
             info = self.broker_live_table[addr]
-            events.append(
-                {
-                    "ts": now,
-                    "type": "expire",
-                    "broker_addr": addr,
-                    "last_update_ts": info.last_update,
-                    "cluster": info.cluster,
-                    "broker_name": info.broker_name,
-                    "broker_id": info.broker_id,
-                }
-            )
+            events.append(expire_event(now, addr, info.last_update, info.cluster, info.broker_name, info.broker_id))
             channels.append(info.channel)
             self.remove_address(addr)
         return events, sorted(set(channels))
@@ -287,20 +266,7 @@ class RouteInfoManager(RouteAnswers):
         live = self.broker_live_table.get(broker_addr)
         if live is not None:
             self._refresh_live(broker_addr, live, now)
-        return [
-            {
-                "ts": now,
-                "type": "heartbeat",
-                "request_code": ctx.request_code,
-                "channel": ctx.channel,
-                "remote": ctx.remote,
-                "cluster": cluster,
-                "broker_name": broker_name,
-                "broker_id": None,
-                "broker_addr": broker_addr,
-                "ha_addr": None,
-            }
-        ]
+        return [heartbeat_event(now, ctx, cluster, broker_name, None, broker_addr, None)]  # 904 has no id
 
     def query_data_version(
         self,
@@ -322,20 +288,9 @@ class RouteInfoManager(RouteAnswers):
         stored = live.data_version if live is not None else None
         if not changed:
             self._refresh_live(broker_addr, live, now)  # type: ignore[arg-type]  # unchanged: live is set
-        event = {
-            "ts": now,
-            "type": "heartbeat",
-            "request_code": ctx.request_code,
-            "channel": ctx.channel,
-            "remote": ctx.remote,
-            "cluster": cluster,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "broker_addr": broker_addr,
-            "ha_addr": None,
-            "data_version": data_version,
-        }
-        return changed, stored, [event]
+        # 322 carries no HA address
+        return changed, stored, [heartbeat_event(now, ctx, cluster, broker_name, broker_id, broker_addr, None,
+                                                 data_version)]
 
     # ------------------------------------------------------------------ refreshes refused in an outage (§2.13)
 
@@ -375,13 +330,14 @@ class RouteInfoManager(RouteAnswers):
 
     def wipe_write_perm_of_broker(self, broker_name: str, now: int, ctx: RequestContext) -> tuple[int, list[Event]]:
         """WIPE_WRITE_PERM_OF_BROKER (205): ``perm &= ~PERM_WRITE`` on every QueueData of the name."""
-        return self._change_perm(broker_name, now, ctx, "wipe_write_perm", lambda p: p & ~PERM_WRITE)
+        return self._change_perm(broker_name, now, ctx, wipe_write_perm_event, lambda p: p & ~PERM_WRITE)
 
     def add_write_perm_of_broker(self, broker_name: str, now: int, ctx: RequestContext) -> tuple[int, list[Event]]:
         """ADD_WRITE_PERM_OF_BROKER (327): ``perm = 6`` exactly (INHERIT and PRIORITY dropped)."""
-        return self._change_perm(broker_name, now, ctx, "add_write_perm", lambda p: 6)
+        return self._change_perm(broker_name, now, ctx, add_write_perm_event, lambda p: 6)
 
-    def _change_perm(self, broker_name: str, now: int, ctx: RequestContext, kind: str,
+    def _change_perm(self, broker_name: str, now: int, ctx: RequestContext,
+                     build_event: Callable[[int, RequestContext, str, int], Event],
                      new_perm: Callable[[int], int]) -> tuple[int, list[Event]]:
         count = 0
         for topic in sorted(self.topic_queue_table):
@@ -398,28 +354,11 @@ class RouteInfoManager(RouteAnswers):
                         queue_data.topic_sys_flag,
                     ),
                 )
-        event = {
-            "ts": now,
-            "type": kind,
-            "request_code": ctx.request_code,
-            "channel": ctx.channel,
-            "remote": ctx.remote,
-            "broker_name": broker_name,
-            "topic_count": count,
-        }
-        return count, [event]
+        return count, [build_event(now, ctx, broker_name, count)]
 
     def delete_topic(self, topic: str, cluster: str | None, now: int, ctx: RequestContext) -> list[Event]:
         """DELETE_TOPIC_IN_NAMESRV (216, §2.9): whole topic, or one cluster's broker names."""
-        event = {
-            "ts": now,
-            "type": "delete_topic",
-            "request_code": ctx.request_code,
-            "channel": ctx.channel,
-            "remote": ctx.remote,
-            "topic": topic,
-            "cluster": cluster,
-        }
+        event = delete_topic_event(now, ctx, topic, cluster)
         queues = self.topic_queue_table.get(topic)
         if queues is not None:
             if not cluster:

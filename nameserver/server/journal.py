@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 from common.config import EventLogConfig
 from nameserver.eventlog.recovery import drop_cut_tail
 from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
-from nameserver.routes.manager import Event
+from nameserver.routes.manager import Event, rejected_event
 from nameserver.server.durable import DurableAnswers
 
 log = logging.getLogger(__name__)
@@ -83,11 +83,8 @@ class Outage:
 def log_unavailable_event(now: int, outage: Outage, refreshes: Sequence[Event] = ()) -> Event:
     """The event that records an outage once the log resumes (docs/event-log.md); ``refreshes``
     (:meth:`LivenessLedger.refresh_credits`) only when there are any."""
-    event = {"ts": now, "type": "rejected", "reason": "log_unavailable", "detail": outage.detail,
-             "refused_count": outage.refused, "unlogged_count": outage.unlogged, "outage_ms": now - outage.since_ts}
-    if refreshes:
-        event["refreshes"] = list(refreshes)
-    return event
+    return rejected_event(now, "log_unavailable", detail=outage.detail, refused_count=outage.refused,
+                          unlogged_count=outage.unlogged, outage_ms=now - outage.since_ts, refreshes=refreshes)
 
 
 class Journal:

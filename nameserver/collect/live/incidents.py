@@ -19,6 +19,7 @@ from typing import Any
 
 from nameserver.collect.live.findings import LiveFinding, StreamEvent
 from nameserver.collect.live.rules import INCIDENT_GAP_MS, worst
+from nameserver.events import live_incident_event
 
 OPEN, CLOSE = "open", "close"
 
@@ -100,9 +101,8 @@ class LiveIncident:
 
     def event(self, state: str, now: int) -> dict[str, Any]:
         """The ``live_incident`` event of this transition (docs/event-log.md, Live incidents)."""
-        return {"ts": now, "type": "live_incident", "incident_id": self.incident_id, "incident_state": state,
-                "root_cause": self.root_cause, "subject": self.subject, "severity": self.severity,
-                "servers": self.servers, "kinds": self.kinds, "incident_ms": max(now - self.start_ms, 0)}
+        return live_incident_event(now, self.incident_id, state, self.root_cause, self.subject, self.severity,
+                                   self.servers, self.kinds, max(now - self.start_ms, 0))
 
 
 def incident_id(family: str, cause_key: str, start_ms: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nameserver.codec import MalformedFrame
-from nameserver.routes.manager import Event
+from nameserver.routes.manager import Event, RequestContext, rejected_event
 from nameserver.server.processor.context import ConnectionContext
 
 
@@ -16,31 +16,17 @@ def malformed_frame_event(now: int, conn: ConnectionContext, exc: MalformedFrame
     decoded = dict(exc.decoded_so_far)
     code = decoded.pop("code", None)
     version = decoded.pop("version", None)
-    event: Event = {
-        "ts": now,
-        "type": "rejected",
-        "request_code": code,
-        "channel": conn.channel,
-        "remote": conn.remote,
-        "reason": "malformed_frame",
-        "detail": exc.reason,
-    }
-    if version is not None:
-        event["request_version"] = version
     # the frame's shape keeps its own keys; header fields read before the fault go into detail,
     # because their types differ between the JSON and ROCKETMQ headers (language name vs byte)
-    for key in ("frame_length", "serialize_type", "header_length"):
-        if key in decoded:
-            event[key] = decoded.pop(key)
+    shape = {key: decoded.pop(key) for key in ("frame_length", "serialize_type", "header_length") if key in decoded}
+    detail = exc.reason
     if decoded:
-        event["detail"] += " (" + ", ".join(f"{k}={v}" for k, v in sorted(decoded.items())) + ")"
-    return event
+        detail += " (" + ", ".join(f"{k}={v}" for k, v in sorted(decoded.items())) + ")"
+    return rejected_event(now, "malformed_frame", RequestContext(conn.channel, conn.remote, code), detail=detail,
+                          request_version=version, **shape)
 
 
 def connection_event(now: int, conn: ConnectionContext, reason: str, **extra: Any) -> Event:
     """A ``rejected`` event for a connection the server refused or cut (limit, slowloris, slow reader)."""
-    return {
-        "ts": now, "type": "rejected", "request_code": None, "channel": conn.channel,
-        "remote": conn.remote, "reason": reason, **extra,
-    }
+    return rejected_event(now, reason, RequestContext(conn.channel, conn.remote, None), **extra)
 
