@@ -88,23 +88,7 @@ def replay(events_dir: str | Path, streams: Iterable[str], grace_ms: int) -> Rep
             topics, brokers = set(), set()
         entries = [e for e in batch if e["type"] in ("observed_broker", "observed_route")]
         if entries and ns in views:
-            view = views[ns]
-            table, routes = dict(view.broker_addr_table), dict(view.routes)
-            for e in entries:
-                if e["type"] == "observed_broker":
-                    if brokers is not None:
-                        brokers.add(e["broker_name"])
-                    if e["broker_addrs"] is None:
-                        table.pop(e["broker_name"], None)
-                    else:
-                        table[e["broker_name"]] = {"cluster": e["cluster"], "broker_name": e["broker_name"],
-                                                   "broker_addrs": e["broker_addrs"]}
-                else:
-                    if topics is not None:
-                        topics.add(e["topic"])
-                    routes[e["topic"]] = None if e["queue_datas"] is None else {
-                        k: e[k] for k in ("queue_datas", "broker_datas", "filter_server_table")}
-            views[ns] = ServerView(table, routes)
+            views[ns] = _applied(views[ns], entries, topics, brokers)
             written += judge.observed(ns, now, views[ns], topics, brokers)
         elif "observe_snapshot" in types:
             written += judge.observed(ns, now, views[ns], None, None)
@@ -112,3 +96,25 @@ def replay(events_dir: str | Path, streams: Iterable[str], grace_ms: int) -> Rep
     out.findings = [f for f in judge.book.log
                     if f.end_ms is None or f.end_ms > f.start_ms or f.kind in INSTANT_KINDS]
     return out
+
+
+def _applied(view: ServerView, entries: list[dict[str, Any]], topics: set[str] | None,
+             brokers: set[str] | None) -> ServerView:
+    """``view`` with a round's ``observed_broker`` / ``observed_route`` entries applied; the
+    brokers and topics they name are added to ``brokers`` and ``topics`` (None: a snapshot round)."""
+    table, routes = dict(view.broker_addr_table), dict(view.routes)
+    for e in entries:
+        if e["type"] == "observed_broker":
+            if brokers is not None:
+                brokers.add(e["broker_name"])
+            if e["broker_addrs"] is None:
+                table.pop(e["broker_name"], None)
+            else:
+                table[e["broker_name"]] = {"cluster": e["cluster"], "broker_name": e["broker_name"],
+                                           "broker_addrs": e["broker_addrs"]}
+        else:
+            if topics is not None:
+                topics.add(e["topic"])
+            routes[e["topic"]] = None if e["queue_datas"] is None else {
+                k: e[k] for k in ("queue_datas", "broker_datas", "filter_server_table")}
+    return ServerView(table, routes)
