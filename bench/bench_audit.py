@@ -43,9 +43,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import psutil  # noqa: E402
+import psutil
 
-from common.timeutil import day_start_ms  # noqa: E402
+from common.timeutil import day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 

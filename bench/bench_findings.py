@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.timeutil import DAY_MS, day_start_ms  # noqa: E402
+from common.timeutil import DAY_MS, day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 FLEETS = {"demo": {"ns": 3, "brokers": 12, "topics": 60}, "large": {"ns": 4, "brokers": 32, "topics": 200}}

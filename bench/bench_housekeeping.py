@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from common.timeutil import day_start_ms, iso  # noqa: E402
+from common.timeutil import day_start_ms, iso
 
 SERVERS = ("ns-a", "ns-b")
 TOPICS = ("topic-0000", "topic-0001", "topic-0002")

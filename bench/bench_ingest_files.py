@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from common.timeutil import day_start_ms  # noqa: E402
+from common.timeutil import day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 

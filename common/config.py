@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
-
-
 from common.errors import UserError
+
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
 
 
 class ConfigError(UserError, ValueError):

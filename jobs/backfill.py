@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common.arguments import OneLineParser  # noqa: E402
-from common.config import Config, load_config  # noqa: E402
-from common.errors import UserError  # noqa: E402
-from common.timeutil import parse_date  # noqa: E402
-from jobs import lake as lake_tables  # noqa: E402
-from jobs import nightly_audit  # noqa: E402
+from common.arguments import OneLineParser
+from common.config import Config, load_config
+from common.errors import UserError
+from common.timeutil import parse_date
+from jobs import lake as lake_tables
+from jobs import nightly_audit
 
 if TYPE_CHECKING:  # Spark is imported by the code that starts it
     from pyspark.sql import SparkSession

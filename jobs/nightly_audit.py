@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any, Callable
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from common.config import Config, load_config  # noqa: E402
-from common.errors import UserError  # noqa: E402
-from common.timeutil import parse_date, yesterday_utc  # noqa: E402
-from common.arguments import OneLineParser, date_arg, master_arg  # noqa: E402
-from jobs.spark.work import spark_work  # noqa: E402
-from jobs.timing import timed  # noqa: E402
-from jobs.storage.locations import is_remote  # noqa: E402
+from common.config import Config, load_config
+from common.errors import UserError
+from common.timeutil import parse_date, yesterday_utc
+from common.arguments import OneLineParser, date_arg, master_arg
+from jobs.spark.work import spark_work
+from jobs.timing import timed
+from jobs.storage.locations import is_remote
 
 if TYPE_CHECKING:  # Spark is imported by the code that starts it
     from pyspark.sql import SparkSession

@@ -13,10 +13,10 @@ from collections.abc import Callable
 import matplotlib
 
 matplotlib.use("Agg")  # no display on servers; must precede pyplot
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
 
 INCIDENT_COLUMNS = ["incident_id", "severity", "root_cause", "subject", "servers", "start_ts", "end_ts",
                     "duration_ms", "findings", "topics_unwritable", "write_queues_unwritable", "topics_unroutable",

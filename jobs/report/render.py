@@ -17,15 +17,15 @@ from typing import Any, NamedTuple, cast
 import matplotlib
 
 matplotlib.use("Agg")  # no display on servers; must precede pyplot
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure as MplFigure  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure as MplFigure
+import pandas as pd
 
-from jobs.report.incidents import INCIDENT_COLUMNS, incidents_html  # noqa: E402
-from jobs.storage import files as storage_files  # noqa: E402
-from jobs.storage import locations  # noqa: E402
+from jobs.report.incidents import INCIDENT_COLUMNS, incidents_html
+from jobs.storage import files as storage_files
+from jobs.storage import locations
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 END_REASON_COLORS = {

@@ -51,7 +51,7 @@ def spark_work(spark: SparkSession, since: SparkWork | None = None) -> SparkWork
             keeps ``spark.ui.retainedJobs`` jobs, so totals are kept as running sums).
     """
     since = since or SparkWork()
-    store = spark.sparkContext._jsc.sc().statusStore()  # noqa: SLF001 - py4j: the driver's status store
+    store = spark.sparkContext._jsc.sc().statusStore()  # py4j: the driver's status store
     jobs = store.jobsList(None)
     added_jobs = added_stages = added_tasks = 0
     last_job = since.last_job

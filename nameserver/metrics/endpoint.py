@@ -136,7 +136,7 @@ class MetricsEndpoint:
             await self._answer(reader, writer)
         except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
-        except Exception:  # noqa: BLE001 - a scrape never takes the process down
+        except Exception:  # a scrape never takes the process down
             log.exception("metrics endpoint: answering a scrape failed")
         finally:
             self._active.discard(task)

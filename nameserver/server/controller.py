@@ -384,7 +384,7 @@ class NameServerController(ConnectionDefences):
                 answers.send(channel, encode_response(outcome.response))
         except EventLogError:
             return  # _fatal already stopped the server
-        except Exception as exc:  # noqa: BLE001 - never die of client input
+        except Exception as exc:  # never die of client input
             # (docs/remoting-protocol.md §9.2)
             log.exception("internal error on %s", channel.ctx.channel)
             self._internal_error(channel, cmd, self._clock() if now is None else now, exc)
@@ -425,7 +425,7 @@ class NameServerController(ConnectionDefences):
                 self._answers.send(channel, encode_frame(self.processor.profile.frame(answer)))
         except EventLogError:
             return
-        except Exception:  # noqa: BLE001 - even the error answer failed: drop this connection
+        except Exception:  # even the error answer failed: drop this connection
             log.exception("cannot answer %s; closing it", channel.ctx.channel)
             channel.abort()
 

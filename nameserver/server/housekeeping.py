@@ -94,7 +94,7 @@ class HousekeepingService(Generic[_W]):
             if not ctl.log_available:
                 try:
                     ctl.retry_log()
-                except Exception:  # noqa: BLE001 - keep retrying
+                except Exception:  # keep retrying
                     log.exception("event log retry failed")
 
     async def _scan_loop(self) -> None:
@@ -109,7 +109,7 @@ class HousekeepingService(Generic[_W]):
             now = self._clock()
             try:
                 ctl.scan(now)
-            except Exception:  # noqa: BLE001 - a failed scan must not end all later scans
+            except Exception:  # a failed scan must not end all later scans
                 log.exception("expiry scan at %d failed", now)
             # ticks missed while the loop was busy are skipped, not run back to back
             target = next_scan_tick(ctl.start_ts, cfg.first_scan_delay_ms, cfg.scan_interval_ms, now)
@@ -122,7 +122,7 @@ class HousekeepingService(Generic[_W]):
             await asyncio.sleep(period)
             try:
                 self.check_channels(time.monotonic())
-            except Exception:  # noqa: BLE001 - keep watching
+            except Exception:  # keep watching
                 log.exception("connection watchdog failed")
 
     def check_channels(self, mono: float) -> None:

@@ -395,7 +395,7 @@ class Scenario:
         """``route(T)``: GET_ROUTEINFO_BY_TOPIC's answer, None for TOPIC_NOT_EXIST."""
         return self.core.pickup_topic_route_data(topic_name)
 
-    def R(self, topic_name: str) -> str:  # noqa: N802 - the docs' name
+    def R(self, topic_name: str) -> str:  # the docs' name
         """``R(T)`` in §8.1 notation."""
         return render_route(self.route(topic_name))
 
