@@ -98,7 +98,7 @@ class BrokerAgent:
         g = self.group
         targets = [i for i in range(len(self.servers)) if i not in self.cut and i != skip]
 
-        def cmd() -> RemotingCommand:
+        def cmd() -> RemotingCommand:  # one per server: each client sets its own opaque on it
             return unregister_broker_request(g.cluster, self.addr, g.broker_name, self.broker_id)
 
         await asyncio.gather(*(self._send(i, cmd()) for i in targets))

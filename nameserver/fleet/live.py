@@ -320,7 +320,7 @@ class Fleet:
                 del group.topics[topic]
                 group.next_version()
 
-        def cmd() -> RemotingCommand:
+        def cmd() -> RemotingCommand:  # one per server: each client sets its own opaque on it
             return simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic, "clusterName": cluster})
 
         # ... then every name server (216)

@@ -191,7 +191,9 @@ def _fast_path(lines: list[str], plan) -> tuple[np.ndarray, list[dict]]:
             numbers = batch.column(3).filter(pa.array(fast))
             rows += event_batch(parsed, numbers, "ns-a/2026-11-21/f.jsonl", plan).to_pylist()
     # as Spark hands them back: naive UTC datetimes
-    naive = lambda v: v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v
+    def naive(v):
+        return v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v
+
     return np.concatenate(fast_all), [{k: naive(v) for k, v in r.items()} for r in rows]
 
 

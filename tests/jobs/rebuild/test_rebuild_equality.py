@@ -196,7 +196,9 @@ async def run_real_servers(events_dir: Path) -> None:
     from nameserver.server.controller import NameServerController
 
     origin = time.monotonic_ns() // 1_000_000
-    clock = lambda: MIDNIGHT - 3_000 + time.monotonic_ns() // 1_000_000 - origin  # noqa: E731
+    def clock():
+        return MIDNIGHT - 3_000 + time.monotonic_ns() // 1_000_000 - origin
+
     config = NameServerConfig(listen="127.0.0.1:0", broker_expiry_ms=3_000, scan_interval_ms=1_000,
                               first_scan_delay_ms=1_000)
     servers = [NameServerController(ns, events_dir, config, EventLogConfig(durability="none"), clock=clock)

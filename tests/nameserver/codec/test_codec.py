@@ -702,7 +702,9 @@ def test_deflated_body_labelled_uncompressed_is_a_bad_body():
 def _content(*blocks: bytes, count: int | None = None, tail: bytes = b"") -> bytes:
     """Inflated §8.3 content: DataVersion, topic count, topics, filter list."""
     dv, *topics, filters = blocks
-    block = lambda b: len(b).to_bytes(4, "big") + b  # noqa: E731
+    def block(b):
+        return len(b).to_bytes(4, "big") + b
+
     n = len(topics) if count is None else count
     return block(dv) + n.to_bytes(4, "big", signed=True) + b"".join(map(block, topics)) + block(filters) + tail
 

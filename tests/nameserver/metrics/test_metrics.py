@@ -73,7 +73,9 @@ def test_only_get_of_the_path_is_answered_and_a_scrape_storm_renders_once():
     async def main():
         endpoint = await _endpoint(body, min_render_interval_s=60)
         loop = asyncio.get_running_loop()
-        ask = lambda head: loop.run_in_executor(None, _request, endpoint.port, head)  # noqa: E731
+        def ask(head):
+            return loop.run_in_executor(None, _request, endpoint.port, head)
+
         ok = await ask(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n")
         assert ok.startswith(b"HTTP/1.1 200 OK\r\n") and b"text/plain; version=0.0.4" in ok and ok.endswith(b"x 1\n")
         assert (await ask(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n")).startswith(b"HTTP/1.1 200")

@@ -267,7 +267,9 @@ RMQ_FIXED = struct.Struct(">hBhiii")
 
 @st.composite
 def rocketmq_bad_header(draw):
-    fixed = lambda remark_length: RMQ_FIXED.pack(105, 0, 407, 1, 0, remark_length)  # noqa: E731
+    def fixed(remark_length):
+        return RMQ_FIXED.pack(105, 0, 407, 1, 0, remark_length)
+
     kind = draw(st.sampled_from(["short", "remark_negative", "remark_overrun", "ext_negative", "ext_overrun",
                                  "entry_overrun", "leftover"]))
     if kind == "short":

@@ -178,15 +178,20 @@ def test_every_expire_is_explained_by_a_fault(faulty):
             assert (ns, event["broker_addr"], event["ts"]) in explained, event
 
 
+def _within(event: dict, start_ms: int, end_ms: int | None) -> bool:
+    """``start_ms <= ts < end_ms`` (``None``: no end)."""
+    return event["ts"] >= start_ms and (end_ms is None or event["ts"] < end_ms)
+
+
 def test_lost_unregister_leaves_one_server_with_an_expire_instead(faulty):
     _, _, logs, truth = faulty
     records = [r for r in truth if r["kind"] == "lost_unregister"]
     assert records
     for record in records:
-        window = lambda e: e["ts"] >= record["start_ms"] and (record["end_ms"] is None or e["ts"] < record["end_ms"])
+        addr, start, end = record["subject"], record["start_ms"], record["end_ms"]
         for ns, events in logs.items():
-            unregisters = [e for e in _of(events, "unregister", broker_addr=record["subject"]) if window(e)]
-            expires = [e for e in _of(events, "expire", broker_addr=record["subject"]) if window(e)]
+            unregisters = [e for e in _of(events, "unregister", broker_addr=addr) if _within(e, start, end)]
+            expires = [e for e in _of(events, "expire", broker_addr=addr) if _within(e, start, end)]
             if ns == record["lost_on"]:
                 assert not unregisters and len(expires) == 1
             elif ns in record["ns"]:
@@ -199,9 +204,9 @@ def test_partition_expires_on_the_cut_server_only_and_reregisters_after(faulty):
     assert records
     for record in records:
         addr, cut = record["subject"], record["cut_from"]
-        during = lambda e: record["start_ms"] <= e["ts"] <= record["heal_ms"]
+        start, heal = record["start_ms"], record["heal_ms"]
         for ns, events in logs.items():
-            expired = [e for e in _of(events, "expire", broker_addr=addr) if during(e)]
+            expired = [e for e in _of(events, "expire", broker_addr=addr) if _within(e, start, heal + 1)]
             assert len(expired) == (1 if ns == cut and ns in record["ns"] else 0), (ns, record)
         if record["end_ms"] is not None and record["ns"]:
             after = [e for e in _of(logs[cut], "register", broker_addr=addr) if e["ts"] >= record["end_ms"]]

@@ -542,7 +542,9 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
     from schemas.routes import NS_RUNS_SCHEMA
 
     d0, d1 = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
-    ts = lambda d, ms: dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.timezone.utc)  # noqa: E731
+    def ts(d, ms):
+        return dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.timezone.utc)
+
     runs = frame(spark,
         [
             ("ns-a", ts(d0, 7000), None, 5, None, "open", None, d0),  # started the day before yesterday

@@ -243,7 +243,9 @@ def test_unknown_topic_remark(proc):
 
 def test_route_cache_follows_table_changes(proc):
     reg(proc, topics=(A, B))
-    route = lambda: run(proc, simple_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).response  # noqa: E731
+    def route():
+        return run(proc, simple_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).response
+
     assert b'"perm":6' in route().body
     run(proc, simple_request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"}))
     assert b'"perm":4' in route().body
@@ -260,7 +262,9 @@ def test_cluster_info_is_always_default_form(proc):
 
 def test_listings(proc):
     reg(proc, topics=(A, B, TopicConfig("TopicU", 4, 4, topic_sys_flag=1)))
-    body = lambda code, ext=None: run(proc, simple_request(code, ext)).response.body  # noqa: E731
+    def body(code, ext=None):
+        return run(proc, simple_request(code, ext)).response.body
+
     assert body(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) == b'{"topicList":["TopicA","TopicB","TopicU"]}'
     assert body(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C1"}) == b'{"topicList":["TopicA","TopicB","TopicU"]}'
     assert body(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C9"}) == b'{"topicList":[]}'
@@ -323,7 +327,9 @@ def test_wipe_add_delete_unregister(proc):
 
 
 def test_kv_config(proc):
-    req = lambda code, **ext: run(proc, simple_request(code, ext)).response  # noqa: E731
+    def req(code, **ext):
+        return run(proc, simple_request(code, ext)).response
+
     missing = req(RequestCode.GET_KV_CONFIG, namespace="ns", key="k")
     assert missing.code == ResponseCode.QUERY_NOT_FOUND and missing.ext_fields == {}
     assert missing.remark == "No config item, Namespace: ns Key: k"
@@ -339,7 +345,9 @@ def test_kv_config(proc):
 
 
 def test_namesrv_config(proc):
-    update = lambda text: run(proc, simple_request(RequestCode.UPDATE_NAMESRV_CONFIG, None, text)).response  # noqa: E731
+    def update(text):
+        return run(proc, simple_request(RequestCode.UPDATE_NAMESRV_CONFIG, None, text)).response
+
     assert update(None).code == ResponseCode.SUCCESS
     assert update(b"kvConfigPath=/tmp/x").remark == "Can not update config path"
     assert update(b"configBlackList=x").remark == "Can not update config in black list."
@@ -417,8 +425,11 @@ def test_register_body_cache_recalls_but_still_checks_crc(proc):
     assert run(proc, bad).events[0]["reason"] == "crc_mismatch"  # a cached body is CRC-checked too
     # a DataVersion without timestamp takes the clock: such a body is never recalled
     body = b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1},"topicConfigTable":{}}}'
-    req = lambda: simple_request(RequestCode.REGISTER_BROKER, {  # noqa: E731
-        "brokerName": "broker-b", "brokerAddr": S, "clusterName": "C1", "haServerAddr": "h", "brokerId": 0}, body)
+
+    def req():
+        return simple_request(RequestCode.REGISTER_BROKER, {
+            "brokerName": "broker-b", "brokerAddr": S, "clusterName": "C1", "haServerAddr": "h", "brokerId": 0}, body)
+
     assert run(proc, req(), now=5000).events[0]["data_version"] == DataVersion(5000, 1)
     assert run(proc, req(), now=6000).events[0]["data_version"] == DataVersion(6000, 1)
 
