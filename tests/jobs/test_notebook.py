@@ -49,7 +49,7 @@ def test_the_notebook_is_committed_without_outputs():
     assert code and all(not c.outputs and c.execution_count is None for c in code)
 
 
-def test_the_notebook_runs_and_draws_its_plots(audited_lake, tmp_path, monkeypatch):  # noqa: F811
+def test_the_notebook_runs_and_draws_its_plots(audited_lake, tmp_path, monkeypatch):  # noqa: F811  (the imported fixture)
     spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
     (spec_dir / "kernel.json").write_text(json.dumps({

@@ -96,7 +96,7 @@ def test_the_page_is_not_blank_and_fits_the_window(report):
     assert report.scroll_width <= VIEWPORT["width"], report.scroll_width
 
 
-def test_a_liveness_timeline_per_server(report, audited_lake):  # noqa: F811
+def test_a_liveness_timeline_per_server(report, audited_lake):  # noqa: F811  (the imported fixture)
     plots = report.page.locator("figure.plot[data-plot=liveness]")
     subjects = sorted(plots.evaluate_all("figs => figs.map(f => f.dataset.subject)"))
     assert subjects == list(audited_lake.servers)
@@ -118,7 +118,7 @@ def test_the_divergence_timeline(report):
     assert sum(drawn.values()) > 100, drawn
 
 
-def test_a_queue_heatmap_per_cluster(report, audited_lake):  # noqa: F811
+def test_a_queue_heatmap_per_cluster(report, audited_lake):  # noqa: F811  (the imported fixture)
     plots = report.page.locator("figure.plot[data-plot=distribution]")
     subjects = sorted(plots.evaluate_all("figs => figs.map(f => f.dataset.subject)"))
     assert subjects == list(audited_lake.clusters)
@@ -139,7 +139,7 @@ def test_the_findings_table(report):
     assert severities <= {"critical", "warning", "info"} and severities, severities
 
 
-def test_the_report_loads_nothing_by_url(report, audited_lake):  # noqa: F811
+def test_the_report_loads_nothing_by_url(report, audited_lake):  # noqa: F811  (the imported fixture)
     text = audited_lake.report_html.read_text(encoding="utf-8")
     assert not _BY_URL.findall(text)
     # what the browser actually fetched: the page itself and nothing else
