@@ -32,7 +32,7 @@ import json
 import shutil
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, overload
 
 from jobs import lake
-from jobs.lake.tables import MissingDataFiles, damaged, has_log, open_delta, problem_line
+from jobs.lake.tables import MissingDataFiles, damaged, has_log, open_delta
 from jobs.query.versions import LakeVersion
 from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_view
 from nameserver.codec import fastjson

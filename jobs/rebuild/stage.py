@@ -44,7 +44,8 @@ from jobs.rebuild.tables import (
 from jobs.rebuild.walker import WALK_EVENT_COLUMNS, agg_walk
 from jobs.spark.frames import checkpoint_frame, release_frame
 from jobs.timing import timed
-from schemas.events import EVENTS_TABLE_SCHEMA, OBSERVATION_TYPES
+from schemas.event_types import OBSERVATION_TYPES
+from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
     CLUSTER_HISTORY_SCHEMA,

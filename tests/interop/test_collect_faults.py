@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from common.config import load_config
 from nameserver.collect.live.replay import replay
 from nameserver.collect.live.rules import LIVE_KINDS, live_grace_ms
 from nameserver.eventlog.segments import list_segments, read_events

@@ -42,7 +42,8 @@ from jobs.lake.tables import read_table
 from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame
 from jobs.spark.profile import broadcast
 from common.config import Config
-from schemas.events import EVENTS_TABLE_SCHEMA, OBSERVATION_TYPES
+from schemas.event_types import OBSERVATION_TYPES
+from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.liveness import BROKER_AVAILABILITY_SCHEMA, LIVENESS_WINDOWS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, NS_STATE_SCHEMA
 

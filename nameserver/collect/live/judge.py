@@ -30,7 +30,7 @@ from nameserver.collect.live.divergence import (
 from common.timeutil import DAY_MS
 from nameserver.collect.live.findings import Detail, FindingBook, FindingKey, LiveFinding, StreamEvent
 from nameserver.collect.live.incidents import Incidents
-from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources, Verdict, perm_changed_finding
+from nameserver.collect.live.perms import REGISTERED, PermSources, Verdict, perm_changed_finding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
 from nameserver.collect.live.servers import KnownServer
 from nameserver.collect.view import ServerView

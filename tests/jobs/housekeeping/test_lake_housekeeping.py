@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from common.config import AuditConfig, Config, LakeConfig
+from common.config import AuditConfig, Config
 from common.timeutil import day_start_ms, iso
 from jobs.housekeeping import native
 from jobs.housekeeping.commands import ZORDER_BY, lake_tables

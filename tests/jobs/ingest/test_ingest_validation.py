@@ -10,11 +10,9 @@ the good lines itself and leaves the rest to the JVM) and once with every line j
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -26,8 +26,6 @@ from nameserver.acl import (
     SecretsError,
     calculate_signature,
     client_credentials,
-    ReplayCache,
-    canonical_content,
     exposure_notice,
     load_secret_store,
     parse_secrets_env_text,

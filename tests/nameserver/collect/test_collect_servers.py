@@ -25,7 +25,7 @@ from nameserver.client import RemotingClient
 from nameserver.collect.collector import Collector
 from nameserver.collect.poller import backoff_ms
 from nameserver.collect.rounds import READ_ONLY_CODES, ask
-from nameserver.collect.targets import Target, parse_targets
+from nameserver.collect.targets import Target
 from nameserver.codec import FrameDecoder, RequestCode, ResponseCode, encode_frame, make_response
 from nameserver.client import simple_request
 from nameserver.eventlog.writer import list_segments, read_events

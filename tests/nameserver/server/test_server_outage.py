@@ -16,7 +16,7 @@ import pytest
 
 from common.config import EventLogConfig, NameServerConfig
 from nameserver.client import RemotingClient, simple_request
-from nameserver.codec import RemotingCommand, RequestCode, ResponseCode, fastjson
+from nameserver.codec import RemotingCommand, ResponseCode, fastjson
 from nameserver.eventlog.writer import read_events
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.routes.replay import RouteReplayer
