@@ -199,7 +199,7 @@ def print_rounds(args, before, lines) -> None:
         wall = end - previous[0]
         requests = sum(e[3] for e in entries)
         cpu = last[1] - previous[1]
-        server_cpu = [a - b for a, b in zip(last[2], previous[2])]
+        server_cpu = [a - b for a, b in zip(last[2], previous[2], strict=True)]
         walls.append(wall)
         print(f"{number:>5} {wall:>8.2f} {max(e[4] for e in entries):>17.2f} {requests / wall:>11,.0f} "
               f"{cpu:>16.2f} {sum(server_cpu) / len(server_cpu):>14.2f}")

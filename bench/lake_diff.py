@@ -103,7 +103,7 @@ def _row_hashes(lake: str | Path, name: str) -> tuple[pa.Schema, pd.Series]:
 
     table = read_table_arrow(_join(lake, name))
     table = table.drop_columns([c for c in RUN_COLUMNS.get(name, ()) if c in table.column_names])
-    frame = pd.DataFrame({f.name: _column_hashes(c) for f, c in zip(table.schema, table.columns)})
+    frame = pd.DataFrame({f.name: _column_hashes(c) for f, c in zip(table.schema, table.columns, strict=True)})
     hashes = pd.util.hash_pandas_object(frame, index=False) if len(frame.columns) else pd.Series(dtype="uint64")
     return table.schema, hashes.sort_values(ignore_index=True)
 

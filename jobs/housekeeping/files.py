@@ -55,7 +55,7 @@ def table_files(path: str) -> TableFiles:
     partitions = list(table.metadata().partition_columns)
     actions = pa.table(table.get_add_actions(flatten=True)).to_pydict()  # arro3 -> pyarrow
     sizes = actions.get("size_bytes", [])
-    keys = list(zip(*(actions[f"partition.{c}"] for c in partitions))) if partitions else [()] * len(sizes)
+    keys = list(zip(*(actions[f"partition.{c}"] for c in partitions), strict=True)) if partitions else [()] * len(sizes)
     keys = [tuple(_typed(v) for v in key) for key in keys]
     per_partition = Counter(keys)
     days = frozenset(d for d in (_day_of(k) for k in per_partition) if d is not None)

@@ -187,7 +187,7 @@ def _bad_values(arr: pa.Array, rule: tuple[Any, ...]) -> np.ndarray:
     bad = np.zeros(len(arr), dtype=bool)
     if rule[0] == "struct":
         valid = np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=bool)
-        for child, (_name, not_null, subtree) in zip(arr.flatten(), rule[1]):
+        for child, (_name, not_null, subtree) in zip(arr.flatten(), rule[1], strict=True):
             if not_null:
                 bad |= valid & np.asarray(pc.is_null(child).to_numpy(zero_copy_only=False), dtype=bool)
             if subtree is not None:

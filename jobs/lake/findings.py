@@ -257,7 +257,7 @@ def findings_by_kind(lake_dir: str | os.PathLike[str], day: dt.date, category: s
     """The day's findings in the lake per kind (of one category, or all), read without Spark."""
     rows = read_day_arrow(lake_dir, lake.FINDINGS, day, ["category", "kind"])
     counts: dict[str, int] = {}
-    for row_category, kind in zip(rows.column("category").to_pylist(), rows.column("kind").to_pylist()):
+    for row_category, kind in zip(rows.column("category").to_pylist(), rows.column("kind").to_pylist(), strict=True):
         if category is None or row_category == category:
             counts[kind] = counts.get(kind, 0) + 1
     return dict(sorted(counts.items()))

@@ -167,7 +167,7 @@ def diff_view(before: TableState, after: TableState) -> dict[str, Any]:
         old, new = cells_before[table], cells_after[table]
         added, removed, changed = [], [], []
         for key in sorted(old.keys() | new.keys()):
-            entry = dict(zip(key_fields, key))
+            entry = dict(zip(key_fields, key, strict=True))
             if key not in old:
                 added.append(_with_values(entry, value_fields, None, new[key]))
             elif key not in new:
@@ -181,7 +181,7 @@ def diff_view(before: TableState, after: TableState) -> dict[str, Any]:
 def _with_values(entry: dict[str, Any], value_fields: tuple[Any, ...] | None, before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> dict[str, Any]:
     if value_fields is not None:
         if after is not None:
-            entry["after"] = dict(sorted(zip(value_fields, after)))
+            entry["after"] = dict(sorted(zip(value_fields, after, strict=True)))
         if before is not None:
-            entry["before"] = dict(sorted(zip(value_fields, before)))
+            entry["before"] = dict(sorted(zip(value_fields, before, strict=True)))
     return dict(sorted(entry.items()))

@@ -43,7 +43,7 @@ def incident_timeline_svg(frame: pd.DataFrame, day: dt.date, svg: Callable[[Figu
     fig, ax = plt.subplots(figsize=(11, max(2.0, 0.25 * len(shown) + 1.2)))
     left = mdates.date2num(starts.dt.tz_convert(None))
     right = mdates.date2num(ends.dt.tz_convert(None))
-    width = [max(r - lo, 1 / 1440) for lo, r in zip(left, right)]  # at least a minute, to be seen
+    width = [max(r - lo, 1 / 1440) for lo, r in zip(left, right, strict=True)]  # at least a minute, to be seen
     ax.barh(range(len(shown)), width, left=left, height=0.7,
             color=[SEVERITY_COLORS[s] for s in shown["severity"]])
     ax.set_yticks(range(len(shown)))
@@ -75,7 +75,7 @@ def incidents_html(frame: pd.DataFrame, day: dt.date, svg: Callable[[Figure], st
     body = []
     for row in frame[cols].itertuples(index=False):
         cells = []
-        for col, value in zip(cols, row):
+        for col, value in zip(cols, row, strict=True):
             if col == "servers":
                 text = ", ".join(value)
             elif col == "client_share":

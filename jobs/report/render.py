@@ -164,7 +164,7 @@ def divergence_figure(data: ReportData, max_rows: int = 60) -> Figure | None:
     for kind, part in frame.groupby("kind"):
         starts = mdates.date2num(part["start"].dt.tz_convert(None))
         ends = mdates.date2num(part["end"].dt.tz_convert(None))
-        width = [max(e - s, 1 / 1440) for s, e in zip(starts, ends)]  # at least a minute, to be seen
+        width = [max(e - s, 1 / 1440) for s, e in zip(starts, ends, strict=True)]  # at least a minute, to be seen
         ax.barh([order[r] for r in part["row"]], width, left=starts, height=0.7,
                 color=DIVERGENCE_COLORS.get(cast(str, kind), "#777"), label=kind)
     ax.set_yticks(range(len(shown)))
@@ -225,7 +225,7 @@ def _findings_table(frame: pd.DataFrame, max_rows: int = 500) -> str:
     body = []
     for row in frame[cols].itertuples(index=False):
         cells = []
-        for col, value in zip(cols, row):
+        for col, value in zip(cols, row, strict=True):
             text = "" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
             if col == "detail" and len(text) > 300:
                 text = text[:300] + "…"

@@ -39,7 +39,7 @@ def local_arrow_table(rows: Sequence[Sequence[Any] | Mapping[str, Any]], schema:
     arrow_schema = to_arrow_schema(schema)
     if rows and not isinstance(rows[0], Mapping):
         return pa.Table.from_arrays(
-            [pa.array(list(column), type=f.type) for column, f in zip(zip(*rows), arrow_schema)], schema=arrow_schema
+            [pa.array(list(column), type=f.type) for column, f in zip(zip(*rows, strict=True), arrow_schema, strict=True)], schema=arrow_schema
         )
     return pa.Table.from_pylist(list(rows), schema=arrow_schema)
 

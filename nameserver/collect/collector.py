@@ -86,7 +86,7 @@ class Collector:
                 writer.close("start failed")
             raise
         self.pollers = [ServerPoller(t, w, self.config, self._report, self._clock, self._on_round)
-                        for t, w in zip(self.targets, writers)]
+                        for t, w in zip(self.targets, writers, strict=True)]
         self._by_ns = {p.target.ns: p for p in self.pollers}
         if self.judge is not None:
             self._judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsaudit-live")

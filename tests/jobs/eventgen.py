@@ -74,7 +74,7 @@ def _initial_fleet(rng: random.Random) -> list[BrokerProcess]:
     group_topics = {name: _random_topics(rng, full=True) for name in BROKER_NAMES}
     return [
         BrokerProcess(addr, cluster, name, broker_id, DataVersion(1_000, 1), group_topics[name])
-        for addr, (cluster, name, broker_id) in zip(ADDRS, slots)
+        for addr, (cluster, name, broker_id) in zip(ADDRS, slots, strict=True)
     ]
 
 

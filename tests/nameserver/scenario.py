@@ -116,7 +116,7 @@ def queue_set_text(queues: Iterable[tuple[str, int]]) -> str:
         ids = sorted(by_name[name])
         short = name.removeprefix("broker-")
         runs, start = [], ids[0]
-        for prev, cur in zip(ids, ids[1:] + [None]):
+        for prev, cur in zip(ids, ids[1:] + [None], strict=True):
             if cur != prev + 1:
                 runs.append(f"{start}-{prev}" if prev != start else f"{start}")
                 start = cur
@@ -217,7 +217,7 @@ def to_log_lines(events: Sequence[dict], first_seq: int) -> list[dict]:
 def assert_events(events: Sequence[dict], expected: Sequence[tuple[str, dict]]) -> None:
     """Event types in order; for each, the listed keys have the listed values."""
     assert [e["type"] for e in events] == [t for t, _ in expected], events
-    for event, (_, keys) in zip(events, expected):
+    for event, (_, keys) in zip(events, expected, strict=True):
         for key, value in keys.items():
             assert event.get(key, "<absent>") == value, (key, event)
 

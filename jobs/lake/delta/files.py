@@ -72,7 +72,7 @@ def partition_folder(partition_by: tuple[str, ...], key: tuple[Any, ...]) -> str
         'date=2026-11-21/ns=__HIVE_DEFAULT_PARTITION__'
     """
     return "/".join(
-        f"{c}={NULL_PARTITION_DIR if v is None else _escape_path_name(v)}" for c, v in zip(partition_by, key)
+        f"{c}={NULL_PARTITION_DIR if v is None else _escape_path_name(v)}" for c, v in zip(partition_by, key, strict=True)
     )
 
 
@@ -153,7 +153,7 @@ class DataFile:
         # uuid: attempts of the same task, and concurrent writers, never collide.
         name = f"part-{prefix + '-' if prefix else ''}{uuid.uuid4()}.c000.snappy.parquet"
         rel = f"{folder}/{name}" if folder else name
-        return cls(fs, root, rel, dict(zip(partition_by, key)), schema)
+        return cls(fs, root, rel, dict(zip(partition_by, key, strict=True)), schema)
 
     def write(self, batch: pa.RecordBatch) -> None:
         # Batches are buffered: pyarrow makes one row group per write call, and Spark's Arrow

@@ -391,7 +391,7 @@ def _check_replace_where(key: tuple[Any, ...], plan: WritePlan) -> None:
     # delta-rs removes the replaced partitions' files but does not check that the added rows lie
     # inside them; a row outside would be appended to a partition that is not replaced, and
     # duplicated by every rerun.
-    values = dict(zip(plan.partition_by, key))
+    values = dict(zip(plan.partition_by, key, strict=True))
     for col, wanted in plan.replace_where.items():
         if values[col] != wanted:
             raise ValueError(

@@ -169,7 +169,7 @@ def test_retention_keeps_exactly_the_last_days(lake, config, capsys):
     assert not (lake / "reports" / DAYS[0].isoformat()).exists()
     after = answers(capsys, lake)
     per_day = len(INSTANTS) // len(DAYS)
-    for i, (old, new) in enumerate(zip(before, after)):
+    for i, (old, new) in enumerate(zip(before, after, strict=True)):
         day = DAYS[(i % len(INSTANTS)) // per_day]
         if day in kept:
             assert new == old

@@ -116,7 +116,7 @@ def _lines(data: bytes, tail_problem=None) -> list[tuple[int, str, str | None]]:
     for batch in line_batches(data, DAY, "ns-a", F_, tail_problem):
         d = batch.to_pydict()
         assert set(d["file"]) == {F_} and set(d["ns"]) == {"ns-a"} and set(d["date"]) == {DAY}
-        rows += zip(d["line"], d["text"], d["read_problem"])
+        rows += zip(d["line"], d["text"], d["read_problem"], strict=True)
     return rows
 
 
@@ -243,7 +243,7 @@ REASON_CASES = [
 
 def _lines_df(spark, texts, problems=None):
     problems = problems or [None] * len(texts)
-    rows = [(DAY, "ns-a", F_, i + 1, text, problem) for i, (text, problem) in enumerate(zip(texts, problems))]
+    rows = [(DAY, "ns-a", F_, i + 1, text, problem) for i, (text, problem) in enumerate(zip(texts, problems, strict=True))]
     return spark.createDataFrame(rows, LINES_SCHEMA)
 
 
@@ -582,7 +582,7 @@ def _rel(damaged, key):
 @e2e
 def test_every_line_is_accounted_for(ingested):
     result, tables = ingested["runs"][0]
-    files = {row[2]: dict(zip(INGEST_FILES_SCHEMA.names, row)) for row in tables[lake.INGEST_FILES]}
+    files = {row[2]: dict(zip(INGEST_FILES_SCHEMA.names, row, strict=True)) for row in tables[lake.INGEST_FILES]}
     for f in files.values():
         assert f["accepted"] + f["quarantined"] == f["lines_read"], f
     counts = {k: (f["lines_read"], f["accepted"], f["quarantined"], f["duplicates"], f["first_seq"], f["last_seq"])
@@ -603,7 +603,7 @@ def test_every_line_is_accounted_for(ingested):
 @e2e
 def test_events_hold_each_event_once_with_lake_types(ingested):
     _, tables = ingested["runs"][0]
-    events = [dict(zip(EVENTS_TABLE_SCHEMA.names, row)) for row in tables[lake.EVENTS]]
+    events = [dict(zip(EVENTS_TABLE_SCHEMA.names, row, strict=True)) for row in tables[lake.EVENTS]]
     keys = sorted((e["ns"], e["seq"]) for e in events)
     assert keys == [("ns-a", s) for s in (5, 6, 7, 10, 11, 12, 13, 14, 15)] + [("ns-b", s) for s in (1, 2, 3, 4)]
     by_key = {(e["ns"], e["seq"]): e for e in events}
@@ -618,7 +618,7 @@ def test_events_hold_each_event_once_with_lake_types(ingested):
 @e2e
 def test_quarantine_names_file_line_raw_and_reason(ingested):
     _, tables = ingested["runs"][0]
-    rows = [dict(zip(QUARANTINE_SCHEMA.names, row)) for row in tables[lake.QUARANTINE]]
+    rows = [dict(zip(QUARANTINE_SCHEMA.names, row, strict=True)) for row in tables[lake.QUARANTINE]]
     opened, other_b = _rel(ingested, "opened"), _rel(ingested, "other_b")
     assert sorted((r["file"], r["line"], r["reason"], r["ns"]) for r in rows) == [
         (opened, 4, "not_json", "ns-a"),
@@ -635,7 +635,7 @@ def test_quarantine_names_file_line_raw_and_reason(ingested):
 @e2e
 def test_findings_name_each_problem(ingested):
     _, tables = ingested["runs"][0]
-    findings = [dict(zip(FINDINGS_SCHEMA.names, row)) for row in tables[lake.FINDINGS]]
+    findings = [dict(zip(FINDINGS_SCHEMA.names, row, strict=True)) for row in tables[lake.FINDINGS]]
     assert {(f["date"], f["category"]) for f in findings} == {(DAY, "telemetry")}
     got = _canonical((f["kind"], f["severity"], f["subject"], f["ns"], json.loads(f["detail"])) for f in findings)
     previous = "ns-a/2026-11-20/events-00000000000000000001.jsonl"

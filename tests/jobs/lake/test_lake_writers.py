@@ -66,7 +66,7 @@ def _audit_at_once(events: str, lake: str, config: Path, logs: Path) -> list[sub
             procs.append(subprocess.Popen(argv, stdout=out, stderr=err, env=subprocess_env()))
     codes = [p.wait(900) for p in procs]
     return [subprocess.CompletedProcess(argv, code, (logs / f"audit{n}.out").read_text(),
-                                        (logs / f"audit{n}.err").read_text()) for n, code in zip((1, 2), codes)]
+                                        (logs / f"audit{n}.err").read_text()) for n, code in zip((1, 2), codes, strict=True)]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import io
+import itertools
 import random
 import time
 from pathlib import Path
@@ -62,7 +63,7 @@ def log_of(events_dir: Path) -> dict[str, list[dict]]:
     for event in read_events(events_dir):
         by_ns.setdefault(event["ns"], []).append(event)
     for events in by_ns.values():
-        assert all(a["seq"] < b["seq"] and a["ts"] <= b["ts"] for a, b in zip(events, events[1:]))
+        assert all(a["seq"] < b["seq"] and a["ts"] <= b["ts"] for a, b in itertools.pairwise(events))
     return by_ns
 
 

@@ -550,7 +550,7 @@ def test_commands_round_trip_through_any_split(commands, data):
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=8)))
     decoder = FrameDecoder()
     decoded: list[RemotingCommand] = []
-    for start, end in zip([0, *cuts], [*cuts, len(stream)]):
+    for start, end in zip([0, *cuts], [*cuts, len(stream)], strict=True):
         decoder.feed(stream[start:end])
         decoded.extend(decoder)
     assert decoded == [_after_round_trip(cmd) for cmd in commands]

@@ -97,10 +97,10 @@ def test_three_servers_fleet_with_faults_match_their_logs(tmp_path):
         await fleet.run()
         clients = [await RemotingClient.connect(h, p) for _, h, p in servers]
         topics = {t for g in fleet.groups for t in g.topics} | {f"topic-{i:04d}" for i in range(25)}
-        compared = [await live_matches_log(c, events_dir, ns_id, topics) for c, ns_id in zip(clients, ids)]
+        compared = [await live_matches_log(c, events_dir, ns_id, topics) for c, ns_id in zip(clients, ids, strict=True)]
         assert min(compared) >= 20
         await fleet.stop()
-        for client, ns_id in zip(clients, ids):  # after every clean unregister too
+        for client, ns_id in zip(clients, ids, strict=True):  # after every clean unregister too
             await live_matches_log(client, events_dir, ns_id, topics)
             await client.close()
 

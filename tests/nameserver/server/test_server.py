@@ -286,7 +286,7 @@ def test_lookup_answers_follow_every_table_change(tmp_path):
                 assert await lookups() == before
                 await change()
                 after = await lookups()
-                assert all(a != b for a, b in zip(before, after))
+                assert all(a != b for a, b in zip(before, after, strict=True))
                 before = after
             conn.close()
             await client.close()
@@ -306,7 +306,7 @@ def test_interleaved_pieces_of_many_connections_and_frames_larger_than_one_read(
             frames = [b"".join(encode_frame(make_request(105, {"topic": big[c * 100 + i].topic}, opaque=c * 1000 + i))
                                for i in range(20)) for c in range(8)]
             for start in range(0, max(map(len, frames)), 37):  # 37-byte pieces, connection by connection
-                for conn, data in zip(conns, frames):
+                for conn, data in zip(conns, frames, strict=True):
                     if start < len(data):
                         await conn.send(data[start:start + 37])
                 await asyncio.sleep(0)

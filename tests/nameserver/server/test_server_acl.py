@@ -168,7 +168,7 @@ def test_access_control_off_accepts_signed_and_unsigned_alike(tmp_path):
             return plain, signed
 
     plain, signed = arun(scenario())
-    for a, b in zip(plain, signed):
+    for a, b in zip(plain, signed, strict=True):
         assert (a.code, a.remark, a.ext_fields, a.body) == (b.code, b.remark, b.ext_fields, b.body)
     assert plain[0].code == 0 and rejected(tmp_path) == []
 

@@ -65,7 +65,7 @@ async def lookup_batch(ctl, conn: RawConn, first_opaque: int) -> list[tuple[byte
     requests = [dataclasses.replace(cmd, opaque=first_opaque + i) for i, cmd in enumerate(LOOKUPS)]
     await conn.send(b"".join(encode_frame(cmd) for cmd in requests))
     answers = [await conn.frame() for _ in requests]
-    return list(zip(answers, [full_path_answer(ctl, cmd) for cmd in requests]))
+    return list(zip(answers, [full_path_answer(ctl, cmd) for cmd in requests], strict=True))
 
 
 def test_pipelined_lookups_answer_as_the_full_path_before_and_after_a_table_change(tmp_path):
@@ -99,7 +99,7 @@ def test_pipelined_lookups_answer_as_the_full_path_before_and_after_a_table_chan
             after = await lookup_batch(ctl, conn, 500)
             assert all(answer == expected for answer, expected in after)
             assert len(calls) == len(LOOKUPS)
-            changed = [i for i, ((old, _), (new, _)) in enumerate(zip(before, after)) if body(old) != body(new)]
+            changed = [i for i, ((old, _), (new, _)) in enumerate(zip(before, after, strict=True)) if body(old) != body(new)]
             assert changed == [i for i, cmd in enumerate(LOOKUPS) if cmd.ext_fields["topic"] == "TopicA"]
             conn.close()
             await broker.close()

@@ -173,7 +173,7 @@ async def through_full_disk(ctl: NameServerController, client: RemotingClient, e
 def test_every_route_change_through_a_failing_log_is_applied_exactly_when_its_answer_says_so(tmp_path):
     with small_tmpfs(tmp_path / "ev", "4m") as events_dir:
         applied, events, replayed, served = arun(_every_code(events_dir), timeout=120)
-    for (logged, first, last, done), code in zip(applied.values(), applied):
+    for (logged, first, last, done), code in zip(applied.values(), applied, strict=True):
         if logged is None:
             continue
         # exactly the applied requests were logged, each once; the refused ones never

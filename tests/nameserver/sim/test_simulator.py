@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import itertools
 import os
 import subprocess
 import sys
@@ -118,7 +119,7 @@ def test_logs_replay_to_the_simulators_tables(faulty):
     for server in result.servers:
         events = logs[server.ns_id]
         assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-        assert all(a["ts"] <= b["ts"] for a, b in zip(events, events[1:]))
+        assert all(a["ts"] <= b["ts"] for a, b in itertools.pairwise(events))
         replayed = replay(events).routes
         live = server.routes
         assert replayed.topic_queue_table == live.topic_queue_table

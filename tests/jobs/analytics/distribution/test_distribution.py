@@ -9,6 +9,7 @@ run the whole stage on a lake and on simulated days; one runs the whole nightly 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import math
 
@@ -819,7 +820,7 @@ def _no_writable_spans(queue_rows, addr_rows):
         rows = [r for r in queue_rows if (r[0], r[1]) == (ns, topic)]
         masters = [a for a in addr_rows if a[0] == ns and a[3] == 0 and a[2] in {r[2] for r in rows}]
         cuts = sorted({0, DAY_MS} | {ms(r[-5], 0) for r in rows + masters} | {ms(r[-4], DAY_MS) for r in rows + masters})
-        for lo, hi in zip(cuts, cuts[1:]):
+        for lo, hi in itertools.pairwise(cuts):
             live = [r for r in rows if valid(r, lo)]
             publishing = [r for r in live if r[5] & 2 and r[4] > 0
                           and any(a[2] == r[2] and valid(a, lo) for a in masters)]

@@ -276,7 +276,7 @@ def test_derive_grace():
 def test_agg_grace_inputs(spark):
     windows = [window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, None)]
     gaps = [30_000, None, 30_010]  # a window with a single refresh has no gap
-    rows = [tuple({**w, "p50_gap_ms": g}[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w, g in zip(windows, gaps)]
+    rows = [tuple({**w, "p50_gap_ms": g}[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w, g in zip(windows, gaps, strict=True)]
     windows_df = frame(spark, rows, LIVENESS_WINDOWS_SCHEMA)
     starts_df = frame(spark, [(10_000,), (15_000,), (None,)], "scan_interval_ms long")
     row = D.agg_grace_inputs(windows_df, starts_df).first()

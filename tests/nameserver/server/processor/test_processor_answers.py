@@ -111,7 +111,7 @@ def test_every_route_change_changes_the_next_answer():
         assert answers(proc, "TopicA", 7) == previous, name  # answered from the caches now
         step(proc)
         current = answers(proc, "TopicA", 7)
-        assert all(a != b for a, b in zip(previous, current)), f"{name}: an answer did not change"
+        assert all(a != b for a, b in zip(previous, current, strict=True)), f"{name}: an answer did not change"
         previous = current
 
 
