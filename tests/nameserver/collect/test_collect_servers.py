@@ -324,7 +324,7 @@ def test_an_error_answer_fails_the_round_with_the_code_and_remark(tmp_path):
     assert log[1]["reason"] == "error_answer"
     assert log[1]["detail"] == "GET_BROKER_CLUSTER_INFO answered code 1 store is busy"
     assert log[-1]["reason"] == "2 rounds done"
-    assert len(lines) == 2 and all("FAILED error_answer: GET_BROKER_CLUSTER_INFO answered code 1" in l for l in lines)
+    assert len(lines) == 2 and all("FAILED error_answer: GET_BROKER_CLUSTER_INFO answered code 1" in line for line in lines)
 
 
 def test_a_stop_during_a_hung_round_ends_at_once_without_an_error_event(tmp_path):

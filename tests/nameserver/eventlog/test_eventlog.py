@@ -246,7 +246,7 @@ def test_a_segment_closes_at_the_utc_day_boundary(tmp_path):
         ("2026-11-21", 3, "closed"),
     ]
     assert segments[1].path == tmp_path / NS / "2026-11-21" / "events-00000000000000000003.jsonl"
-    assert [orjson.loads(l.raw)["seq"] for l in iter_segment_lines(segments[0].path)] == [1, 2]
+    assert [orjson.loads(entry.raw)["seq"] for entry in iter_segment_lines(segments[0].path)] == [1, 2]
 
 
 def test_the_open_segment_is_named_by_its_first_seq_and_date(tmp_path):
@@ -612,10 +612,10 @@ def test_iter_segment_lines_reads_a_truncated_gzip_as_far_as_it_goes(tmp_path):
     path.write_bytes(gzip.compress(body)[:-2000])
 
     lines = list(iter_segment_lines(path))
-    complete = [l for l in lines if l.complete]
+    complete = [entry for entry in lines if entry.complete]
     assert 0 < len(complete) < 2000
-    assert [l.raw for l in complete] == body.split(b"\n")[: len(complete)]
-    assert [l.line for l in lines] == list(range(1, len(lines) + 1))
+    assert [entry.raw for entry in complete] == body.split(b"\n")[: len(complete)]
+    assert [entry.line for entry in lines] == list(range(1, len(lines) + 1))
 
 
 def test_iter_segment_lines_refuses_a_gz_that_is_not_gzip(tmp_path):

@@ -83,8 +83,8 @@ class Model:
             "QT": {t: {n: QueueData(n, *v) for n, v in q.items()} for t, q in self.qt.items()},
             "BA": {n: (c, dict(a)) for n, (c, a) in self.ba.items()},
             "CA": {c: set(v) for c, v in self.ca.items()},
-            "LT": {a: (l.last_update, l.data_version, l.channel, l.ha, l.cluster, l.name, l.broker_id)
-                   for a, l in self.lt.items()},
+            "LT": {a: (live.last_update, live.data_version, live.channel, live.ha, live.cluster, live.name, live.broker_id)
+                   for a, live in self.lt.items()},
             "FS": {a: list(v) for a, v in self.fs.items()},
         }
 
@@ -171,14 +171,14 @@ class Model:
 
     def close(self, channel):
         """§2.4: the addresses removed, ascending."""
-        gone = sorted(a for a, l in self.lt.items() if l.channel == channel)
+        gone = sorted(a for a, live in self.lt.items() if live.channel == channel)
         for a in gone:
             self.remove_address(a)
         return gone
 
     def scan(self, now):
         """§2.5: [(addr, last_update)] ascending, and the connections to close."""
-        expired = sorted((a, l.last_update, l.channel) for a, l in self.lt.items() if l.last_update + EXPIRY < now)
+        expired = sorted((a, live.last_update, live.channel) for a, live in self.lt.items() if live.last_update + EXPIRY < now)
         for a, _, _ in expired:
             self.remove_address(a)
         return [(a, u) for a, u, _ in expired], sorted({c for _, _, c in expired})
