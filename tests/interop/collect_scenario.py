@@ -205,7 +205,7 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
                 return all(f"create topic to {b.addr} success" in out for b in brokers.values())
 
             for topic in (KEPT, DOOMED):
-                wait_for(lambda: created(topic), SEEN_TIMEOUT_S, f"{topic} created on every broker")
+                wait_for(lambda topic=topic: created(topic), SEEN_TIMEOUT_S, f"{topic} created on every broker")
 
         def settled(events: Path, want: dict[str, set[str]]) -> bool:
             logs = {ns: scenario.stream(ns, events) for ns in SERVERS}

@@ -101,7 +101,7 @@ def _start(release: Release, run_dir: Path, events: Path) -> Cluster:
     for broker in brokers.values():
         broker.process.wait_ready()
     for addr in (java_addr, ns_addr):
-        wait_for(lambda: _registered(addr, set(brokers)), 30, f"both brokers registered with {addr}")
+        wait_for(lambda addr=addr: _registered(addr, set(brokers)), 30, f"both brokers registered with {addr}")
     return Cluster(release, run_dir, ns_id(release), java_ns, java_addr, ns, ns_addr, events, brokers, driver)
 
 

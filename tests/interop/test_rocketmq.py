@@ -151,7 +151,7 @@ def test_delete_topic(cluster):
     doomed = "InteropDoomed"
     cluster.driver.admin("updateTopic", "-t", doomed, "-c", CLUSTER, "-n", cluster.ns_addr)
     for addr in (cluster.ns_addr, cluster.java_addr):
-        wait_for(lambda: route_of(cluster, addr, doomed), 30, f"{doomed} at {addr}")
+        wait_for(lambda addr=addr: route_of(cluster, addr, doomed), 30, f"{doomed} at {addr}")
     out = cluster.driver.admin("deleteTopic", "-t", doomed, "-c", CLUSTER, "-n", cluster.both)
     assert "from NameServer success" in out, out
     assert route_of(cluster, cluster.ns_addr, doomed) is None
@@ -172,7 +172,7 @@ def test_a_topic_made_read_only_by_its_broker(cluster):
     cluster.driver.admin("updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-p", 4,
                          "-n", cluster.ns_addr)
     for addr in (cluster.ns_addr, cluster.java_addr):
-        wait_for(lambda: queues(route_of(cluster, addr, READ_ONLY)) == {"b1": (4, 4, 4)}, 30,
+        wait_for(lambda addr=addr: queues(route_of(cluster, addr, READ_ONLY)) == {"b1": (4, 4, 4)}, 30,
                  f"{READ_ONLY} read-only at {addr}")
     assert len(events(cluster, "wipe_write_perm")) == wiped  # a registration, no admin request
     assert_same_answers(cluster)
@@ -242,7 +242,7 @@ def test_killed_broker_is_dropped_at_once(cluster):
     b2 = cluster.brokers["b2"]
     b2.process.kill()
     for addr in (cluster.ns_addr, cluster.java_addr):
-        wait_for(lambda: "b2" not in queues(route_of(cluster, addr, TOPIC)), 10, f"{addr} to drop the killed broker")
+        wait_for(lambda addr=addr: "b2" not in queues(route_of(cluster, addr, TOPIC)), 10, f"{addr} to drop the killed broker")
     assert any(e["broker_addr"] == b2.addr for e in events(cluster, "channel_close"))
     assert_same_answers(cluster)
 
@@ -253,7 +253,7 @@ def test_clean_shutdown_unregisters(cluster):
     # them), then unregisters from every name server; the fixture waits for the process to end
     b1.process.signal(15)
     for addr in (cluster.ns_addr, cluster.java_addr):
-        wait_for(lambda: route_of(cluster, addr, TOPIC) is None, 30, f"{addr} to drop the stopped broker")
+        wait_for(lambda addr=addr: route_of(cluster, addr, TOPIC) is None, 30, f"{addr} to drop the stopped broker")
     unregisters = [e for e in events(cluster, "unregister") if e["broker_addr"] == b1.addr]
     assert unregisters and unregisters[0]["request_code"] == 104
     assert_same_answers(cluster)
