@@ -5,7 +5,7 @@ its JSON Schema bounds."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from pyspark.sql import types as T
 
@@ -39,7 +39,7 @@ class Array:
     element: "FieldType"
 
 
-FieldType = Union[str, Struct, Array]
+FieldType = str | Struct | Array
 
 
 @dataclass(frozen=True)

@@ -75,10 +75,10 @@ def test_route_prints_one_line_in_the_standard_json_form(lake_dir, capsys):
                          "--at", iso(T0 + 3000))
     assert (code, err) == (0, "")
     assert out == (
-        '{"ns":"ns-a","topic":"TopicA","at":%d,"route":{"brokerDatas":[{"brokerAddrs":'
+        '{"ns":"ns-a","topic":"TopicA","at":' + str(T0 + 3000) + ',"route":{"brokerDatas":[{"brokerAddrs":'
         '{"0":"10.0.0.1:10911","1":"10.0.0.2:10911"},"brokerName":"broker-a","cluster":"C1"}],'
         '"filterServerTable":{"10.0.0.1:10911":["10.0.1.1:40001"]},"queueDatas":[{"brokerName":"broker-a",'
-        '"perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]},"up":true,"audited":true}\n' % (T0 + 3000)
+        '"perm":6,"readQueueNums":8,"topicSysFlag":0,"writeQueueNums":8}]},"up":true,"audited":true}\n'
     )
 
 
@@ -94,8 +94,9 @@ def test_cluster_prints_the_cluster_info(lake_dir, capsys):
     code, out, _ = run(capsys, "cluster", "--lake", lake_dir, "--ns", "ns-b", "--at", iso(T0 + 4000))
     assert code == 0
     assert out == (
-        '{"ns":"ns-b","at":%d,"cluster_info":{"brokerAddrTable":{"broker-b":{"brokerAddrs":{"0":"10.0.0.3:10911"},'
-        '"brokerName":"broker-b","cluster":"C2"}},"clusterAddrTable":{"C2":["broker-b"]}},"up":true,"audited":true}\n' % (T0 + 4000)
+        '{"ns":"ns-b","at":' + str(T0 + 4000) + ',"cluster_info":{"brokerAddrTable":'
+        '{"broker-b":{"brokerAddrs":{"0":"10.0.0.3:10911"},'
+        '"brokerName":"broker-b","cluster":"C2"}},"clusterAddrTable":{"C2":["broker-b"]}},"up":true,"audited":true}\n'
     )
 
 

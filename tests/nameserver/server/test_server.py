@@ -22,7 +22,7 @@ import pytest
 
 from nameserver.server import channel as channel_module
 from nameserver.codec import fastjson
-from nameserver.client import RemotingClient
+from nameserver.client import RemotingClient, RemotingError
 from nameserver.codec import (
     FrameDecoder,
     RequestCode,
@@ -579,7 +579,7 @@ def test_event_log_failure_stops_the_server(tmp_path):
             raise EventLogError("disk gone")
 
         ctl.writer.append = broken
-        with pytest.raises(Exception):
+        with pytest.raises(RemotingError):
             await register(client)  # the table changed but cannot be logged: no answer, no service
         await asyncio.wait_for(ctl.wait_stopped(), 10)
         assert isinstance(ctl.failure, EventLogError)
