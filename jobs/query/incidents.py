@@ -32,7 +32,7 @@ def _read(lake_dir: str, name: str, day: dt.date | None, columns: list[str]) -> 
         return []
     except LakeDamaged:
         raise
-    except Exception as exc:  # a store's refusal, an unreachable store
+    except Exception as exc:  # noqa: BLE001 - a store's refusal, an unreachable store
         from jobs.storage.problems import describe
 
         raise UserError(f"cannot read {describe(exc, path)}") from None

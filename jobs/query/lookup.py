@@ -84,7 +84,7 @@ class RouteLake:
         state_version = self._version(self._state_path)
         try:
             present = has_log(self._state_path)
-        except Exception as exc:  # a store's refusal, an unreachable store
+        except Exception as exc:  # noqa: BLE001 - a store's refusal, an unreachable store
             raise UserError(f"cannot read {lake.NS_STATE}: {describe(exc, self._state_path)}") from None
         if not present or state_version == _ABSENT:
             raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
@@ -167,7 +167,7 @@ class RouteLake:
         """Days whose ``ns_state`` files may hold the server (partition values and statistics), newest first."""
         try:
             parts = self._ns_state.partitions(file_pruning_predicate=[("ns", "=", ns)])
-        except Exception as exc:  # deltalake's own error types
+        except Exception as exc:  # noqa: BLE001 - deltalake's own error types
             raise damaged(self._state_path, exc) from None
         return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
 
@@ -295,7 +295,7 @@ def _read(path: str, columns: list[str], day: dt.date, ns: str, version: int | N
         return None
     except LakeDamaged:
         raise
-    except Exception as exc:  # what the log lets through but the files do not have (a column), a store's refusal
+    except Exception as exc:  # noqa: BLE001 - a store's refusal, a column the log has but the files lack
         raise UserError(f"cannot read {describe(exc, path)}") from None
     for name in absent:  # a lake (or a version of it) written before the column existed: null, as its rows mean
         table = table.append_column(name, pa.nulls(table.num_rows))
@@ -318,7 +318,7 @@ def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:
         return None
     except LakeDamaged:
         raise
-    except Exception as exc:  # what the log lets through but the files do not have (a column), a store's refusal
+    except Exception as exc:  # noqa: BLE001 - a store's refusal, a column the log has but the files lack
         raise UserError(f"cannot read {describe(exc, path)}") from None
 
 

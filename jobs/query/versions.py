@@ -63,5 +63,5 @@ def _commits(path: str) -> dict[int, int]:
     table = open_delta(path)
     try:
         return {c["version"]: c["timestamp"] for c in table.history()}
-    except Exception as exc:  # deltalake's own error types
+    except Exception as exc:  # noqa: BLE001 - deltalake's own error types
         raise damaged(path, exc) from None

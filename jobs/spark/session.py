@@ -360,7 +360,7 @@ def is_native_delta_available(spark: SparkSession) -> bool:
         assert jvm is not None  # a running session's context has its gateway
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName("org.apache.spark.sql.delta.sources.DeltaDataSource", False, loader)
-    except Exception:  # py4j wraps ClassNotFoundException; any failure means "not usable"
+    except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException; any failure means "not usable"
         return False
     return True
 

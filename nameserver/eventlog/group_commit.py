@@ -88,7 +88,7 @@ class AsyncGroupCommit:
             while self._waiters:
                 try:
                     durable = await loop.run_in_executor(self._executor, self._writer.sync)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - handed to every waiter: their commits fail with it
                     waiters, self._waiters = self._waiters, []
                     for _, future in waiters:
                         if not future.done():

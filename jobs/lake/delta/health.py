@@ -77,7 +77,7 @@ def open_delta(path: str, version: int | None = None) -> DeltaTable:
         raise FileNotFoundError(f"{path}: no Delta table here")
     try:
         return DeltaTable(path, version=version, storage_options=storage_options(path))
-    except Exception as exc:  # deltalake raises its own types (DeltaError, DeltaProtocolError, ...)
+    except Exception as exc:  # noqa: BLE001 - deltalake raises its own types (DeltaError, DeltaProtocolError, ...)
         if version is not None and _has_no_version(path, version):
             raise ValueError(f"{path}: no version {version}") from None
         raise damaged(path, exc) from None
