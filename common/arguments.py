@@ -1,4 +1,5 @@
-"""Command-line argument checks shared by ``nsaudit``, ``python -m nameserver`` and ``spark-submit jobs/nightly_audit.py``.
+"""Command-line argument checks shared by ``nsaudit``, ``python -m nameserver`` and ``spark-submit
+jobs/nightly_audit.py``.
 
 Each ``*_arg`` is an argparse ``type``: it returns the text it was given once it is known to be
 usable, or raises ``argparse.ArgumentTypeError`` with the reason, which :class:`OneLineParser`

@@ -60,9 +60,9 @@ def spark():
 
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: the small-day settings of the audit (jobs.spark.profile: no adaptive
-    # re-planning, no broadcast jobs, no code generation or constraint propagation, the JIT's first tier only) hold for the
-    # whole session. Results do not depend on them; the standalone-cluster test compares an audit
-    # with Spark's defaults against one with these, row for row.
+    # re-planning, no broadcast jobs, no code generation or constraint propagation, the JIT's first
+    # tier only) hold for the whole session. Results do not depend on them; the standalone-cluster
+    # test compares an audit with Spark's defaults against one with these, row for row.
     from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS, SMALL_DAY_CONF
 
     session = build_session(

@@ -85,7 +85,8 @@ def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFram
 
     Args:
         events_df: the day's events, ``ts`` in epoch ms (:func:`jobs.rebuild.marking.with_ts_ms`).
-        blocks_df: :func:`jobs.rebuild.marking.agg_blocks` of ``events_df``; read several times, so the caller caches it.
+        blocks_df: :func:`jobs.rebuild.marking.agg_blocks` of ``events_df``; read several times, so the
+            caller caches it.
         prev_state_df: ``ns_state`` rows of the day before (``ns``, ``state_json``).
         day: the UTC day.
         keys_df: :func:`jobs.rebuild.marking.select_interesting_keys` of the two, when the caller has it cached.

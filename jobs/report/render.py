@@ -217,7 +217,8 @@ def _findings_table(frame: pd.DataFrame, max_rows: int = 500) -> str:
     frame = frame.sort_values(["_order", "category", "kind", "subject"]).drop(columns="_order")
     note = ""
     if len(frame) > max_rows:
-        note = f"<p>{len(frame)} findings; the first {max_rows} by severity are listed (all are in the findings table).</p>"
+        note = (f"<p>{len(frame)} findings; the first {max_rows} by severity are listed"
+                " (all are in the findings table).</p>")
         frame = frame.head(max_rows)
     cols = ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail"]
     cols += ["incident_id"] if "incident_id" in frame.columns else []

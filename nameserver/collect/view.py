@@ -7,8 +7,8 @@ sorted by broker name, broker ids ascending, so two views compare equal exactly 
 answered the same.
 
 Example:
-    >>> broker_entry({"cluster": "C", "broker_name": "b", "broker_addrs": {1: "h:2", 0: "h:1"}})
-    {'cluster': 'C', 'broker_name': 'b', 'broker_addrs': [{'broker_id': 0, 'broker_addr': 'h:1'}, {'broker_id': 1, 'broker_addr': 'h:2'}]}
+    >>> broker_entry({"cluster": "C", "broker_name": "b", "broker_addrs": {1: "h:2", 0: "h:1"}})["broker_addrs"]
+    [{'broker_id': 0, 'broker_addr': 'h:1'}, {'broker_id': 1, 'broker_addr': 'h:2'}]
 """
 
 from __future__ import annotations

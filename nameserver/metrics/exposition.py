@@ -9,8 +9,10 @@ values from bounded sets only; a family whose labels name subjects (topics, brok
 Example:
     >>> up = Family("nsaudit_observed_up", "gauge", "1 when the last round answered")
     >>> up.add(1, ns="obs-a")
-    >>> render([up]).decode()
-    '# HELP nsaudit_observed_up 1 when the last round answered\\n# TYPE nsaudit_observed_up gauge\\nnsaudit_observed_up{ns="obs-a"} 1\\n'
+    >>> print(render([up]).decode(), end="")
+    # HELP nsaudit_observed_up 1 when the last round answered
+    # TYPE nsaudit_observed_up gauge
+    nsaudit_observed_up{ns="obs-a"} 1
 """
 
 from __future__ import annotations

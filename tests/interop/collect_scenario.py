@@ -6,10 +6,10 @@ Three Java name servers (``nsA``, ``nsB``, ``nsC``), master brokers of one clust
 JVM (for ``mqadmin``) run on 127.0.0.1; the collector runs as a user starts it, with the servers
 named ``nsA=HOST:PORT;...``. A shadow ``nsaudit nameserver`` (``shadow``, answering as the release's
 name server) is in every broker's ``namesrvAddr`` too, starts once the topics exist and logs into
-``collected/`` (README, "Audit an existing cluster"). First a fault-free run: brokers ``scn-a``, ``scn-k`` and ``scn-s`` (which alone
-carries topic ``ScnSolo``) list every server, the collector writes to ``clean/`` for a while and
-stops. Then broker ``scn-b`` starts, a second collector writes to ``collected/``, and one after the
-other, each seen in its streams before the next:
+``collected/`` (README, "Audit an existing cluster"). First a fault-free run: brokers ``scn-a``,
+``scn-k`` and ``scn-s`` (which alone carries topic ``ScnSolo``) list every server, the collector
+writes to ``clean/`` for a while and stops. Then broker ``scn-b`` starts, a second collector writes
+to ``collected/``, and one after the other, each seen in its streams before the next:
 
 - ``partition``: ``scn-b`` lists only nsA and nsB in its ``namesrvAddr``, from its start;
 - ``wipe``: ``mqadmin wipeWritePerm -b scn-a -n <nsA>``: scn-a's write permission on nsA only;

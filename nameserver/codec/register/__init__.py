@@ -2,8 +2,9 @@
 
 Decoding never reads a clock: a DataVersion without ``timestamp`` takes the ``now`` argument
 (docs/nameserver-semantics.md §1.3). Errors raise :class:`BadBody` / :class:`CrcMismatch` /
-:class:`BadHeader` / :class:`RegisterTooLarge` (over the server's :class:`RegisterLimits`), which the request handler turns into SYSTEM_ERROR responses (§9.2); the
-encoders exist for our own tools (fleet simulator, tests). Parts: ``body`` (types, errors,
+:class:`BadHeader` / :class:`RegisterTooLarge` (over the server's :class:`RegisterLimits`), which
+the request handler turns into SYSTEM_ERROR responses (§9.2); the encoders exist for our own tools
+(fleet simulator, tests). Parts: ``body`` (types, errors,
 CRC), ``json_form``, ``compressed``, ``body_decoder``, ``body_encoder``; all re-exported by
 :mod:`nameserver.codec`.
 

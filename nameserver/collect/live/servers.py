@@ -7,9 +7,11 @@ the QueueData of each topic (``topic_route_history``) and the BrokerData of each
 a few entries updates only those (:meth:`KnownServer.apply`).
 
 Example:
-    >>> view = ServerView({"b": {"cluster": "C", "broker_name": "b", "broker_addrs": [{"broker_id": 1, "broker_addr": "h:1"}]}},
-    ...                   {"T": {"queue_datas": [{"broker_name": "b", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6,
-    ...                          "topic_sys_flag": 0}], "broker_datas": [], "filter_server_table": []}})
+    >>> view = ServerView({"b": {"cluster": "C", "broker_name": "b",
+    ...                          "broker_addrs": [{"broker_id": 1, "broker_addr": "h:1"}]}},
+    ...                   {"T": {"queue_datas": [{"broker_name": "b", "read_queue_nums": 4, "write_queue_nums": 4,
+    ...                                           "perm": 6, "topic_sys_flag": 0}],
+    ...                          "broker_datas": [], "filter_server_table": []}})
     >>> server = KnownServer(view)
     >>> server.no_writable_queue("T")["brokers_with_master"], server.masterless("b")
     (0, True)

@@ -146,8 +146,12 @@ def _rows(lake, table: str) -> Counter:
     return Counter(json.dumps(_canonical(r), sort_keys=True, default=str) for r in rows)
 
 
-def test_audit_on_a_two_worker_cluster_with_a_bucket_equals_local(cluster, audited_lake, s3_server,  # noqa: F811  (the imported fixture)
-                                                                  tmp_path):
+def test_audit_on_a_two_worker_cluster_with_a_bucket_equals_local(
+    cluster,
+    audited_lake,  # noqa: F811  (the imported fixture)
+    s3_server,
+    tmp_path,
+):
     url, work = cluster
     events = upload(s3_server, audited_lake.events, "cluster/events")
     lake = f"s3a://{BUCKET}/cluster/lake"

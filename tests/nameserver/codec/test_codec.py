@@ -55,7 +55,8 @@ G1 = hx(
     "2c22666c6167223a302c226c616e6775616765223a224a415641222c226f7061717565223a312c2273657269616c697a655479706543"
     "757272656e74525043223a224a534f4e222c2276657273696f6e223a3430317d"
 )
-G2 = hx("0000002d 01000029 | 0069 00 0191 00000001 00000000 | 00000000 | 00000014 0005 746f706963 00000009 546f70696354657374")
+G2 = hx("0000002d 01000029 | 0069 00 0191 00000001 00000000 | 00000000 | "
+        "00000014 0005 746f706963 00000009 546f70696354657374")
 G3 = hx("0000001c 01000016 | 0011 00 0191 00000001 00000001 | 00000001 78 | 00000000 | 7b7d")
 G5 = (
     '{"brokerId":"0","bodyCrc32":"1308328594","clusterName":"DefaultCluster","brokerAddr":"192.168.0.10:10911",'
@@ -128,8 +129,8 @@ def test_g3_rocketmq_response_frame():
          "00000063 0000005f"),
         (make_response(make_request(105, opaque=1), ResponseCode.TOPIC_NOT_EXIST, version=401,
                        remark="No topic route info in name server for the topic: TopicTest"),
-         b'{"code":17,"flag":1,"language":"JAVA","opaque":1,"remark":"No topic route info in name server for the topic: '
-         b'TopicTest","serializeTypeCurrentRPC":"JSON","version":401}',
+         b'{"code":17,"flag":1,"language":"JAVA","opaque":1,"remark":"No topic route info in name server '
+         b'for the topic: TopicTest","serializeTypeCurrentRPC":"JSON","version":401}',
          "000000ab 000000a7"),
         (make_request(RequestCode.BROKER_HEARTBEAT, opaque=7, version=479, oneway=True),
          b'{"code":904,"flag":2,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}',
@@ -171,7 +172,8 @@ def test_d2b_responses_exact():
     request = decode_frame(frame(JSON, D2B_HEADER, G7))
     ok = encode_frame(make_response(request, ResponseCode.SUCCESS, ext_fields={}))
     assert ok[:8] == hx("00000072 0000006e")
-    assert ok[8:] == b'{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":3,"serializeTypeCurrentRPC":"JSON","version":407}'
+    assert ok[8:] == (b'{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":3,'
+                      b'"serializeTypeCurrentRPC":"JSON","version":407}')
     error = encode_frame(make_response(request, ResponseCode.SYSTEM_ERROR, remark="crc32 not match", ext_fields={}))
     assert error[8:] == (b'{"code":1,"extFields":{},"flag":1,"language":"JAVA","opaque":3,"remark":"crc32 not match",'
                          b'"serializeTypeCurrentRPC":"JSON","version":407}')
