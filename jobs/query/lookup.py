@@ -22,14 +22,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any, Callable, overload
+from typing import Any, Callable
 
 from jobs import lake
 from jobs.lake.tables import MissingDataFiles, damaged, has_log, open_delta
+from jobs.query.reads import ABSENT, micros, read_all, read_day, valid_rows
 from jobs.query.versions import LakeVersion
 from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_view
 from nameserver.codec import fastjson
-from common.errors import LakeDamaged, UserError
+from common.errors import UserError
 from common.timeutil import parse_time, utc_date
 from jobs.storage.problems import describe
 
@@ -86,18 +87,18 @@ class RouteLake:
             present = has_log(self._state_path)
         except Exception as exc:  # noqa: BLE001 - a store's refusal, an unreachable store
             raise UserError(f"cannot read {lake.NS_STATE}: {describe(exc, self._state_path)}") from None
-        if not present or state_version == _ABSENT:
+        if not present or state_version == ABSENT:
             raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
                             f"{' at ' + self._as_of.describe() if self._as_of else ''}); "
                             "run nsaudit audit for a day first")
         self._ns_state = open_delta(self._state_path, state_version)
 
     def _read_once(self, path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
-        """:func:`_read` at this lake's version, each partition once per ``RouteLake`` (a diff reads
+        """:func:`read_day` at this lake's version, each partition once per ``RouteLake`` (a diff reads
         one day twice); a new ``RouteLake`` sees the tables' latest commits."""
         key = (path, columns, day, ns)
         if key not in self._partitions:
-            self._partitions[key] = self._checked(_read, path, list(columns), day, ns, self._version(path))
+            self._partitions[key] = self._checked(read_day, path, list(columns), day, ns, self._version(path))
         return self._partitions[key]
 
     def _checked(self, read: Callable[..., Any], *args: Any) -> Any:
@@ -114,16 +115,16 @@ class RouteLake:
                             "read") from None
 
     def _version(self, path: str) -> int | None:
-        """The version of a table to read: None for the latest, :data:`_ABSENT` when it did not
+        """The version of a table to read: None for the latest, :data:`ABSENT` when it did not
         exist at ``--version``."""
         if self._as_of is None:
             return None
         found = self._as_of.table_version(path)
-        return _ABSENT if found is None else found
+        return ABSENT if found is None else found
 
     def check_server(self, ns: str) -> None:
         """Raise a UserError naming the known servers when the lake has never seen ``ns``."""
-        table = self._checked(_read_all, self._state_path, ["ns"], self._version(self._state_path))
+        table = self._checked(read_all, self._state_path, ["ns"], self._version(self._state_path))
         known = sorted(set(table.column("ns").to_pylist())) if table is not None else []
         if ns not in known:
             raise UserError(f"--ns {ns!r}: no such name server in {self.lake_dir}; "
@@ -133,7 +134,7 @@ class RouteLake:
         """Why no audited day covers ``at_ms``, or None when its day's audit is ``ok``."""
         if self._runs is None:
             path = lake.table_path(self.lake_dir, lake.AUDIT_RUNS)
-            table = self._checked(_read_all, path, ["date", "status"], self._version(path))
+            table = self._checked(read_all, path, ["date", "status"], self._version(path))
             self._runs = {} if table is None else {r["date"]: r["status"] for r in table.to_pylist()}
         day = utc_date(at_ms)
         status = self._runs.get(day)
@@ -172,7 +173,7 @@ class RouteLake:
         return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
 
     def _state_row(self, ns: str, day: dt.date) -> dict[str, Any] | None:
-        table = self._checked(_read, self._state_path, ["up", "up_at_start", "observed", "resolution_ms"], day, ns,
+        table = self._checked(read_day, self._state_path, ["up", "up_at_start", "observed", "resolution_ms"], day, ns,
                               self._version(self._state_path))
         return table.to_pylist()[0] if table is not None and table.num_rows else None
 
@@ -186,8 +187,8 @@ class RouteLake:
         path = lake.table_path(self.lake_dir, lake.NS_RUNS)
         runs = self._read_once(path, ("start_ts", "stop_ts", "start_seq", "stop_seq", "stop_reason"), day, ns)
         at_us = at_ms * 1000
-        starts = [_micros(r["start_ts"]) for r in ([] if runs is None else runs.to_pylist())
-                  if _micros(r["start_ts"]) <= at_us and (r["stop_ts"] is None or at_us < _micros(r["stop_ts"]))]
+        starts = [micros(r["start_ts"]) for r in ([] if runs is None else runs.to_pylist())
+                  if micros(r["start_ts"]) <= at_us and (r["stop_ts"] is None or at_us < micros(r["stop_ts"]))]
         if not starts:
             return unknown
         # the last change at or before the instant: an interval that began, or ended, then
@@ -197,9 +198,9 @@ class RouteLake:
                                     tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns)
             for column in ([] if table is None else _INTERVAL_COLUMNS):
                 for value in table.column(column).to_pylist():
-                    micros = _micros(value)
-                    if micros is not None and seen < micros <= at_us:
-                        seen = micros
+                    value_us = micros(value)
+                    if value_us is not None and seen < value_us <= at_us:
+                        seen = value_us
         return ServerState(self._tables(ns, day, at_ms), True, day, True, seen // 1000, resolution_ms)
 
     def _tables(self, ns: str, day: dt.date, at_ms: int | None) -> TableState:
@@ -220,7 +221,7 @@ class RouteLake:
     def _history(self, name: str, ns: str, day: dt.date, at_ms: int | None) -> list[dict[str, Any]]:
         path = lake.table_path(self.lake_dir, name)
         table = self._read_once(path, tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns)
-        return [] if table is None else _valid(table, at_ms)
+        return [] if table is None else valid_rows(table, at_ms)
 
     def _up(self, ns: str, day: dt.date, at_ms: int, up_at_start: bool) -> bool:
         """Up inside a run; after a run stopped by ``ns_stop``, down; before the day's first run,
@@ -231,7 +232,7 @@ class RouteLake:
         at_us = at_ms * 1000
         last_stop: tuple[tuple[int, int], str | None] | None = None  # ((stop, stop_seq), stop_reason)
         for run in runs:
-            start, stop = _micros(run["start_ts"]), _micros(run["stop_ts"])
+            start, stop = micros(run["start_ts"]), micros(run["stop_ts"])
             if start <= at_us and (stop is None or at_us < stop):
                 return True
             if stop is not None and stop <= at_us:
@@ -241,87 +242,6 @@ class RouteLake:
         if last_stop is not None:
             return last_stop[1] != "ns_stop"
         return up_at_start
-
-
-@overload
-def _micros(value: dt.datetime) -> int: ...
-@overload
-def _micros(value: None) -> None: ...
-def _micros(value: dt.datetime | None) -> int | None:
-    if value is None:
-        return None
-    return (value - _EPOCH) // dt.timedelta(microseconds=1)
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
-
-def _valid(table: Any, at_ms: int | None) -> list[dict[str, Any]]:
-    """Rows valid at ``at_ms`` (``from <= at < to``, ``to`` null = open), or open at the end."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    valid_to = table["valid_to_ts"]
-    rows: list[dict[str, Any]]
-    if at_ms is None:
-        rows = table.filter(pc.is_null(valid_to)).to_pylist()
-        return rows
-    at = pa.scalar(at_ms * 1000, type=table.schema.field("valid_from_ts").type)
-    mask = pc.and_(pc.less_equal(table["valid_from_ts"], at), pc.or_kleene(pc.is_null(valid_to), pc.greater(valid_to, at)))
-    rows = table.filter(mask).to_pylist()
-    return rows
-
-
-# A table that did not exist yet at the version asked for (``--version``).
-_ABSENT = -1
-
-
-def _read(path: str, columns: list[str], day: dt.date, ns: str, version: int | None = None) -> Any:
-    """One server's rows of one day partition as an Arrow table (JVM-free; see ``jobs.lake.delta.arrow``),
-    at ``version`` (None: the latest); ``None`` when the table does not exist (a rebuild has not
-    written it yet, or not by that version)."""
-    import pyarrow as pa
-
-    from jobs.lake.tables import load_table, read_table_arrow
-
-    if version == _ABSENT:
-        return None
-    try:
-        have = {field.name for field in load_table(path, version=version).schema().fields}
-        absent = [c for c in columns if c in _ADDED_LATER and c not in have]
-        table = read_table_arrow(path, columns=[c for c in columns if c not in absent],
-                                 filters=[("date", "=", day), ("ns", "=", ns)], version=version)
-    except FileNotFoundError:
-        return None
-    except LakeDamaged:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a store's refusal, a column the log has but the files lack
-        raise UserError(f"cannot read {describe(exc, path)}") from None
-    for name in absent:  # a lake (or a version of it) written before the column existed: null, as its rows mean
-        table = table.append_column(name, pa.nulls(table.num_rows))
-    return table.select(columns)
-
-
-# Nullable columns a lake written by an older nsaudit lacks until its next audit adds them: read as null.
-_ADDED_LATER = frozenset({"observed", "resolution_ms"})
-
-
-def _read_all(path: str, columns: list[str], version: int | None = None) -> Any:
-    """Some columns of a whole (small) table at ``version``; ``None`` when the table does not exist."""
-    from jobs.lake.tables import read_table_arrow
-
-    if version == _ABSENT:
-        return None
-    try:
-        return read_table_arrow(path, columns=columns, version=version)
-    except FileNotFoundError:
-        return None
-    except LakeDamaged:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a store's refusal, a column the log has but the files lack
-        raise UserError(f"cannot read {describe(exc, path)}") from None
-
-
 
 
 # ---------------------------------------------------------------------------- answers

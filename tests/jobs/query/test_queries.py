@@ -216,13 +216,13 @@ def test_a_lake_written_before_the_observed_columns_reads_them_as_null(tmp_path)
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from jobs.query.lookup import _read
+    from jobs.query.reads import read_day
 
     day = dt.date(2026, 11, 26)
     older = pa.table({"date": pa.array([day, day]), "ns": ["ns-a", "ns-b"], "up": [True, False],
                       "up_at_start": [True, True]})
     write_deltalake(str(tmp_path / "ns_state"), older, partition_by=["date"])
-    table = _read(str(tmp_path / "ns_state"), ["up", "up_at_start", "observed", "resolution_ms"], day, "ns-b")
+    table = read_day(str(tmp_path / "ns_state"), ["up", "up_at_start", "observed", "resolution_ms"], day, "ns-b")
     assert table.to_pylist() == [{"up": False, "up_at_start": True, "observed": None, "resolution_ms": None}]
     with pytest.raises(UserError, match="cannot read"):  # a column no version ever had is still an error
-        _read(str(tmp_path / "ns_state"), ["up", "no_such_column"], day, "ns-b")
+        read_day(str(tmp_path / "ns_state"), ["up", "no_such_column"], day, "ns-b")
