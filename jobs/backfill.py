@@ -30,6 +30,7 @@ from common.errors import UserError
 from common.timeutil import parse_date
 from jobs import lake as lake_tables
 from jobs import nightly_audit
+from jobs.runlog import logging_to
 
 if TYPE_CHECKING:  # Spark is imported by the code that starts it
     from pyspark.sql import SparkSession
@@ -139,7 +140,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
 
     path = files.local_log_path(normalize(args.lake), f"backfill-{days[0]}-{days[-1]}.log")
     started = time.perf_counter()
-    with nightly_audit.logging_to(path, getattr(args, "verbose", False), args.lake):
+    with logging_to(path, getattr(args, "verbose", False), args.lake):
         if todo:
             spark = nightly_audit.open_session(config, master, f"nsaudit-backfill-{days[0]}-{days[-1]}", args, path)
             try:
