@@ -14,7 +14,8 @@ update judges, as the nightly stages do, the kinds an observed server can show:
 
 Whether a perm was registered is known once every server had a round to show the same change: a
 ``no_writable_queue`` or ``write_perm_wiped`` depending on it is *held* until then (its verdicts,
-:class:`~.perms.Verdict`), then opened from its start or dropped, as the nightly audit judges it.
+:class:`~.perms.Verdict`, :mod:`~.held`), then opened from its start or dropped, as the nightly audit
+judges it.
 
 Only what a round changed is looked at again (the topics and broker names whose answers changed),
 unless a server joins or leaves the comparison, when every key is. At UTC midnight every known
@@ -28,9 +29,10 @@ from nameserver.collect.live.divergence import (
     BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING, Divergence, Key,
 )
 from common.timeutil import DAY_MS
-from nameserver.collect.live.findings import Detail, FindingBook, FindingKey, LiveFinding, StreamEvent
+from nameserver.collect.live.findings import Detail, FindingBook, LiveFinding, StreamEvent
+from nameserver.collect.live.held import HeldFindings
 from nameserver.collect.live.incidents import Incidents
-from nameserver.collect.live.perms import REGISTERED, PermSources, Verdict, perm_changed_finding
+from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources, Verdict, perm_changed_finding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
 from nameserver.collect.live.servers import KnownServer
 from nameserver.collect.view import ServerView
@@ -73,7 +75,7 @@ class LiveJudge:
         self._back_ms: dict[str, int] = {}  # when each server last came back from an outage
         self.addr_names: dict[str, str] = {}  # broker address -> the broker name it was last listed under
         self.perms = PermSources(poll_ms, alone=alone)
-        self._held: dict[FindingKey, list[Verdict]] = {}  # no_writable_queue / write_perm_wiped keys -> verdicts
+        self._held = HeldFindings(self.book)  # no_writable_queue / write_perm_wiped on perm runs still pending
 
     # ------------------------------------------------------------------ updates
 
@@ -172,9 +174,7 @@ class LiveJudge:
     def _forget(self, ns: str, now: int) -> None:
         """``ns``'s known period ended at ``now``: its own findings end there."""
         self.perms.end(ns, now)
-        for key, verdicts in self._held.items():
-            if key[1] == ns:
-                verdicts.append(Verdict(now, False, [], None, verdicts[-1].cause))
+        self._held.end_server(ns, now)
         self.book.end_where(now, lambda key: key[0] in PER_SERVER and key[1] == ns and key not in self._held)
         for key in [k for k in self._runs if k[0] == ns]:
             del self._runs[key]
@@ -202,7 +202,7 @@ class LiveJudge:
         detail = server.no_writable_queue(topic)
         if detail is None:
             if key in self._held or key in self.book.open:  # else nothing to end
-                self._verdict(key, Verdict(now, False, [], None, ("topic", topic)))
+                self._held.verdict(key, Verdict(now, False, [], None, ("topic", topic)))
             return
         certain, pending = False, []
         for name in server.qd[topic]:
@@ -213,7 +213,7 @@ class LiveJudge:
             if run.source is None:
                 pending.append(run)
         cause = ("broker", detail["culprit"]) if detail["culprit"] else ("topic", topic)
-        self._verdict(key, Verdict(now, certain, [] if certain else pending, lambda: detail, cause))
+        self._held.verdict(key, Verdict(now, certain, [] if certain else pending, lambda: detail, cause))
 
     def _master_conditions(self, ns: str, server: KnownServer, brokers: set[str], had: set[str], now: int) -> None:
         """``no_master``: a masterless BrokerData. One that appears without its master where the
@@ -282,55 +282,7 @@ class LiveJudge:
                 topics = sorted(certain + [t for t, run in pending if run.source != REGISTERED])
                 return {"topics": len(topics), "topics_listed": topics[:20]}
 
-            self._verdict(key, Verdict(now, bool(certain), [run for _, run in pending], detail, ("broker", name)))
-
-    # ------------------------------------------------------------------ held findings
-
-    def _verdict(self, key: FindingKey, verdict: Verdict) -> None:
-        """A ``no_writable_queue`` or ``write_perm_wiped`` key's state from ``verdict.at``: applied
-        now when known and nothing of the key is held, else held behind what is."""
-        held = self._held.get(key)
-        if held is None and verdict.known():
-            self._apply(key, verdict)
-        elif held is None:
-            self._held[key] = [verdict]
-        else:
-            held.append(verdict)
-
-    def _apply(self, key: FindingKey, verdict: Verdict) -> None:
-        kind, ns, subject = key
-        if not verdict.holds():
-            self.book.end(key, verdict.at)
-            return
-        detail = verdict.read_detail()
-        current = self.book.open.get(key)
-        if current is not None:
-            if kind == "no_writable_queue":  # its incident was named by the group it lost first
-                detail = {**detail, "culprit": current.detail.get("culprit")}
-            current.detail = detail
-            return
-        self.book.start(key, LiveFinding(kind, ns, subject, verdict.at, SEVERITY[kind], detail, *verdict.cause, (ns,)))
-
-    def _release(self) -> None:
-        """Apply the held verdicts now known, in order (a key stays held behind one still unknown)."""
-        for key in list(self._held):
-            verdicts = self._held[key]
-            while verdicts and verdicts[0].known():
-                self._apply(key, verdicts.pop(0))
-            if not verdicts:
-                del self._held[key]
-
-    def _decide(self, now: int, force: bool = False) -> None:
-        """Settle the perm runs whose tolerance has passed: their ``topic_perm_changed``, and the
-        findings held on them."""
-        if not self.perms.pending():
-            return
-        for run in self.perms.decide(now, force):
-            if run.source == REGISTERED and run.prev_perm is not None and run.prev_source == REGISTERED:
-                key, finding = perm_changed_finding(run)  # a registered change of a registered perm
-                self.book.start(key, finding)
-                self.book.end(key, run.start_ms)
-        self._release()
+            self._held.verdict(key, Verdict(now, bool(certain), [run for _, run in pending], detail, ("broker", name)))
 
     def _divergences(self, topics: set[str], brokers: set[str], addrs: set[str], old_cells: dict[str, set[str]], now: int) -> None:
         keys: set[Key] = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
@@ -392,6 +344,20 @@ class LiveJudge:
             return "broker", self.addr_names.get(what, str(what))
         return "broker", what[1] if kind == QUEUE_DATA_MISMATCH else what
 
+    # ------------------------------------------------------------------ perm runs
+
+    def _decide(self, now: int, force: bool = False) -> None:
+        """Settle the perm runs whose tolerance has passed: their ``topic_perm_changed``, and the
+        findings held on them."""
+        if not self.perms.pending():
+            return
+        for run in self.perms.decide(now, force):
+            if run.source == REGISTERED and run.prev_perm is not None and run.prev_source == REGISTERED:
+                key, finding = perm_changed_finding(run)  # a registered change of a registered perm
+                self.book.start(key, finding)
+                self.book.end(key, run.start_ms)
+        self._held.release()
+
     # ------------------------------------------------------------------ time
 
     def _open_no_master(self, ns: str, name: str, start: int) -> None:
@@ -446,5 +412,4 @@ class LiveJudge:
             if finding.severity != "info":
                 self.incidents.closed(finding)
         # an incident a held finding may join stays open until it is known
-        held = {v.cause for verdicts in self._held.values() for v in verdicts}
-        return self.incidents.finish(now, self.divergence.pending_causes(now) | held)
+        return self.incidents.finish(now, self.divergence.pending_causes(now) | self._held.causes())
