@@ -143,6 +143,40 @@ class Divergence:
                     self._describe(key, episode, now)
                     self.book.end(("ns_divergence", key), now)
 
+    def evaluate_changed(self, servers: Mapping[str, KnownServer], topics: set[str], brokers: set[str],
+                         addrs: set[str], old_cells: dict[str, set[str]], now: int) -> None:
+        """:meth:`evaluate` the keys a change of ``topics``, broker names ``brokers`` and broker
+        addresses ``addrs`` may have touched (``old_cells``: each topic's broker names before it),
+        and the disagreements in progress on them."""
+        keys: set[Key] = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
+        known = list(servers.values())
+        same: dict[str, bool] = {}
+
+        def differs(topic: str) -> bool:
+            # every server with the same QueueData of the topic (or none): no key of it disagrees
+            if topic not in same:
+                cells = [server.qd.get(topic) for server in known]
+                same[topic] = all(c == cells[0] for c in cells)
+            return not same[topic]
+
+        for topic in topics:
+            if not differs(topic):
+                continue
+            keys.add((ROUTE_MISSING, topic))
+            names = set(old_cells.get(topic, ()))
+            for server in known:
+                names |= server.qd.get(topic, {}).keys()
+            keys |= {(QUEUE_DATA_MISMATCH, (topic, n)) for n in names}
+        for name in brokers:
+            for server in known:
+                keys |= {(QUEUE_DATA_MISMATCH, (t, name)) for t in server.topics_of.get(name, ()) if differs(t)}
+        for key in self.episodes:  # a disagreement in progress is looked at whatever the rest says
+            if key[0] == ROUTE_MISSING and key[1] in topics:
+                keys.add(key)
+            elif key[0] == QUEUE_DATA_MISMATCH and (key[1][0] in topics or key[1][1] in brokers):
+                keys.add(key)
+        self.evaluate(keys, servers, now)
+
     def tick(self, now: int) -> None:
         """Open the episodes that have now outlasted the grace."""
         for key, episode in self.episodes.items():

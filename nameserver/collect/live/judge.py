@@ -285,34 +285,7 @@ class LiveJudge:
             self._held.verdict(key, Verdict(now, bool(certain), [run for _, run in pending], detail, ("broker", name)))
 
     def _divergences(self, topics: set[str], brokers: set[str], addrs: set[str], old_cells: dict[str, set[str]], now: int) -> None:
-        keys: set[Key] = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
-        servers = list(self.servers.values())
-        same: dict[str, bool] = {}
-
-        def differs(topic: str) -> bool:
-            # every server with the same QueueData of the topic (or none): no key of it disagrees
-            if topic not in same:
-                cells = [server.qd.get(topic) for server in servers]
-                same[topic] = all(c == cells[0] for c in cells)
-            return not same[topic]
-
-        for topic in topics:
-            if not differs(topic):
-                continue
-            keys.add((ROUTE_MISSING, topic))
-            names = set(old_cells.get(topic, ()))
-            for server in servers:
-                names |= server.qd.get(topic, {}).keys()
-            keys |= {(QUEUE_DATA_MISMATCH, (topic, n)) for n in names}
-        for name in brokers:
-            for server in servers:
-                keys |= {(QUEUE_DATA_MISMATCH, (t, name)) for t in server.topics_of.get(name, ()) if differs(t)}
-        for key in self.divergence.keys():  # a disagreement in progress is looked at whatever the rest says
-            if key[0] == ROUTE_MISSING and key[1] in topics:
-                keys.add(key)
-            elif key[0] == QUEUE_DATA_MISMATCH and (key[1][0] in topics or key[1][1] in brokers):
-                keys.add(key)
-        self.divergence.evaluate(keys, self.servers, now)
+        self.divergence.evaluate_changed(self.servers, topics, brokers, addrs, old_cells, now)
 
     def _everything(self, now: int, topics: tuple[str, ...] | set[str] = (), brokers: tuple[str, ...] | set[str] = (),
                     addrs: tuple[str, ...] | set[str] = ()) -> None:
