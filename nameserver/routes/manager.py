@@ -4,25 +4,23 @@ Spark replay all drive, so the log means exactly what the server did.
 
 Its layers are re-exported here (import from this module): the tables, their indexes and cell
 writes (:mod:`nameserver.routes.tables`), the reads the lookups answer
-(:mod:`nameserver.routes.lookups`), and the events the operations return (built by
-:mod:`nameserver.events`, through :mod:`nameserver.routes.events`); the operations of §2 are here.
+(:mod:`nameserver.routes.lookups`), the admin requests' writes (:mod:`nameserver.routes.admin`, §2.8-§2.9)
+and the events the operations return (built by :mod:`nameserver.events`, through
+:mod:`nameserver.routes.events`); the other operations of §2 are here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
-from nameserver.model import MASTER_ID, PERM_WRITE, DataVersion, QueueData, TopicConfig, topics_digest
+from nameserver.model import MASTER_ID, DataVersion, QueueData, TopicConfig, topics_digest
 from nameserver.events import (
-    add_write_perm_event,
     channel_close_event,
-    delete_topic_event,
     expire_event,
     heartbeat_event,
     register_event,
     unregister_event,
-    wipe_write_perm_event,
 )
 from nameserver.routes.events import (
     Event,
@@ -33,6 +31,7 @@ from nameserver.routes.events import (
     rejected_event,
     topic_key,
 )
+from nameserver.routes.admin import RouteAdmin
 from nameserver.routes.lookups import UNIT_FLAGS, ClusterInfo, RouteAnswers, TopicRouteData
 from nameserver.routes.tables import BrokerData, BrokerLiveInfo, RouteTables
 
@@ -52,12 +51,13 @@ class RegisterResult:
     events: list[Event]
 
 
-class RouteInfoManager(RouteAnswers):
+class RouteInfoManager(RouteAdmin):
     """Owns ``topic_queue_table``, ``broker_addr_table``, ``cluster_addr_table``,
     ``broker_live_table`` and ``filter_server_table`` (RocketMQ's ``RouteInfoManager``).
 
     The tables and their cell writes are :class:`nameserver.routes.tables.RouteTables`, the reads
-    :class:`nameserver.routes.lookups.RouteAnswers`; this class adds the operations of §2.
+    :class:`nameserver.routes.lookups.RouteAnswers`, the admin requests'
+    :class:`nameserver.routes.admin.RouteAdmin`; this class adds the other operations of §2.
 
     Pure: time is the ``now`` argument; there is no lock, socket or file. Every mutation returns the
     events it caused, which the caller writes to the event log. Event values are plain JSON types or
@@ -327,45 +327,3 @@ class RouteInfoManager(RouteAnswers):
             live = self.broker_live_table.get(addr)
             if live is not None and ts > live.last_update:
                 self._refresh_live(addr, live, ts)
-
-    def wipe_write_perm_of_broker(self, broker_name: str, now: int, ctx: RequestContext) -> tuple[int, list[Event]]:
-        """WIPE_WRITE_PERM_OF_BROKER (205): ``perm &= ~PERM_WRITE`` on every QueueData of the name."""
-        return self._change_perm(broker_name, now, ctx, wipe_write_perm_event, lambda p: p & ~PERM_WRITE)
-
-    def add_write_perm_of_broker(self, broker_name: str, now: int, ctx: RequestContext) -> tuple[int, list[Event]]:
-        """ADD_WRITE_PERM_OF_BROKER (327): ``perm = 6`` exactly (INHERIT and PRIORITY dropped)."""
-        return self._change_perm(broker_name, now, ctx, add_write_perm_event, lambda p: 6)
-
-    def _change_perm(self, broker_name: str, now: int, ctx: RequestContext,
-                     build_event: Callable[[int, RequestContext, str, int], Event],
-                     new_perm: Callable[[int], int]) -> tuple[int, list[Event]]:
-        count = 0
-        for topic in sorted(self.topic_queue_table):
-            queue_data = self.topic_queue_table[topic].get(broker_name)
-            if queue_data is None:
-                continue
-            count += 1  # entries already in the target state count too (W10 step 3)
-            perm = new_perm(queue_data.perm)
-            if perm != queue_data.perm:
-                self._put_queue(
-                    topic,
-                    QueueData(
-                        broker_name, queue_data.read_queue_nums, queue_data.write_queue_nums, perm,
-                        queue_data.topic_sys_flag,
-                    ),
-                )
-        return count, [build_event(now, ctx, broker_name, count)]
-
-    def delete_topic(self, topic: str, cluster: str | None, now: int, ctx: RequestContext) -> list[Event]:
-        """DELETE_TOPIC_IN_NAMESRV (216, §2.9): whole topic, or one cluster's broker names."""
-        event = delete_topic_event(now, ctx, topic, cluster)
-        queues = self.topic_queue_table.get(topic)
-        if queues is not None:
-            if not cluster:
-                for name in sorted(queues):
-                    self._del_queue(topic, name)
-            else:
-                for name in sorted(self.cluster_addr_table.get(cluster, set()) & queues.keys()):
-                    self._del_queue(topic, name)
-        return [event]
-
