@@ -115,9 +115,7 @@ class LiveJudge:
             self.addr_names[addr] = server.addrs[addr][0]
             self.book.end(("observed_broker_gone", ns, addr), now)
         for addr, (name, broker_id) in left.items():
-            self.book.start(("observed_broker_gone", ns, addr), LiveFinding(
-                "observed_broker_gone", ns, addr, now, SEVERITY["observed_broker_gone"],
-                {"broker_name": name, "broker_id": broker_id}, "broker", name, (ns,)))
+            self._start("observed_broker_gone", ns, addr, now, {"broker_name": name, "broker_id": broker_id}, "broker", name)
         dirty = set(topics)
         for name in brokers:
             dirty |= server.topics_of.get(name, set())
@@ -156,9 +154,7 @@ class LiveJudge:
             self._forget(ns, now)
             if down:
                 self.down[ns] = len(old.addrs)
-                self.book.start(("observed_server_down", ns, ns), LiveFinding(
-                    "observed_server_down", ns, ns, now, SEVERITY["observed_server_down"],
-                    {"brokers_before": len(old.addrs)}, "server", ns, (ns,)))
+                self._start("observed_server_down", ns, ns, now, {"brokers_before": len(old.addrs)}, "server", ns)
             self._everything(now, set(old.qd), set(old.brokers), set(old.addrs))
         return self._finish(now)
 
@@ -191,8 +187,7 @@ class LiveJudge:
             if detail is None:
                 self.book.end(key, now)
             elif key not in self.book.open:
-                self.book.start(key, LiveFinding("read_write_mismatch", ns, topic, now, SEVERITY["read_write_mismatch"],
-                                                 detail, "layout", f"read_lt_write:{topic}", (ns,)))
+                self._start("read_write_mismatch", ns, topic, now, detail, "layout", f"read_lt_write:{topic}")
             else:
                 self.book.open[key].detail = detail
 
@@ -336,10 +331,13 @@ class LiveJudge:
     def _open_no_master(self, ns: str, name: str, start: int) -> None:
         server = self.servers[ns]
         entry = server.brokers[name]
-        self.book.start(("no_master", ns, name), LiveFinding(
-            "no_master", ns, name, start, SEVERITY["no_master"],
-            {"cluster": entry["cluster"], "addrs": {str(a["broker_id"]): a["broker_addr"] for a in entry["broker_addrs"]}},
-            "broker", name, (ns,)))
+        addrs = {str(a["broker_id"]): a["broker_addr"] for a in entry["broker_addrs"]}
+        self._start("no_master", ns, name, start, {"cluster": entry["cluster"], "addrs": addrs}, "broker", name)
+
+    def _start(self, kind: str, ns: str, subject: str, at: int, detail: Detail, family: str, cause: str) -> None:
+        """Open a finding of server ``ns`` alone, in the incident of ``(family, cause)``."""
+        finding = LiveFinding(kind, ns, subject, at, SEVERITY[kind], detail, family, cause, (ns,))
+        self.book.start((kind, ns, subject), finding)
 
     def _tick(self, now: int) -> None:
         self._decide(now)
