@@ -37,6 +37,7 @@ from common.arguments import OneLineParser, date_arg, master_arg
 from jobs.spark.work import spark_work
 from jobs.runlog import log_path, logging_to
 from jobs.timing import timed
+from jobs.storage import problems
 from jobs.storage.locations import is_remote
 
 if TYPE_CHECKING:  # Spark is imported by the code that starts it
@@ -100,20 +101,6 @@ STAGES = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribut
 
 def _failed_stage(stages_done: list[dict[str, Any]]) -> str:
     return STAGES[len(stages_done)] if len(stages_done) < len(STAGES) else "record"
-
-
-def _one_line(exc: BaseException, remote: bool = False) -> str:
-    """The most telling line of an error: Spark wraps Python errors in long traces; an object
-    store's refusal or absence is said as such when ``remote`` (events or lake in a bucket: a
-    local audit's "Connection refused" is its own JVM's, not a store's); never a credential."""
-    from jobs.storage import problems, settings
-
-    if remote and problems.kind_of(str(exc)):
-        return problems.describe(exc)
-    lines = [line.strip() for line in settings.redact(str(exc)).splitlines() if line.strip()]
-    errors = [line for line in lines if "Error:" in line or "Exception:" in line or "Invalid:" in line]
-    text = errors[-1] if errors else (lines[0] if lines else "")
-    return f"{type(exc).__name__}: {text}"[:400]
 
 
 def run(spark: SparkSession, config: Config, events_dir: str, lake_dir: str, day: dt.date,
@@ -349,7 +336,7 @@ def run_reporting_failure(spark: SparkSession, config: Config, args: argparse.Na
         log.exception("audit of %s failed", day)
         _record_failure(spark, args.lake, day, outcome.stages)
         print(f"nsaudit audit: error: audit of {day} failed in stage {_failed_stage(outcome.stages)}: "
-              f"{_one_line(exc, remote=is_remote(args.events) or is_remote(args.lake))} (log: {path})",
+              f"{problems.one_line(exc, remote=is_remote(args.events) or is_remote(args.lake))} (log: {path})",
               file=sys.stderr)
         return None
     outcome.seconds = round(time.perf_counter() - started, 1)

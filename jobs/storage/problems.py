@@ -4,7 +4,8 @@ reads or writes anything.
 pyarrow, ``deltalake`` and Hadoop's S3A each word a refused key, a missing bucket or a dead
 endpoint their own way, over many lines (``deltalake``'s with terminal colours); :func:`describe`
 makes one line of any of them, names the location and where the credentials came from, and never
-a credential (:func:`jobs.storage.settings.redact`).
+a credential (:func:`jobs.storage.settings.redact`); :func:`one_line` picks the telling line of any
+error of a run.
 """
 
 from __future__ import annotations
@@ -85,3 +86,15 @@ def check_reachable(location: str) -> None:
         raise
     except OSError as exc:
         raise StorageError(describe(exc, location)) from None
+
+
+def one_line(exc: BaseException, remote: bool = False) -> str:
+    """The most telling line of an error: Spark wraps Python errors in long traces; an object
+    store's refusal or absence is said as such when ``remote`` (events or lake in a bucket: a
+    local audit's "Connection refused" is its own JVM's, not a store's); never a credential."""
+    if remote and kind_of(str(exc)):
+        return describe(exc)
+    lines = [line.strip() for line in settings.redact(str(exc)).splitlines() if line.strip()]
+    errors = [line for line in lines if "Error:" in line or "Exception:" in line or "Invalid:" in line]
+    text = errors[-1] if errors else (lines[0] if lines else "")
+    return f"{type(exc).__name__}: {text}"[:400]
