@@ -135,11 +135,12 @@ class NameServerController(ConnectionDefences):
         self._journal.open()
         host, port = parse_listen(self.config.listen)
         loop = asyncio.get_running_loop()
+
+        def channel() -> RemotingChannel:  # one per accepted connection
+            return RemotingChannel(self, self.config.max_frame_bytes, self._header_memo)
+
         try:
-            self._server = await loop.create_server(
-                lambda: RemotingChannel(self, self.config.max_frame_bytes, self._header_memo), host, port,
-                reuse_address=True, backlog=1024,
-            )
+            self._server = await loop.create_server(channel, host, port, reuse_address=True, backlog=1024)
         except OSError:
             writer = self.writer
             assert writer is not None  # the journal opened above
@@ -153,9 +154,9 @@ class NameServerController(ConnectionDefences):
                                           profile=PROFILES[self.config.rocketmq_version])
         self._inflation = RegisterInflation(self.processor.register_bodies, self.handle_command)
         self.start_ts = self._clock()
-        self._journal.append_all(
-            [ns_start_event(self.start_ts, self.config.broker_expiry_ms, self.config.scan_interval_ms, package_version())]
-        )
+        config = self.config
+        start = ns_start_event(self.start_ts, config.broker_expiry_ms, config.scan_interval_ms, package_version())
+        self._journal.append_all([start])
         await self._answers.wait_all_durable()
         self._tasks = HousekeepingService(self, self._clock).start(loop)
         log.info("name server %s listening on %s:%d", self.ns_id, self.host, self.port)
