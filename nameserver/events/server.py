@@ -129,8 +129,10 @@ def rejected_event(now: int, reason: str, ctx: RequestContext | None = None, *, 
     or the end of a log outage (no ``ctx``): the reason plus every other key that is not None.
 
     Example:
-        >>> rejected_event(7, "unknown_code", RequestContext("c1", "10.0.0.7:4000", 999), detail=None)
-        {'ts': 7, 'type': 'rejected', 'request_code': 999, 'channel': 'c1', 'remote': '10.0.0.7:4000', 'reason': 'unknown_code'}
+        >>> event = rejected_event(7, "unknown_code", RequestContext("c1", "10.0.0.7:4000", 999), detail=None)
+        >>> list(event.items())  # doctest: +NORMALIZE_WHITESPACE
+        [('ts', 7), ('type', 'rejected'), ('request_code', 999), ('channel', 'c1'),
+         ('remote', '10.0.0.7:4000'), ('reason', 'unknown_code')]
     """
     event: dict[str, Any] = {"ts": now, "type": "rejected"}
     if ctx is not None:
