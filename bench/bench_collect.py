@@ -40,8 +40,8 @@ import time
 import urllib.request
 
 import psutil
-
 from loopback import NameServerProcess  # bench/, beside this script
+
 from common.config import CollectConfig, EventLogConfig
 from nameserver.client import RemotingClient, register_broker_request
 from nameserver.collect.collector import Collector

@@ -42,6 +42,7 @@ import time
 
 from capped import run_caps  # bench/, beside this script
 from loopback import EchoProcess, NameServerProcess, drive
+
 from nameserver.client import RemotingClient, register_broker_request, route_request
 from nameserver.codec import FrameDecoder, body_crc32, encode_frame
 from nameserver.model import DataVersion, TopicConfig

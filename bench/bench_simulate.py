@@ -33,9 +33,9 @@ import orjson
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from common.timeutil import parse_time
 from nameserver.sim.options import SimOptions, parse_faults
 from nameserver.sim.run import simulate
-from common.timeutil import parse_time
 
 REFERENCE = dict(ns=3, brokers=1000, slaves=1, topics=2000)
 START = "2026-11-21T00:00:00Z"

@@ -27,6 +27,7 @@ import time
 import zlib
 
 from loopback import NameServerProcess  # bench/, beside this script
+
 from nameserver.client import RemotingClient, register_broker_request, route_request
 from nameserver.codec import FrameDecoder, body_crc32, encode_frame, encode_register_body
 from nameserver.model import DataVersion, TopicConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 DAY_MS = 86_400_000
 
 # The days a time or date may fall on: the audit and the queries step one day either side of the

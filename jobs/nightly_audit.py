@@ -24,21 +24,22 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from common.arguments import OneLineParser, date_arg, master_arg
 from common.config import Config, load_config
 from common.errors import UserError
 from common.timeutil import parse_date, yesterday_utc
-from common.arguments import OneLineParser, date_arg, master_arg
-from jobs.spark.work import spark_work
 from jobs.runlog import log_path, logging_to
-from jobs.timing import timed
+from jobs.spark.work import spark_work
 from jobs.storage import problems
 from jobs.storage.locations import is_remote
+from jobs.timing import timed
 
 if TYPE_CHECKING:  # Spark is imported by the code that starts it
     from pyspark.sql import SparkSession

@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from typing import Any, Callable, Iterable, Mapping, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
 
-from nameserver.codec import fastjson
 from nameserver.acl import Credentials, sign_request
 from nameserver.codec import (
     SERVER_VERSION,
@@ -34,6 +34,7 @@ from nameserver.codec import (
     body_crc32,
     encode_frame,
     encode_register_body,
+    fastjson,
     make_request,
     to_ext_fields,
 )
@@ -98,7 +99,7 @@ def simple_request(code: int, ext: Mapping[str, object] | None = None, body: byt
 
 
 class _ClientProtocol(asyncio.Protocol):
-    def __init__(self, client: "RemotingClient") -> None:
+    def __init__(self, client: RemotingClient) -> None:
         self._client = client
         self._decoder = FrameDecoder()
 
@@ -152,7 +153,7 @@ class RemotingClient:
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S,
                       credentials: Credentials | None = None,
-                      clock: Callable[[], int] | None = None) -> "RemotingClient":
+                      clock: Callable[[], int] | None = None) -> RemotingClient:
         """Open a connection; with ``credentials`` every request on it is signed (``clock`` as
         for the constructor).
 
@@ -264,7 +265,7 @@ class RemotingClient:
             self._transport.close()
         try:
             await asyncio.wait_for(asyncio.shield(self.closed), 5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if self._transport is not None:
                 self._transport.abort()
 

@@ -7,9 +7,10 @@ Plain frozen data: no clocks, no I/O. ``TopicConfig`` is what a broker sends per
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import orjson
 
@@ -89,7 +90,7 @@ class TopicConfig:
         }
 
     @classmethod
-    def from_json_obj(cls, obj: Mapping[str, Any]) -> "TopicConfig":
+    def from_json_obj(cls, obj: Mapping[str, Any]) -> TopicConfig:
         """Inverse of :meth:`to_json_obj`."""
         return cls(
             obj["topic"],

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
+from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
 from common.errors import LakeDamaged, UserError
 from jobs import nightly_audit
-from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
 from nameserver import cli as command
 from nameserver.layout import FAULTS  # one fault vocabulary for simulate and fleet
 

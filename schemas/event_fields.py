@@ -29,14 +29,14 @@ _SPARK_SCALARS = {
 class Struct:
     """A JSON object with a fixed set of keys (a Spark struct)."""
 
-    keys: tuple["Key", ...]
+    keys: tuple[Key, ...]
 
 
 @dataclass(frozen=True)
 class Array:
     """A JSON array whose elements are never null (a Spark array, ``containsNull=False``)."""
 
-    element: "FieldType"
+    element: FieldType
 
 
 FieldType = str | Struct | Array

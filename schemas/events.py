@@ -27,18 +27,15 @@ from typing import Any
 from pyspark.sql import types as T
 
 # the vocabulary of key definitions (scalar kinds, Struct, Array, Key), re-exported here
-from schemas.event_fields import (
-    _INT_BOUNDS,
-    _SPARK_SCALARS,
-    BOOLEAN as BOOLEAN,
-    INT32 as INT32,
-    INT64 as INT64,
-    STRING as STRING,
-    Array as Array,
-    FieldType as FieldType,
-    Key as Key,
-    Struct as Struct,
-)
+from schemas.event_fields import _INT_BOUNDS, _SPARK_SCALARS
+from schemas.event_fields import BOOLEAN as BOOLEAN
+from schemas.event_fields import INT32 as INT32
+from schemas.event_fields import INT64 as INT64
+from schemas.event_fields import STRING as STRING
+from schemas.event_fields import Array as Array
+from schemas.event_fields import FieldType as FieldType
+from schemas.event_fields import Key as Key
+from schemas.event_fields import Struct as Struct
 from schemas.event_types import EVENT_TYPES as EVENT_TYPES
 from schemas.event_types import OBSERVATION_TYPES as OBSERVATION_TYPES
 

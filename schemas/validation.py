@@ -60,8 +60,8 @@ class ValueRule:
     kind: str
     null_is_wrong_type: bool = False
     bounds: tuple[int, int] | None = None
-    keys: tuple[tuple[str, "ValueRule"], ...] = ()
-    element: "ValueRule | None" = None
+    keys: tuple[tuple[str, ValueRule], ...] = ()
+    element: ValueRule | None = None
 
 
 def _rule(path: str, kind: FieldType, null_is_wrong_type: bool) -> ValueRule:

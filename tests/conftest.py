@@ -55,15 +55,14 @@ def spark():
     """A local[2] SparkSession shared by every Spark test (UI off, UTC, 2 shuffle partitions)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from jobs.spark.session import LAKE_WRITER_CONF, build_session
-    from jobs.storage import settings
-
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: the small-day settings of the audit (jobs.spark.profile: no adaptive
     # re-planning, no broadcast jobs, no code generation or constraint propagation, the JIT's first
     # tier only) hold for the whole session. Results do not depend on them; the standalone-cluster
     # test compares an audit with Spark's defaults against one with these, row for row.
-    from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS, SMALL_DAY_CONF
+    from jobs.spark.profile import SMALL_DAY_CONF, SMALL_DAY_JAVA_OPTIONS
+    from jobs.spark.session import LAKE_WRITER_CONF, build_session
+    from jobs.storage import settings
 
     session = build_session(
         master="local[2]",

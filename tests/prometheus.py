@@ -67,7 +67,7 @@ class Prometheus:
         self.log = workdir / "prometheus.log"
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> "Prometheus":
+    def __enter__(self) -> Prometheus:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [binary("prometheus"), f"--config.file={self.workdir / 'prometheus.yml'}",

@@ -190,7 +190,7 @@ def table_history(lake_dir: str, name: str, limit: int | None = None) -> list[di
 
 
 def _commit_line(commit: dict[str, Any]) -> dict[str, Any]:
-    when = dt.datetime.fromtimestamp(commit["timestamp"] / 1000, dt.timezone.utc)
+    when = dt.datetime.fromtimestamp(commit["timestamp"] / 1000, dt.UTC)
     return {
         "version": commit["version"],
         "timestamp": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),

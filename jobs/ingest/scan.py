@@ -95,8 +95,8 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
     yield _summary_batch(summaries)
 
 
-def _scan_segment(data_files: "TaskDataFiles", plan: FastPlan, data: bytes, date: dt.date, ns: str, file: str,
-                  tail_problem: str | None, summary: "FileSummary") -> Iterator[pa.RecordBatch]:
+def _scan_segment(data_files: TaskDataFiles, plan: FastPlan, data: bytes, date: dt.date, ns: str, file: str,
+                  tail_problem: str | None, summary: FileSummary) -> Iterator[pa.RecordBatch]:
     for lines in line_batches(data, date, ns, file, tail_problem):
         text, numbers, problems = lines.column(4), lines.column(3), lines.column(5)
         if plan.write_events:

@@ -44,8 +44,8 @@ from jobs.ingest.sequence import (
     agg_last_events,
     in_seq_order,
     pair_rows,
-    select_keys,
     select_kept_pairs,
+    select_keys,
     select_repeated_fast_lines,
     summaries_frame,
     with_fast_event_hashes,
@@ -67,12 +67,7 @@ from jobs.spark.frames import local_frame
 from jobs.spark.session import lake_writer
 from jobs.timing import timed
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
-from schemas.ingest import (
-    EVENTS_PARTITION_BY,
-    INGEST_FILES_PARTITION_BY,
-    INGEST_FILES_SCHEMA,
-    QUARANTINE_PARTITION_BY,
-)
+from schemas.ingest import EVENTS_PARTITION_BY, INGEST_FILES_PARTITION_BY, INGEST_FILES_SCHEMA, QUARANTINE_PARTITION_BY
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,7 @@ from pyspark.sql import types as T
 
 from schemas import validation
 from schemas.ingest import UNKNOWN_KEY, WRONG_TYPE
-from schemas.validation import (
-    EVENT_RULE,
-    JSON_ARRAY,
-    JSON_BOOLEAN,
-    JSON_INTEGER,
-    JSON_OBJECT,
-    JSON_STRING,
-    ValueRule,
-)
+from schemas.validation import EVENT_RULE, JSON_ARRAY, JSON_BOOLEAN, JSON_INTEGER, JSON_OBJECT, JSON_STRING, ValueRule
 
 # Spark's JSON reader is lenient by default; a line must be strict JSON to count as an event.
 # Jackson refuses a string value over 20 million characters by default; a line of the maximum

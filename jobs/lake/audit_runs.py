@@ -24,7 +24,7 @@ def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: li
     row = (
         day,
         status,
-        dt.datetime.now(dt.timezone.utc),
+        dt.datetime.now(dt.UTC),
         float(sum(s.get("seconds", 0.0) for s in stages)),
         json.dumps(stages, sort_keys=True, default=str),
         json.dumps(findings_by_severity, sort_keys=True),

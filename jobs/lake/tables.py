@@ -25,14 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from jobs.lake.delta import ship_by_value
-from jobs.lake.delta.arrow import (
-    count_table_rows,
-    is_table,
-    load_table,
-    open_table,
-    read_table_arrow,
-    table_root,
-)
+from jobs.lake.delta.arrow import count_table_rows, is_table, load_table, open_table, read_table_arrow, table_root
 from jobs.lake.delta.files import DataFile
 from jobs.lake.delta.health import MissingDataFiles, check_readable, damaged, has_log, open_delta, problem_line
 from jobs.lake.delta.native import create_native, write_native
@@ -54,8 +47,8 @@ from jobs.lake.delta.write import (
     write_files,
     write_local_files,
 )
-from jobs.spark.session import lake_writer
 from jobs.spark.frames import local_arrow_table, local_frame
+from jobs.spark.session import lake_writer
 from jobs.storage.locations import for_spark, is_remote, normalize
 from jobs.storage.settings import current
 from jobs.storage.stores import ObjectStore

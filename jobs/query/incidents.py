@@ -65,8 +65,8 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     for key in ("start_ts", "end_ts"):
         value = out[key]
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        out[key] = value.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            value = value.replace(tzinfo=dt.UTC)
+        out[key] = value.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     out["client_share"] = round(out["client_share"], 4)
     return out
 

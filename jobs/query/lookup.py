@@ -21,18 +21,19 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
+from common.errors import UserError
+from common.timeutil import parse_time, utc_date
 from jobs import lake
 from jobs.lake.tables import MissingDataFiles, damaged, has_log, open_delta
 from jobs.query.reads import ABSENT, micros, read_all, read_day, valid_rows
 from jobs.query.versions import LakeVersion
 from jobs.rebuild.views import TableState, cluster_info_view, diff_view, route_view
-from nameserver.codec import fastjson
-from common.errors import UserError
-from common.timeutil import parse_time, utc_date
 from jobs.storage.problems import describe
+from nameserver.codec import fastjson
 
 _HISTORY = (lake.TOPIC_ROUTE_HISTORY, lake.BROKER_ADDR_HISTORY, lake.CLUSTER_HISTORY, lake.FILTER_SERVER_HISTORY)
 _COLUMNS = {

@@ -23,7 +23,7 @@ def micros(value: dt.datetime | None) -> int | None:
     return (value - _EPOCH) // dt.timedelta(microseconds=1)
 
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def valid_rows(table: Any, at_ms: int | None) -> list[dict[str, Any]]:

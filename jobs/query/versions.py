@@ -48,7 +48,7 @@ class LakeVersion:
 
     def describe(self) -> str:
         """``audit_runs`` version and its commit time, for answers and errors."""
-        when = dt.datetime.fromtimestamp(self.committed_ms / 1000, dt.timezone.utc)
+        when = dt.datetime.fromtimestamp(self.committed_ms / 1000, dt.UTC)
         return f"{lake.AUDIT_RUNS} version {self.version} ({when.isoformat(timespec='seconds')})"
 
 

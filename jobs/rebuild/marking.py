@@ -13,9 +13,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.spark.profile import broadcast
 from nameserver.codec import RequestCode
 from schemas.events import REMOVAL_TYPES, RESET_TYPES
-from jobs.spark.profile import broadcast
 
 REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
 BROKER_HEARTBEAT = int(RequestCode.BROKER_HEARTBEAT)

@@ -22,6 +22,7 @@ import datetime as dt
 from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
 from jobs.spark.profile import broadcast
 
 OBSERVED_EVENT_COLUMNS = (

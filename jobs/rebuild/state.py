@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 
 from nameserver.model import DataVersion, QueueData
-from nameserver.routes.replay import RouteReplayer
 from nameserver.routes.manager import BrokerLiveInfo
+from nameserver.routes.replay import RouteReplayer
 
 STATE_FORMAT = 1
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # QueueData as (read_queue_nums, write_queue_nums, perm, topic_sys_flag)
 Queue = tuple[int, int, int, int]
 

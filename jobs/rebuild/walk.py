@@ -9,13 +9,14 @@ day (:class:`DayWalk`; docs/audit.md, "Rebuild").
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from jobs.rebuild import state as rebuild_state
-from nameserver.routes.replay import RouteReplayer
-from nameserver.routes.manager import RouteInfoManager
 from common.timeutil import DAY_MS, day_start_ms
+from jobs.rebuild import state as rebuild_state
+from nameserver.routes.manager import RouteInfoManager
+from nameserver.routes.replay import RouteReplayer
 
 QUEUE, ADDR, CLUSTER, FILTER = "queue", "addr", "cluster", "filter"
 

@@ -15,8 +15,8 @@ from pyspark.sql import types as T
 
 from jobs.rebuild.marking import select_interesting_keys, with_topics
 from jobs.rebuild.walk import walk_rows
-from jobs.spark.pyworker import keep_archive_listings
 from jobs.spark.profile import broadcast
+from jobs.spark.pyworker import keep_archive_listings
 
 if TYPE_CHECKING:  # imported in the task (the walker's closure stays plain data)
     import pyarrow as pa

@@ -16,18 +16,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake as lake_tables
+from jobs.analytics.distribution import agg_end_of_day_distribution
 from jobs.lake.days import day_rows, read_day_arrow
 from jobs.lake.tables import read_table, table_exists
-from jobs.storage import locations
-from jobs.analytics.distribution import agg_end_of_day_distribution
-from jobs.report.render import ReportData, write_report
-from schemas.divergence import NS_DIVERGENCES_SCHEMA
-from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
-from schemas.events import EVENTS_TABLE_SCHEMA
 from jobs.report.incidents import INCIDENT_COLUMNS
 from jobs.report.live import read_live_opens, with_seen_live
+from jobs.report.render import ReportData, write_report
+from jobs.storage import locations
+from schemas.divergence import NS_DIVERGENCES_SCHEMA
+from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.incidents import INCIDENTS_SCHEMA
+from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
 LIVENESS_ROWS_PER_SERVER = 60

@@ -19,9 +19,9 @@ import matplotlib
 matplotlib.use("Agg")  # no display on servers; must precede pyplot
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
+import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
-import pandas as pd
 
 from jobs.report.incidents import INCIDENT_COLUMNS, incidents_html
 from jobs.storage import files as storage_files

@@ -12,12 +12,7 @@ from jobs.lake.days import replace_day
 from jobs.lake.tables import read_table
 from jobs.snapshots.expansion import route_snapshot_expansion
 from jobs.snapshots.pieces import agg_broker_data_runs, agg_route_pieces
-from schemas.routes import (
-    BROKER_ADDR_HISTORY_SCHEMA,
-    PARTITION_BY,
-    ROUTE_SNAPSHOTS_SCHEMA,
-    TOPIC_ROUTE_HISTORY_SCHEMA,
-)
+from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, PARTITION_BY, ROUTE_SNAPSHOTS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 
 
 def agg_route_snapshots(

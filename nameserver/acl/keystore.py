@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hmac
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping, NoReturn
+from typing import NoReturn
 
 from common.config import SecurityConfig
 from nameserver.acl.signature import Credentials, SecretsError
@@ -65,7 +66,7 @@ class SecretStore:
         candidate = text.encode("utf-8", "replace")
         return any(hmac.compare_digest(candidate, s.encode("utf-8")) for s in self._secrets.values())
 
-    def merged(self, other: "SecretStore", source: str) -> "SecretStore":
+    def merged(self, other: SecretStore, source: str) -> SecretStore:
         """Both stores' pairs.
 
         Raises:

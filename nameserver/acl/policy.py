@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from common.config import SecurityConfig
 from nameserver.acl.keystore import SecretStore
@@ -142,7 +142,7 @@ class AccessController:
                 f"skew_ms={self.skew_ms}, accept_rocketmq_signatures={self.accept_rocketmq_signatures})")
 
     @classmethod
-    def from_config(cls, security: SecurityConfig, secrets: SecretStore) -> "AccessController":
+    def from_config(cls, security: SecurityConfig, secrets: SecretStore) -> AccessController:
         """The controller of a loaded ``[security]`` section."""
         return cls(secrets, security.allowed_networks, security.allowed_clusters,
                    skew_ms=security.signature_skew_ms, replay_cache_entries=security.replay_cache_entries,

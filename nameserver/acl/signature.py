@@ -7,8 +7,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from common.errors import UserError
 from nameserver.codec import RemotingCommand, SerializeType

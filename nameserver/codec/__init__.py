@@ -25,6 +25,22 @@ from nameserver.codec.command import (
     make_response,
     mark_protocol_type,
 )
+
+# JSON and ROCKETMQ headers decoded, malformed frames (§4, §5, §9.1)
+from nameserver.codec.command_header import (
+    REASON_FRAME_TOO_LARGE,
+    REASON_HEADER_LENGTH_OVERRUN,
+    REASON_JSON_HEADER_FIELD,
+    REASON_JSON_HEADER_INVALID,
+    REASON_JSON_HEADER_NOT_OBJECT,
+    REASON_LENGTH_TOO_SMALL,
+    REASON_ROCKETMQ_HEADER_LEFTOVER,
+    REASON_ROCKETMQ_HEADER_LENGTH,
+    REASON_ROCKETMQ_HEADER_SHORT,
+    REASON_UNKNOWN_SERIALIZE_TYPE,
+    MalformedFrame,
+)
+
 # codes, languages, versions, flags, limits
 from nameserver.codec.constants import (
     LANGUAGE_BY_NAME,
@@ -44,24 +60,10 @@ from nameserver.codec.constants import (
     is_oneway,
     is_response,
 )
-# JSON and ROCKETMQ headers decoded, malformed frames (§4, §5, §9.1)
-from nameserver.codec.command_header import (
-    REASON_FRAME_TOO_LARGE,
-    REASON_HEADER_LENGTH_OVERRUN,
-    REASON_JSON_HEADER_FIELD,
-    REASON_JSON_HEADER_INVALID,
-    REASON_JSON_HEADER_NOT_OBJECT,
-    REASON_LENGTH_TOO_SMALL,
-    REASON_ROCKETMQ_HEADER_LEFTOVER,
-    REASON_ROCKETMQ_HEADER_LENGTH,
-    REASON_ROCKETMQ_HEADER_SHORT,
-    REASON_UNKNOWN_SERIALIZE_TYPE,
-    MalformedFrame,
-)
+
 # incremental frame decoding
 from nameserver.codec.decoder import FrameDecoder, RequestKey, decode_frame
-# JSON headers decoded before, recalled by the decoder
-from nameserver.codec.memo import HeaderMemo
+
 # custom headers <-> extFields (§6)
 from nameserver.codec.headers import (
     BOOL,
@@ -81,8 +83,13 @@ from nameserver.codec.headers import (
     parse_int64,
     to_ext_fields,
 )
+
+# JSON headers decoded before, recalled by the decoder
+from nameserver.codec.memo import HeaderMemo
+
 # ``.properties`` bodies (318/319)
 from nameserver.codec.properties import PropertiesError, format_properties, parse_properties
+
 # REGISTER_BROKER / DataVersion bodies (§8)
 from nameserver.codec.register import (
     MAX_INFLATED_BYTES,

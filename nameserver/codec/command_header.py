@@ -9,12 +9,7 @@ from typing import Any
 
 import orjson
 
-from nameserver.codec.constants import (
-    LANGUAGE_BY_NAME,
-    ROCKETMQ_FIXED_HEADER_BYTES,
-    UNKNOWN_LANGUAGE,
-    LanguageCode,
-)
+from nameserver.codec.constants import LANGUAGE_BY_NAME, ROCKETMQ_FIXED_HEADER_BYTES, UNKNOWN_LANGUAGE, LanguageCode
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -7,7 +7,8 @@ Re-exported by :mod:`nameserver.codec`; import from there.
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from nameserver.codec.command import RemotingCommand
 from nameserver.codec.command_header import (

@@ -7,7 +7,6 @@ Re-exported by :mod:`nameserver.codec`; import from there.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from nameserver.codec.command_header import HeaderFields
 

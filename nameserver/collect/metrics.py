@@ -10,10 +10,15 @@ name subjects (topics, broker names and addresses) hold only the subjects in tro
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence, cast
+from collections.abc import Sequence
+from typing import cast
 
 from nameserver.collect.live.divergence import (
-    ABSENT, BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING,
+    ABSENT,
+    BROKER_ADDRS_MISMATCH,
+    BROKER_MISSING,
+    QUEUE_DATA_MISMATCH,
+    ROUTE_MISSING,
 )
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.poller import ServerPoller

@@ -11,11 +11,12 @@ the interval with at most ``concurrency`` in flight. Any failure ends the round 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from nameserver.client import RemotingClient, RemotingError, route_request, simple_request
-from nameserver.codec import RemotingCommand, RequestCode, ResponseCode, SERVER_VERSION, fastjson
+from nameserver.codec import SERVER_VERSION, RemotingCommand, RequestCode, ResponseCode, fastjson
 from nameserver.collect.view import ServerView, cluster_view, route_entry
 
 _T = TypeVar("_T")
@@ -71,7 +72,7 @@ async def connect(host: str, port: int, timeout_s: float) -> RemotingClient:
     """
     try:
         return await RemotingClient.connect(host, port, timeout=timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ObserveFailure(TIMEOUT, f"no connection within {timeout_s:g} s") from None
     except OSError as exc:
         raise ObserveFailure(CONNECT_FAILED, exc.strerror or str(exc)) from None
@@ -89,7 +90,7 @@ async def ask(client: RemotingClient, cmd: RemotingCommand, timeout_s: float) ->
     name = RequestCode(cmd.code).name
     try:
         return await client.request(cmd, timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise ObserveFailure(TIMEOUT, f"no answer to {name} within {timeout_s:g} s") from None
     except RemotingError as exc:
         text = str(exc)

@@ -14,9 +14,10 @@ import gzip
 import logging
 import os
 import shutil
+from collections.abc import Iterable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import orjson
 

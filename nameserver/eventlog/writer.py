@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 
@@ -23,11 +24,23 @@ from common.config import EventLogConfig
 from nameserver.eventlog.group_commit import AsyncGroupCommit
 from nameserver.eventlog.line_format import DAY_MS, FORMAT_VERSION, OPT_LINE, close_quietly, day_date, json_default
 from nameserver.eventlog.recovery import (
-    GZIP_LEVEL, find_last_seq, fsync_dir, gzip_segment, log_gzip_failures, recover_folder,
+    GZIP_LEVEL,
+    find_last_seq,
+    fsync_dir,
+    gzip_segment,
+    log_gzip_failures,
+    recover_folder,
 )
 from nameserver.eventlog.reservation import SeqReservation, read_reservation
 from nameserver.eventlog.segments import (
-    EventLogError, LineProblem, Segment, SegmentLine, iter_segment_lines, list_segments, read_events, segment_name,
+    EventLogError,
+    LineProblem,
+    Segment,
+    SegmentLine,
+    iter_segment_lines,
+    list_segments,
+    read_events,
+    segment_name,
 )
 
 __all__ = [
@@ -139,7 +152,7 @@ class EventLogWriter:
 
     # -------------------------------------------------------------------------------- lifecycle
 
-    def open(self) -> "EventLogWriter":
+    def open(self) -> EventLogWriter:
         """Recover the folder and find the last seq; the first ``append`` opens a new segment.
 
         A leftover ``.open`` segment (a crash) keeps its bytes, a cut-short last line included,
@@ -197,7 +210,7 @@ class EventLogWriter:
                     self._gzip_jobs = []
         log.info("event log %s closed at seq %d (%s)", self._ns_dir, self._seq, reason or "no reason given")
 
-    def __enter__(self) -> "EventLogWriter":
+    def __enter__(self) -> EventLogWriter:
         return self.open() if self._state == "new" else self
 
     def __exit__(self, *exc_info: object) -> None:

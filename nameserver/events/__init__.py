@@ -13,7 +13,8 @@ do), :mod:`.server` (a server's start, stop, refusals and admin requests) and :m
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from nameserver.events.brokers import (
     ChannelCloseEvent,
@@ -30,9 +31,9 @@ from nameserver.events.brokers import (
 from nameserver.events.context import Event, RequestContext
 from nameserver.events.observations import (
     LiveIncidentEvent,
-    ObserveErrorEvent,
     ObservedBrokerEvent,
     ObservedRouteEvent,
+    ObserveErrorEvent,
     ObserveSnapshotEvent,
     ObserveStartEvent,
     ObserveStopEvent,

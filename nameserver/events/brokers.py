@@ -7,7 +7,8 @@
 
 # no ``from __future__ import annotations``: TypedDict reads NotRequired[...] only from evaluated
 # annotations
-from typing import Any, NotRequired, Sequence, TypedDict
+from collections.abc import Sequence
+from typing import Any, NotRequired, TypedDict
 
 from nameserver.events.context import RequestContext, builder
 from nameserver.model import DataVersion, TopicConfig

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ParamSpec
+from typing import Any, ParamSpec
 
 # What the writer, the journal and the replay take: any event, read by key. Each builder's
 # TypedDict says which keys its type has.

@@ -3,7 +3,8 @@
 
 # no ``from __future__ import annotations``: TypedDict reads NotRequired[...] only from evaluated
 # annotations
-from typing import Any, Mapping, NotRequired, Sequence, TypedDict, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, NotRequired, TypedDict, cast
 
 from nameserver.events.context import RequestContext, builder
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from nameserver.acl import Credentials
 from nameserver.client import RemotingClient, RemotingError, register_broker_request, unregister_broker_request
@@ -79,7 +79,7 @@ class BrokerAgent:
         try:
             conn = await self._conn(i)
             return await conn.request(cmd, REQUEST_TIMEOUT_S)
-        except (OSError, RemotingError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError, RemotingError) as exc:
             self.errors += 1
             print(f"fleet: {self.describe()} -> {self.servers[i][0]}:{self.servers[i][1]}: {exc}",
                   file=sys.stderr, flush=True)

@@ -7,14 +7,15 @@ import dataclasses
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TextIO
+from typing import Any, TextIO
 
+from common.errors import UserError
 from nameserver.acl import Credentials
-from nameserver.fleet.agent import REQUEST_TIMEOUT_S, BrokerAgent, GroupState
 from nameserver.client import RemotingClient, RemotingError, simple_request
 from nameserver.codec import RemotingCommand, RequestCode, Version
-from common.errors import UserError
+from nameserver.fleet.agent import REQUEST_TIMEOUT_S, BrokerAgent, GroupState
 from nameserver.layout import FAULTS, LAYOUT_FAULTS, Anomaly, build_layout, layout_anomalies
 from nameserver.model import DataVersion, TopicConfig
 
@@ -156,7 +157,7 @@ class Fleet:
         try:
             await asyncio.wait_for(self._stop.wait(), max(0.0, deadline - time.monotonic()))
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     def request_stop(self) -> None:
@@ -275,7 +276,7 @@ class Fleet:
             return None
         try:
             return await client.request(cmd, REQUEST_TIMEOUT_S)
-        except (RemotingError, asyncio.TimeoutError):
+        except (TimeoutError, RemotingError):
             return None
         finally:
             await client.close()
@@ -348,7 +349,7 @@ class Fleet:
             f"max/mean {a.detail['max_over_mean']:.2f})" for a in found)
 
     # fault kind -> what injecting it does (returns the announcement, None when skipped)
-    _STRIKES: dict[str, Callable[["Fleet"], Awaitable[str | None]]] = {
+    _STRIKES: dict[str, Callable[[Fleet], Awaitable[str | None]]] = {
         "expire": _fault_expire,
         "shutdown": _fault_shutdown,
         "lost_unregister": _fault_lost_unregister,

@@ -101,7 +101,7 @@ def _rank_groups(rng: random.Random, blocks: list[tuple[int, int]]) -> list[tupl
     return popularity
 
 
-def _hot_groups(rng: random.Random, blocks: list[tuple[int, int]], balancer: "_Balancer | None") -> list[int]:
+def _hot_groups(rng: random.Random, blocks: list[tuple[int, int]], balancer: _Balancer | None) -> list[int]:
     """A hot topic's groups: 50-100% of the groups of one to all clusters."""
     spread = rng.randint(1, len(blocks))
     chosen_clusters = sorted(rng.sample(range(len(blocks)), spread))

@@ -27,7 +27,8 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from nameserver.metrics.exposition import CONTENT_TYPE
 
@@ -134,7 +135,7 @@ class MetricsEndpoint:
         self._active.add(task)
         try:
             await self._answer(reader, writer)
-        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         except Exception:  # a scrape never takes the process down
             log.exception("metrics endpoint: answering a scrape failed")

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 TYPES = ("counter", "gauge", "untyped")

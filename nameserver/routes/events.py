@@ -3,7 +3,8 @@ route tables' users) and the topic-list helpers they share with the replay."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from nameserver.events import Event, RequestContext, ns_start_event, ns_stop_event, rejected_event
 from nameserver.model import TopicConfig

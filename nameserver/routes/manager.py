@@ -11,17 +11,13 @@ and the events the operations return (built by :mod:`nameserver.events`, through
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
+from nameserver.events import channel_close_event, expire_event, heartbeat_event, register_event, unregister_event
 from nameserver.model import MASTER_ID, DataVersion, QueueData, TopicConfig, topics_digest
-from nameserver.events import (
-    channel_close_event,
-    expire_event,
-    heartbeat_event,
-    register_event,
-    unregister_event,
-)
+from nameserver.routes.admin import RouteAdmin
 from nameserver.routes.events import (
     Event,
     RequestContext,
@@ -31,7 +27,6 @@ from nameserver.routes.events import (
     rejected_event,
     topic_key,
 )
-from nameserver.routes.admin import RouteAdmin
 from nameserver.routes.lookups import UNIT_FLAGS, ClusterInfo, RouteAnswers, TopicRouteData
 from nameserver.routes.tables import BrokerData, BrokerLiveInfo, RouteTables
 

@@ -7,11 +7,12 @@ what ``nsaudit route``/``cluster`` and the Spark rebuild must agree with.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from nameserver.model import DataVersion, TopicConfig
-from schemas.event_types import OBSERVATION_TYPES
 from nameserver.routes.manager import RequestContext, RouteInfoManager, iter_topic_configs
+from schemas.event_types import OBSERVATION_TYPES
 
 
 class ReplayError(ValueError):

@@ -11,8 +11,9 @@ take the write back (:meth:`RouteTables.undo_change`). The operations of docs/na
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from nameserver.model import DataVersion, QueueData
 
@@ -25,7 +26,7 @@ class BrokerData:
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
-    def copy(self) -> "BrokerData":
+    def copy(self) -> BrokerData:
         """A detached copy with ids in ascending order (A3)."""
         return BrokerData(self.cluster, self.broker_name, dict(sorted(self.broker_addrs.items())))
 

@@ -18,7 +18,6 @@ from nameserver.codec import (
 )
 from nameserver.model import topics_digest
 
-
 _V3_0_11 = int(Version.V3_0_11)  # a plain int: an enum member is a class attribute lookup
 
 

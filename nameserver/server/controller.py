@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from common.config import EventLogConfig, NameServerConfig
 from nameserver import package_version
@@ -50,11 +51,7 @@ from nameserver.server.housekeeping import HousekeepingService
 from nameserver.server.inflation import RegisterInflation
 from nameserver.server.journal import Journal
 from nameserver.server.kvconfig import NamesrvConfigStore, own_properties
-from nameserver.server.processor import (
-    ROUTE_CHANGE_CODES,
-    ConnectionContext,
-    RequestProcessor,
-)
+from nameserver.server.processor import ROUTE_CHANGE_CODES, ConnectionContext, RequestProcessor
 from nameserver.server.profile import PROFILES
 
 log = logging.getLogger(__name__)

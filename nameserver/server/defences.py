@@ -7,7 +7,7 @@ controller's connections and logs through its journal. The events it writes chan
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from common.config import NameServerConfig
 from nameserver.codec import MalformedFrame

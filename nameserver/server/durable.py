@@ -13,7 +13,8 @@ Answers keep their order: once one waits, later ones queue behind it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from nameserver.eventlog.writer import AsyncGroupCommit, EventLogError, EventLogWriter
 

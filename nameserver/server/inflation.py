@@ -12,8 +12,9 @@ the loop, in the request's critical section (docs/nameserver-semantics.md A7).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from nameserver.codec import RegisterLimits, RemotingCommand, RequestCode, Version, inflate, parse_bool
 from nameserver.server.bodycache import RegisterBodyCache

@@ -19,9 +19,10 @@ import errno
 import logging
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from common.config import EventLogConfig
 from nameserver.eventlog.recovery import drop_cut_tail

@@ -11,7 +11,7 @@ Pure: no clock, no I/O.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from common.config import NameServerConfig
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nameserver.codec import RemotingCommand, RequestCode, SerializeType, Version
-from nameserver.codec import make_request, make_response  # noqa: F401 (the example)
+from nameserver.codec import RemotingCommand, RequestCode, SerializeType, Version, make_request, make_response  # noqa: F401 (the example)
 
 DEFAULT_PROFILE = "4.9"
 

@@ -87,7 +87,7 @@ class SimGroup:
         self.rev += 1
         return self.data_version
 
-    def master(self) -> "SimBroker | None":
+    def master(self) -> SimBroker | None:
         """The live member registering as id 0, if any."""
         for member in self.members:
             if member.alive and member.broker_id == MASTER_ID:

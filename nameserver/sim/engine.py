@@ -10,20 +10,21 @@ import itertools
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from common.config import EventLogConfig, NameServerConfig
+from common.timeutil import iso
 from nameserver import package_version
 from nameserver.layout import FleetLayout, build_layout
-from nameserver.sim.faults import FaultInjector
 from nameserver.sim.brokers import MESSAGE_JITTER_MS, Payload, SimBroker, SimGroup, build_fleet
-from nameserver.sim.options import SimOptions
+from nameserver.sim.faults import FaultInjector
 from nameserver.sim.namesrv import SimServer
+from nameserver.sim.options import SimOptions
 from nameserver.sim.truth import Record, note_effect
-from common.timeutil import iso
 
 PERIOD_MS = 30_000  # registerNameServerPeriod
 FIRST_PERIODIC_MS = 10_000  # the periodic task's initial delay

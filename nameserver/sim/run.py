@@ -16,10 +16,10 @@ from typing import TextIO
 
 from common.config import NameServerConfig
 from common.errors import UserError
-from nameserver.sim.engine import SimResult, Simulation
-from nameserver.layout import FAULTS
-from nameserver.sim.options import SimOptions, check_events_dir, parse_faults
 from common.timeutil import UTC, day_start_ms, iso, parse_time
+from nameserver.layout import FAULTS
+from nameserver.sim.engine import SimResult, Simulation
+from nameserver.sim.options import SimOptions, check_events_dir, parse_faults
 
 __all__ = ["FAULTS", "SimOptions", "SimResult", "options_from_args", "run_from_cli", "simulate"]
 

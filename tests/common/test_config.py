@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from nsaudit.cli import main
 from common.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+from nsaudit.cli import main
 
 
 def test_the_shipped_file_loads_with_the_spec_defaults():

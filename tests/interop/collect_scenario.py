@@ -44,7 +44,15 @@ from pathlib import Path
 
 from nameserver.eventlog.segments import read_events
 from tests.interop.rocketmq import (
-    REPO, Driver, JavaProcess, Release, _java, free_port, start_broker, start_nsaudit_nameserver, wait_for,
+    REPO,
+    Driver,
+    JavaProcess,
+    Release,
+    _java,
+    free_port,
+    start_broker,
+    start_nsaudit_nameserver,
+    wait_for,
 )
 
 CLUSTER = "scn"

@@ -20,9 +20,9 @@ from tests.interop.rocketmq import (
     Driver,
     JavaProcess,
     Release,
+    run_async,
     start_broker,
     start_java_namesrv,
-    run_async,
     start_nsaudit_nameserver,
     wait_for,
 )

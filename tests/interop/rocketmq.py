@@ -21,9 +21,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from nameserver.codec import fastjson
 
@@ -110,14 +110,14 @@ class JavaProcess:
     cwd: Path
     proc: subprocess.Popen | None = None
 
-    def start(self) -> "JavaProcess":
+    def start(self) -> JavaProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.cwd,
                                          stdin=subprocess.DEVNULL)
         return self
 
-    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> "JavaProcess":
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> JavaProcess:
         """Wait for the ready line in the log; raise with the log's tail if the process ends first."""
         wait_for(lambda: self.ready in self.log.read_text(errors="replace"), timeout_s,
                  f"{self.name} to print {self.ready!r}", alive=self)
@@ -295,7 +295,7 @@ class Driver:
     def __post_init__(self) -> None:
         self.log = self.run_dir / "driver.log"
 
-    def start(self) -> "Driver":
+    def start(self) -> Driver:
         classes = self.run_dir / "driver-classes"
         classes.mkdir(parents=True, exist_ok=True)
         subprocess.run(["javac", "-nowarn", "-cp", f"{self.release.client_lib}/*", "-d", str(classes),

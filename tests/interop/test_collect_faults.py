@@ -24,8 +24,19 @@ from nameserver.collect.live.rules import LIVE_KINDS, live_grace_ms
 from nameserver.eventlog.segments import list_segments, read_events
 from schemas import events as schema
 from tests.interop.collect_scenario import (
-    AUDIT_CONFIG, DOOMED, INTERVAL_MS, KEPT, REGISTER_PERIOD_MS, SERVERS, SHADOW, SOLO, brokers_seen, first_ts,
-    perm_of, route_seen, run_scenario,
+    AUDIT_CONFIG,
+    DOOMED,
+    INTERVAL_MS,
+    KEPT,
+    REGISTER_PERIOD_MS,
+    SERVERS,
+    SHADOW,
+    SOLO,
+    brokers_seen,
+    first_ts,
+    perm_of,
+    route_seen,
+    run_scenario,
 )
 from tests.interop.rocketmq import RELEASES
 from tests.schemas.test_event_schema import errors
@@ -166,7 +177,7 @@ def _audit(spark, events: Path, lake_dir: Path, config) -> list[dict]:
     from jobs.lake.delta.arrow import read_table_arrow
 
     stamps = [e["ts"] for ns in (*SERVERS, SHADOW) for e in read_events(events, ns, [])]
-    days = sorted({dt.datetime.fromtimestamp(t / 1000, dt.timezone.utc).date() for t in stamps})
+    days = sorted({dt.datetime.fromtimestamp(t / 1000, dt.UTC).date() for t in stamps})
     for day in days:
         nightly_audit.run(spark, config, str(events), str(lake_dir), day, lambda line: None)
     rows = read_table_arrow(lake.table_path(lake_dir, lake.INCIDENTS)).to_pylist()
@@ -326,4 +337,4 @@ def test_every_incident_of_the_audit_was_seen_live_and_no_live_incident_is_unexp
     row = next(r for r in page[page.index('id="incidents-table"'):].split("<tr>") if incident["incident_id"] in r)
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
     seen = next(e for e in opened if e["root_cause"] == "write_perm_wiped")
-    assert cells[6] == dt.datetime.fromtimestamp(seen["ts"] / 1000, dt.timezone.utc).strftime("%H:%M:%S"), cells
+    assert cells[6] == dt.datetime.fromtimestamp(seen["ts"] / 1000, dt.UTC).strftime("%H:%M:%S"), cells

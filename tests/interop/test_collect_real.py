@@ -25,7 +25,7 @@ import pytest
 from nameserver.client import RemotingClient
 from nameserver.eventlog.segments import list_segments, read_events
 from schemas import events as schema
-from tests.interop.rocketmq import REPO, RELEASES, Driver, run_async, start_broker, start_java_namesrv, wait_for
+from tests.interop.rocketmq import RELEASES, REPO, Driver, run_async, start_broker, start_java_namesrv, wait_for
 from tests.prometheus import Prometheus, rules_with_for
 from tests.schemas.test_event_schema import errors
 

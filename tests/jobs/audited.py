@@ -55,14 +55,14 @@ _built: dict[str, AuditedLake] = {}
 
 def build_audited_lake(spark, root: Path) -> AuditedLake:
     """Simulate the day into ``root/events`` and audit it into ``root/lake``."""
+    from common.config import Config
     from jobs import snapshots
     from jobs.analytics.divergence import stage as divergence
-    from jobs.ingest import stage as ingest
     from jobs.analytics.liveness import stage as liveness
+    from jobs.ingest import stage as ingest
     from jobs.lake import audit_runs
     from jobs.rebuild import stage as rebuild
     from jobs.report import data as report_data
-    from common.config import Config
     from nameserver.sim.run import FAULTS, SimOptions, simulate
 
     events, lake = root / "events", root / "lake"

@@ -315,9 +315,9 @@ def stamp(events_by_ns: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]
 
 def rebuild_from_lines(spark: Any, lines: list[dict[str, Any]], lake_dir: str | os.PathLike, days: list) -> list:
     """Rebuild ``days`` (in order) from in-memory log lines, the way ``run_rebuild`` does from the lake."""
+    from common.timeutil import utc_date
     from jobs.rebuild.stage import read_previous_state, rebuild_day
     from jobs.rebuild.walker import WALK_EVENT_COLUMNS
-    from common.timeutil import utc_date
     from schemas.events import EVENT_SCHEMA
 
     names = EVENT_SCHEMA.names

@@ -51,8 +51,8 @@ _built: dict[str, FaultFreeDay] = {}
 
 def build_fault_free_day(spark, root: Path) -> FaultFreeDay:
     """Simulate the day into ``root/events`` and run the nightly audit into ``root/lake``."""
-    from jobs import nightly_audit
     from common.config import Config
+    from jobs import nightly_audit
     from nameserver.sim.run import SimOptions, simulate
 
     events, lake = root / "events", root / "lake"

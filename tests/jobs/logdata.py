@@ -16,16 +16,17 @@ import datetime as dt
 import gzip
 import os
 import shutil
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from common.config import EventLogConfig
+from common.timeutil import day_start_ms
 from nameserver.codec import RequestCode
 from nameserver.eventlog.writer import EventLogWriter
 from nameserver.layout import BrokerGroup, BrokerMember, build_layout
 from nameserver.model import PERM_READ, DataVersion, TopicConfig, topics_digest
-from common.timeutil import day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 T0 = day_start_ms(DAY)  # 1795219200000, the example day of docs/interfaces.md

@@ -4,7 +4,8 @@ answers, and the tables at an instant from the walk's interval rows, in the CLI'
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from jobs.rebuild.views import TableState, broker_data_view, queue_data_view
 from jobs.rebuild.walk import ADDR, CLUSTER, QUEUE, IntervalRow

@@ -58,7 +58,7 @@ def test_a_day_of_observed_servers_and_a_shadow_is_audited_with_each_fault_on_it
                            "three rounds of each server")
             admin1 = await RemotingClient.connect(s1.host, s1.port)
             admin2 = await RemotingClient.connect(s2.host, s2.port)
-            times["wipe"] = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+            times["wipe"] = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
             assert (await admin1.wipe_write_perm("broker-a")).code == ResponseCode.SUCCESS
             assert (await admin2.delete_topic("TopicB")).code == ResponseCode.SUCCESS
             # rounds at least an interval (150 ms) apart: 12 more of each server observe the changes
@@ -66,14 +66,14 @@ def test_a_day_of_observed_servers_and_a_shadow_is_audited_with_each_fault_on_it
             seen = {ns: len(lines.of(ns)) for ns in ("obs-1", "obs-2", "obs-3")}
             await wait_for(lambda: all(len(lines.of(ns)) >= n + 12 for ns, n in seen.items()),
                            "twelve rounds of each server after the changes")
-            times["stop"] = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+            times["stop"] = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
             collector.request_stop("SIGTERM")
             await run
             for client in brokers + [admin1, admin2]:
                 await client.close()
 
     arun(body())
-    day = dt.datetime.fromtimestamp(times["wipe"] / 1000, dt.timezone.utc).date()
+    day = dt.datetime.fromtimestamp(times["wipe"] / 1000, dt.UTC).date()
     # the audit as a user runs it, in a process (and JVM) of its own
     audit = subprocess.run([sys.executable, "-m", "nsaudit.cli", "audit", "--events", str(events), "--lake",
                             str(lake_dir), "--date", day.isoformat(), "--config", str(config)],

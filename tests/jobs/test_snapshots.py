@@ -10,6 +10,7 @@ from chispa import assert_df_equality
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from common.timeutil import DAY_MS, day_start_ms
 from jobs.rebuild.tables import select_broker_addr_history, select_topic_route_history
 from jobs.snapshots import (
     agg_broker_data_runs,
@@ -21,14 +22,13 @@ from jobs.snapshots import (
     snapshot_instants_ms,
     with_snapshot_ts,
 )
-from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
 DAY = dt.date(2026, 11, 21)
 T0 = day_start_ms(DAY)
 MIN = 60_000
 END = T0 + DAY_MS - 1  # 23:59:59.999, the end-of-day snapshot
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def ts(ms):

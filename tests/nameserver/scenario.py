@@ -22,12 +22,12 @@ because no production module provides it yet.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import orjson
 
 from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
-from nameserver.routes.replay import RouteReplayer
 from nameserver.routes.manager import (
     RegisterResult,
     RequestContext,
@@ -36,6 +36,7 @@ from nameserver.routes.manager import (
     ns_start_event,
     ns_stop_event,
 )
+from nameserver.routes.replay import RouteReplayer
 
 # ---------------------------------------------------------------------------- §8.1 vocabulary
 

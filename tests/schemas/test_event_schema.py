@@ -14,18 +14,17 @@ import orjson
 import pytest
 from pyspark.sql import types as T
 
-from nameserver.acl import AccessController, SecretStore
-from nameserver.codec import make_request
 from common.config import EventLogConfig
-from nameserver.eventlog.writer import EventLogWriter, read_events
-from nameserver.model import DataVersion, TopicConfig
-from nameserver.codec import MalformedFrame
-from nameserver.server.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
-from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
-from nameserver.server.journal import Outage, log_unavailable_event
+from nameserver.acl import AccessController, SecretStore
+from nameserver.codec import MalformedFrame, make_request
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.view import ServerView, broker_entry, route_entry
+from nameserver.eventlog.writer import EventLogWriter, read_events
+from nameserver.model import DataVersion, TopicConfig
+from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event, rejected_event
+from nameserver.server.journal import Outage, log_unavailable_event
+from nameserver.server.processor import ConnectionContext, RequestProcessor, connection_event, malformed_frame_event
 from schemas import events as schema
 
 T0 = 1795219200000

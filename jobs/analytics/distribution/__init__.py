@@ -8,12 +8,7 @@ runs it for a day.
 
 from jobs.analytics.distribution.composition import DistributionFrames, build_distribution
 from jobs.analytics.distribution.end_of_day import agg_end_of_day_distribution, end_of_day_distribution
-from jobs.analytics.distribution.exact import (
-    EXACT_KINDS,
-    agg_exact_broker_data_runs,
-    agg_exact_pieces,
-    agg_exact_runs,
-)
+from jobs.analytics.distribution.exact import EXACT_KINDS, agg_exact_broker_data_runs, agg_exact_pieces, agg_exact_runs
 from jobs.analytics.distribution.groups import agg_queue_distribution
 from jobs.analytics.distribution.kinds import CATEGORY, SEVERITY
 from jobs.analytics.distribution.moves import suggest_moves

@@ -26,8 +26,8 @@ from jobs.analytics.distribution.exact import (
     select_exact_kind_runs,
     with_last_queue_datas,
 )
-from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.analytics.distribution.groups import agg_broker_groups, agg_group_rows, agg_group_totals
+from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.analytics.distribution.params import DistributionParams
 from jobs.analytics.distribution.perm_changes import filter_registered_read_only_topics, with_registered_read_only
 from jobs.analytics.distribution.queue_data import PIECE_COLUMNS, with_queue_flags

@@ -18,6 +18,7 @@ from jobs.analytics.distribution.params import DistributionParams
 from jobs.snapshots import with_snapshot_ts
 from jobs.spark.profile import broadcast
 
+
 def filter_queue_skew(group_rows_df: DataFrame, params: DistributionParams) -> DataFrame:
     """``queue_skew`` instants: a cluster of two or more groups whose write queues per group exceed
     either threshold (equal to a threshold is within it)."""

@@ -8,9 +8,9 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from common.timeutil import DAY_MS, day_start_ms
 from jobs import lake
 from jobs.lake.tables import read_table, table_exists
-from common.timeutil import DAY_MS, day_start_ms
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
 

@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from common.timeutil import DAY_MS, day_start_ms
 from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.analytics.distribution.queue_data import sum_long
 from jobs.lake.findings import finding_columns
 from jobs.snapshots import agg_broker_data_runs, agg_route_pieces, with_segments
 from jobs.spark.profile import broadcast
-from common.timeutil import DAY_MS, day_start_ms
 from nameserver.model import MASTER_ID
 
 EXACT_KINDS = ("no_writable_queue", "read_write_mismatch", "single_broker_topic", "no_master", "write_perm_wiped")

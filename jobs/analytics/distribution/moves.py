@@ -11,7 +11,6 @@ from typing import Any
 
 from pyspark.sql import types as T
 
-
 MOVE_TYPE = T.StructType(
     [
         T.StructField("from_broker_name", T.StringType(), False),

@@ -20,6 +20,8 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from common.config import Config
+from common.timeutil import day_start_ms
 from jobs import lake
 from jobs.analytics.distribution.composition import DistributionFrames, build_distribution
 from jobs.analytics.distribution.exact import agg_exact_broker_data_runs, agg_exact_pieces
@@ -39,8 +41,6 @@ from jobs.lake.findings import DayFindings
 from jobs.lake.tables import table_exists
 from jobs.snapshots import agg_broker_data_runs, agg_route_pieces
 from jobs.spark.frames import CachedFrames, checkpoint_frame
-from common.config import Config
-from common.timeutil import day_start_ms
 from schemas.distribution import PARTITION_BY, QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.routes import (

@@ -16,10 +16,10 @@ import datetime as dt
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from common.timeutil import day_start_ms
 from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.lake.findings import finding_columns
 from jobs.spark.profile import broadcast
-from common.timeutil import day_start_ms
 from nameserver.model import MASTER_ID
 
 QUEUE_COLUMNS = ("read_queue_nums", "write_queue_nums", "topic_sys_flag")

@@ -10,10 +10,7 @@ valid at the day's end.
 
 from jobs.analytics.divergence.episodes import agg_episodes, build_episodes, select_divergences
 from jobs.analytics.divergence.facts import build_keyed_facts
-from jobs.analytics.divergence.findings import (
-    CATEGORY,
-    agg_divergence_findings,
-)
+from jobs.analytics.divergence.findings import CATEGORY, agg_divergence_findings
 from jobs.analytics.divergence.grace import Grace, agg_grace_inputs, derive_grace, grace_note
 from jobs.analytics.divergence.kinds import KINDS
 from jobs.analytics.divergence.span import Span

@@ -9,12 +9,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.analytics.divergence.kinds import (
-    BROKER_ADDRS_MISMATCH,
-    BROKER_MISSING,
-    QUEUE_DATA_MISMATCH,
-    ROUTE_MISSING,
-)
+from jobs.analytics.divergence.kinds import BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING
 from jobs.analytics.divergence.span import Span, with_interval_ms
 from jobs.spark.profile import broadcast
 

@@ -13,13 +13,7 @@ from collections.abc import Callable
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from jobs.analytics.divergence.kinds import (
-    ABSENT,
-    BROKER_MISSING,
-    KEY_COLUMNS,
-    QUEUE_DATA_MISMATCH,
-    ROUTE_MISSING,
-)
+from jobs.analytics.divergence.kinds import ABSENT, BROKER_MISSING, KEY_COLUMNS, QUEUE_DATA_MISMATCH, ROUTE_MISSING
 from jobs.analytics.divergence.span import Span
 from jobs.analytics.divergence.up_periods import covering_at
 from jobs.spark.profile import broadcast

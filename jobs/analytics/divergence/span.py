@@ -26,7 +26,7 @@ class Span:
     day_end_ms: int
 
     @classmethod
-    def of(cls, day: dt.date, grace_ms: int) -> "Span":
+    def of(cls, day: dt.date, grace_ms: int) -> Span:
         """The span of ``day`` for a grace of ``grace_ms``."""
         start = day_start_ms(day)
         return cls(day, start - grace_ms - 1, start, start + DAY_MS)

@@ -9,14 +9,11 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from common.config import Config
 from jobs import lake
 from jobs.analytics.divergence.episodes import build_episodes, select_divergences
 from jobs.analytics.divergence.facts import LIVE_WINDOW_COLUMNS, build_keyed_facts, select_observed_live_windows
-from jobs.analytics.divergence.findings import (
-    CATEGORY,
-    agg_divergence_findings,
-    agg_observed_broker_missing,
-)
+from jobs.analytics.divergence.findings import CATEGORY, agg_divergence_findings, agg_observed_broker_missing
 from jobs.analytics.divergence.grace import Grace, agg_grace_inputs, derive_grace, grace_note, with_poll_interval
 from jobs.analytics.divergence.span import Span
 from jobs.analytics.divergence.unroutable import agg_unroutable_findings
@@ -24,7 +21,6 @@ from jobs.analytics.divergence.up_periods import agg_up_periods
 from jobs.lake.days import read_day_arrow, read_or_empty, replace_day
 from jobs.lake.findings import DayFindings
 from jobs.spark.frames import CachedFrames, checkpoint_frame
-from common.config import Config
 from schemas.divergence import NS_DIVERGENCES_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA

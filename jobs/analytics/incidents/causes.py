@@ -28,8 +28,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from common.timeutil import day_start_ms
-from nameserver.model import PERM_WRITE
 from jobs.spark.profile import broadcast
+from nameserver.model import PERM_WRITE
 
 # the fields of the details that say what a finding is about (absent fields parse as null)
 DETAIL_FIELDS = T.StructType([

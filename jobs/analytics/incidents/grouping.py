@@ -9,9 +9,9 @@ import datetime as dt
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from jobs.spark.profile import broadcast
 from schemas.findings import SEVERITIES
 from schemas.incidents import INCIDENTS_SCHEMA
-from jobs.spark.profile import broadcast
 
 # Two findings of one cause key more than this apart (end of one to start of the next) are two
 # incidents. Expiry (120 s) plus a scan interval (10 s) and some slack: a broker's removal on the

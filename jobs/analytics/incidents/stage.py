@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from common.config import Config
 from jobs import lake
 from jobs.analytics.incidents.causes import (
     with_cause,
@@ -27,7 +28,6 @@ from jobs.analytics.incidents.grouping import INCIDENT_GAP_MS, agg_incidents, wi
 from jobs.lake.days import day_rows, read_day_arrow, read_or_empty, replace_day
 from jobs.lake.findings import DayFindings
 from jobs.spark.frames import checkpoint_frame, release_frame
-from common.config import Config
 from schemas.findings import FINDINGS_PARTITION_BY, FINDINGS_SCHEMA, SEVERITIES
 from schemas.incidents import INCIDENTS_SCHEMA, PARTITION_BY
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA

@@ -7,8 +7,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from nameserver.codec import RequestCode
 from jobs.spark.profile import broadcast
+from nameserver.codec import RequestCode
 
 IDENTITY_COLUMNS = ("cluster", "broker_name", "broker_id")
 

@@ -23,7 +23,7 @@ class LivenessParams:
     flapping_windows_per_day: int = 6
 
     @classmethod
-    def from_config(cls, config: Config) -> "LivenessParams":
+    def from_config(cls, config: Config) -> LivenessParams:
         """Take the name-server timers and the audit thresholds of a loaded configuration."""
         ns, audit = config.nameserver, config.audit
         return cls(

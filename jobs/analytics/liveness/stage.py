@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from common.config import Config
 from jobs import lake
 from jobs.analytics.liveness import windows as LW
 from jobs.analytics.liveness.availability import agg_broker_availability
@@ -41,7 +42,6 @@ from jobs.lake.findings import DayFindings
 from jobs.lake.tables import read_table
 from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame
 from jobs.spark.profile import broadcast
-from common.config import Config
 from schemas.event_types import OBSERVATION_TYPES
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.liveness import BROKER_AVAILABILITY_SCHEMA, LIVENESS_WINDOWS_SCHEMA

@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from common.timeutil import day_start_ms
+from jobs.spark.profile import broadcast
 from nameserver.codec import RequestCode
 from schemas.events import REMOVAL_TYPES
-from jobs.spark.profile import broadcast
 
 REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)  # a plain int: Spark makes a literal of it
 

@@ -17,7 +17,7 @@ class SecurityParams:
     carry_ms: int = 140_000  # tail of the day before read for slot holders live at 00:00
 
     @classmethod
-    def from_config(cls, config: Config) -> "SecurityParams":
+    def from_config(cls, config: Config) -> SecurityParams:
         """Take the thresholds of a loaded configuration (and the expiry timers for ``carry_ms``)."""
         audit, ns = config.audit, config.nameserver
         return cls(audit.admin_burst_changes, audit.admin_burst_window_ms, audit.refused_requests_min,

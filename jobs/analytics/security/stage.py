@@ -16,6 +16,8 @@ from functools import reduce
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from common.config import Config
+from common.timeutil import day_start_ms
 from jobs import lake
 from jobs.analytics.security.addr_host_mismatch import agg_addr_host_mismatch
 from jobs.analytics.security.admin_burst import agg_admin_bursts
@@ -41,8 +43,6 @@ from jobs.analytics.security.takeover import (
 from jobs.lake.findings import DayFindings
 from jobs.lake.tables import read_table, table_exists
 from jobs.spark.frames import CachedFrames, checkpoint_frame
-from common.config import Config
-from common.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
 
 CATEGORY = "security"

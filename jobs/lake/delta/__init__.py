@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from pyspark import cloudpickle
 
-from jobs.spark import pyworker
 from jobs.lake.delta import files, write
+from jobs.spark import pyworker
 from jobs.storage import stores
 
 

@@ -10,7 +10,7 @@ reads Delta tables through :func:`read_table_arrow` or Spark, never through
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -71,7 +71,7 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
     # a time-travelled DeltaTable numbers its versions wrongly, so it cannot be checked after.
     when = datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     when_ms = int(when.timestamp() * 1000)
     commits = open_table(path).history()
     committed = [c["version"] for c in commits if c["timestamp"] <= when_ms]
@@ -79,7 +79,7 @@ def load_table(path: str, version: int | None = None, timestamp: datetime | str 
         first = min(commits, key=lambda c: c["version"])["timestamp"]
         raise ValueError(
             f"{path}: no version committed at or before {when.isoformat()}; "
-            f"the first is from {datetime.fromtimestamp(first / 1000, timezone.utc).isoformat()}"
+            f"the first is from {datetime.fromtimestamp(first / 1000, UTC).isoformat()}"
         )
     return open_table(path, version=max(committed))
 

@@ -13,7 +13,7 @@ import math
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -32,7 +32,7 @@ NULL_PARTITION_DIR = "__HIVE_DEFAULT_PARTITION__"
 # Delta stats keep strings to a prefix (delta-spark: 32 characters); a longer max is left out
 # rather than truncated, since a truncated max would be smaller than the real one.
 _STATS_STRING_PREFIX = 32
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Row groups of up to a million rows or 64 MiB of Arrow memory per file, and at most 256 MiB
 # buffered per task however many partitions it writes (Python worker memory is outside the JVM
 # heap, so it is kept modest).

@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-
 # --- strings (§10.1 rule 5, as fastjson 1.2.83 SerializeWriter.writeStringWithDoubleQuote) ---
 
 # Default form: fastjson also escapes DEL..U+009F and U+2028/U+2029, besides the JSON minimum.

@@ -12,7 +12,6 @@ from nameserver.codec.register.body import FILTER_TYPES, I32, BadBody, RegisterB
 from nameserver.codec.register.json_form import filter_list, parse_data_version, sorted_topics
 from nameserver.model import TopicConfig
 
-
 # Inflated first, to read the topic count before the rest: the data version's JSON is short.
 HEAD_BYTES = 64 * 1024
 

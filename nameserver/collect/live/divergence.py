@@ -18,8 +18,9 @@ same servers up); ties go to the earliest.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from nameserver.collect.live.findings import Detail, FindingBook, LiveFinding
 from nameserver.collect.live.servers import KnownServer, addrs_text

@@ -25,10 +25,15 @@ across it (:mod:`~.incidents`).
 
 from __future__ import annotations
 
-from nameserver.collect.live.divergence import (
-    BROKER_ADDRS_MISMATCH, BROKER_MISSING, QUEUE_DATA_MISMATCH, ROUTE_MISSING, Divergence, Key,
-)
 from common.timeutil import DAY_MS
+from nameserver.collect.live.divergence import (
+    BROKER_ADDRS_MISMATCH,
+    BROKER_MISSING,
+    QUEUE_DATA_MISMATCH,
+    ROUTE_MISSING,
+    Divergence,
+    Key,
+)
 from nameserver.collect.live.findings import Detail, FindingBook, LiveFinding, StreamEvent
 from nameserver.collect.live.held import HeldFindings
 from nameserver.collect.live.incidents import Incidents

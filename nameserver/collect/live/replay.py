@@ -11,9 +11,10 @@ it with the nightly audit of the same streams.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from nameserver.collect.live.findings import LiveFinding, StreamEvent
 from nameserver.collect.live.judge import LiveJudge

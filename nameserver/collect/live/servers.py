@@ -19,7 +19,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from nameserver.collect.view import ServerView
 from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE

@@ -3,9 +3,10 @@ shape of a handler and of a dispatch table."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MethodType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from nameserver.codec import RemotingCommand, parse_int64
 from nameserver.routes.manager import Event, RequestContext

@@ -4,7 +4,8 @@ other fault holds, restarting a broker later, and noting where a scan must expir
 from __future__ import annotations
 
 import random
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from common.config import NameServerConfig
 from common.timeutil import DAY_MS

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from nameserver.model import MASTER_ID
 from nameserver.sim.brokers import SimBroker
@@ -71,7 +71,7 @@ class FaultInjector(BrokerFaults, TopicFaults, ServerFaults):
         self._schedule_next(now, kind)
 
     # runtime fault kind -> what an arrival of it does (returns its record, None when skipped)
-    _STRIKES: dict[str, Callable[["FaultInjector", int, random.Random], Record | None]] = {
+    _STRIKES: dict[str, Callable[[FaultInjector, int, random.Random], Record | None]] = {
         "expire": BrokerFaults._expire,
         "shutdown": BrokerFaults._shutdown,
         "lost_unregister": BrokerFaults._lost_unregister,

@@ -15,8 +15,8 @@ import dataclasses
 import random
 
 from nameserver.model import TopicConfig
-from nameserver.sim.faults.core import FOREVER, MINUTE_MS, QUEUE_CHOICES, SETTLE_MS, FaultCore
 from nameserver.sim.brokers import SimGroup
+from nameserver.sim.faults.core import FOREVER, MINUTE_MS, QUEUE_CHOICES, SETTLE_MS, FaultCore
 from nameserver.sim.namesrv import SimServer
 from nameserver.sim.truth import Record, new_record, note_effect
 

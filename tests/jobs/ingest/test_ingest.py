@@ -18,8 +18,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from jobs import lake
-from jobs.lake.tables import read_table
-from jobs.lake.findings import finding_columns, write_findings
 from jobs.ingest.checks import select_checked, with_event, with_reason
 from jobs.ingest.findings import (
     agg_duplicate_events_findings,
@@ -48,6 +46,8 @@ from jobs.ingest.sequence import (
 )
 from jobs.ingest.stage import run_ingest
 from jobs.ingest.tables import agg_ingest_files
+from jobs.lake.findings import finding_columns, write_findings
+from jobs.lake.tables import read_table
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.ingest import INGEST_FILES_SCHEMA

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 import jobs.ingest.stage as ingest_module
 from jobs import lake
@@ -30,15 +30,7 @@ from nameserver.codec import MAX_FRAME_BYTES, MAX_INFLATED_BYTES
 from schemas import validation
 from schemas.events import EVENT_KEYS, EVENTS_TABLE_SCHEMA, KEYS_BY_NAME, QUARANTINE_SCHEMA
 from schemas.ingest import INGEST_FILES_SCHEMA
-from schemas.validation import (
-    EVENT_RULE,
-    JSON_ARRAY,
-    JSON_BOOLEAN,
-    JSON_INTEGER,
-    JSON_OBJECT,
-    JSON_STRING,
-    ValueRule,
-)
+from schemas.validation import EVENT_RULE, JSON_ARRAY, JSON_BOOLEAN, JSON_INTEGER, JSON_OBJECT, JSON_STRING, ValueRule
 from tests.jobs.logdata import BROKER_A, DAY, T0, append_lines, ns_start, ns_stop, register, write_log
 
 NS = "ns-a"

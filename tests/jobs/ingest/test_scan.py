@@ -20,7 +20,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 import jobs.ingest.stage as ingest_module
 from jobs import lake
-from jobs.lake.tables import read_table
 from jobs.ingest.checks import select_checked, with_event, with_reason
 from jobs.ingest.classifier import classify_lines
 from jobs.ingest.datafiles import event_batch
@@ -29,6 +28,7 @@ from jobs.ingest.scan import FileSummary
 from jobs.ingest.segments import LINES_SCHEMA, line_batches
 from jobs.ingest.stage import run_ingest
 from jobs.ingest.tables import select_events
+from jobs.lake.tables import read_table
 from schemas.events import EVENTS_TABLE_SCHEMA, QUARANTINE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.ingest import INGEST_FILES_SCHEMA

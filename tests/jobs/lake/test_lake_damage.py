@@ -25,7 +25,7 @@ NS = "ns-a"
 
 
 def _ts(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
 
 
 def _tables(day: dt.date, perm: int) -> dict[str, pa.Table]:

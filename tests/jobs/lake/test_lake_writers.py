@@ -115,7 +115,7 @@ def test_the_queries_answer_the_same_from_a_bucket(s3_server, lakes, s3_lakes):
 
     def answers(lake) -> list:
         route_lake = RouteLake(str(lake))
-        instants = [int(dt.datetime(2026, 11, 21, 0, m, tzinfo=dt.timezone.utc).timestamp() * 1000) for m in (5, 17, 29)]
+        instants = [int(dt.datetime(2026, 11, 21, 0, m, tzinfo=dt.UTC).timestamp() * 1000) for m in (5, 17, 29)]
         return ([route_answer(route_lake, ns, f"topic-000{t}", at) for ns in ("ns-a", "ns-b", "ns-c")
                  for t in range(3) for at in instants]
                 + [cluster_answer(route_lake, ns, at) for ns in ("ns-a", "ns-b", "ns-c") for at in instants]
@@ -156,9 +156,9 @@ def _rows(df) -> Counter:
 
 @pytest.mark.parametrize("reader", WRITERS)
 def test_each_engine_reads_the_other_writers_tables(spark, lakes, reader):
-    from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
     from schemas.events import EVENTS_TABLE_SCHEMA
     from schemas.findings import FINDINGS_SCHEMA
+    from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 
     writer = "native" if reader == "delta-rs" else "delta-rs"
     for name, schema in (("events", EVENTS_TABLE_SCHEMA), ("topic_route_history", TOPIC_ROUTE_HISTORY_SCHEMA),
@@ -185,7 +185,7 @@ def test_each_engine_reads_the_other_writers_older_versions(spark, lakes, reader
         # by commit time as well: the last version committed at or before the first status
         running_ms = committed[versions[-2]]
         at_time = read_table(spark, path, AUDIT_RUNS_SCHEMA,
-                             timestamp=dt.datetime.fromtimestamp(running_ms / 1000, dt.timezone.utc)).collect()
+                             timestamp=dt.datetime.fromtimestamp(running_ms / 1000, dt.UTC)).collect()
     # a run records the day running before its first write and ok after its last (native tables
     # start with an empty CREATE TABLE commit)
     assert [s for s in statuses if s] == [["running"], ["ok"]]

@@ -11,13 +11,13 @@ import datetime as dt
 import orjson
 import pytest
 
-from nsaudit.cli import main
+from common.errors import UserError
+from common.timeutil import DAY_MS, day_start_ms, iso
 from jobs.lake import audit_runs
 from jobs.query.lookup import RouteLake, route_answer
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
-from common.errors import UserError
-from common.timeutil import DAY_MS, day_start_ms, iso
+from nsaudit.cli import main
 from tests.jobs.eventgen import rebuild_from_lines, stamp
 
 DAY1 = dt.date(2026, 11, 21)

@@ -24,7 +24,7 @@ UNFINISHED = dt.date(2026, 11, 22)
 
 
 def _ts(h: int, m: int = 0) -> dt.datetime:
-    return dt.datetime(2026, 11, 21, h, m, tzinfo=dt.timezone.utc)
+    return dt.datetime(2026, 11, 21, h, m, tzinfo=dt.UTC)
 
 
 def _incident(iid, severity, cause, subject, servers, start, end, topics=0, share=1.0, unroutable=0):

@@ -18,6 +18,7 @@ import orjson
 import pytest
 from pyspark.sql import functions as F
 
+from common.config import Config
 from common.timeutil import iso
 from jobs import lake
 from jobs.ingest.stage import run_ingest
@@ -26,7 +27,6 @@ from jobs.lake.tables import read_table
 from jobs.rebuild.stage import run_rebuild
 from nameserver.collect.record import ObservedServer
 from nameserver.collect.view import ServerView, broker_entry, route_entry
-from common.config import Config
 from nameserver.model import DataVersion, TopicConfig
 from nsaudit.cli import main
 from schemas.routes import (

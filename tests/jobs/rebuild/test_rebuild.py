@@ -12,12 +12,12 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import types as T
 
+from common.timeutil import DAY_MS, day_start_ms
 from jobs.rebuild import state as rebuild_state
 from jobs.rebuild.marking import with_interesting, with_run, with_topics
 from jobs.rebuild.walk import ADDR, CLUSTER, QUEUE, walk_day
 from nameserver.model import DataVersion, TopicConfig, topics_digest
 from nameserver.routes.manager import RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
-from common.timeutil import DAY_MS, day_start_ms
 
 DAY = dt.date(2026, 11, 21)
 T0 = day_start_ms(DAY)

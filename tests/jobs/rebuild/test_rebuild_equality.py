@@ -25,18 +25,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nsaudit.cli import main
+from common.config import AuditConfig, load_config
+from common.timeutil import DAY_MS, day_start_ms, utc_date
 from jobs.query.lookup import RouteLake
 from jobs.rebuild.stage import run_rebuild
-from jobs.rebuild.walk import walk_day
 from jobs.rebuild.views import cluster_info_view, diff_view, route_view
+from jobs.rebuild.walk import walk_day
 from jobs.snapshots import run_snapshots, snapshot_instants_ms
-from common.config import AuditConfig, load_config
 from nameserver.eventlog.writer import read_events
-from tests.jobs.route_oracle import cluster_info_view_of, route_view_of, table_state_at, table_state_from_routes
 from nameserver.routes.replay import RouteReplayer
-from common.timeutil import DAY_MS, day_start_ms, utc_date
+from nsaudit.cli import main
 from tests.jobs.eventgen import TOPICS, generate_events, write_log
+from tests.jobs.route_oracle import cluster_info_view_of, route_view_of, table_state_at, table_state_from_routes
 
 DAY1 = dt.date(2026, 11, 21)
 DAY2 = DAY1 + dt.timedelta(days=1)
@@ -124,7 +124,7 @@ def check_snapshots(spark, lake_dir: Path, by_ns: dict[str, list[dict]], rng: ra
     rows = read_table(spark, lake.table_path(str(lake_dir), lake.ROUTE_SNAPSHOTS), ROUTE_SNAPSHOTS_SCHEMA).collect()
     got: dict[tuple, set] = {}
     for r in rows:
-        at = int(r["snapshot_ts"].replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+        at = int(r["snapshot_ts"].replace(tzinfo=dt.UTC).timestamp() * 1000)
         got.setdefault((r["ns"], at), set()).add(
             (r["topic"], r["broker_name"], r["cluster"], tuple(sorted((r["broker_addrs"] or {}).items())),
              r["read_queue_nums"], r["write_queue_nums"], r["perm"], r["topic_sys_flag"]))

@@ -9,16 +9,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from jobs.report import data as report_data
 from jobs.analytics.distribution import agg_end_of_day_distribution
+from jobs.report import data as report_data
 from jobs.report.render import ReportData
 from tests.jobs.inputs import frame
 
 pytestmark = pytest.mark.spark
 
 DAY = dt.date(2026, 11, 21)
-END = dt.datetime(2026, 11, 21, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
-NOON = dt.datetime(2026, 11, 21, 12, tzinfo=dt.timezone.utc)
+END = dt.datetime(2026, 11, 21, 23, 59, 59, 999000, tzinfo=dt.UTC)
+NOON = dt.datetime(2026, 11, 21, 12, tzinfo=dt.UTC)
 EVENTS_DDL = "ns string, type string, broker_addr string"
 SNAPSHOTS_DDL = (
     "snapshot_ts timestamp, ns string, cluster string, broker_name string, topic string, write_queue_nums int"
@@ -111,9 +111,9 @@ def test_the_report_opens_with_the_days_incidents_worst_first(tmp_path):
     from jobs.report.incidents import INCIDENT_COLUMNS
 
     def incident(iid, severity, cause, subject, servers, start_h, end_h, topics, share, live=None):
-        start = dt.datetime(2026, 11, 21, start_h, tzinfo=dt.timezone.utc)
+        start = dt.datetime(2026, 11, 21, start_h, tzinfo=dt.UTC)
         return (iid, severity, cause, subject, servers, start,
-                dt.datetime(2026, 11, 21, end_h, tzinfo=dt.timezone.utc), (end_h - start_h) * 3_600_000, 4, topics,
+                dt.datetime(2026, 11, 21, end_h, tzinfo=dt.UTC), (end_h - start_h) * 3_600_000, 4, topics,
                 8 * topics, 0, share, live and start + dt.timedelta(seconds=live))
 
     incidents = pd.DataFrame([

@@ -9,8 +9,10 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame, release_frame
+from common.config import ConfigError, LakeConfig, load_config
+from common.errors import UserError
 from jobs.spark import session as session_module
+from jobs.spark.frames import CachedFrames, checkpoint_frame, local_frame, release_frame
 from jobs.spark.session import (
     DATAFRAME_DEBUGGING_CONF,
     DEFAULT_JAVA_OPTIONS,
@@ -20,8 +22,6 @@ from jobs.spark.session import (
     lake_writer,
     session_conf,
 )
-from common.config import ConfigError, LakeConfig, load_config
-from common.errors import UserError
 
 
 @pytest.mark.spark

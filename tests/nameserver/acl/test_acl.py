@@ -17,13 +17,14 @@ import pickle
 
 import pytest
 
+from common.config import ConfigError, SecurityConfig, load_config
 from nameserver import acl
 from nameserver.acl import (
     AccessController,
     Credentials,
     Denial,
-    SecretStore,
     SecretsError,
+    SecretStore,
     calculate_signature,
     client_credentials,
     exposure_notice,
@@ -36,10 +37,9 @@ from nameserver.acl import (
 )
 from nameserver.client import register_broker_request, simple_request, unregister_broker_request
 from nameserver.codec import RequestCode, ResponseCode, SerializeType, decode_frame, encode_frame, make_request
-from common.config import ConfigError, SecurityConfig, load_config
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.processor import ConnectionContext, RequestProcessor
 from nameserver.routes.manager import RouteInfoManager
+from nameserver.server.processor import ConnectionContext, RequestProcessor
 
 SECRET = "s3cr3t-Value+/="
 CREDS = Credentials("broker-ak", SECRET)
@@ -94,7 +94,7 @@ def test_content_skips_signature_and_none_and_sorts_like_java():
     assert rocketmq_content(None, b"body") == b"body"
     # U+1F600 is a surrogate pair (D83D DE00): before U+FFFF in Java's UTF-16 order, after it in Python's
     ext = {"\U0001F600": "emoji", "\uFFFF": "last"}
-    assert rocketmq_content(ext, None) == "emojilast".encode()
+    assert rocketmq_content(ext, None) == b"emojilast"
     assert sorted(ext) == ["\uFFFF", "\U0001F600"]  # what a naive sort would have signed
     # a lone surrogate (JSON "\ud800") is written "?" as Java's getBytes does, never an error
     assert rocketmq_content({"a": "x\ud800y"}, None) == b"x?y"

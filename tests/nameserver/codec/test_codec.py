@@ -97,10 +97,10 @@ D2B_EXT = {
     "clusterName": "DefaultCluster", "compressed": "false", "haServerAddr": "192.168.0.10:10912",
 }
 D2B_HEADER = (
-    '{"code":103,"extFields":{"bodyCrc32":"416932168","brokerAddr":"192.168.0.10:10911","brokerId":"0",'
-    '"brokerName":"broker-a","clusterName":"DefaultCluster","compressed":"false","haServerAddr":"192.168.0.10:10912"},'
-    '"flag":0,"language":"JAVA","opaque":3,"serializeTypeCurrentRPC":"JSON","version":407}'
-).encode()
+    b'{"code":103,"extFields":{"bodyCrc32":"416932168","brokerAddr":"192.168.0.10:10911","brokerId":"0",'
+    b'"brokerName":"broker-a","clusterName":"DefaultCluster","compressed":"false","haServerAddr":"192.168.0.10:10912"},'
+    b'"flag":0,"language":"JAVA","opaque":3,"serializeTypeCurrentRPC":"JSON","version":407}'
+)
 
 
 def test_g1_json_request_frame():

@@ -21,13 +21,12 @@ from pathlib import Path
 import pytest
 
 from common.config import CollectConfig, EventLogConfig, NameServerConfig
-from nameserver.client import RemotingClient
+from nameserver.client import RemotingClient, simple_request
+from nameserver.codec import FrameDecoder, RequestCode, ResponseCode, encode_frame, make_response
 from nameserver.collect.collector import Collector
 from nameserver.collect.poller import backoff_ms
 from nameserver.collect.rounds import READ_ONLY_CODES, ask
 from nameserver.collect.targets import Target
-from nameserver.codec import FrameDecoder, RequestCode, ResponseCode, encode_frame, make_response
-from nameserver.client import simple_request
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.server.controller import NameServerController

@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import orjson
 import pytest
 
+from common.config import EventLogConfig
 from nameserver.eventlog import group_commit
 from nameserver.eventlog import writer as eventlog
-from common.config import EventLogConfig
 from nameserver.eventlog.writer import (
     AsyncGroupCommit,
     EventLogError,

@@ -137,7 +137,7 @@ def check_log(events_dir: Path, killed_segments: set[int]) -> list[int]:
 
 
 def _date(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).date().isoformat()
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).date().isoformat()
 
 
 @pytest.mark.slow

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from nameserver.codec import fastjson
-from nameserver.client import RemotingClient, simple_request
-from nameserver.codec import RequestCode, ResponseCode
 from common.errors import UserError
+from nameserver.client import RemotingClient, simple_request
+from nameserver.codec import RequestCode, ResponseCode, fastjson
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.fleet.live import FAULTS, Fleet, FleetOptions, parse_faults
 from nameserver.routes.replay import RouteReplayer

@@ -12,8 +12,7 @@ import statistics
 import pytest
 
 from common.config import AuditConfig
-from nameserver.layout import LAYOUT_FAULTS, SCALE_UP, build_layout, layout_anomalies
-from nameserver.layout import FAULTS, RUNTIME_FAULTS
+from nameserver.layout import FAULTS, LAYOUT_FAULTS, RUNTIME_FAULTS, SCALE_UP, build_layout, layout_anomalies
 
 MAX_CV = AuditConfig().queue_skew_cv
 MAX_OVER_MEAN = AuditConfig().queue_skew_max_over_mean

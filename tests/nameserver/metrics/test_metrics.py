@@ -279,8 +279,8 @@ def _scrape(address: str) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_a_full_disk_shows_in_the_name_servers_metrics_and_its_end_too(tmp_path):
-    from nameserver.model import DataVersion
     from nameserver.codec import ResponseCode
+    from nameserver.model import DataVersion
     from tests.nameserver.server.test_server import start_server, stop_server
     from tests.nameserver.server.test_server_reliability import fill, small_tmpfs
 

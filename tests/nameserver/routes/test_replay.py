@@ -12,9 +12,8 @@ import orjson
 import pytest
 
 from nameserver.model import topics_digest
-from nameserver.routes.replay import ReplayError, RouteReplayer
 from nameserver.routes.manager import RequestContext, RouteInfoManager
-
+from nameserver.routes.replay import ReplayError, RouteReplayer
 from tests.nameserver.routes import test_routes_scenarios as scenarios
 from tests.nameserver.scenario import A, B, M, N, S, Scenario, dv1, dv2, replay, table_state, to_log_lines
 

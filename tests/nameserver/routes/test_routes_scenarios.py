@@ -11,7 +11,6 @@ import pytest
 
 from nameserver.model import QueueData
 from nameserver.routes.manager import BrokerData, ClusterInfo
-
 from tests.nameserver.scenario import HA, A, B, C, M, N, S, Scenario, assert_events, dv0, dv1, dv2, dv3, topic
 
 

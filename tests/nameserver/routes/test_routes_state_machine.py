@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from nameserver.model import DataVersion, QueueData, TopicConfig, topics_digest
-from nameserver.routes.replay import RouteReplayer
 from nameserver.routes.manager import UNIT_FLAGS, RequestContext, RouteInfoManager, ns_start_event, ns_stop_event
-
+from nameserver.routes.replay import RouteReplayer
 from tests.nameserver.scenario import dv0, dv1, dv2, dv3, table_state, to_log_lines
 
 EXPIRY = 120_000

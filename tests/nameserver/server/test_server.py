@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nameserver.server import channel as channel_module
-from nameserver.codec import fastjson
+from common.config import EventLogConfig, NameServerConfig
 from nameserver.client import RemotingClient, RemotingError
 from nameserver.codec import (
     FrameDecoder,
@@ -29,14 +28,15 @@ from nameserver.codec import (
     ResponseCode,
     SerializeType,
     encode_frame,
+    fastjson,
     make_request,
     make_response,
 )
-from common.config import EventLogConfig, NameServerConfig
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.processor import TOPIC_NOT_EXIST_REMARK
+from nameserver.server import channel as channel_module
 from nameserver.server.controller import NameServerController
+from nameserver.server.processor import TOPIC_NOT_EXIST_REMARK
 from tests.nameserver.server.processor.test_processor import (
     D2B_CRC_RESPONSE,
     D2B_RESPONSE,
@@ -84,7 +84,7 @@ class RawConn:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def open(cls, controller: NameServerController) -> "RawConn":
+    async def open(cls, controller: NameServerController) -> RawConn:
         return cls(*await asyncio.open_connection(controller.host, controller.port))
 
     async def send(self, data: bytes) -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from common.config import ConfigError, EventLogConfig, NameServerConfig, SecurityConfig, load_config
 from nameserver import acl
-from nameserver.acl import AccessController, Credentials, SecretStore, SecretsError
+from nameserver.acl import AccessController, Credentials, SecretsError, SecretStore
 from nameserver.client import RemotingClient
 from nameserver.codec import ResponseCode
-from common.config import ConfigError, EventLogConfig, NameServerConfig, SecurityConfig, load_config
 from nameserver.eventlog.writer import read_events
 from nameserver.fleet.launcher import options_from_args
 from nameserver.fleet.live import Fleet, FleetOptions

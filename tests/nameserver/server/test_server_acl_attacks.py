@@ -13,10 +13,10 @@ import hmac
 import time
 from pathlib import Path
 
+from common.config import EventLogConfig, NameServerConfig
 from nameserver.acl import AccessController, Credentials, SecretStore, sign_request
 from nameserver.client import RemotingClient, register_broker_request, simple_request
-from nameserver.codec import RemotingCommand, fastjson, RequestCode, ResponseCode, encode_frame
-from common.config import EventLogConfig, NameServerConfig
+from nameserver.codec import RemotingCommand, RequestCode, ResponseCode, encode_frame, fastjson
 from nameserver.eventlog.writer import read_events
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.server.controller import NameServerController

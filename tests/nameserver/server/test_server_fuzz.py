@@ -94,7 +94,7 @@ def closed_by_server(host: str, port: int, data: bytes, half_close: bool = False
                     return
             except ConnectionResetError:
                 return
-            except socket.timeout:
+            except TimeoutError:
                 break
         raise AssertionError(f"server kept the connection open after {data[:32].hex()}")
 

@@ -18,18 +18,7 @@ from nameserver.client import RemotingClient, register_broker_request
 from nameserver.codec import FrameDecoder, RemotingCommand, encode_frame, make_request
 from nameserver.server.processor import ConnectionContext, RequestProcessor
 from tests.nameserver.codec.test_codec_shortcuts import frame
-from tests.nameserver.server.test_server import (
-    JSON,
-    ROCKETMQ,
-    A,
-    M,
-    RawConn,
-    arun,
-    dv1,
-    events_of,
-    register,
-    running,
-)
+from tests.nameserver.server.test_server import JSON, ROCKETMQ, A, M, RawConn, arun, dv1, events_of, register, running
 
 B = "10.0.0.2:10911"
 

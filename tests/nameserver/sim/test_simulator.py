@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from nsaudit.cli import build_parser, main
+from common.timeutil import day_start_ms, parse_time, utc_date
 from nameserver.eventlog.writer import list_segments, read_events
 from nameserver.layout import LAYOUT_FAULTS, build_layout, layout_anomalies
 from nameserver.sim.options import FAULTS, SimOptions, ns_id
-from nameserver.sim.truth import read_truth
 from nameserver.sim.run import options_from_args, simulate
-from common.timeutil import day_start_ms, parse_time, utc_date
+from nameserver.sim.truth import read_truth
+from nsaudit.cli import build_parser, main
 from tests.nameserver.scenario import replay
 
 REPO = Path(__file__).resolve().parents[3]
@@ -406,4 +406,4 @@ def test_cli_refuses_a_directory_with_logs_of_these_servers(tmp_path, capsys):
 
 def test_start_defaults_to_the_current_utc_day():
     args = build_parser().parse_args(["simulate", "--events", "x"])
-    assert options_from_args(args).start_ms == day_start_ms(dt.datetime.now(dt.timezone.utc).date())
+    assert options_from_args(args).start_ms == day_start_ms(dt.datetime.now(dt.UTC).date())

@@ -18,12 +18,12 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from jobs.analytics import distribution as D
-from jobs import lake
-from jobs.lake.tables import read_table, write_table
-from jobs.snapshots import agg_route_snapshots, expand_positions_batch
 from common.config import AuditConfig, Config
 from common.timeutil import DAY_MS, day_start_ms
+from jobs import lake
+from jobs.analytics import distribution as D
+from jobs.lake.tables import read_table, write_table
+from jobs.snapshots import agg_route_snapshots, expand_positions_batch
 from schemas.distribution import QUEUE_DISTRIBUTION_SCHEMA, TOPIC_DISTRIBUTION_SCHEMA
 from schemas.routes import (
     BROKER_ADDR_HISTORY_SCHEMA,
@@ -52,7 +52,7 @@ def at(k: int | str | None) -> dt.datetime | None:
     if k is None:
         return None
     ms = T0 + DAY_MS - 1 if k == END else T0 + k * STEP
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
 
 
 def snap(k, topic, broker="broker-a", *, ns="ns-a", perm=6, read=8, write=8, addrs=GROUP, cluster="C1", day=DAY):
@@ -745,13 +745,13 @@ def _random_history(rng):
 
 
 def at_ms(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 def _topic_row(row: dict) -> tuple:
     """A ``topic_distribution`` row from Spark (naive UTC timestamps) or Arrow (aware), comparable."""
     ts = row["snapshot_ts"]
-    return (row["date"], ts if ts.tzinfo else ts.replace(tzinfo=dt.timezone.utc),
+    return (row["date"], ts if ts.tzinfo else ts.replace(tzinfo=dt.UTC),
             *(row[c] for c in TOPIC_DISTRIBUTION_SCHEMA.names[2:]))
 
 

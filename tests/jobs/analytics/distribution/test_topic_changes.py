@@ -13,10 +13,10 @@ import datetime as dt
 
 import pytest
 
+from common.timeutil import day_start_ms
 from jobs.analytics import incidents as I
 from jobs.analytics.distribution.topic_changes import select_topic_deletes, select_topic_route_changes
 from jobs.lake.findings import with_finding_keys
-from common.timeutil import day_start_ms
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 from tests.jobs.inputs import frame
 
@@ -30,7 +30,7 @@ EVENTS = "ns string, ts_ms long, type string, topic string, cluster string, remo
 
 
 def ts(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 def route(ns, topic, group, start, end, queues=8, perm=6, write=None):

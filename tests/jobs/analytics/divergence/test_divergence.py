@@ -15,14 +15,14 @@ import json
 import pytest
 from chispa import assert_df_equality
 
-from jobs.analytics import divergence as D
-from jobs import lake
-from jobs.lake.tables import read_table
 from common.config import AuditConfig, Config
 from common.timeutil import DAY_MS, day_start_ms
+from jobs import lake
+from jobs.analytics import divergence as D
+from jobs.lake.tables import read_table
 from schemas.divergence import NS_DIVERGENCES_SCHEMA
-from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
+from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA, NS_RUNS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 from tests.jobs.fault_free import fault_free_day  # noqa: F401  (the shared fault-free day, a fixture)
 from tests.jobs.inputs import frame
@@ -39,7 +39,7 @@ M, S, N = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 
 def at(ms: int | None) -> dt.datetime | None:
     """``ms`` after 00:00 of DAY as a UTC datetime (None stays None)."""
-    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 def ms_of(collected: dt.datetime) -> int:
@@ -340,11 +340,11 @@ def _audited_day(spark, root, faults: str, fault_rate: float):
     """Simulate three name servers for a few hours of DAY, run ingest, rebuild, liveness and this
     stage; returns the truth records, the result, the day's ``ns_divergences`` rows and its
     ``consistency`` findings."""
-    from jobs.ingest.stage import run_ingest
     from jobs.analytics.liveness.stage import run_liveness
+    from jobs.ingest.stage import run_ingest
     from jobs.rebuild.stage import run_rebuild
-    from nameserver.sim.truth import read_truth
     from nameserver.sim.run import SimOptions, parse_faults, simulate
+    from nameserver.sim.truth import read_truth
 
     events = root / "events"
     simulate(SimOptions(events_dir=events, ns=3, brokers=12, slaves=1, topics=30, start_ms=T0, hours=SIM_HOURS,

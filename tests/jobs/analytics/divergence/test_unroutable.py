@@ -31,12 +31,12 @@ STEP = 300_000
 
 
 def ts(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 def utc(collected: dt.datetime | None) -> dt.datetime | None:
     """A collected timestamp (naive, UTC: the session's time zone) as an aware one."""
-    return None if collected is None else collected.replace(tzinfo=dt.timezone.utc)
+    return None if collected is None else collected.replace(tzinfo=dt.UTC)
 
 
 def qd(ns, topic, group, start, end, day=DAY):

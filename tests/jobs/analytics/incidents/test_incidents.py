@@ -14,12 +14,12 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
+from common.config import Config
+from common.timeutil import DAY_MS, day_start_ms
 from jobs import lake
 from jobs.analytics import incidents as I
 from jobs.lake.findings import write_findings
 from jobs.lake.tables import read_table, write_table
-from common.config import Config
-from common.timeutil import DAY_MS, day_start_ms
 from schemas.findings import FINDINGS_SCHEMA
 from schemas.incidents import INCIDENTS_SCHEMA
 from schemas.routes import BROKER_ADDR_HISTORY_SCHEMA
@@ -38,7 +38,7 @@ CATEGORY = {"broker_expired": "liveness", "broker_unregistered": "liveness", "ns
 
 
 def ts(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 def finding(fid, finding_kind, severity, subject, ns, start, end, /, **detail):

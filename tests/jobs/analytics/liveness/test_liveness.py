@@ -17,9 +17,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from common.timeutil import day_start_ms
 from jobs.analytics import liveness as L
 from jobs.analytics.liveness import windows as LW
-from common.timeutil import day_start_ms
 from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from tests.jobs.inputs import frame
 
@@ -54,7 +54,7 @@ EVENTS_SCHEMA = T.StructType(
 
 def at(ms: int | None) -> dt.datetime | None:
     """``ms`` after 00:00 of DAY as a UTC datetime (None stays None)."""
-    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 class Log:
@@ -63,43 +63,43 @@ class Log:
     def __init__(self, ns: str = "ns-a", seq: int = 1) -> None:
         self.ns, self.seq, self.rows = ns, seq, []
 
-    def _add(self, t: int, type_: str, **keys) -> "Log":
+    def _add(self, t: int, type_: str, **keys) -> Log:
         row = dict.fromkeys(EVENTS_SCHEMA.names)
         row.update(ns=self.ns, seq=self.seq, ts=at(t), ts_ms=T0 + t, type=type_, date=DAY, **keys)
         self.rows.append(row)
         self.seq += 1
         return self
 
-    def start(self, t: int, expiry: int = 120_000, scan: int = 10_000) -> "Log":
+    def start(self, t: int, expiry: int = 120_000, scan: int = 10_000) -> Log:
         return self._add(t, "ns_start", broker_expiry_ms=expiry, scan_interval_ms=scan)
 
-    def stop(self, t: int) -> "Log":
+    def stop(self, t: int) -> Log:
         return self._add(t, "ns_stop")
 
-    def reg(self, t: int, addr: str, bid: int = 0, dv=DV1, name: str = "broker-a", type_: str = "register") -> "Log":
+    def reg(self, t: int, addr: str, bid: int = 0, dv=DV1, name: str = "broker-a", type_: str = "register") -> Log:
         return self._add(t, type_, request_code=103, cluster="C1", broker_name=name, broker_id=bid,
                          broker_addr=addr, data_version=dv)
 
-    def hb(self, t: int, addr: str, bid: int = 0, dv=DV1, name: str = "broker-a") -> "Log":
+    def hb(self, t: int, addr: str, bid: int = 0, dv=DV1, name: str = "broker-a") -> Log:
         return self.reg(t, addr, bid, dv, name, type_="heartbeat")
 
-    def hb904(self, t: int, addr: str) -> "Log":
+    def hb904(self, t: int, addr: str) -> Log:
         # 904 carries no broker id (event-log TYPE_RULES)
         return self._add(t, "heartbeat", request_code=904, cluster="C1", broker_name="broker-a", broker_addr=addr)
 
-    def qdv(self, t: int, addr: str, dv) -> "Log":
+    def qdv(self, t: int, addr: str, dv) -> Log:
         return self._add(t, "heartbeat", request_code=322, cluster="C1", broker_name="broker-a", broker_id=0,
                          broker_addr=addr, data_version=dv)
 
-    def unreg(self, t: int, addr: str) -> "Log":
+    def unreg(self, t: int, addr: str) -> Log:
         return self._add(t, "unregister", request_code=104, cluster="C1", broker_name="broker-a", broker_id=0,
                          broker_addr=addr)
 
-    def expire(self, t: int, addr: str, last: int) -> "Log":
+    def expire(self, t: int, addr: str, last: int) -> Log:
         return self._add(t, "expire", cluster="C1", broker_name="broker-a", broker_id=0, broker_addr=addr,
                          last_update_ts=at(last))
 
-    def close(self, t: int, addr: str | None) -> "Log":
+    def close(self, t: int, addr: str | None) -> Log:
         keys = dict(cluster="C1", broker_name="broker-a", broker_id=0) if addr else {}
         return self._add(t, "channel_close", request_code=None, broker_addr=addr, **keys)
 
@@ -543,7 +543,7 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
 
     d0, d1 = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
     def ts(d, ms):
-        return dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.timezone.utc)
+        return dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.UTC)
 
     runs = frame(spark,
         [

@@ -30,7 +30,7 @@ K, M = "10.0.0.9:10911", "10.0.0.5:10911"  # broker-k's master, broker-m's maste
 
 
 def ts(ms: int | None) -> dt.datetime | None:
-    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 def addr(ns, name, broker_id, address, start, end):

@@ -18,16 +18,16 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
+from common.config import Config, EventLogConfig, NameServerConfig
+from common.timeutil import day_start_ms
 from jobs import lake
 from jobs.analytics import security as S
-from jobs.lake.tables import read_table
 from jobs.ingest.stage import run_ingest
+from jobs.lake.tables import read_table
 from nameserver.acl import AccessController, Credentials, SecretStore
 from nameserver.client import RemotingClient
-from common.config import Config, EventLogConfig, NameServerConfig
 from nameserver.model import DataVersion, TopicConfig
 from nameserver.server.controller import NameServerController
-from common.timeutil import day_start_ms
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.findings import FINDINGS_SCHEMA
 from tests.jobs.inputs import frame
@@ -42,7 +42,7 @@ PARAMS = S.SecurityParams(admin_burst_changes=3, admin_burst_window_ms=10_000, r
 
 def at(ms: int | None) -> dt.datetime | None:
     """``ms`` after 00:00 of DAY as a UTC datetime."""
-    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.timezone.utc)
+    return None if ms is None else dt.datetime.fromtimestamp((T0 + ms) / 1000, tz=dt.UTC)
 
 
 def peer(addr: str, port: int = 50112) -> str:
@@ -55,34 +55,34 @@ class Log:
     def __init__(self, ns: str = "ns-a", seq: int = 1, day: dt.date = DAY) -> None:
         self.ns, self.seq, self.day, self.rows = ns, seq, day, []
 
-    def add(self, t: int, type_: str, **keys) -> "Log":
+    def add(self, t: int, type_: str, **keys) -> Log:
         row = dict.fromkeys(EVENTS_TABLE_SCHEMA.names)
         base = day_start_ms(self.day)
-        row.update(v=1, ns=self.ns, seq=self.seq, ts=dt.datetime.fromtimestamp((base + t) / 1000, dt.timezone.utc),
+        row.update(v=1, ns=self.ns, seq=self.seq, ts=dt.datetime.fromtimestamp((base + t) / 1000, dt.UTC),
                    ts_ms=base + t, type=type_, date=self.day, file=f"{self.ns}/x", line=self.seq, **keys)
         self.rows.append(row)
         self.seq += 1
         return self
 
-    def start(self, t: int) -> "Log":
+    def start(self, t: int) -> Log:
         return self.add(t, "ns_start", broker_expiry_ms=120_000, scan_interval_ms=10_000)
 
     def reg(self, t: int, addr: str, bid: int = 0, name: str = "broker-a", cluster: str = "C1",
-            remote: str | None = "", type_: str = "register") -> "Log":
+            remote: str | None = "", type_: str = "register") -> Log:
         remote = peer(addr) if remote == "" else remote
         return self.add(t, type_, request_code=103, channel="c1", remote=remote, cluster=cluster, broker_name=name,
                         broker_id=bid, broker_addr=addr)
 
-    def hb(self, t: int, addr: str, bid: int = 0, **keys) -> "Log":
+    def hb(self, t: int, addr: str, bid: int = 0, **keys) -> Log:
         return self.reg(t, addr, bid, type_="heartbeat", **keys)
 
-    def close(self, t: int, addr: str) -> "Log":
+    def close(self, t: int, addr: str) -> Log:
         return self.add(t, "channel_close", channel="c1", remote=peer(addr), broker_addr=addr)
 
-    def expire(self, t: int, addr: str) -> "Log":
+    def expire(self, t: int, addr: str) -> Log:
         return self.add(t, "expire", broker_addr=addr, last_update_ts=at(t - 120_000))
 
-    def admin(self, t: int, remote: str | None, code: int = 205, name: str = "broker-a") -> "Log":
+    def admin(self, t: int, remote: str | None, code: int = 205, name: str = "broker-a") -> Log:
         kind = {104: "unregister", 205: "wipe_write_perm", 216: "delete_topic", 327: "add_write_perm"}[code]
         keys = {"topic": "T"} if code == 216 else {"broker_name": name, "topic_count": 1}
         if code == 104:
@@ -90,7 +90,7 @@ class Log:
         return self.add(t, kind, request_code=code, channel="c9", remote=remote, **keys)
 
     def refused(self, t: int, remote: str | None, detail: str = "unsigned", access_key: str | None = None,
-                code: int = 103, reason: str = "no_permission") -> "Log":
+                code: int = 103, reason: str = "no_permission") -> Log:
         return self.add(t, "rejected", request_code=code, channel="c8", remote=remote, reason=reason, detail=detail,
                         access_key=access_key)
 
@@ -123,7 +123,7 @@ def as_finding(row) -> dict:
     out = {**row.asDict(), "detail": json.loads(row["detail"])}
     for key in ("start_ts", "end_ts"):
         if out[key] is not None:
-            out[key] = out[key].replace(tzinfo=dt.timezone.utc)
+            out[key] = out[key].replace(tzinfo=dt.UTC)
     return out
 
 
@@ -404,7 +404,7 @@ def test_live_rogue_takes_over_a_live_broker_name(spark, tmp_path):
     takeover = [r for r in rows if r["kind"] == "broker_name_takeover"]
     assert len(takeover) == 1
     assert takeover[0]["subject"] == "broker-a" and takeover[0]["severity"] == "critical"
-    assert takeover[0]["start_ts"] == dt.datetime.fromtimestamp(rogue_event["ts"] / 1000, dt.timezone.utc)
+    assert takeover[0]["start_ts"] == dt.datetime.fromtimestamp(rogue_event["ts"] / 1000, dt.UTC)
     assert takeover[0]["detail"]["old_addr"] == "127.0.0.1:10911" and takeover[0]["detail"]["new_addr"] == R
     assert takeover[0]["detail"]["remote"] == rogue_peer == rogue_event["remote"]
     mismatch = [r["subject"] for r in rows if r["kind"] == "addr_host_mismatch"]

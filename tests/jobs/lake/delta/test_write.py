@@ -29,12 +29,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from jobs.lake.delta.files import (
-    ColumnStats,
-    check_not_null,
-    encode_partition_value,
-    split_by_partition,
-)
+from jobs.lake.delta.files import ColumnStats, check_not_null, encode_partition_value, split_by_partition
 from jobs.lake.delta.write import job_ids, wait_for_tasks
 from jobs.lake.tables import (
     RowExpansion,
@@ -118,7 +113,7 @@ def test_round_trip_keeps_every_column_kind_and_null_in_spark_and_deltalake(spar
 
     def from_spark(row):
         # collect() gives naive local times; Arrow gives UTC-aware ones.
-        row["at_ts"] = row["at_ts"] and row["at_ts"].astimezone(dt.timezone.utc)
+        row["at_ts"] = row["at_ts"] and row["at_ts"].astimezone(dt.UTC)
         return row
 
     def from_arrow(row):
@@ -221,7 +216,7 @@ def _committed_ms(path: str, version: int) -> int:
 def _clock_past(ms: int, timeout: float = 10) -> dt.datetime:
     """The wall clock's time once it is in a later millisecond than ``ms`` (epoch ms)."""
     deadline = time.monotonic() + timeout
-    while (now := dt.datetime.now(dt.timezone.utc)) < dt.datetime.fromtimestamp((ms + 1) / 1000, dt.timezone.utc):
+    while (now := dt.datetime.now(dt.UTC)) < dt.datetime.fromtimestamp((ms + 1) / 1000, dt.UTC):
         assert time.monotonic() < deadline, f"waited {timeout} s for the clock to pass {ms} ms"
         time.sleep(0.001)
     return now
@@ -244,7 +239,7 @@ def test_time_travel_by_version_and_timestamp(spark, tmp_path):
     assert seqs(version=0) == [1]
     assert seqs(timestamp=between) == [1]
     assert seqs(timestamp=between.replace(tzinfo=None)) == [1]  # naive means UTC
-    assert seqs(timestamp=dt.datetime.now(dt.timezone.utc)) == [1, 2]
+    assert seqs(timestamp=dt.datetime.now(dt.UTC)) == [1, 2]
     assert read_table_arrow(path, version=0)["seq"].to_pylist() == [1]
     with pytest.raises(ValueError, match="not both"):
         read_table(spark, path, NARROW, version=0, timestamp=between)

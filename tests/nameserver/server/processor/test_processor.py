@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from nameserver.codec import fastjson
 from nameserver.client import register_broker_request, simple_request
 from nameserver.codec import (
     RemotingCommand,
@@ -18,11 +17,12 @@ from nameserver.codec import (
     SerializeType,
     decode_frame,
     encode_frame,
+    fastjson,
     make_request,
 )
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.processor import SUPPORTED_CODES, ConnectionContext, RequestProcessor
 from nameserver.routes.manager import RouteInfoManager
+from nameserver.server.processor import SUPPORTED_CODES, ConnectionContext, RequestProcessor
 
 # -------------------------------------------- docs/remoting-protocol.md vectors (§11.2, §11.3)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from nameserver.acl import AccessController, SecretStore
-from nameserver.codec import fastjson
 from nameserver.client import register_broker_request, route_request, simple_request
 from nameserver.codec import (
     RemotingCommand,
@@ -19,11 +18,12 @@ from nameserver.codec import (
     ResponseCode,
     SerializeType,
     encode_frame,
+    fastjson,
     make_response,
 )
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.processor import ConnectionContext, RequestProcessor
 from nameserver.routes.manager import RequestContext, RouteInfoManager
+from nameserver.server.processor import ConnectionContext, RequestProcessor
 
 M, S, M2 = "10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"
 A = TopicConfig("TopicA", 8, 8)
