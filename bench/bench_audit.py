@@ -95,9 +95,20 @@ def ensure_day(events_dir: Path, args: argparse.Namespace) -> None:
 
     print(f"simulating {DAY}: 3 ns, {args.brokers} brokers, {args.topics} topics, {args.hours} h ...", flush=True)
     started = time.perf_counter()
-    result = simulate(SimOptions(events_dir, ns=3, brokers=args.brokers, slaves=1, topics=args.topics,
-                                 start_ms=day_start_ms(DAY), hours=args.hours, seed=args.seed,
-                                 faults=parse_faults("all"), quiet=True))
+    result = simulate(
+        SimOptions(
+            events_dir,
+            ns=3,
+            brokers=args.brokers,
+            slaves=1,
+            topics=args.topics,
+            start_ms=day_start_ms(DAY),
+            hours=args.hours,
+            seed=args.seed,
+            faults=parse_faults("all"),
+            quiet=True,
+        )
+    )
     print(f"  {result.events:,} events in {time.perf_counter() - started:.0f} s", flush=True)
 
 
@@ -122,7 +133,8 @@ def python_replay(lake_dir: str) -> tuple[int, float]:
     for ns in sorted(servers):
         table = read_table_arrow(path, columns=columns, filters=[("date", "=", DAY), ("ns", "=", ns)])
         table = table.take(pc.sort_indices(table, [("seq", "ascending")])).rename_columns(
-            [("ts" if c == "ts_ms" else c) for c in columns])
+            [("ts" if c == "ts_ms" else c) for c in columns]
+        )
         replayer = RouteReplayer()
         for batch in table.to_batches(max_chunksize=65_536):
             for event in batch.to_pylist():
@@ -140,38 +152,62 @@ def one_run(spark, config, events_dir: Path, lake_dir: Path) -> dict:
     sampler = MemorySampler()
     sampler.start()
     started = time.perf_counter()
-    outcome = nightly_audit.run(spark, config, str(events_dir), str(lake_dir), DAY,
-                                lambda line: print(f"  {line}", flush=True))
+    outcome = nightly_audit.run(
+        spark, config, str(events_dir), str(lake_dir), DAY, lambda line: print(f"  {line}", flush=True)
+    )
     total = time.perf_counter() - started
     sampler.stop()
     stages = {s["stage"]: s for s in outcome.stages}
-    figures = {"writer": lake_writer(spark), "total": total, "peak_driver": sampler.peak_driver, "peak_workers": sampler.peak_workers,
-               "events": stages["ingest"].get("events_written", 0), "lines": stages["ingest"].get("lines_read", 0)}
+    figures = {
+        "writer": lake_writer(spark),
+        "total": total,
+        "peak_driver": sampler.peak_driver,
+        "peak_workers": sampler.peak_workers,
+        "events": stages["ingest"].get("events_written", 0),
+        "lines": stages["ingest"].get("lines_read", 0),
+    }
     figures.update({name: s["seconds"] for name, s in stages.items()})
-    figures.update({f"{name}.{key}": s.get(f"spark_{key}", 0) for name, s in stages.items()
-                    for key in ("jobs", "stages", "tasks")})
+    figures.update(
+        {f"{name}.{key}": s.get(f"spark_{key}", 0) for name, s in stages.items() for key in ("jobs", "stages", "tasks")}
+    )
     return figures
 
 
 def _parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", default="/tmp/nsaudit-bench",
-                        help="scratch folder: the simulated day is kept under it and reused; each run audits "
-                             "into a fresh lake beside it (default %(default)s)")
-    parser.add_argument("--runs", type=int, default=1,
-                        help="audits of the day in one Spark session; figures are medians (default %(default)s)")
+    parser.add_argument(
+        "--work",
+        default="/tmp/nsaudit-bench",
+        help="scratch folder: the simulated day is kept under it and reused; each run audits "
+        "into a fresh lake beside it (default %(default)s)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="audits of the day in one Spark session; figures are medians (default %(default)s)",
+    )
     parser.add_argument("--master", default="local[2]", help="Spark master (default %(default)s)")
-    parser.add_argument("--hours", type=float, default=24.0,
-                        help="hours of the simulated day (default %(default)s: the reference day)")
+    parser.add_argument(
+        "--hours", type=float, default=24.0, help="hours of the simulated day (default %(default)s: the reference day)"
+    )
     parser.add_argument("--brokers", type=int, default=1000, help="simulated brokers (default %(default)s)")
     parser.add_argument("--topics", type=int, default=2000, help="simulated topics (default %(default)s)")
     parser.add_argument("--seed", type=int, default=1, help="simulation seed (default %(default)s)")
-    parser.add_argument("--config", default=None,
-                        help="nsaudit config file for the audit and its JVM (default: conf/nsaudit.toml)")
-    parser.add_argument("--writer", choices=("auto", "native", "delta-rs"), default=None,
-                        help="the lake writer (default: the config's [lake] writer)")
-    parser.add_argument("--no-replay", action="store_true",
-                        help="skip the Python replay baseline (about 8 minutes on the reference day)")
+    parser.add_argument(
+        "--config", default=None, help="nsaudit config file for the audit and its JVM (default: conf/nsaudit.toml)"
+    )
+    parser.add_argument(
+        "--writer",
+        choices=("auto", "native", "delta-rs"),
+        default=None,
+        help="the lake writer (default: the config's [lake] writer)",
+    )
+    parser.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="skip the Python replay baseline (about 8 minutes on the reference day)",
+    )
     return parser.parse_args()
 
 
@@ -199,19 +235,24 @@ def _audit(args: argparse.Namespace, events_dir: Path, lake_dir: Path) -> tuple[
     # (for a small day, the JIT's first tier only: jobs.spark.profile)
     config = load_config(args.config)
     day_bytes = sum(f.bytes for f in list_day_segments(events_dir, DAY))
-    spark = build_session(master=args.master, app_name="nsaudit-bench", shuffle_partitions=8,
-                          driver_memory=config.spark.driver_memory,
-                          java_options=day_java_options(config.spark.java_options, day_bytes,
-                                                        config.spark.small_day_bytes),
-                          lake_writer=args.writer or config.lake.writer)
+    spark = build_session(
+        master=args.master,
+        app_name="nsaudit-bench",
+        shuffle_partitions=8,
+        driver_memory=config.spark.driver_memory,
+        java_options=day_java_options(config.spark.java_options, day_bytes, config.spark.small_day_bytes),
+        lake_writer=args.writer or config.lake.writer,
+    )
     runs = []
     replay = None
     try:
         for i in range(args.runs):
             print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.1f})", flush=True)
             runs.append(one_run(spark, config, events_dir, lake_dir))
-            print(f"  run {i + 1}: {runs[-1]['total']:.1f} s, peak driver RSS {runs[-1]['peak_driver'] / 2**30:.2f} GiB",
-                  flush=True)
+            print(
+                f"  run {i + 1}: {runs[-1]['total']:.1f} s, peak driver RSS {runs[-1]['peak_driver'] / 2**30:.2f} GiB",
+                flush=True,
+            )
         if not args.no_replay:
             # after every audit: the replay's Python heap stays in this process's RSS, which the
             # audits' driver-memory figure must not include
@@ -235,28 +276,49 @@ def _print_figures(args: argparse.Namespace, runs: list[dict], replay: tuple | N
 
     lines, events = runs[0]["lines"], runs[0]["events"]
     header = "first run, median" if len(runs) > 1 else "one run"
-    print(f"\n{events:,} events ({lines:,} lines), master {args.master}, lake writer {runs[0]['writer']}, "
-          f"{len(runs)} run(s); {header}:")
-    stages = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "incidents",
-              "report")
+    print(
+        f"\n{events:,} events ({lines:,} lines), master {args.master}, lake writer {runs[0]['writer']}, "
+        f"{len(runs)} run(s); {header}:"
+    )
+    stages = (
+        "ingest",
+        "rebuild",
+        "snapshots",
+        "liveness",
+        "divergence",
+        "distribution",
+        "security",
+        "incidents",
+        "report",
+    )
     for stage in stages:
         work = "/".join(str(first(f"{stage}.{key}")) for key in ("jobs", "stages", "tasks"))
-        print(f"  {stage:<15}{both(lambda f, s=stage: f(s))}   {events / med(stage):12,.0f} events/s (median)   "
-              f"Spark jobs/stages/tasks {work} (first run)")
+        print(
+            f"  {stage:<15}{both(lambda f, s=stage: f(s))}   {events / med(stage):12,.0f} events/s (median)   "
+            f"Spark jobs/stages/tasks {work} (first run)"
+        )
     totals = "/".join(str(sum(first(f"{s}.{key}") for s in stages)) for key in ("jobs", "stages", "tasks"))
     print(f"  {'all stages':<15}Spark jobs/stages/tasks {totals} (first run)")
     print(f"  {'ingest+rebuild':<15}{both(lambda f: f('ingest') + f('rebuild'))}   (target < 90 s)")
-    print(f"  {'live+div+dist':<15}{both(lambda f: f('liveness') + f('divergence') + f('distribution'))}"
-          "   (target <= 60 s)")
+    print(
+        f"  {'live+div+dist':<15}{both(lambda f: f('liveness') + f('divergence') + f('distribution'))}"
+        "   (target <= 60 s)"
+    )
     print(f"  {'whole audit':<15}{both(lambda f: f('total'))}   (target < 180 s)")
-    print(f"  ingest rate    {lines / first('ingest'):12,.0f} lines/s first run, {lines / med('ingest'):,.0f} median "
-          "(target >= 200,000)")
+    print(
+        f"  ingest rate    {lines / first('ingest'):12,.0f} lines/s first run, {lines / med('ingest'):,.0f} median "
+        "(target >= 200,000)"
+    )
     if replay is not None:
         replay_events, replay_s = replay
-        print(f"  python replay  {replay_s:8.1f} s   {replay_events / replay_s:12,.0f} events/s; rebuild speed-up "
-              f"{replay_s / first('rebuild'):.2f}x first run, {replay_s / med('rebuild'):.2f}x median (target >= 3x)")
-    print(f"  peak driver RSS (python + JVM) {max(r['peak_driver'] for r in runs) / 2**30:.2f} GiB (target < 4 GiB); "
-          f"python workers {max(r['peak_workers'] for r in runs) / 2**30:.2f} GiB")
+        print(
+            f"  python replay  {replay_s:8.1f} s   {replay_events / replay_s:12,.0f} events/s; rebuild speed-up "
+            f"{replay_s / first('rebuild'):.2f}x first run, {replay_s / med('rebuild'):.2f}x median (target >= 3x)"
+        )
+    print(
+        f"  peak driver RSS (python + JVM) {max(r['peak_driver'] for r in runs) / 2**30:.2f} GiB (target < 4 GiB); "
+        f"python workers {max(r['peak_workers'] for r in runs) / 2**30:.2f} GiB"
+    )
 
 
 if __name__ == "__main__":

@@ -45,9 +45,22 @@ def _config(path: Path, storage: str = "") -> Path:
 
 
 def run_local(root: Path, first: dt.date, last: dt.date) -> list[dict]:
-    argv = [sys.executable, "-m", "nsaudit.cli", "audit", "--events", str(root / "events"), "--lake",
-            str(root / "lake-local"), "--from", first.isoformat(), "--to", last.isoformat(), "--config",
-            str(_config(root / "local.toml"))]
+    argv = [
+        sys.executable,
+        "-m",
+        "nsaudit.cli",
+        "audit",
+        "--events",
+        str(root / "events"),
+        "--lake",
+        str(root / "lake-local"),
+        "--from",
+        first.isoformat(),
+        "--to",
+        last.isoformat(),
+        "--config",
+        str(_config(root / "local.toml")),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=REPO)
     if done.returncode:
         raise SystemExit(f"local backfill exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -62,26 +75,50 @@ def run_cluster(root: Path, first: dt.date, last: dt.date) -> list[dict]:
     from jobs.storage import settings
     from jobs.storage.s3proxy import S3ProxyServer
 
-    with S3ProxyServer(root / "s3", buckets=("bench",)) as server, \
-            StandaloneCluster(root / "cluster", worker_memory="3g", worker_cores=1, workers=2) as cluster:
+    with (
+        S3ProxyServer(root / "s3", buckets=("bench",)) as server,
+        StandaloneCluster(root / "cluster", worker_memory="3g", worker_cores=1, workers=2) as cluster,
+    ):
         fs = settings.resolve(server.storage_config(), {}).store.filesystem()
-        pafs.copy_files(str(root / "events"), "bench/events", source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=fs)
-        storage = (f'[storage]\nendpoint = "{server.endpoint}"\npath_style = true\n'
-                   f'credentials_file = "{server.credentials_file()}"\n')
+        pafs.copy_files(
+            str(root / "events"), "bench/events", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs
+        )
+        storage = (
+            f'[storage]\nendpoint = "{server.endpoint}"\npath_style = true\n'
+            f'credentials_file = "{server.credentials_file()}"\n'
+        )
         archive = root / "nsaudit.zip"
         with zipfile.ZipFile(archive, "w") as zf:
             for package in ("common", "jobs", "nameserver", "schemas"):
                 for file in (REPO / package).rglob("*"):
                     if file.suffix in (".py", ".json") and "__pycache__" not in file.parts:
                         zf.write(file, file.relative_to(REPO))
-        argv = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", cluster.master_url,
-                "--py-files", str(archive), "--jars", ",".join(hadoop_aws_jars()), "--driver-memory", "2g",
-                "--conf", f"spark.pyspark.python={sys.executable}",
-                "--conf", f"spark.pyspark.driver.python={sys.executable}",
-                str(REPO / "jobs" / "backfill.py"), "--events", "s3a://bench/events", "--lake", "s3a://bench/lake",
-                "--from", first.isoformat(), "--to", last.isoformat(), "--config", str(_config(root / "cluster.toml",
-                                                                                            storage))]
+        argv = [
+            os.path.join(spark_home(), "bin", "spark-submit"),
+            "--master",
+            cluster.master_url,
+            "--py-files",
+            str(archive),
+            "--jars",
+            ",".join(hadoop_aws_jars()),
+            "--driver-memory",
+            "2g",
+            "--conf",
+            f"spark.pyspark.python={sys.executable}",
+            "--conf",
+            f"spark.pyspark.driver.python={sys.executable}",
+            str(REPO / "jobs" / "backfill.py"),
+            "--events",
+            "s3a://bench/events",
+            "--lake",
+            "s3a://bench/lake",
+            "--from",
+            first.isoformat(),
+            "--to",
+            last.isoformat(),
+            "--config",
+            str(_config(root / "cluster.toml", storage)),
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, env=_env(), cwd=root)
         if done.returncode:
             raise SystemExit(f"cluster backfill exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -103,13 +140,29 @@ def main() -> int:
     root.mkdir(parents=True)
     first = dt.date.fromisoformat(args.start)
     last = first + dt.timedelta(days=args.days - 1)
-    simulate(SimOptions(events_dir=root / "events", ns=3, brokers=12, slaves=1, topics=60, start_ms=day_start_ms(first),
-                        hours=24.0 * args.days, seed=7, faults=tuple(FAULTS), quiet=True))
+    simulate(
+        SimOptions(
+            events_dir=root / "events",
+            ns=3,
+            brokers=12,
+            slaves=1,
+            topics=60,
+            start_ms=day_start_ms(first),
+            hours=24.0 * args.days,
+            seed=7,
+            faults=tuple(FAULTS),
+            quiet=True,
+        )
+    )
     for mode in args.modes.split(","):
         days = (run_local if mode == "local" else run_cluster)(root, first, last)
         seconds = [d["seconds"] for d in days]
-        print(f"{mode:<8} " + " ".join(f"{s:6.1f}" for s in seconds)
-              + f"   mean {sum(seconds) / len(seconds):6.1f} s/day, {sum(seconds):7.1f} s in all", flush=True)
+        print(
+            f"{mode:<8} "
+            + " ".join(f"{s:6.1f}" for s in seconds)
+            + f"   mean {sum(seconds) / len(seconds):6.1f} s/day, {sum(seconds):7.1f} s in all",
+            flush=True,
+        )
     return 0
 
 

@@ -68,9 +68,18 @@ async def load(port: int, table: list[list[TopicConfig]]) -> RemotingClient:
     client = await RemotingClient.connect("127.0.0.1", port)
     for n, topic_list in enumerate(table):
         addr = f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}:10911"
-        answer = await client.request(register_broker_request(
-            "BenchCluster", addr, f"broker-{n:05d}", 0, addr.replace("10911", "10912"),
-            DataVersion(1_700_000_000_000, 1), topic_list), timeout=60)
+        answer = await client.request(
+            register_broker_request(
+                "BenchCluster",
+                addr,
+                f"broker-{n:05d}",
+                0,
+                addr.replace("10911", "10912"),
+                DataVersion(1_700_000_000_000, 1),
+                topic_list,
+            ),
+            timeout=60,
+        )
         assert answer.code == 0, answer
     return client
 
@@ -86,8 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--interval-ms", type=int, default=1)
     parser.add_argument("--no-live", action="store_true", help="no live judgement (the collector of before)")
-    parser.add_argument("--scrape-every", type=float, default=0.0, metavar="S",
-                        help="serve the metrics and scrape them every S seconds (0: no endpoint)")
+    parser.add_argument(
+        "--scrape-every",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="serve the metrics and scrape them every S seconds (0: no endpoint)",
+    )
     args = parser.parse_args(argv)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
     servers = [NameServerProcess() for _ in range(args.servers)]
@@ -108,11 +122,14 @@ def main(argv: list[str] | None = None) -> int:
 
         nonlocal_start = [0.0]
         with tempfile.TemporaryDirectory(prefix="nscollect-") as out:
+
             async def run() -> tuple:
                 started = time.perf_counter()
                 brokers = [await load(server.port, table) for server in servers]
-                print(f"loaded {args.servers} servers with {args.brokers} brokers x {args.topics} topics "
-                      f"({args.per_topic} brokers per topic) in {time.perf_counter() - started:.1f} s")
+                print(
+                    f"loaded {args.servers} servers with {args.brokers} brokers x {args.topics} topics "
+                    f"({args.per_topic} brokers per topic) in {time.perf_counter() - started:.1f} s"
+                )
                 judge = None if args.no_live else LiveJudge(52_000)
                 collector = Collector(targets, out, config, EventLogConfig(durability="none"), report, judge=judge)
                 judge_round = collector._judge_round
@@ -146,18 +163,22 @@ def main(argv: list[str] | None = None) -> int:
         started_at = nonlocal_start[0]
         print_rounds(args, before, lines)
         if judged:
-            print(f"live judgement: {len(judged)} judged rounds, {sum(judged):.3f} CPU s in all: the first "
-                  f"{args.servers} (full state) {sum(judged[:args.servers]):.3f} s, the others "
-                  f"{sum(judged[args.servers:]):.4f} s")
+            print(
+                f"live judgement: {len(judged)} judged rounds, {sum(judged):.3f} CPU s in all: the first "
+                f"{args.servers} (full state) {sum(judged[: args.servers]):.3f} s, the others "
+                f"{sum(judged[args.servers :]):.4f} s"
+            )
         if scrapes:
             times = sorted(t for t, _, _ in scrapes)
             for took, _, at in scrapes:
                 if took >= 0.1:
                     print(f"  a scrape of {took * 1000:.0f} ms, begun {at - started_at:.1f} s after the rounds began")
             slow = sum(t >= 0.1 for t in times)
-            print(f"scrapes during the rounds: {len(times)}, median {statistics.median(times) * 1000:.1f} ms, "
-                  f"95th percentile {times[int(0.95 * (len(times) - 1))] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms, "
-                  f"{slow} of 100 ms or more; body {max(b for _, b, _ in scrapes):,} bytes")
+            print(
+                f"scrapes during the rounds: {len(times)}, median {statistics.median(times) * 1000:.1f} ms, "
+                f"95th percentile {times[int(0.95 * (len(times) - 1))] * 1000:.1f} ms, max {times[-1] * 1000:.1f} ms, "
+                f"{slow} of 100 ms or more; body {max(b for _, b, _ in scrapes):,} bytes"
+            )
     finally:
         for server in servers:
             server.stop()
@@ -188,8 +209,10 @@ def print_rounds(args, before, lines) -> None:
         done.setdefault(int(match[2]), []).append((wall, cpu, server_cpu, int(match[3]), float(match[4])))
     previous = before
     walls = []
-    print(f"{'round':>5} {'wall s':>8} {'slowest server s':>17} {'requests/s':>11} {'collector cpu s':>16} "
-          f"{'servers cpu s':>14}")
+    print(
+        f"{'round':>5} {'wall s':>8} {'slowest server s':>17} {'requests/s':>11} {'collector cpu s':>16} "
+        f"{'servers cpu s':>14}"
+    )
     for number in sorted(done):
         entries = done[number]
         if len(entries) < args.servers:
@@ -201,12 +224,16 @@ def print_rounds(args, before, lines) -> None:
         cpu = last[1] - previous[1]
         server_cpu = [a - b for a, b in zip(last[2], previous[2], strict=True)]
         walls.append(wall)
-        print(f"{number:>5} {wall:>8.2f} {max(e[4] for e in entries):>17.2f} {requests / wall:>11,.0f} "
-              f"{cpu:>16.2f} {sum(server_cpu) / len(server_cpu):>14.2f}")
+        print(
+            f"{number:>5} {wall:>8.2f} {max(e[4] for e in entries):>17.2f} {requests / wall:>11,.0f} "
+            f"{cpu:>16.2f} {sum(server_cpu) / len(server_cpu):>14.2f}"
+        )
         previous = (end, last[1], last[2])
     if len(walls) > 1:
-        print(f"median of rounds after the first (no change to log): {statistics.median(walls[1:]):.2f} s "
-              f"for {args.servers} x {args.topics} topics (target: within 30 s on one core)")
+        print(
+            f"median of rounds after the first (no change to log): {statistics.median(walls[1:]):.2f} s "
+            f"for {args.servers} x {args.topics} topics (target: within 30 s on one core)"
+        )
 
 
 if __name__ == "__main__":

@@ -96,13 +96,18 @@ def score(events_dir: Path, lake_dir: Path, day: dt.date) -> dict[str, Any]:
         if any(matches(i, f, day_end) for i in incidents):
             found[f["kind"]] += 1
     explained = [i for i in serious if any(matches(i, f, day_end) for f in faults)]
-    unexplained = [(i["root_cause"], i["subject"], i["servers"], i["severity"]) for i in serious
-                   if i not in explained]
-    missed = [(f["kind"], f["subject"], f["ns"]) for f in faults
-              if not any(matches(i, f, day_end) for i in incidents)]
-    return {"faults": total, "found": found, "incidents": len(incidents), "serious": len(serious),
-            "explained": len(explained), "unexplained": unexplained, "missed": missed,
-            "critical": sum(i["severity"] == "critical" for i in incidents)}
+    unexplained = [(i["root_cause"], i["subject"], i["servers"], i["severity"]) for i in serious if i not in explained]
+    missed = [(f["kind"], f["subject"], f["ns"]) for f in faults if not any(matches(i, f, day_end) for i in incidents)]
+    return {
+        "faults": total,
+        "found": found,
+        "incidents": len(incidents),
+        "serious": len(serious),
+        "explained": len(explained),
+        "unexplained": unexplained,
+        "missed": missed,
+        "critical": sum(i["severity"] == "critical" for i in incidents),
+    }
 
 
 def simulate_and_audit(spark, config, root: Path, fleet: str, seed: int, hours: float, faults: str) -> dict[str, Any]:
@@ -114,8 +119,20 @@ def simulate_and_audit(spark, config, root: Path, fleet: str, seed: int, hours: 
     shutil.rmtree(root, ignore_errors=True)
     events, lake_dir = root / "events", root / "lake"
     shape = FLEETS[fleet]
-    simulate(SimOptions(events, ns=shape["ns"], brokers=shape["brokers"], slaves=1, topics=shape["topics"],
-                        start_ms=day_start_ms(DAY), hours=hours, seed=seed, faults=parse_faults(faults), quiet=True))
+    simulate(
+        SimOptions(
+            events,
+            ns=shape["ns"],
+            brokers=shape["brokers"],
+            slaves=1,
+            topics=shape["topics"],
+            start_ms=day_start_ms(DAY),
+            hours=hours,
+            seed=seed,
+            faults=parse_faults(faults),
+            quiet=True,
+        )
+    )
     lake_dir.mkdir(parents=True)
     started = time.perf_counter()
     nightly_audit.run(spark, config, str(events), str(lake_dir), DAY, lambda line: None)
@@ -126,9 +143,12 @@ def simulate_and_audit(spark, config, root: Path, fleet: str, seed: int, hours: 
 
 def print_day(name: str, r: dict[str, Any]) -> None:
     faults = sum(r["faults"].values())
-    print(f"{name}: {faults} faults, {sum(r['found'].values())} found; {r['incidents']} incidents "
-          f"({r['serious']} above info, {r['critical']} critical), {r['explained']} of those explained"
-          + (f"; audit {r['seconds']:.0f} s" if "seconds" in r else ""), flush=True)
+    print(
+        f"{name}: {faults} faults, {sum(r['found'].values())} found; {r['incidents']} incidents "
+        f"({r['serious']} above info, {r['critical']} critical), {r['explained']} of those explained"
+        + (f"; audit {r['seconds']:.0f} s" if "seconds" in r else ""),
+        flush=True,
+    )
     for m in r["missed"]:
         print(f"  missed: {m}")
     for u in r["unexplained"]:
@@ -148,8 +168,10 @@ def print_totals(days: list[dict[str, Any]], clean: dict[str, Any] | None) -> No
         print(f"{kind:<16} {faults[kind]:>6} {found[kind]:>6} {found[kind] / faults[kind]:>7.0%}")
     n = sum(faults.values())
     print(f"{'all':<16} {n:>6} {sum(found.values()):>6} {sum(found.values()) / max(n, 1):>7.0%}")
-    print(f"precision (incidents above info explained by a fault): {explained}/{serious} = "
-          f"{explained / max(serious, 1):.1%}")
+    print(
+        f"precision (incidents above info explained by a fault): {explained}/{serious} = "
+        f"{explained / max(serious, 1):.1%}"
+    )
     print(f"incidents above info per injected fault: {serious / max(n, 1):.2f}")
     if clean is not None:
         print(f"fault-free day: {clean['serious']} incidents above info ({clean['incidents']} in all)")
@@ -162,8 +184,9 @@ def main() -> int:
     parser.add_argument("--hours", type=float, default=24.0, help="simulated hours per day (default 24)")
     parser.add_argument("--dir", type=Path, default=Path("bench/_findings"), help="work directory")
     parser.add_argument("--no-clean-day", action="store_true", help="skip the fault-free day")
-    parser.add_argument("--score", nargs=3, metavar=("EVENTS", "LAKE", "DATE"),
-                        help="only score an already audited day")
+    parser.add_argument(
+        "--score", nargs=3, metavar=("EVENTS", "LAKE", "DATE"), help="only score an already audited day"
+    )
     args = parser.parse_args()
     if args.score:
         events, lake_dir, date = args.score
@@ -175,8 +198,13 @@ def main() -> int:
     from jobs.spark.session import build_session
 
     config = Config()
-    spark = build_session(master="local[2]", app_name="nsaudit-bench-findings", shuffle_partitions=8,
-                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options)
+    spark = build_session(
+        master="local[2]",
+        app_name="nsaudit-bench-findings",
+        shuffle_partitions=8,
+        driver_memory=config.spark.driver_memory,
+        java_options=config.spark.java_options,
+    )
     days, clean = [], None
     try:
         for fleet in args.fleets.split(","):

@@ -80,8 +80,9 @@ def audit_days(lake: Path, events: Path, days: list[dt.date]) -> float:
     from jobs.rebuild import stage as rebuild
     from jobs.spark.session import build_session
 
-    spark = build_session(master="local[2]", app_name="bench-housekeeping", shuffle_partitions=2,
-                          lake_writer="delta-rs")
+    spark = build_session(
+        master="local[2]", app_name="bench-housekeeping", shuffle_partitions=2, lake_writer="delta-rs"
+    )
     config = Config(audit=AuditConfig(snapshot_interval_ms=SNAPSHOT_INTERVAL_MS))
     start = time.perf_counter()
     for i, day in enumerate(days, 1):
@@ -124,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=int, default=30, help="simulated days audited into the lake (default 30)")
     parser.add_argument("--keep-days", type=int, default=7, help="[lake] keep_days for retention (default 7)")
-    parser.add_argument("--work", default="/tmp/nsaudit-bench-housekeeping",
-                        help="work directory; its simulated logs are reused, its lake rebuilt")
+    parser.add_argument(
+        "--work",
+        default="/tmp/nsaudit-bench-housekeeping",
+        help="work directory; its simulated logs are reused, its lake rebuilt",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.keep_days < args.days:
         parser.error("--keep-days must be at least 1 and fewer than --days")
@@ -139,9 +143,21 @@ def main(argv: list[str] | None = None) -> int:
     if not marker.exists():
         shutil.rmtree(events, ignore_errors=True)
         t = time.perf_counter()
-        simulate(SimOptions(events_dir=events, ns=len(SERVERS), brokers=2, slaves=1, topics=len(TOPICS),
-                            start_ms=day_start_ms(days[0]), hours=24.0 * args.days, seed=11,
-                            faults=("topic_change",), fault_rate=4.0, quiet=True))
+        simulate(
+            SimOptions(
+                events_dir=events,
+                ns=len(SERVERS),
+                brokers=2,
+                slaves=1,
+                topics=len(TOPICS),
+                start_ms=day_start_ms(days[0]),
+                hours=24.0 * args.days,
+                seed=11,
+                faults=("topic_change",),
+                fault_rate=4.0,
+                quiet=True,
+            )
+        )
         marker.touch()
         print(f"simulated {args.days} days in {time.perf_counter() - t:.1f} s")
     shutil.rmtree(lake, ignore_errors=True)
@@ -166,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     if answers(lake, days) != before:
         failures.append("nsaudit route answers differently after optimize")
 
-    _, vacuum_s = step("vacuum", lake, "lake", "vacuum", "--lake", lake, "--config", config,
-                       "--retain-hours", "0", "--force")
+    _, vacuum_s = step(
+        "vacuum", lake, "lake", "vacuum", "--lake", lake, "--config", config, "--retain-hours", "0", "--force"
+    )
     after_vacuum = table_summary(lake)
     for name, (files, _, on_disk) in after_vacuum.items():
         if files != on_disk:
@@ -176,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         failures.append("nsaudit route answers differently after vacuum")
 
     _, retention_s = step("retention", lake, "lake", "retention", "--lake", lake, "--config", config)
-    kept = set(days[-args.keep_days:])
+    kept = set(days[-args.keep_days :])
     from jobs.housekeeping.commands import lake_tables
     from jobs.housekeeping.files import table_files
 
@@ -195,11 +212,16 @@ def main(argv: list[str] | None = None) -> int:
             break
 
     print(f"\n{'step':<10} {'seconds':>8}   events files  route_snapshots files  Parquet files on disk (all tables)")
-    for label, seconds, summary in (("audited", audit_seconds, tables), ("optimize", optimize_s, after_optimize),
-                                    ("vacuum", vacuum_s, after_vacuum),
-                                    ("retention", retention_s, table_summary(lake))):
-        print(f"{label:<10} {seconds:>8.1f}   {summary['events'][0]:>12}  {summary['route_snapshots'][0]:>21}  "
-              f"{sum(s[2] for s in summary.values()):>21}")
+    for label, seconds, summary in (
+        ("audited", audit_seconds, tables),
+        ("optimize", optimize_s, after_optimize),
+        ("vacuum", vacuum_s, after_vacuum),
+        ("retention", retention_s, table_summary(lake)),
+    ):
+        print(
+            f"{label:<10} {seconds:>8.1f}   {summary['events'][0]:>12}  {summary['route_snapshots'][0]:>21}  "
+            f"{sum(s[2] for s in summary.values()):>21}"
+        )
     print(f"route answers compared: {len(before)} per step")
     for failure in failures:
         print(f"FAIL: {failure}")

@@ -51,9 +51,20 @@ def ensure_day(events_dir: Path, files: int, servers: int, bad_every: int) -> No
         ns = f"ns-{chr(ord('a') + s)}"
         with EventLogWriter(events_dir, ns, config) as writer:
             for i in range(s, files, servers):
-                writer.append({"ts": t0 + i, "type": "heartbeat", "request_code": 904, "channel": "c1",
-                               "remote": "10.0.0.9:50000", "cluster": "C1", "broker_name": "broker-a",
-                               "broker_id": None, "broker_addr": "10.0.0.1:10911", "ha_addr": None})
+                writer.append(
+                    {
+                        "ts": t0 + i,
+                        "type": "heartbeat",
+                        "request_code": 904,
+                        "channel": "c1",
+                        "remote": "10.0.0.9:50000",
+                        "cluster": "C1",
+                        "broker_name": "broker-a",
+                        "broker_id": None,
+                        "broker_addr": "10.0.0.1:10911",
+                        "ha_addr": None,
+                    }
+                )
     segments = sorted(events_dir.glob(f"*/{DAY}/events-*.jsonl"))
     assert len(segments) == files, (len(segments), files)
     for path in segments[::bad_every] if bad_every else ():
@@ -88,11 +99,19 @@ def check(spark, lake_dir: Path, files: int, bad: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", default="/tmp/nsaudit-bench-files", help="where the day is kept (default %(default)s)")
+    parser.add_argument(
+        "--work", default="/tmp/nsaudit-bench-files", help="where the day is kept (default %(default)s)"
+    )
     parser.add_argument("--files", type=int, default=10_000, help="one-event segment files (default %(default)s)")
-    parser.add_argument("--servers", type=int, default=3, help="name servers they are spread over (default %(default)s)")
-    parser.add_argument("--bad-every", type=int, default=100,
-                        help="every Nth file gets a line that is not JSON; 0 = none (default %(default)s)")
+    parser.add_argument(
+        "--servers", type=int, default=3, help="name servers they are spread over (default %(default)s)"
+    )
+    parser.add_argument(
+        "--bad-every",
+        type=int,
+        default=100,
+        help="every Nth file gets a line that is not JSON; 0 = none (default %(default)s)",
+    )
     parser.add_argument("--runs", type=int, default=1, help="ingests in one session (default %(default)s)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default %(default)s)")
     args = parser.parse_args(argv)
@@ -107,9 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     ensure_day(events_dir, args.files, args.servers, args.bad_every)
     print(f"day of {args.files:,} segment files ready in {time.perf_counter() - started:.1f} s", flush=True)
     config = load_config()
-    spark = build_session(master=args.master, app_name="nsaudit-bench-files", shuffle_partitions=8,
-                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
-                          lake_writer=config.lake.writer)
+    spark = build_session(
+        master=args.master,
+        app_name="nsaudit-bench-files",
+        shuffle_partitions=8,
+        driver_memory=config.spark.driver_memory,
+        java_options=config.spark.java_options,
+        lake_writer=config.lake.writer,
+    )
     bad = len(range(0, args.files, args.bad_every)) if args.bad_every else 0
     seconds = []
     try:
@@ -117,13 +141,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {i + 1}/{args.runs} (load average {os.getloadavg()[0]:.1f})", flush=True)
             took, result = one_run(spark, events_dir, lake_dir)
             seconds.append(took)
-            print(f"  {took:.1f} s: {result.files:,} files, {result.lines_read:,} lines, "
-                  f"{result.quarantined} quarantined; {check(spark, lake_dir, args.files, bad)}", flush=True)
+            print(
+                f"  {took:.1f} s: {result.files:,} files, {result.lines_read:,} lines, "
+                f"{result.quarantined} quarantined; {check(spark, lake_dir, args.files, bad)}",
+                flush=True,
+            )
     finally:
         spark.stop()
-    print(f"\ningest of {args.files:,} one-event segment files ({args.servers} servers), master {args.master}: "
-          f"first run {seconds[0]:.1f} s, median {statistics.median(seconds):.1f} s of {len(seconds)} "
-          f"(target < 60 s); load average at the end {os.getloadavg()[0]:.1f}")
+    print(
+        f"\ningest of {args.files:,} one-event segment files ({args.servers} servers), master {args.master}: "
+        f"first run {seconds[0]:.1f} s, median {statistics.median(seconds):.1f} s of {len(seconds)} "
+        f"(target < 60 s); load average at the end {os.getloadavg()[0]:.1f}"
+    )
     return 0
 
 

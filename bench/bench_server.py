@@ -59,8 +59,16 @@ def topics(n: int, prefix: str = "BenchTopic") -> list[TopicConfig]:
 
 def broker_request(n: int, topic_list: list[TopicConfig], compressed: bool = False, counter: int = 1):
     addr = f"10.{n // 65536 % 256}.{n // 256 % 256}.{n % 256}:10911"
-    return register_broker_request("BenchCluster", addr, f"broker-{n:05d}", 0, addr.replace("10911", "10912"),
-                                   DataVersion(1_700_000_000_000, counter), topic_list, compressed=compressed)
+    return register_broker_request(
+        "BenchCluster",
+        addr,
+        f"broker-{n:05d}",
+        0,
+        addr.replace("10911", "10912"),
+        DataVersion(1_700_000_000_000, counter),
+        topic_list,
+        compressed=compressed,
+    )
 
 
 def seed_lookup_tables(port: int) -> socket.socket:
@@ -96,8 +104,10 @@ def register_frames(conns: int, n_topics: int, base: int, distinct: int = 1) -> 
     of 10 topics would all stay in the cache and nothing would be decoded afresh)."""
     topic_list = topics(n_topics)
     offset = distinct if distinct > 1 else 0
-    return [[encode_frame(broker_request(base + c, topic_list, counter=1 + c * offset + k)) for k in range(distinct)]
-            for c in range(conns)]
+    return [
+        [encode_frame(broker_request(base + c, topic_list, counter=1 + c * offset + k)) for k in range(distinct)]
+        for c in range(conns)
+    ]
 
 
 def measure_rss(brokers: int = 1000, n_topics: int = 2000) -> tuple[int, int]:
@@ -161,8 +171,9 @@ def one_run(args) -> dict[str, tuple[float, float]]:
     echo = EchoProcess()
     try:
         for key, depth in (("echo1", 1), ("echoN", args.depth)):
-            out[key] = drive(echo.port, lookup_frames(args.conns), args.procs, depth, args.seconds,
-                             echo.proc.pid, check=False)
+            out[key] = drive(
+                echo.port, lookup_frames(args.conns), args.procs, depth, args.seconds, echo.proc.pid, check=False
+            )
     finally:
         echo.stop()
     server = NameServerProcess()
@@ -175,11 +186,13 @@ def one_run(args) -> dict[str, tuple[float, float]]:
             brokers.close()
             return out
         out["reg10"] = drive(server.port, register_frames(args.brokers, 10, 10_000), args.procs, 1, args.seconds, pid)
-        out["reg10new"] = drive(server.port, register_frames(args.brokers, 10, 20_000, distinct=80), args.procs, 1,
-                                args.seconds, pid)
+        out["reg10new"] = drive(
+            server.port, register_frames(args.brokers, 10, 20_000, distinct=80), args.procs, 1, args.seconds, pid
+        )
         out["reg2000"] = drive(server.port, register_frames(16, 2000, 30_000), args.procs, 1, args.seconds, pid)
-        out["reg2000new"] = drive(server.port, register_frames(16, 2000, 40_000, distinct=8), args.procs, 1,
-                                  args.seconds, pid)
+        out["reg2000new"] = drive(
+            server.port, register_frames(16, 2000, 40_000, distinct=8), args.procs, 1, args.seconds, pid
+        )
         brokers.close()
     finally:
         server.stop()
@@ -192,28 +205,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per figure (default 3)")
     parser.add_argument("--procs", type=int, default=2, help="client processes (default 2)")
     parser.add_argument("--conns", type=int, default=32, help="lookup/echo connections (default 32)")
-    parser.add_argument("--depth", type=int, default=8,
-                        help="lookups in flight per connection for the pipelined figures (default 8)")
-    parser.add_argument("--brokers", type=int, default=256,
-                        help="registering brokers (connections) for the 10-topic figures (default 256)")
+    parser.add_argument(
+        "--depth", type=int, default=8, help="lookups in flight per connection for the pipelined figures (default 8)"
+    )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        default=256,
+        help="registering brokers (connections) for the 10-topic figures (default 256)",
+    )
     parser.add_argument("--skip-rss", action="store_true", help="skip the 1000 x 2000 memory figure")
-    parser.add_argument("--lookups-only", action="store_true",
-                        help="only the echo and lookup figures (implies --skip-rss)")
-    parser.add_argument("--caps", action="store_true",
-                        help="only lookup latency while registrations over the caps arrive (capped.py)")
+    parser.add_argument(
+        "--lookups-only", action="store_true", help="only the echo and lookup figures (implies --skip-rss)"
+    )
+    parser.add_argument(
+        "--caps", action="store_true", help="only lookup latency while registrations over the caps arrive (capped.py)"
+    )
     args = parser.parse_args(argv)
     if args.caps:
         return caps_main(args)
     load = os.getloadavg()[0]
-    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f}, Python {sys.version.split()[0]}; "
-          f"{args.procs} client processes; lookups over {args.conns} connections; "
-          f"{args.runs} runs of {args.seconds:g} s per figure")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {load:.1f}, Python {sys.version.split()[0]}; "
+        f"{args.procs} client processes; lookups over {args.conns} connections; "
+        f"{args.runs} runs of {args.seconds:g} s per figure"
+    )
     runs = []
     for run in range(args.runs):
         runs.append(one_run(args))
         print(f"run {run + 1}: " + ", ".join(f"{k} {v[0]:,.0f}/s" for k, v in runs[-1].items()), flush=True)
-    med = {key: (statistics.median(r[key][0] for r in runs), statistics.median(r[key][1] for r in runs))
-           for key, _, _, _ in FIGURES if key in runs[0]}
+    med = {
+        key: (statistics.median(r[key][0] for r in runs), statistics.median(r[key][1] for r in runs))
+        for key, _, _, _ in FIGURES
+        if key in runs[0]
+    }
     print()
     print(f"{'figure (medians)':<60}{'per s':>10}{'x echo':>8}{'server CPU':>13}{'CPU x echo':>12}")
     for key, label, base, note in FIGURES:
@@ -221,33 +246,45 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rate, cpu = med[key]
         base_rate, base_cpu = med[base]
-        print(f"{label.replace('DEPTH', str(args.depth)):<60}{rate:>10,.0f}{rate / base_rate:>8.2f}"
-              f"{cpu:>10,.1f} us{base_cpu / cpu:>12.2f}" + (f"   {note}" if note else ""))
-    print("('x echo' = throughput / the echo figure with the same requests in flight; 'server CPU' = the server"
-          " process's CPU time per answer; 'CPU x echo' = echo's CPU per answer / ours, the ratio the"
-          " throughputs would have if the server had a CPU to itself)")
+        print(
+            f"{label.replace('DEPTH', str(args.depth)):<60}{rate:>10,.0f}{rate / base_rate:>8.2f}"
+            f"{cpu:>10,.1f} us{base_cpu / cpu:>12.2f}" + (f"   {note}" if note else "")
+        )
+    print(
+        "('x echo' = throughput / the echo figure with the same requests in flight; 'server CPU' = the server"
+        " process's CPU time per answer; 'CPU x echo' = echo's CPU per answer / ours, the ratio the"
+        " throughputs would have if the server had a CPU to itself)"
+    )
     if not (args.skip_rss or args.lookups_only):
         before, after = measure_rss()
         mib = 1024 * 1024
-        print(f"RSS for 1,000 brokers x 2,000 topics: {after / mib:,.0f} MiB total, "
-              f"{(after - before) / mib:,.0f} MiB for the tables (idle server {before / mib:,.0f} MiB); "
-              f"target < 256 MiB")
+        print(
+            f"RSS for 1,000 brokers x 2,000 topics: {after / mib:,.0f} MiB total, "
+            f"{(after - before) / mib:,.0f} MiB for the tables (idle server {before / mib:,.0f} MiB); "
+            f"target < 256 MiB"
+        )
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 
 def caps_main(args) -> int:
     """``--caps``: lookup latency per phase, medians over ``--runs`` runs of ``--seconds`` each."""
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; "
-          f"{args.runs} runs of {args.seconds:g} s per phase")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}; "
+        f"{args.runs} runs of {args.seconds:g} s per phase"
+    )
     runs = []
     for run in range(args.runs):
         runs.append(run_caps(args.seconds))
-        print(f"run {run + 1}: " + ", ".join(f"{label}: p99 {v[0][1]:.2f} ms" for label, v in runs[-1].items()),
-              flush=True)
+        print(
+            f"run {run + 1}: " + ", ".join(f"{label}: p99 {v[0][1]:.2f} ms" for label, v in runs[-1].items()),
+            flush=True,
+        )
     print()
-    print(f"{'route lookups, 1,000 a second (medians)':<48}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'lookups':>9}"
-          "   sender's answers (last run)")
+    print(
+        f"{'route lookups, 1,000 a second (medians)':<48}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}{'lookups':>9}"
+        "   sender's answers (last run)"
+    )
     for label in runs[0]:
         p50, p99, top = (statistics.median(r[label][0][k] for r in runs) for k in range(3))
         count = statistics.median(r[label][1] for r in runs)

@@ -82,8 +82,10 @@ def main() -> int:
         times["kept"].append(job(_kept_body))
     for name, values in times.items():
         median = statistics.median(values)
-        print(f"{name:9s} runs {' '.join(f'{v:.2f}' for v in values)} s; median {median:.2f} s, "
-              f"{median / args.tasks * 1000:.0f} ms per task")
+        print(
+            f"{name:9s} runs {' '.join(f'{v:.2f}' for v in values)} s; median {median:.2f} s, "
+            f"{median / args.tasks * 1000:.0f} ms per task"
+        )
     base, kept = statistics.median(times["baseline"]), statistics.median(times["kept"])
     print(f"baseline / kept: {base / kept:.2f}x (load {os.getloadavg()[0]:.1f})")
     spark.stop()

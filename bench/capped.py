@@ -40,8 +40,16 @@ UNCAPPED = "max_register_topics = 1000000000\nmax_register_body_bytes = 26843545
 def big_registration(counter: int = 1, variant: str = "a") -> bytes:
     """A compressed registration of :data:`BIG_TOPICS` topics, one frame."""
     topics = [TopicConfig(f"Big{variant}-{i:06d}", 8, 8) for i in range(BIG_TOPICS)]
-    request = register_broker_request("BenchCluster", "10.9.0.1:10911", "broker-big", 0, "10.9.0.1:10912",
-                                      DataVersion(1_700_000_000_000, counter), topics, compressed=True)
+    request = register_broker_request(
+        "BenchCluster",
+        "10.9.0.1:10911",
+        "broker-big",
+        0,
+        "10.9.0.1:10912",
+        DataVersion(1_700_000_000_000, counter),
+        topics,
+        compressed=True,
+    )
     return encode_frame(request)
 
 
@@ -50,8 +58,9 @@ def inflation_bomb() -> bytes:
     inflated = zlib.decompress(encode_register_body(DataVersion(1, 1), [TopicConfig("T", 8, 8)], [], compressed=True))
     filters = b"[" + b" " * (BOMB_BYTES - 2) + b"]"
     body = zlib.compress(inflated[:-6] + len(filters).to_bytes(4, "big") + filters, 9)
-    request = register_broker_request("BenchCluster", "10.9.0.2:10911", "broker-bomb", 0, "10.9.0.2:10912",
-                                      DataVersion(1, 1), [], compressed=True)
+    request = register_broker_request(
+        "BenchCluster", "10.9.0.2:10911", "broker-bomb", 0, "10.9.0.2:10912", DataVersion(1, 1), [], compressed=True
+    )
     request.body = body
     request.ext_fields = dict(request.ext_fields, compressed="true", bodyCrc32=str(body_crc32(body)))
     return encode_frame(request)
@@ -80,6 +89,7 @@ LOOKUPS_PER_S = 1000
 def lookup_latencies(port: int, seconds: float) -> list[float]:
     """Latencies (ms) of GET_ROUTEINFO_BY_TOPIC sent at :data:`LOOKUPS_PER_S` for ``seconds``,
     each from the instant it was due (open loop: a stall delays every request due meanwhile)."""
+
     async def run() -> list[float]:
         client = await RemotingClient.connect("127.0.0.1", port)
         out: list[float] = []
@@ -107,8 +117,15 @@ def lookup_latencies(port: int, seconds: float) -> list[float]:
 def seed(port: int) -> socket.socket:
     """One broker with one topic, so lookups answer a route; its connection stays open."""
     sock = socket.create_connection(("127.0.0.1", port))
-    request = register_broker_request("BenchCluster", "10.8.0.1:10911", "broker-seed", 0, "10.8.0.1:10912",
-                                      DataVersion(1, 1), [TopicConfig("BenchTopic-00001", 8, 8)])
+    request = register_broker_request(
+        "BenchCluster",
+        "10.8.0.1:10911",
+        "broker-seed",
+        0,
+        "10.8.0.1:10912",
+        DataVersion(1, 1),
+        [TopicConfig("BenchTopic-00001", 8, 8)],
+    )
     sock.sendall(encode_frame(request))
     decoder = FrameDecoder()
     while (answer := decoder.next_command()) is None:
@@ -117,8 +134,9 @@ def seed(port: int) -> socket.socket:
     return sock
 
 
-def phase(port: int, frames: list[bytes] | None, seconds: float, pause_s: float = 0.0,
-          once: bool = False) -> tuple[list[float], list[int]]:
+def phase(
+    port: int, frames: list[bytes] | None, seconds: float, pause_s: float = 0.0, once: bool = False
+) -> tuple[list[float], list[int]]:
     """Lookup latencies while a sender process sends ``frames`` (None: nothing); and its answers' codes."""
     if frames is None:
         return lookup_latencies(port, seconds), []
@@ -147,9 +165,12 @@ def run_caps(seconds: float) -> dict[str, tuple[tuple[float, float, float], int,
     try:
         keep = seed(server.port)
         for label, frames, pause_s in (
-                ("no registrations", None, 0.0),
-                ("over the topic cap, 10 a second", [big], 0.1), ("over the byte cap, 1 a second", [bomb], 1.0),
-                ("over the topic cap, back to back", [big], 0.0), ("over the byte cap, back to back", [bomb], 0.0)):
+            ("no registrations", None, 0.0),
+            ("over the topic cap, 10 a second", [big], 0.1),
+            ("over the byte cap, 1 a second", [bomb], 1.0),
+            ("over the topic cap, back to back", [big], 0.0),
+            ("over the byte cap, back to back", [bomb], 0.0),
+        ):
             latencies, codes = phase(server.port, frames, seconds, pause_s)
             refused = f"{codes.count(1)} of {len(codes)} refused" if codes else "-"
             out[label] = (summary(latencies), len(latencies), refused)
@@ -161,8 +182,11 @@ def run_caps(seconds: float) -> dict[str, tuple[tuple[float, float, float], int,
         keep = seed(server.port)
         reference = [big_registration(n, variant) for n, variant in ((2, "b"), (3, "c"), (4, "d"))]
         latencies, codes = phase(server.port, reference, seconds, pause_s=0.5, once=True)
-        out["reference: 3 of them applied, caps raised"] = (summary(latencies), len(latencies),
-                                                            f"{codes.count(0)} of {len(codes)} applied")
+        out["reference: 3 of them applied, caps raised"] = (
+            summary(latencies),
+            len(latencies),
+            f"{codes.count(0)} of {len(codes)} applied",
+        )
         keep.close()
     finally:
         server.stop()

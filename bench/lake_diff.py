@@ -64,7 +64,8 @@ def _column_hashes(column: pa.Array) -> np.ndarray:
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind):
         values = _column_hashes(column.flatten())
         position = np.arange(len(values), dtype=np.uint64) - np.repeat(
-            column.offsets.to_numpy()[:-1].astype(np.uint64), np.diff(column.offsets.to_numpy()))
+            column.offsets.to_numpy()[:-1].astype(np.uint64), np.diff(column.offsets.to_numpy())
+        )
         hashes = _segment_sums(_mix(values + _mix(position)), column.offsets)
     elif pa.types.is_struct(kind):
         hashes = np.zeros(len(column), dtype=np.uint64)
@@ -162,8 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("lake_a", help="a lake folder or s3a://bucket/prefix")
     parser.add_argument("lake_b")
     parser.add_argument("--config", default=None, help="TOML config whose [storage] reaches s3a:// lakes")
-    parser.add_argument("--across-writers", action="store_true",
-                        help="the lakes were written through different Delta writers: nested fields' nullability may differ")
+    parser.add_argument(
+        "--across-writers",
+        action="store_true",
+        help="the lakes were written through different Delta writers: nested fields' nullability may differ",
+    )
     args = parser.parse_args(argv)
     from common.config import load_config
     from jobs.storage import settings

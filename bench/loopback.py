@@ -44,7 +44,7 @@ class EchoProtocol(asyncio.BufferedProtocol):
         buf += RECV_BUFFER[:nbytes]
         pos, end = 0, len(buf)
         while end - pos >= 4:
-            length = int.from_bytes(buf[pos:pos + 4], "big")
+            length = int.from_bytes(buf[pos : pos + 4], "big")
             if end - pos < 4 + length:
                 break
             pos += 4 + length
@@ -55,6 +55,7 @@ class EchoProtocol(asyncio.BufferedProtocol):
 
 def echo_server_main(ready) -> None:
     """Child process: serve echo on 127.0.0.1:0 until SIGTERM."""
+
     async def main():
         server = await asyncio.get_running_loop().create_server(EchoProtocol, "127.0.0.1", 0, backlog=1024)
         ready.send(server.sockets[0].getsockname()[1])
@@ -75,12 +76,28 @@ class NameServerProcess:
     def __init__(self, nameserver_keys: str = "") -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="nsbench-")
         config = Path(self.dir.name) / "bench.toml"
-        config.write_text('[nameserver]\nbroker_expiry_ms = 3600000\nmax_connections = 100000\n' + nameserver_keys
-                          + '[eventlog]\ndurability = "group"\n')
+        config.write_text(
+            "[nameserver]\nbroker_expiry_ms = 3600000\nmax_connections = 100000\n"
+            + nameserver_keys
+            + '[eventlog]\ndurability = "group"\n'
+        )
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nameserver", "--ns-id", "bench", "--listen", "127.0.0.1:0",
-             "--events", str(Path(self.dir.name) / "events"), "--config", str(config)],
-            stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "nameserver",
+                "--ns-id",
+                "bench",
+                "--listen",
+                "127.0.0.1:0",
+                "--events",
+                str(Path(self.dir.name) / "events"),
+                "--config",
+                str(config),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         if not select.select([self.proc.stdout], [], [], 30)[0]:
             raise RuntimeError("name server did not start")
         self.port = int(self.proc.stdout.readline().rsplit(":", 1)[1])
@@ -140,12 +157,12 @@ class LoadProtocol(asyncio.BufferedProtocol):
         buf += RECV_BUFFER[:nbytes]
         pos, end, done = 0, len(buf), 0
         while end - pos >= 4:
-            length = int.from_bytes(buf[pos:pos + 4], "big")
+            length = int.from_bytes(buf[pos : pos + 4], "big")
             if end - pos < 4 + length:
                 break
             if not self.checked:
                 self.checked = True
-                if not bytes(buf[pos + 8:pos + 20]).startswith(b'{"code":0,'):
+                if not bytes(buf[pos + 8 : pos + 20]).startswith(b'{"code":0,'):
                     self.state["errors"] += 1
             pos += 4 + length
             done += 1
@@ -156,16 +173,19 @@ class LoadProtocol(asyncio.BufferedProtocol):
             self._send(done)
 
 
-def client_main(port: int, frame_sets: list[list[bytes]], depth: int, window: tuple[float, float], check: bool,
-                out) -> None:
+def client_main(
+    port: int, frame_sets: list[list[bytes]], depth: int, window: tuple[float, float], check: bool, out
+) -> None:
     """Child process: one connection per frame set; counts answers inside the wall-clock window."""
+
     async def main():
         state = {"answers": 0, "errors": 0, "running": True}
         loop = asyncio.get_running_loop()
         protocols = []
         for frames in frame_sets:
-            _, proto = await loop.create_connection(lambda f=frames: LoadProtocol(f, depth, state, check),
-                                                    "127.0.0.1", port)
+            _, proto = await loop.create_connection(
+                lambda f=frames: LoadProtocol(f, depth, state, check), "127.0.0.1", port
+            )
             protocols.append(proto)
         await asyncio.sleep(max(0.0, window[0] - WARMUP_S - time.time()))
         for proto in protocols:
@@ -184,8 +204,15 @@ def client_main(port: int, frame_sets: list[list[bytes]], depth: int, window: tu
 WARMUP_S = 0.3
 
 
-def drive(port: int, frame_sets: list[list[bytes]], procs: int, depth: int, seconds: float,
-          server_pid: int, check: bool = True) -> tuple[float, float]:
+def drive(
+    port: int,
+    frame_sets: list[list[bytes]],
+    procs: int,
+    depth: int,
+    seconds: float,
+    server_pid: int,
+    check: bool = True,
+) -> tuple[float, float]:
     """Run ``procs`` client processes sharing ``frame_sets`` (one connection each).
 
     With ``check`` each connection's first answer must be SUCCESS (off for the echo server).
@@ -216,5 +243,3 @@ def drive(port: int, frame_sets: list[list[bytes]], procs: int, depth: int, seco
         raise RuntimeError(f"{errors} connections got a non-SUCCESS answer")
     answers = sum(n for n, _ in results)
     return answers / seconds, (cpu1 - cpu0) * 1e6 / max(answers, 1)
-
-

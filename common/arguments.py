@@ -52,7 +52,8 @@ def master_arg(text: str) -> str:
     """A Spark master URL Spark can parse."""
     if not _MASTER.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"not a Spark master: {text!r} (local[*], local[N], spark://HOST:PORT, yarn, k8s://…)")
+            f"not a Spark master: {text!r} (local[*], local[N], spark://HOST:PORT, yarn, k8s://…)"
+        )
     return text
 
 

@@ -65,7 +65,7 @@ class NameServerConfig:
 
     def __post_init__(self) -> None:
         if self.rocketmq_version not in ("4.9", "5"):
-            raise ConfigError(f"nameserver.rocketmq_version must be \"4.9\" or \"5\", not {self.rocketmq_version!r}")
+            raise ConfigError(f'nameserver.rocketmq_version must be "4.9" or "5", not {self.rocketmq_version!r}')
 
 
 @dataclass(frozen=True)
@@ -102,10 +102,25 @@ class AuditConfig:
     refused_requests_min: int = 1  # this many NO_PERMISSION refusals from one host make a finding
 
     def __post_init__(self) -> None:
-        _check_at_least(self, "audit", 1, "snapshot_interval_ms", "heartbeat_period_ms", "admin_burst_window_ms",
-                        "refused_requests_min")
-        _check_at_least(self, "audit", 0, "clock_skew_ms", "late_expiry_tolerance_ms", "late_heartbeat_slack_ms",
-                        "flapping_windows_per_day", "admin_burst_changes")
+        _check_at_least(
+            self,
+            "audit",
+            1,
+            "snapshot_interval_ms",
+            "heartbeat_period_ms",
+            "admin_burst_window_ms",
+            "refused_requests_min",
+        )
+        _check_at_least(
+            self,
+            "audit",
+            0,
+            "clock_skew_ms",
+            "late_expiry_tolerance_ms",
+            "late_heartbeat_slack_ms",
+            "flapping_windows_per_day",
+            "admin_burst_changes",
+        )
         if self.divergence_grace_ms is not None:
             _check_at_least(self, "audit", 0, "divergence_grace_ms")
         for name in ("queue_skew_cv", "queue_skew_max_over_mean"):
@@ -222,8 +237,10 @@ class CollectConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"collect.{name} must be >= 1, not {getattr(self, name)}")
         if self.backoff_max_ms < self.backoff_initial_ms:
-            raise ConfigError(f"collect.backoff_max_ms must be >= backoff_initial_ms ({self.backoff_initial_ms}), "
-                              f"not {self.backoff_max_ms}")
+            raise ConfigError(
+                f"collect.backoff_max_ms must be >= backoff_initial_ms ({self.backoff_initial_ms}), "
+                f"not {self.backoff_max_ms}"
+            )
 
 
 @dataclass(frozen=True)

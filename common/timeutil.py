@@ -39,7 +39,9 @@ def _parse_iso(text: str) -> int:
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise ValueError(f"not a time: {text!r} (use ISO-8601 with a zone, e.g. 2026-11-21T03:00:00Z, or epoch ms)") from None
+        raise ValueError(
+            f"not a time: {text!r} (use ISO-8601 with a zone, e.g. 2026-11-21T03:00:00Z, or epoch ms)"
+        ) from None
     if parsed.tzinfo is None:
         raise ValueError(f"time {text!r} has no zone; add Z or an offset such as +00:00")
     # Exact integer arithmetic: timestamp() goes through a float and, for an offset that moves

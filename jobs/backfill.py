@@ -77,8 +77,15 @@ def to_audit(days: Sequence[dt.date], ok_days: set[dt.date], force: bool) -> lis
     return list(days) if force else [d for d in days if d not in ok_days]
 
 
-def run_days(spark: SparkSession | None, config: Config, args: argparse.Namespace, days: Sequence[dt.date], todo: Sequence[dt.date],
-             log_file: str, say: Callable[[str], None]) -> BackfillResult:
+def run_days(
+    spark: SparkSession | None,
+    config: Config,
+    args: argparse.Namespace,
+    days: Sequence[dt.date],
+    todo: Sequence[dt.date],
+    log_file: str,
+    say: Callable[[str], None],
+) -> BackfillResult:
     """Audit ``todo`` among ``days`` in order (the others are skipped); stop at the first that fails.
 
     A day's stages show as the nightly audit's do (``audit DAY: [n/9] stage ...``), and ``say``
@@ -99,8 +106,10 @@ def run_days(spark: SparkSession | None, config: Config, args: argparse.Namespac
             result.days.append({"date": day.isoformat(), "status": "failed", "seconds": seconds})
             result.failed = day
             left = len(days) - number
-            say(f"{head}: failed; {sum(d['status'] != 'failed' for d in result.days)} earlier days stay ok"
-                + (f", {left} later days not audited" if left else ""))
+            say(
+                f"{head}: failed; {sum(d['status'] != 'failed' for d in result.days)} earlier days stay ok"
+                + (f", {left} later days not audited" if left else "")
+            )
             return result
         result.days.append({**nightly_audit.summary(outcome), "status": "ok", "seconds": seconds})
         say(f"{head}: ok in {seconds:.1f} s")
@@ -149,8 +158,17 @@ def run_from_cli(args: argparse.Namespace) -> int:
                 spark.stop()
         else:
             result = run_days(None, config, args, days, todo, path, say)
-    print(json.dumps({"from": days[0].isoformat(), "to": days[-1].isoformat(),
-                      "seconds": round(time.perf_counter() - started, 1), "days": result.days}, sort_keys=True))
+    print(
+        json.dumps(
+            {
+                "from": days[0].isoformat(),
+                "to": days[-1].isoformat(),
+                "seconds": round(time.perf_counter() - started, 1),
+                "days": result.days,
+            },
+            sort_keys=True,
+        )
+    )
     if result.failed is not None:
         return 1
     return _fail_on(args, result)
@@ -162,8 +180,10 @@ def _fail_on(args: argparse.Namespace, result: BackfillResult) -> int:
     rank = nightly_audit.SEVERITY_RANK
     worst = [s for d in result.days for s, n in d.get("findings", {}).items() if n]
     if worst and max(rank[s] for s in worst) >= rank[args.fail_on]:
-        print(f"nsaudit audit: findings of severity {max(worst, key=rank.__getitem__)} (--fail-on {args.fail_on})",
-              file=sys.stderr)
+        print(
+            f"nsaudit audit: findings of severity {max(worst, key=rank.__getitem__)} (--fail-on {args.fail_on})",
+            file=sys.stderr,
+        )
         return nightly_audit.EXIT_FINDINGS
     return 0
 

@@ -70,7 +70,9 @@ class AuditOutcome:
         return max(present, key=SEVERITY_RANK.__getitem__) if present else None
 
 
-def _stage(spark: SparkSession, outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]) -> Any:
+def _stage(
+    spark: SparkSession, outcome: AuditOutcome, name: str, func: Callable[[], Any], progress: Callable[[str], None]
+) -> Any:
     progress(f"[{len(outcome.stages) + 1}/{len(STAGES)}] {name} ...")
     before = spark_work(spark)
     with timed() as elapsed:
@@ -96,17 +98,23 @@ def _counts(result: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-STAGES = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "incidents",
-          "report")
+STAGES = ("ingest", "rebuild", "snapshots", "liveness", "divergence", "distribution", "security", "incidents", "report")
 
 
 def _failed_stage(stages_done: list[dict[str, Any]]) -> str:
     return STAGES[len(stages_done)] if len(stages_done) < len(STAGES) else "record"
 
 
-def run(spark: SparkSession, config: Config, events_dir: str, lake_dir: str, day: dt.date,
-        progress: Callable[[str], None], outcome: AuditOutcome | None = None,
-        files: list[SegmentFile] | None = None) -> AuditOutcome:
+def run(
+    spark: SparkSession,
+    config: Config,
+    events_dir: str,
+    lake_dir: str,
+    day: dt.date,
+    progress: Callable[[str], None],
+    outcome: AuditOutcome | None = None,
+    files: list[SegmentFile] | None = None,
+) -> AuditOutcome:
     """Run every stage for ``day``; raises on the first failing stage (tables keep their versions).
 
     The plan settings follow the day's size (:mod:`jobs.spark.profile`). ``files``: the day's
@@ -126,8 +134,16 @@ def run(spark: SparkSession, config: Config, events_dir: str, lake_dir: str, day
     return outcome
 
 
-def _run_stages(spark: SparkSession, config: Config, events_dir: str, lake_dir: str, day: dt.date,
-                progress: Callable[[str], None], outcome: AuditOutcome, files: list[SegmentFile]) -> None:
+def _run_stages(
+    spark: SparkSession,
+    config: Config,
+    events_dir: str,
+    lake_dir: str,
+    day: dt.date,
+    progress: Callable[[str], None],
+    outcome: AuditOutcome,
+    files: list[SegmentFile],
+) -> None:
     """The stages of :func:`run`, in order, between the day's ``running`` and ``ok`` rows."""
     from jobs import snapshots
     from jobs.analytics.distribution import stage as distribution
@@ -145,26 +161,51 @@ def _run_stages(spark: SparkSession, config: Config, events_dir: str, lake_dir: 
     # Not ok from before the first write until after the last: a run that dies in between leaves
     # the day marked unfinished (queries and the report say so) instead of a mix that says ok.
     audit_runs.record(spark, lake_dir, day, "running", [], {})
-    report_status.mark_unfinished(lake_dir, day, f"The audit of {day} did not finish: this report is from an earlier "
-                                  f"run and the lake's tables may not match it. Rerun nsaudit audit --date {day}.")
+    report_status.mark_unfinished(
+        lake_dir,
+        day,
+        f"The audit of {day} did not finish: this report is from an earlier "
+        f"run and the lake's tables may not match it. Rerun nsaudit audit --date {day}.",
+    )
     # every stage's findings, written once, with their incidents, by the incidents stage
     findings = DayFindings(day)
     try:
-        _stage(spark, outcome, "ingest",
-               lambda: ingest.run_ingest(spark, events_dir, lake_dir, day, config, findings, files), progress)
-        rebuilt = _stage(spark, outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake_dir, day, config),
-                         progress)
+        _stage(
+            spark,
+            outcome,
+            "ingest",
+            lambda: ingest.run_ingest(spark, events_dir, lake_dir, day, config, findings, files),
+            progress,
+        )
+        rebuilt = _stage(spark, outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake_dir, day, config), progress)
         _stage(spark, outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake_dir, day, config), progress)
-        live = _stage(spark, outcome, "liveness",
-                      lambda: liveness.run_liveness(spark, lake_dir, day, config, findings), progress)
-        div = _stage(spark, outcome, "divergence",
-                     lambda: divergence.run_divergence(spark, lake_dir, day, config, findings), progress)
-        dist = _stage(spark, outcome, "distribution",
-                      lambda: distribution.run_distribution(spark, lake_dir, day, config, findings), progress)
-        _stage(spark, outcome, "security",
-               lambda: security.run_security(spark, lake_dir, day, config, findings), progress)
-        linked = _stage(spark, outcome, "incidents",
-                        lambda: incidents.run_incidents(spark, lake_dir, day, config, findings), progress)
+        live = _stage(
+            spark, outcome, "liveness", lambda: liveness.run_liveness(spark, lake_dir, day, config, findings), progress
+        )
+        div = _stage(
+            spark,
+            outcome,
+            "divergence",
+            lambda: divergence.run_divergence(spark, lake_dir, day, config, findings),
+            progress,
+        )
+        dist = _stage(
+            spark,
+            outcome,
+            "distribution",
+            lambda: distribution.run_distribution(spark, lake_dir, day, config, findings),
+            progress,
+        )
+        _stage(
+            spark, outcome, "security", lambda: security.run_security(spark, lake_dir, day, config, findings), progress
+        )
+        linked = _stage(
+            spark,
+            outcome,
+            "incidents",
+            lambda: incidents.run_incidents(spark, lake_dir, day, config, findings),
+            progress,
+        )
     finally:
         findings.release()  # a stage failed before the incidents stage released them
     outcome.incidents_by_severity = dict(linked.incidents_by_severity)
@@ -184,25 +225,53 @@ def add_arguments(parser: argparse.ArgumentParser, master: str | None = None) ->
     """The audit's options, shared by ``nsaudit audit`` and ``spark-submit jobs/nightly_audit.py``."""
     from jobs.storage.arguments import events_arg, lake_arg
 
-    parser.add_argument("--events", required=True, metavar="DIR", type=events_arg,
-                        help="event-log directory, or s3a://bucket/prefix")
-    parser.add_argument("--lake", required=True, metavar="DIR", type=lake_arg,
-                        help="lake directory (Delta tables), made when missing, or s3a://bucket/prefix")
-    parser.add_argument("--date", default=None, metavar="YYYY-MM-DD", type=date_arg,
-                        help="UTC day to audit (default: yesterday)")
-    parser.add_argument("--from", dest="from_date", default=None, metavar="YYYY-MM-DD", type=date_arg,
-                        help="backfill: audit every day from this one to --to, in order (not with --date)")
-    parser.add_argument("--to", dest="to_date", default=None, metavar="YYYY-MM-DD", type=date_arg,
-                        help="backfill: the last day (with --from)")
-    parser.add_argument("--force", action="store_true",
-                        help="backfill: audit the days already audited ok too (default: skip them)")
+    parser.add_argument(
+        "--events", required=True, metavar="DIR", type=events_arg, help="event-log directory, or s3a://bucket/prefix"
+    )
+    parser.add_argument(
+        "--lake",
+        required=True,
+        metavar="DIR",
+        type=lake_arg,
+        help="lake directory (Delta tables), made when missing, or s3a://bucket/prefix",
+    )
+    parser.add_argument(
+        "--date", default=None, metavar="YYYY-MM-DD", type=date_arg, help="UTC day to audit (default: yesterday)"
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_date",
+        default=None,
+        metavar="YYYY-MM-DD",
+        type=date_arg,
+        help="backfill: audit every day from this one to --to, in order (not with --date)",
+    )
+    parser.add_argument(
+        "--to",
+        dest="to_date",
+        default=None,
+        metavar="YYYY-MM-DD",
+        type=date_arg,
+        help="backfill: the last day (with --from)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="backfill: audit the days already audited ok too (default: skip them)"
+    )
     parser.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
-    parser.add_argument("--master", default=master, metavar="URL", type=master_arg,
-                        help="Spark master (default from config: local[*])")
-    parser.add_argument("--fail-on", choices=("warning", "critical"), default=None,
-                        help="exit 3 when a finding of this severity or worse exists")
-    parser.add_argument("--verbose", action="store_true",
-                        help="show Spark's and the stages' logs on stderr too (always in LAKE/_logs/DATE.log)")
+    parser.add_argument(
+        "--master", default=master, metavar="URL", type=master_arg, help="Spark master (default from config: local[*])"
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=("warning", "critical"),
+        default=None,
+        help="exit 3 when a finding of this severity or worse exists",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's and the stages' logs on stderr too (always in LAKE/_logs/DATE.log)",
+    )
 
 
 def main(argv: list[str] | None = None, *, master: str | None = None) -> int:
@@ -245,8 +314,11 @@ def checked_locations(args: argparse.Namespace, config: Config) -> str:
     from jobs.storage.arguments import events_arg, lake_arg, make_lake
 
     master = args.master or config.spark.master
-    checks = (("--master" if args.master else "[spark] master", master_arg, master),
-              ("--events", events_arg, args.events), ("--lake", lake_arg, args.lake))
+    checks = (
+        ("--master" if args.master else "[spark] master", master_arg, master),
+        ("--events", events_arg, args.events),
+        ("--lake", lake_arg, args.lake),
+    )
     for option, check, value in checks:
         try:
             check(value)
@@ -257,8 +329,9 @@ def checked_locations(args: argparse.Namespace, config: Config) -> str:
     return master
 
 
-def open_session(config: Config, master: str, app_name: str, args: argparse.Namespace, log_file: str,
-                 java_options: str | None = None) -> SparkSession:
+def open_session(
+    config: Config, master: str, app_name: str, args: argparse.Namespace, log_file: str, java_options: str | None = None
+) -> SparkSession:
     """The run's SparkSession: the config's Spark settings and Delta writer, Spark's log to
     ``log_file``, hadoop-aws and the object-store settings when a path is on an object store;
     ``java_options``: the JVM's options when not the config's (a small day's,
@@ -268,11 +341,17 @@ def open_session(config: Config, master: str, app_name: str, args: argparse.Name
 
     remote = locations.is_remote(args.events) or locations.is_remote(args.lake)
     # under spark-submit, build_session leaves the submitted master and log configuration alone
-    return build_session(master=master, app_name=app_name, shuffle_partitions=config.spark.shuffle_partitions,
-                         driver_memory=config.spark.driver_memory,
-                         java_options=config.spark.java_options if java_options is None else java_options,
-                         log_file=log_file, console_log=getattr(args, "verbose", False),
-                         lake_writer=config.lake.writer, object_store=settings.current() if remote else None)
+    return build_session(
+        master=master,
+        app_name=app_name,
+        shuffle_partitions=config.spark.shuffle_partitions,
+        driver_memory=config.spark.driver_memory,
+        java_options=config.spark.java_options if java_options is None else java_options,
+        log_file=log_file,
+        console_log=getattr(args, "verbose", False),
+        lake_writer=config.lake.writer,
+        object_store=settings.current() if remote else None,
+    )
 
 
 def _record_failure(spark: SparkSession, lake: str, day: dt.date, stages: list[dict[str, Any]]) -> None:
@@ -293,7 +372,9 @@ def run_from_cli(args: argparse.Namespace) -> int:
     (``--from``/``--to``) is :mod:`jobs.backfill`'s, which runs this module's :func:`run` per day.
     """
     if getattr(args, "from_date", None) or getattr(args, "to_date", None) or getattr(args, "force", False):
-        raise UserError("--from, --to and --force audit a range of days: nsaudit audit, or spark-submit jobs/backfill.py")
+        raise UserError(
+            "--from, --to and --force audit a range of days: nsaudit audit, or spark-submit jobs/backfill.py"
+        )
     config, day, master = _checked_arguments(args)
     from jobs.ingest.segments import list_day_segments
     from jobs.preflight import check_inputs
@@ -303,8 +384,9 @@ def run_from_cli(args: argparse.Namespace) -> int:
     path = log_path(args.lake, day)
     with logging_to(path, getattr(args, "verbose", False), args.lake):
         files = list_day_segments(args.events, day)
-        java_options = day_java_options(config.spark.java_options, sum(f.bytes for f in files),
-                                        config.spark.small_day_bytes)
+        java_options = day_java_options(
+            config.spark.java_options, sum(f.bytes for f in files), config.spark.small_day_bytes
+        )
         spark = open_session(config, master, f"nsaudit-audit-{day}", args, path, java_options)
         try:
             outcome = run_reporting_failure(spark, config, args, day, path, files)
@@ -320,8 +402,14 @@ def run_from_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_reporting_failure(spark: SparkSession, config: Config, args: argparse.Namespace, day: dt.date,
-                          path: str, files: list[SegmentFile] | None = None) -> AuditOutcome | None:
+def run_reporting_failure(
+    spark: SparkSession,
+    config: Config,
+    args: argparse.Namespace,
+    day: dt.date,
+    path: str,
+    files: list[SegmentFile] | None = None,
+) -> AuditOutcome | None:
     """Run the stages; on a failure, one line on stderr (the trace goes to the log) and None."""
 
     def progress(line: str) -> None:
@@ -336,9 +424,11 @@ def run_reporting_failure(spark: SparkSession, config: Config, args: argparse.Na
     except Exception as exc:  # a failed stage: say which and why on one line, keep the trace in the log
         log.exception("audit of %s failed", day)
         _record_failure(spark, args.lake, day, outcome.stages)
-        print(f"nsaudit audit: error: audit of {day} failed in stage {_failed_stage(outcome.stages)}: "
-              f"{problems.one_line(exc, remote=is_remote(args.events) or is_remote(args.lake))} (log: {path})",
-              file=sys.stderr)
+        print(
+            f"nsaudit audit: error: audit of {day} failed in stage {_failed_stage(outcome.stages)}: "
+            f"{problems.one_line(exc, remote=is_remote(args.events) or is_remote(args.lake))} (log: {path})",
+            file=sys.stderr,
+        )
         return None
     outcome.seconds = round(time.perf_counter() - started, 1)
     return outcome

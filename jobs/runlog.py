@@ -24,8 +24,11 @@ class _ShownByDefault(logging.Filter):
     """Without ``--verbose`` the console shows this project's warnings only, without traces."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return (record.levelno >= logging.WARNING and record.exc_info is None
-                and record.name.startswith(("nsaudit", "jobs")))
+        return (
+            record.levelno >= logging.WARNING
+            and record.exc_info is None
+            and record.name.startswith(("nsaudit", "jobs"))
+        )
 
 
 @contextmanager

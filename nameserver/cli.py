@@ -10,21 +10,32 @@ from common.arguments import OneLineParser
 from common.errors import UserError
 from nameserver.metrics.endpoint import listen_address
 
-DESCRIPTION = ("Run one RocketMQ-compatible name server that logs every route change to DIR. "
-               "Prints 'nameserver ID listening on HOST:PORT' when ready; SIGTERM/SIGINT stop it cleanly.")
+DESCRIPTION = (
+    "Run one RocketMQ-compatible name server that logs every route change to DIR. "
+    "Prints 'nameserver ID listening on HOST:PORT' when ready; SIGTERM/SIGINT stop it cleanly."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the name server's options to ``parser``."""
     parser.add_argument("--ns-id", required=True, help="this server's id, used in the event log")
-    parser.add_argument("--listen", default=None, metavar="HOST:PORT",
-                        help="address to bind (default 127.0.0.1:9876; port 0 picks a free port)")
+    parser.add_argument(
+        "--listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="address to bind (default 127.0.0.1:9876; port 0 picks a free port)",
+    )
     parser.add_argument("--events", required=True, metavar="DIR", help="event-log directory")
     parser.add_argument("--broker-expiry-ms", type=int, default=None, help="default 120000")
     parser.add_argument("--scan-interval-ms", type=int, default=None, help="default 10000")
-    parser.add_argument("--metrics-listen", default=None, type=listen_address, metavar="HOST:PORT",
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0 picks a "
-                        "free port, printed on stderr)")
+    parser.add_argument(
+        "--metrics-listen",
+        default=None,
+        type=listen_address,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0 picks a "
+        "free port, printed on stderr)",
+    )
     parser.add_argument("--config", default=None, metavar="FILE", help="TOML config (default conf/nsaudit.toml)")
 
 

@@ -67,30 +67,48 @@ def register_broker_request(
 ) -> RemotingCommand:
     """REGISTER_BROKER (103) as a broker sends it: header fields of §7, body of §8, CRC of §8.2."""
     body = encode_register_body(data_version, topics, filter_servers, version=version, compressed=compressed)
-    ext = to_ext_fields({
-        "brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster,
-        "haServerAddr": ha_addr, "brokerId": broker_id, "compressed": compressed,
-        "bodyCrc32": body_crc32(body) if with_crc else None,
-    })
+    ext = to_ext_fields(
+        {
+            "brokerName": broker_name,
+            "brokerAddr": broker_addr,
+            "clusterName": cluster,
+            "haServerAddr": ha_addr,
+            "brokerId": broker_id,
+            "compressed": compressed,
+            "bodyCrc32": body_crc32(body) if with_crc else None,
+        }
+    )
     return make_request(RequestCode.REGISTER_BROKER, ext, body, version=version, serialize_type=serialize_type)
 
 
 def unregister_broker_request(cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> RemotingCommand:
     """UNREGISTER_BROKER (104)."""
-    ext = to_ext_fields({"brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster,
-                         "brokerId": broker_id})
+    ext = to_ext_fields(
+        {"brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster, "brokerId": broker_id}
+    )
     return make_request(RequestCode.UNREGISTER_BROKER, ext)
 
 
-def route_request(topic: str, *, version: int = SERVER_VERSION, accept_standard_json_only: bool | None = None,
-                  serialize_type: int = SerializeType.JSON) -> RemotingCommand:
+def route_request(
+    topic: str,
+    *,
+    version: int = SERVER_VERSION,
+    accept_standard_json_only: bool | None = None,
+    serialize_type: int = SerializeType.JSON,
+) -> RemotingCommand:
     """GET_ROUTEINFO_BY_TOPIC (105)."""
     ext = to_ext_fields({"topic": topic, "acceptStandardJsonOnly": accept_standard_json_only})
     return make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext, version=version, serialize_type=serialize_type)
 
 
-def simple_request(code: int, ext: Mapping[str, object] | None = None, body: bytes | None = None,
-                   *, oneway: bool = False, version: int = SERVER_VERSION) -> RemotingCommand:
+def simple_request(
+    code: int,
+    ext: Mapping[str, object] | None = None,
+    body: bytes | None = None,
+    *,
+    oneway: bool = False,
+    version: int = SERVER_VERSION,
+) -> RemotingCommand:
     """Any request: extFields values are written as §6 text, ``None`` omitted."""
     return make_request(code, to_ext_fields(ext) if ext is not None else None, body, oneway=oneway, version=version)
 
@@ -151,9 +169,14 @@ class RemotingClient:
         self.unsolicited: list[RemotingCommand] = []
 
     @classmethod
-    async def connect(cls, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S,
-                      credentials: Credentials | None = None,
-                      clock: Callable[[], int] | None = None) -> RemotingClient:
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        credentials: Credentials | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> RemotingClient:
         """Open a connection; with ``credentials`` every request on it is signed (``clock`` as
         for the constructor).
 
@@ -276,15 +299,28 @@ class RemotingClient:
 
     # ------------------------------------------------------------------ helpers per request code
 
-    async def register_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_addr: str,
-                              data_version: DataVersion, topics: Iterable[TopicConfig],
-                              filter_servers: Iterable[str] | None = (), **kwargs: Any) -> RemotingCommand:
+    async def register_broker(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_addr: str,
+        data_version: DataVersion,
+        topics: Iterable[TopicConfig],
+        filter_servers: Iterable[str] | None = (),
+        **kwargs: Any,
+    ) -> RemotingCommand:
         """REGISTER_BROKER (103); keyword arguments as :func:`register_broker_request`."""
-        return await self.request(register_broker_request(
-            cluster, broker_addr, broker_name, broker_id, ha_addr, data_version, topics, filter_servers, **kwargs))
+        return await self.request(
+            register_broker_request(
+                cluster, broker_addr, broker_name, broker_id, ha_addr, data_version, topics, filter_servers, **kwargs
+            )
+        )
 
-    async def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str,
-                                broker_id: int) -> RemotingCommand:
+    async def unregister_broker(
+        self, cluster: str, broker_addr: str, broker_name: str, broker_id: int
+    ) -> RemotingCommand:
         """UNREGISTER_BROKER (104)."""
         return await self.request(unregister_broker_request(cluster, broker_addr, broker_name, broker_id))
 
@@ -334,25 +370,33 @@ class RemotingClient:
 
     async def delete_topic(self, topic: str, cluster: str | None = None) -> RemotingCommand:
         """DELETE_TOPIC_IN_NAMESRV (216)."""
-        return await self.request(simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV,
-                                                 {"topic": topic, "clusterName": cluster}))
+        return await self.request(
+            simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic, "clusterName": cluster})
+        )
 
-    async def query_data_version(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int,
-                                 data_version: DataVersion) -> RemotingCommand:
+    async def query_data_version(
+        self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, data_version: DataVersion
+    ) -> RemotingCommand:
         """QUERY_DATA_VERSION (322): ext ``changed``, body the stored DataVersion."""
         ext = {"brokerName": broker_name, "brokerAddr": broker_addr, "clusterName": cluster, "brokerId": broker_id}
-        return await self.request(simple_request(RequestCode.QUERY_DATA_VERSION, ext,
-                                                 fastjson.encode_data_version(data_version)))
+        return await self.request(
+            simple_request(RequestCode.QUERY_DATA_VERSION, ext, fastjson.encode_data_version(data_version))
+        )
 
     async def broker_heartbeat(self, cluster: str, broker_addr: str, broker_name: str) -> None:
         """BROKER_HEARTBEAT (904), oneway as 5.x brokers send it."""
-        await self.oneway(simple_request(RequestCode.BROKER_HEARTBEAT,
-                                         {"clusterName": cluster, "brokerAddr": broker_addr, "brokerName": broker_name}))
+        await self.oneway(
+            simple_request(
+                RequestCode.BROKER_HEARTBEAT,
+                {"clusterName": cluster, "brokerAddr": broker_addr, "brokerName": broker_name},
+            )
+        )
 
     async def put_kv_config(self, namespace: str, key: str, value: str) -> RemotingCommand:
         """PUT_KV_CONFIG (100)."""
-        return await self.request(simple_request(RequestCode.PUT_KV_CONFIG,
-                                                 {"namespace": namespace, "key": key, "value": value}))
+        return await self.request(
+            simple_request(RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value})
+        )
 
     async def get_kv_config(self, namespace: str, key: str) -> RemotingCommand:
         """GET_KV_CONFIG (101): ext ``value``."""
@@ -368,8 +412,9 @@ class RemotingClient:
 
     async def update_namesrv_config(self, properties_text: str) -> RemotingCommand:
         """UPDATE_NAMESRV_CONFIG (318) with a ``.properties`` body."""
-        return await self.request(simple_request(RequestCode.UPDATE_NAMESRV_CONFIG, None,
-                                                 properties_text.encode("utf-8")))
+        return await self.request(
+            simple_request(RequestCode.UPDATE_NAMESRV_CONFIG, None, properties_text.encode("utf-8"))
+        )
 
     async def get_namesrv_config(self) -> RemotingCommand:
         """GET_NAMESRV_CONFIG (319): body ``key=value`` lines."""

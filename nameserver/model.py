@@ -103,8 +103,15 @@ class TopicConfig:
         )
 
 
-(_set_topic, _set_read_queue_nums, _set_write_queue_nums, _set_perm, _set_topic_sys_flag, _set_order,
- _set_topic_filter_type) = (TopicConfig.__dict__[f.name].__set__ for f in fields(TopicConfig))
+(
+    _set_topic,
+    _set_read_queue_nums,
+    _set_write_queue_nums,
+    _set_perm,
+    _set_topic_sys_flag,
+    _set_order,
+    _set_topic_filter_type,
+) = (TopicConfig.__dict__[f.name].__set__ for f in fields(TopicConfig))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,19 +31,38 @@ def run_from_cli(args: argparse.Namespace) -> int:
         print(f"demo: reusing the simulated logs in {events}", file=sys.stderr)
     else:
         options = SimOptions(
-            events_dir=events, ns=3, brokers=args.brokers, slaves=1, topics=args.topics,
-            start_ms=day_start_ms(day), hours=24.0, seed=args.seed, faults=tuple(FAULTS),
+            events_dir=events,
+            ns=3,
+            brokers=args.brokers,
+            slaves=1,
+            topics=args.topics,
+            start_ms=day_start_ms(day),
+            hours=24.0,
+            seed=args.seed,
+            faults=tuple(FAULTS),
         )
-        print(f"demo: simulating {day} for {args.brokers} brokers and {args.topics} topics on 3 name servers",
-              file=sys.stderr)
+        print(
+            f"demo: simulating {day} for {args.brokers} brokers and {args.topics} topics on 3 name servers",
+            file=sys.stderr,
+        )
         result = simulate(options)
         print(summary_line(options, result), flush=True)
-    audit_args = argparse.Namespace(events=str(events), lake=str(lake), date=day.isoformat(), config=None,
-                                    master=None, fail_on=None, verbose=args.verbose)
+    audit_args = argparse.Namespace(
+        events=str(events),
+        lake=str(lake),
+        date=day.isoformat(),
+        config=None,
+        master=None,
+        fail_on=None,
+        verbose=args.verbose,
+    )
     code = nightly_audit.run_from_cli(audit_args)
     if code == 0:
         report = os.path.join(lake, "reports", day.isoformat(), "index.html")
         print(f"demo: report at {report}", file=sys.stderr)
-        print(f"demo: try: .venv/bin/nsaudit route --lake {lake} --ns ns-a --topic topic-0000 "
-              f"--at {day.isoformat()}T12:00:00Z", file=sys.stderr)
+        print(
+            f"demo: try: .venv/bin/nsaudit route --lake {lake} --ns ns-a --topic topic-0000 "
+            f"--at {day.isoformat()}T12:00:00Z",
+            file=sys.stderr,
+        )
     return code

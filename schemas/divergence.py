@@ -19,7 +19,9 @@ from pyspark.sql.types import (
 NS_DIVERGENCES_SCHEMA = StructType(
     [
         StructField("date", DateType(), False),
-        StructField("kind", StringType(), False),  # route_missing | broker_missing | queue_data_mismatch | broker_addrs_mismatch
+        StructField(
+            "kind", StringType(), False
+        ),  # route_missing | broker_missing | queue_data_mismatch | broker_addrs_mismatch
         StructField("topic", StringType(), True),
         StructField("broker_name", StringType(), True),
         StructField("broker_addr", StringType(), True),

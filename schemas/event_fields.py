@@ -17,12 +17,7 @@ INT64 = "int64"
 BOOLEAN = "boolean"
 
 _INT_BOUNDS = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
-_SPARK_SCALARS = {
-    STRING: T.StringType(),
-    INT32: T.IntegerType(),
-    INT64: T.LongType(),
-    BOOLEAN: T.BooleanType(),
-}
+_SPARK_SCALARS = {STRING: T.StringType(), INT32: T.IntegerType(), INT64: T.LongType(), BOOLEAN: T.BooleanType()}
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,11 @@ EVENT_TYPES = (
 # server applied, and what the collector judged of it live: they change no route table of the
 # stream's own.
 OBSERVATION_TYPES = (
-    "observe_start", "observe_stop", "observe_error", "observe_snapshot", "observed_broker", "observed_route",
+    "observe_start",
+    "observe_stop",
+    "observe_error",
+    "observe_snapshot",
+    "observed_broker",
+    "observed_route",
     "live_incident",
 )

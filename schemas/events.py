@@ -127,7 +127,13 @@ EVENT_KEYS: tuple[Key, ...] = (
         nullable=False,
         json_extra=(("minimum", 1),),
     ),
-    Key("ts", INT64, "server wall clock when the event was applied, ms since the Unix epoch (UTC)", required=True, nullable=False),
+    Key(
+        "ts",
+        INT64,
+        "server wall clock when the event was applied, ms since the Unix epoch (UTC)",
+        required=True,
+        nullable=False,
+    ),
     Key("type", STRING, "event type", required=True, nullable=False, json_extra=(("enum", list(EVENT_TYPES)),)),
     # request events
     Key("request_code", INT32, "remoting request code received"),
@@ -181,7 +187,11 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("max_connections", INT64, "rejected connection_limit: the cap that was reached"),
     Key("write_buffer_bytes", INT64, "rejected slow_reader: answers queued for a peer that stopped reading"),
     Key("frame_timeout_ms", INT64, "rejected frame_timeout: how long a frame may stay incomplete"),
-    Key("refused_count", INT64, "rejected log_unavailable: route-change requests refused while the log could not be written"),
+    Key(
+        "refused_count",
+        INT64,
+        "rejected log_unavailable: route-change requests refused while the log could not be written",
+    ),
     Key("unlogged_count", INT64, "rejected log_unavailable: refusal events (no table change) not written meanwhile"),
     Key("outage_ms", INT64, "rejected log_unavailable: how long the log could not be written, ms"),
     Key(
@@ -226,11 +236,18 @@ EVENT_KEYS: tuple[Key, ...] = (
         "observed_route: the route's filter servers, ascending broker address; null with queue_datas",
     ),
     # live incidents (nsaudit collect): optional, only on live_incident
-    Key("incident_id", STRING, "live_incident: the live incident's id (live- and 12 hex digits), the same in its "
-        "open and close events"),
+    Key(
+        "incident_id",
+        STRING,
+        "live_incident: the live incident's id (live- and 12 hex digits), the same in its open and close events",
+    ),
     Key("incident_state", STRING, "live_incident: open (the incident began to hold) or close (it no longer holds)"),
-    Key("root_cause", STRING, "live_incident: its root cause as the nightly incidents name them (write_perm_wiped, "
-        "broker_cut_off, server_unreachable, ...)"),
+    Key(
+        "root_cause",
+        STRING,
+        "live_incident: its root cause as the nightly incidents name them (write_perm_wiped, "
+        "broker_cut_off, server_unreachable, ...)",
+    ),
     Key("subject", STRING, "live_incident: what it is about (broker name, topic, server id)"),
     Key("severity", STRING, "live_incident: the worst severity of its findings so far (warning, critical)"),
     Key("servers", Array(STRING), "live_incident: the observed servers it concerns, sorted"),
@@ -243,9 +260,24 @@ _PAYLOAD = ("data_version", "topics_digest", "topics", "filter_servers", "reques
 # what a rejected event may carry besides its reason: the request's keys, what its header decoded,
 # the frame's shape, the limit a connection met, and a log outage's counts
 _REJECTED_DECODED = _REQUEST + (
-    "detail", "access_key", "cluster", "broker_name", "broker_addr", "topic", "broker_id", "request_version",
-    "frame_length", "serialize_type", "header_length", "max_connections", "write_buffer_bytes",
-    "frame_timeout_ms", "refused_count", "unlogged_count", "outage_ms", "refreshes",
+    "detail",
+    "access_key",
+    "cluster",
+    "broker_name",
+    "broker_addr",
+    "topic",
+    "broker_id",
+    "request_version",
+    "frame_length",
+    "serialize_type",
+    "header_length",
+    "max_connections",
+    "write_buffer_bytes",
+    "frame_timeout_ms",
+    "refused_count",
+    "unlogged_count",
+    "outage_ms",
+    "refreshes",
 )
 
 
@@ -272,16 +304,13 @@ TYPE_RULES: dict[str, TypeRule] = {
     "ns_start": TypeRule(("broker_expiry_ms", "scan_interval_ms", "semantics", "version")),
     "ns_stop": TypeRule(present=("reason",), optional=("silent_closes",)),
     "register": TypeRule(
-        _REQUEST + ("cluster", "broker_name", "broker_id", "broker_addr", "data_version", "topics_digest", "request_version"),
+        _REQUEST
+        + ("cluster", "broker_name", "broker_id", "broker_addr", "data_version", "topics_digest", "request_version"),
         ("ha_addr", "filter_servers"),
         ("topics",),
     ),
     # 904 carries no broker id and 322 no HA address: only the address is sure
-    "heartbeat": TypeRule(
-        _REQUEST + ("broker_addr",),
-        ("cluster", "broker_name", "broker_id", "ha_addr"),
-        _PAYLOAD,
-    ),
+    "heartbeat": TypeRule(_REQUEST + ("broker_addr",), ("cluster", "broker_name", "broker_id", "ha_addr"), _PAYLOAD),
     "unregister": TypeRule(_REQUEST + ("cluster", "broker_name", "broker_id", "broker_addr"), ("ha_addr",)),
     "expire": TypeRule(("broker_addr", "last_update_ts"), optional=("cluster", "broker_name", "broker_id")),
     "channel_close": TypeRule(
@@ -297,8 +326,9 @@ TYPE_RULES: dict[str, TypeRule] = {
     "observe_snapshot": TypeRule(("namesrv_addr", "round", "reason", "brokers_observed", "topics_observed")),
     "observed_broker": TypeRule(("round", "broker_name"), ("cluster", "broker_addrs")),
     "observed_route": TypeRule(("round", "topic"), ("queue_datas", "broker_datas", "filter_server_table")),
-    "live_incident": TypeRule(("incident_id", "incident_state", "root_cause", "subject", "severity", "servers",
-                               "kinds", "incident_ms")),
+    "live_incident": TypeRule(
+        ("incident_id", "incident_state", "root_cause", "subject", "severity", "servers", "kinds", "incident_ms")
+    ),
 }
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in EVENT_KEYS}
@@ -386,10 +416,7 @@ def _json_type_rule(event_type: str, rule: TypeRule) -> dict[str, Any]:
     then: dict[str, Any] = {"required": list(rule.required + rule.present)}
     if rule.required:
         then["properties"] = {name: {"not": {"type": "null"}} for name in rule.required}
-    return {
-        "if": {"properties": {"type": {"const": event_type}}, "required": ["type"]},
-        "then": then,
-    }
+    return {"if": {"properties": {"type": {"const": event_type}}, "required": ["type"]}, "then": then}
 
 
 def event_json_schema() -> dict[str, Any]:

@@ -78,9 +78,7 @@ def _key_rule(path: str, key: Key) -> ValueRule:
     return _rule(path, key.type, not key.nullable and not key.required)
 
 
-EVENT_RULE = ValueRule(
-    "", JSON_OBJECT, keys=tuple((k.name, _key_rule(k.name, k)) for k in EVENT_KEYS)
-)
+EVENT_RULE = ValueRule("", JSON_OBJECT, keys=tuple((k.name, _key_rule(k.name, k)) for k in EVENT_KEYS))
 
 # Top-level keys that may be absent but not null (``topics``). Where a reader cannot tell an
 # absent key from a null one, it must look at the text for these.

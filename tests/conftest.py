@@ -8,9 +8,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile(
-    "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")
 
 # ---------------------------------------------------------------------------- two workers (pytest-xdist)
@@ -41,8 +39,12 @@ SLOWEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     """Mark each test with its xdist group and put the slowest groups first (file order otherwise)."""
     module = {id(item): item.nodeid.split("::")[0] for item in items}
-    shared = {module[id(item)]: SHARED_DAYS[name] for item in items
-              for name in getattr(item, "fixturenames", ()) if name in SHARED_DAYS}
+    shared = {
+        module[id(item)]: SHARED_DAYS[name]
+        for item in items
+        for name in getattr(item, "fixturenames", ())
+        if name in SHARED_DAYS
+    }
     groups = {key: shared.get(path, path) for key, path in module.items()}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
@@ -70,10 +72,14 @@ def spark():
         shuffle_partitions=2,
         driver_memory="2g",
         java_options=f"-XX:+UseParallelGC {SMALL_DAY_JAVA_OPTIONS}",
-        extra_conf={"spark.sql.adaptive.enabled": "false", "spark.sql.codegen.wholeStage": "false",
-                    "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.autoBroadcastJoinThreshold": "-1",
-                    "spark.sql.constraintPropagation.enabled": "false",
-                    SMALL_DAY_CONF: "true"},
+        extra_conf={
+            "spark.sql.adaptive.enabled": "false",
+            "spark.sql.codegen.wholeStage": "false",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+            "spark.sql.autoBroadcastJoinThreshold": "-1",
+            "spark.sql.constraintPropagation.enabled": "false",
+            SMALL_DAY_CONF: "true",
+        },
         lake_writer="auto",  # delta-spark's jars on the classpath, when set-up fetched them ...
         # hadoop-aws too, for the tests with a lake in a bucket (tests.jobs.buckets gives the settings)
         object_store=settings.current(),

@@ -63,16 +63,25 @@ class Prometheus:
         (workdir / "prometheus.yml").write_text(
             f"global:\n  scrape_interval: {scrape_interval_s:g}s\n  evaluation_interval: {scrape_interval_s:g}s\n"
             f"{rule_files}scrape_configs:\n  - job_name: nsaudit\n    static_configs:\n"
-            f"      - targets: {json.dumps(targets)}\n", encoding="utf-8")
+            f"      - targets: {json.dumps(targets)}\n",
+            encoding="utf-8",
+        )
         self.log = workdir / "prometheus.log"
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> Prometheus:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [binary("prometheus"), f"--config.file={self.workdir / 'prometheus.yml'}",
-                 f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
-                cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    binary("prometheus"),
+                    f"--config.file={self.workdir / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                cwd=self.workdir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.wait(lambda: self._ready(), 30, "Prometheus ready")
         return self
 
@@ -120,6 +129,7 @@ class Prometheus:
             value = test()
             if value:
                 return value
-            assert time.monotonic() < deadline, f"{what}: not within {timeout} s; log: " \
-                                                f"{self.log.read_text()[-2000:] if self.log.exists() else ''}"
+            assert time.monotonic() < deadline, (
+                f"{what}: not within {timeout} s; log: {self.log.read_text()[-2000:] if self.log.exists() else ''}"
+            )
             time.sleep(every)

@@ -109,25 +109,40 @@ def test_every_module_imports(name):
 
 
 def test_no_arrow_runs_back_up():
-    upward = [f"{a} ({_layer(a)}) imports {b} ({_layer(b)})"
-              for a, targets in sorted(GRAPH.items()) for b in sorted(targets) if _layer(b) > _layer(a)]
+    upward = [
+        f"{a} ({_layer(a)}) imports {b} ({_layer(b)})"
+        for a, targets in sorted(GRAPH.items())
+        for b in sorted(targets)
+        if _layer(b) > _layer(a)
+    ]
     assert upward == []
 
 
 def test_the_server_half_never_imports_the_batch_half():
-    wrong = [f"{a} imports {b}" for a, targets in sorted(GRAPH.items()) if a.split(".")[0] in ("nameserver", "common", "schemas")
-             for b in sorted(targets) if b.split(".")[0] in ("jobs", "nsaudit")]
+    wrong = [
+        f"{a} imports {b}"
+        for a, targets in sorted(GRAPH.items())
+        if a.split(".")[0] in ("nameserver", "common", "schemas")
+        for b in sorted(targets)
+        if b.split(".")[0] in ("jobs", "nsaudit")
+    ]
     assert wrong == []
 
 
 def test_the_lake_is_entered_through_its_front_door():
     """Outside ``jobs.lake``, the Delta internals (``jobs.lake.delta``) are reached through
     ``jobs.lake.tables`` only."""
+
     def within(name: str, package: str) -> bool:
         return name == package or name.startswith(package + ".")
 
-    wrong = [f"{a} imports {b}" for a, targets in sorted(GRAPH.items()) if not within(a, "jobs.lake")
-             for b in sorted(targets) if within(b, "jobs.lake.delta")]
+    wrong = [
+        f"{a} imports {b}"
+        for a, targets in sorted(GRAPH.items())
+        if not within(a, "jobs.lake")
+        for b in sorted(targets)
+        if within(b, "jobs.lake.delta")
+    ]
     assert wrong == [], "take these names from jobs.lake.tables"
 
 
@@ -195,8 +210,12 @@ def test_the_readme_map_matches_the_tree():
     named = _readme_map()
     assert sorted(n for n in named if not (ROOT / n).exists()) == []
     packages = [p for p in PACKAGES if p not in ("jobs", "nameserver")]
-    packages += [f"{half}/{p.name}" for half in ("jobs", "nameserver") for p in sorted((ROOT / half).iterdir())
-                 if p.name not in ("__init__.py", "__main__.py", "__pycache__") and (p.is_dir() or p.suffix == ".py")]
+    packages += [
+        f"{half}/{p.name}"
+        for half in ("jobs", "nameserver")
+        for p in sorted((ROOT / half).iterdir())
+        if p.name not in ("__init__.py", "__main__.py", "__pycache__") and (p.is_dir() or p.suffix == ".py")
+    ]
     assert sorted(p for p in packages if p not in named and p.removesuffix(".py") not in named) == []
 
 
@@ -204,5 +223,9 @@ def test_the_tests_mirror_the_packages():
     """Every folder of tests is that of a package (``tests/jobs/ingest/`` tests ``jobs/ingest/``),
     but ``tests/interop/``, the tests against real RocketMQ (README, "Where the tests are")."""
     folders = [p.parent.relative_to(ROOT / "tests") for p in (ROOT / "tests").rglob("__init__.py")]
-    assert sorted(str(f) for f in folders if f.parts and f.parts[0] != "interop"
-                  and not (ROOT / f / "__init__.py").exists()) == []
+    assert (
+        sorted(
+            str(f) for f in folders if f.parts and f.parts[0] != "interop" and not (ROOT / f / "__init__.py").exists()
+        )
+        == []
+    )

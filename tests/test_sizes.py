@@ -20,8 +20,9 @@ def _sources() -> list[Path]:
 
 
 def test_no_module_is_over_450_lines():
-    long = {str(p.relative_to(ROOT)): n for p in _sources()
-            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    long = {
+        str(p.relative_to(ROOT)): n for p in _sources() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
     assert long == {}
 
 

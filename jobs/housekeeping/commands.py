@@ -109,8 +109,10 @@ def check_retain_hours(retain_hours: int, force: bool) -> None:
     if retain_hours < 0:
         raise UserError(f"--retain-hours must be >= 0, not {retain_hours}")
     if retain_hours < SAFE_RETAIN_HOURS and not force:
-        raise UserError(f"--retain-hours {retain_hours} is below Delta's safety default of {SAFE_RETAIN_HOURS} h "
-                        "(time travel and running readers may still need those files); add --force to vacuum anyway")
+        raise UserError(
+            f"--retain-hours {retain_hours} is below Delta's safety default of {SAFE_RETAIN_HOURS} h "
+            "(time travel and running readers may still need those files); add --force to vacuum anyway"
+        )
 
 
 def vacuum_lake(lake_dir: str, engine: Engine, retain_hours: int, dry_run: bool = False) -> list[TableChange]:
@@ -222,14 +224,18 @@ def print_changes(verb: str, engine: Engine, changes: list[TableChange]) -> None
     """One line per table and a total: files before and after, bytes freed, days touched."""
     for c in changes:
         freed = f", deleted {c.freed_files} files ({_size(c.freed_bytes)} freed)" if verb.startswith("vacuum") else ""
-        print(f"{c.table:<22} files {c.before.files:>5} -> {c.after.files:<5} data {_size(c.before.bytes):>10} -> "
-              f"{_size(c.after.bytes):<10} days {_days(c.days)}{freed}")
+        print(
+            f"{c.table:<22} files {c.before.files:>5} -> {c.after.files:<5} data {_size(c.before.bytes):>10} -> "
+            f"{_size(c.after.bytes):<10} days {_days(c.days)}{freed}"
+        )
     files_before, files_after = sum(c.before.files for c in changes), sum(c.after.files for c in changes)
     freed_files, freed_bytes = sum(c.freed_files for c in changes), sum(c.freed_bytes for c in changes)
     touched = sum(1 for c in changes if c.days or c.freed_files)
-    print(f"{verb} ({engine.name}): {touched} of {len(changes)} tables changed; files {files_before} -> {files_after}; "
-          f"deleted {freed_files} files, {_size(freed_bytes)} freed"
-          + ("" if verb.startswith("vacuum") else " (replaced files stay on disk until nsaudit lake vacuum)"))
+    print(
+        f"{verb} ({engine.name}): {touched} of {len(changes)} tables changed; files {files_before} -> {files_after}; "
+        f"deleted {freed_files} files, {_size(freed_bytes)} freed"
+        + ("" if verb.startswith("vacuum") else " (replaced files stay on disk until nsaudit lake vacuum)")
+    )
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -255,8 +261,11 @@ def vacuum_from_cli(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     lake_tables(args.lake)  # a bad --lake or a damaged table stops it before any engine starts
     with open_engine(config, _log_file(args.lake), args.lake) as engine:
-        print_changes("vacuum" if not args.dry_run else "vacuum --dry-run", engine,
-                      vacuum_lake(args.lake, engine, args.retain_hours, args.dry_run))
+        print_changes(
+            "vacuum" if not args.dry_run else "vacuum --dry-run",
+            engine,
+            vacuum_lake(args.lake, engine, args.retain_hours, args.dry_run),
+        )
     return 0
 
 

@@ -30,8 +30,7 @@ def vacuum(path: str, retain_hours: int, dry_run: bool) -> list[str]:
     table = open_table(path)
     # full: also the files the log never named (orphans of failed writes), as delta-spark's VACUUM
     # does; the retention check is the caller's (it refuses short retentions unless forced)
-    removed = table.vacuum(retention_hours=retain_hours, dry_run=dry_run, enforce_retention_duration=False,
-                           full=True)
+    removed = table.vacuum(retention_hours=retain_hours, dry_run=dry_run, enforce_retention_duration=False, full=True)
     return [locations.join(path, name) if "://" not in name else locations.normalize(name) for name in removed]
 
 

@@ -54,15 +54,26 @@ def open_engine(config: Config, log_file: str, lake: str | None = None) -> Itera
     from jobs.storage import locations, settings
 
     remote = lake is not None and locations.is_remote(lake)
-    spark = build_session(master=config.spark.master, app_name="nsaudit-lake", shuffle_partitions=2,
-                          driver_memory=config.spark.driver_memory, java_options=config.spark.java_options,
-                          lake_writer=writer, log_file=log_file, console_log=False,
-                          object_store=settings.current() if remote else None)
+    spark = build_session(
+        master=config.spark.master,
+        app_name="nsaudit-lake",
+        shuffle_partitions=2,
+        driver_memory=config.spark.driver_memory,
+        java_options=config.spark.java_options,
+        lake_writer=writer,
+        log_file=log_file,
+        console_log=False,
+        object_store=settings.current() if remote else None,
+    )
     try:
         if lake_writer(spark) != "native":
             yield DELTA_RS
             return
-        yield Engine("native", partial(native.optimize, spark), partial(native.vacuum, spark),
-                     partial(native.delete_before, spark))
+        yield Engine(
+            "native",
+            partial(native.optimize, spark),
+            partial(native.vacuum, spark),
+            partial(native.delete_before, spark),
+        )
     finally:
         spark.stop()

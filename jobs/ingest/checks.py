@@ -78,11 +78,18 @@ def with_reason(parsed_df: DataFrame) -> DataFrame:
     version = event["v"]
     reason = F.coalesce(
         F.col("read_problem"),
-        F.when(~within_max_length(text),
-               F.concat(F.lit(f"{LINE_TOO_LONG}: "), line_bytes(text).cast("string"),
-                        F.lit(f" bytes > {validation.MAX_LINE_BYTES}"))),
-        F.when(version.isNotNull() & (version != FORMAT_VERSION),
-               F.concat(F.lit(f"{BAD_VERSION}: "), version.cast("string"))),
+        F.when(
+            ~within_max_length(text),
+            F.concat(
+                F.lit(f"{LINE_TOO_LONG}: "),
+                line_bytes(text).cast("string"),
+                F.lit(f" bytes > {validation.MAX_LINE_BYTES}"),
+            ),
+        ),
+        F.when(
+            version.isNotNull() & (version != FORMAT_VERSION),
+            F.concat(F.lit(f"{BAD_VERSION}: "), version.cast("string")),
+        ),
         F.when(F.col("corrupt"), _corrupt_reason(text, event, values)),
         F.when(event.isNull(), F.lit(NOT_OBJECT)),
         # The wrapper cannot see `, "key": value` after the object (the wrapper takes it as its
@@ -95,12 +102,16 @@ def with_reason(parsed_df: DataFrame) -> DataFrame:
         # the lake keeps these as microsecond timestamps; a value that overflows them is refused
         # here rather than failing the whole day's ingest
         *[
-            F.when(~event[k].between(-MAX_TIMESTAMP_MILLIS, MAX_TIMESTAMP_MILLIS),
-                   F.concat(F.lit(f"{OUT_OF_RANGE}: {k} "), event[k].cast("string")))
+            F.when(
+                ~event[k].between(-MAX_TIMESTAMP_MILLIS, MAX_TIMESTAMP_MILLIS),
+                F.concat(F.lit(f"{OUT_OF_RANGE}: {k} "), event[k].cast("string")),
+            )
             for k in ("ts", "last_update_ts")
         ],
-        F.when(event["ns"] != F.col("ns"),
-               F.concat(F.lit(f"{NS_MISMATCH}: "), event["ns"], F.lit(" in a file of "), F.col("ns"))),
+        F.when(
+            event["ns"] != F.col("ns"),
+            F.concat(F.lit(f"{NS_MISMATCH}: "), event["ns"], F.lit(" in a file of "), F.col("ns")),
+        ),
         _type_rule_reason(F.col("text"), event),
         *_nested_null_reasons(event),
     )
@@ -165,11 +176,13 @@ def _nested_null_checks(dtype: T.DataType, path: str) -> list[tuple[Callable[[Co
         for f in dtype.fields:
             name = f"{path}.{f.name}" if path else f.name
             if path and not f.nullable:  # top-level keys are checked per event type instead
+
                 def missing(v: Column, n: str = f.name) -> Column:
                     return v.isNotNull() & v[n].isNull()
 
                 checks.append((missing, f"{MISSING_KEY}: {name}"))
             for condition, message in _nested_null_checks(f.dataType, name):
+
                 def in_field(v: Column, n: str = f.name, c: Callable[[Column], Column] = condition) -> Column:
                     return c(v[n])
 
@@ -179,6 +192,7 @@ def _nested_null_checks(dtype: T.DataType, path: str) -> list[tuple[Callable[[Co
         if not dtype.containsNull:
             checks.append((lambda v: F.exists(v, lambda x: x.isNull()), f"{WRONG_TYPE}: {element} (null)"))
         for condition, message in _nested_null_checks(dtype.elementType, element):
+
             def in_elements(v: Column, c: Callable[[Column], Column] = condition) -> Column:
                 return F.exists(v, lambda x: c(x))
 

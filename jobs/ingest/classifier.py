@@ -117,7 +117,11 @@ def check_events(parsed: pa.Table, text: pa.StringArray, folder_ns: str, plan: F
     n = parsed.num_rows
 
     def col(name: str) -> pa.Array:
-        return parsed.column(name).combine_chunks() if isinstance(parsed.column(name), pa.ChunkedArray) else parsed.column(name)
+        return (
+            parsed.column(name).combine_chunks()
+            if isinstance(parsed.column(name), pa.ChunkedArray)
+            else parsed.column(name)
+        )
 
     def present(name: str) -> np.ndarray:
         return np.asarray(pc.is_valid(col(name)).to_numpy(zero_copy_only=False), dtype=bool)
@@ -132,7 +136,9 @@ def check_events(parsed: pa.Table, text: pa.StringArray, folder_ns: str, plan: F
     for key in plan.millis_to_ts.values():
         # a time the lake's microsecond timestamps cannot hold is out_of_range (the JVM says so)
         values = col(key)
-        in_range = pc.and_kleene(pc.greater_equal(values, -MAX_TIMESTAMP_MILLIS), pc.less_equal(values, MAX_TIMESTAMP_MILLIS))
+        in_range = pc.and_kleene(
+            pc.greater_equal(values, -MAX_TIMESTAMP_MILLIS), pc.less_equal(values, MAX_TIMESTAMP_MILLIS)
+        )
         ok &= _np(in_range) | ~present(key)
     types = col("type")
     for event_type, (required, may_be_null) in plan.type_rules.items():

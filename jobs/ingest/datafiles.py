@@ -40,7 +40,9 @@ def event_batch(parsed: pa.Table, lines: pa.Array, file: str, plan: FastPlan) ->
         name = field.name
         if name in plan.millis_to_ts:
             millis = parsed.column(plan.millis_to_ts[name]).combine_chunks()
-            arrays.append(pc.multiply(millis.cast(pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")).cast(field.type))
+            arrays.append(
+                pc.multiply(millis.cast(pa.int64()), 1000).cast(pa.timestamp("us", tz="UTC")).cast(field.type)
+            )
         elif name == "ts_ms":
             arrays.append(parsed.column("ts").combine_chunks())
         elif name == "file":
@@ -54,16 +56,10 @@ def event_batch(parsed: pa.Table, lines: pa.Array, file: str, plan: FastPlan) ->
 
 
 REWRITE_SCHEMA = T.StructType(
-    [
-        T.StructField("old_path", T.StringType(), False),
-        T.StructField("data_file", T.StringType(), True),
-    ]
+    [T.StructField("old_path", T.StringType(), False), T.StructField("data_file", T.StringType(), True)]
 )
 _TO_REWRITE_SCHEMA = T.StructType(
-    [
-        T.StructField("data_file", T.StringType(), False),
-        T.StructField("ranges", T.StringType(), False),
-    ]
+    [T.StructField("data_file", T.StringType(), False), T.StructField("ranges", T.StringType(), False)]
 )
 
 
@@ -102,8 +98,7 @@ def _rewrite_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> Itera
             new_info = None
             if not drop.all():
                 key = tuple(info["partition_values"][c] for c in plan.partition_by)
-                data_file = DataFile.create(fs, root, plan.partition_by, key, plan.file_schema,
-                                            prefix=plan.write_id)
+                data_file = DataFile.create(fs, root, plan.partition_by, key, plan.file_schema, prefix=plan.write_id)
                 try:
                     for part in table.filter(pa.array(~drop)).to_batches():
                         data_file.write(part)
@@ -132,7 +127,9 @@ def read_fast_keys(spark: SparkSession, plan: FastPlan, staged: list[dict[str, A
     return df.withColumn("event_hash", F.lit(None).cast(T.LongType()))
 
 
-def rewrite_staged(spark: SparkSession, plan: FastPlan, staged: list[dict[str, Any]], dropped_df: DataFrame) -> list[dict[str, Any]]:
+def rewrite_staged(
+    spark: SparkSession, plan: FastPlan, staged: list[dict[str, Any]], dropped_df: DataFrame
+) -> list[dict[str, Any]]:
     """The written data files, those holding lines to drop rewritten without them.
 
     A data file holds the lines of one or more segment files (``source_files``); the dropped
@@ -146,7 +143,8 @@ def rewrite_staged(spark: SparkSession, plan: FastPlan, staged: list[dict[str, A
     drops = {r["file"]: json.loads(r["ranges"]) for r in ranges_df.collect()}
     to_rewrite = [
         (json.dumps(info), json.dumps({f: drops[f] for f in info["source_files"] if f in drops}))
-        for info in staged if any(f in drops for f in info["source_files"])
+        for info in staged
+        if any(f in drops for f in info["source_files"])
     ]
     if not to_rewrite:
         return staged

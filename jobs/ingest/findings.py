@@ -86,8 +86,12 @@ def agg_quarantined_lines_findings(quarantine_df: DataFrame) -> DataFrame:
             severity="warning",
             subject=F.col("ns"),
             ns=F.col("ns"),
-            detail={"file": F.col("file"), "count": F.col("count"), "reasons": F.col("reasons"),
-                    "first_line": F.col("first_line")},
+            detail={
+                "file": F.col("file"),
+                "count": F.col("count"),
+                "reasons": F.col("reasons"),
+                "first_line": F.col("first_line"),
+            },
         )
     )
 
@@ -114,7 +118,12 @@ def agg_duplicate_events_findings(status_df: DataFrame) -> DataFrame:
             severity="info",
             subject=F.col("ns"),
             ns=F.col("ns"),
-            detail={"file": F.col("file"), "count": F.col("count"), "first_seq": F.col("first_seq"),
-                    "last_seq": F.col("last_seq"), "duplicate_of": F.col("duplicate_of")},
+            detail={
+                "file": F.col("file"),
+                "count": F.col("count"),
+                "first_seq": F.col("first_seq"),
+                "last_seq": F.col("last_seq"),
+                "duplicate_of": F.col("duplicate_of"),
+            },
         )
     )

@@ -84,8 +84,9 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
                 if seg["compressed"]:
                     data, tail_problem = gunzip(data)
                 summary = FileSummary()
-                yield from _scan_segment(data_files, plan, data, seg["date"], seg["ns"], seg["file"], tail_problem,
-                                         summary)
+                yield from _scan_segment(
+                    data_files, plan, data, seg["date"], seg["ns"], seg["file"], tail_problem, summary
+                )
                 summaries.append((seg["date"], seg["ns"], seg["file"], summary))
         for last_file, info in data_files.close().items():
             next(s for _, _, file, s in summaries if file == last_file).data_file = info
@@ -95,8 +96,16 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
     yield _summary_batch(summaries)
 
 
-def _scan_segment(data_files: TaskDataFiles, plan: FastPlan, data: bytes, date: dt.date, ns: str, file: str,
-                  tail_problem: str | None, summary: FileSummary) -> Iterator[pa.RecordBatch]:
+def _scan_segment(
+    data_files: TaskDataFiles,
+    plan: FastPlan,
+    data: bytes,
+    date: dt.date,
+    ns: str,
+    file: str,
+    tail_problem: str | None,
+    summary: FileSummary,
+) -> Iterator[pa.RecordBatch]:
     for lines in line_batches(data, date, ns, file, tail_problem):
         text, numbers, problems = lines.column(4), lines.column(3), lines.column(5)
         if plan.write_events:
@@ -129,8 +138,9 @@ class TaskDataFiles:
         entry = self._open.get(key)
         if entry is None:
             plan = self._plan
-            data_file = DataFile.create(self._fs, self._root, plan.partition_by, key, plan.file_schema,
-                                        prefix=plan.write_id)
+            data_file = DataFile.create(
+                self._fs, self._root, plan.partition_by, key, plan.file_schema, prefix=plan.write_id
+            )
             entry = self._open[key] = (data_file, [])
         data_file, sources = entry
         data_file.write(batch)
@@ -189,9 +199,7 @@ class FileSummary:
             step = np.diff(seq)
             self.increasing = self.increasing and bool((step > 0).all())
             odd = np.flatnonzero((step != 1) | (np.diff(ts) < 0))
-            self.steps.extend(
-                [int(seq[i]), int(ts[i]), int(seq[i + 1]), int(ts[i + 1]), int(line[i + 1])] for i in odd
-            )
+            self.steps.extend([int(seq[i]), int(ts[i]), int(seq[i + 1]), int(ts[i + 1]), int(line[i + 1])] for i in odd)
         self.last = [int(seq[-1]), int(ts[-1]), int(line[-1])]
 
     def to_json(self) -> str:
@@ -218,7 +226,17 @@ def _slow_lines_batch(lines: pa.RecordBatch) -> pa.RecordBatch:
 def _summary_batch(summaries: list[tuple[Any, ...]]) -> pa.RecordBatch:
     """One ``line`` 0 row per ``(date, ns, file, FileSummary)``."""
     return pa.RecordBatch.from_pylist(
-        [{"date": date, "ns": ns, "file": file, "line": 0, "text": None, "read_problem": None,
-          "summary": summary.to_json()} for date, ns, file, summary in summaries],
+        [
+            {
+                "date": date,
+                "ns": ns,
+                "file": file,
+                "line": 0,
+                "text": None,
+                "read_problem": None,
+                "summary": summary.to_json(),
+            }
+            for date, ns, file, summary in summaries
+        ],
         schema=_ARROW_SCANNED,
     )

@@ -148,13 +148,21 @@ def list_day_segments(events_dir: str | os.PathLike[str], day: dt.date) -> list[
     if skipped:
         shown = ", ".join(f"{name} ({why})" for name, why in skipped[:5])
         more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-        log.warning("events %s, %s: skipped %d objects that are not closed segments: %s%s; upload closed "
-                    "segments only (docs/deploy.md, Object storage)", events_dir, day, len(skipped), shown, more)
+        log.warning(
+            "events %s, %s: skipped %d objects that are not closed segments: %s%s; upload closed "
+            "segments only (docs/deploy.md, Object storage)",
+            events_dir,
+            day,
+            len(skipped),
+            shown,
+            more,
+        )
     return found
 
 
-def find_day_segments(events_dir: str | os.PathLike[str],
-                      day: dt.date) -> tuple[list[SegmentFile], list[tuple[str, str]]]:
+def find_day_segments(
+    events_dir: str | os.PathLike[str], day: dt.date
+) -> tuple[list[SegmentFile], list[tuple[str, str]]]:
     """:func:`list_day_segments`' files, and the ``(file, reason)`` of each object of an
     ``s3a://`` day folder that is skipped; logs nothing.
 
@@ -219,16 +227,24 @@ def _list_remote(root: str, day: dt.date) -> tuple[list[SegmentFile], list[tuple
                 elif match[1] == ".open":
                     skipped.append((file, "still open when it was copied"))
                 else:
-                    found.append(_segment(ns_info.base_name, day, info.base_name, f"s3a://{info.path}", info.size,
-                                          match))
+                    found.append(
+                        _segment(ns_info.base_name, day, info.base_name, f"s3a://{info.path}", info.size, match)
+                    )
     except OSError as exc:
         raise StorageError(describe(exc, root)) from None
     return found, skipped
 
 
 def _segment(ns: str, day: dt.date, name: str, path: str, size: int, match: re.Match[str]) -> SegmentFile:
-    return SegmentFile(file=f"{ns}/{day.isoformat()}/{name}", path=path, ns=ns, date=day, bytes=size,
-                       compressed=match[1] == ".gz", open_segment=match[1] == ".open")
+    return SegmentFile(
+        file=f"{ns}/{day.isoformat()}/{name}",
+        path=path,
+        ns=ns,
+        date=day,
+        bytes=size,
+        compressed=match[1] == ".gz",
+        open_segment=match[1] == ".open",
+    )
 
 
 def _skipped(name: str) -> bool:
@@ -305,8 +321,9 @@ def files_frame(spark: SparkSession, files: Sequence[SegmentFile]) -> DataFrame:
     return tasks_df.join(F.broadcast(listing_df), task).select(*SEGMENT_FILES_SCHEMA.fieldNames())
 
 
-def read_segment_batches(batches: Iterator[pa.RecordBatch],
-                         store: ObjectStore | None = None) -> Iterator[pa.RecordBatch]:
+def read_segment_batches(
+    batches: Iterator[pa.RecordBatch], store: ObjectStore | None = None
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: segment-file rows in, ``LINES_SCHEMA`` batches out (``store``
     reaches ``s3a://`` files)."""
     keep_archive_listings()

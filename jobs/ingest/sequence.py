@@ -140,8 +140,10 @@ STATUS_SCHEMA = T.StructType(
 
 SUMMARIES_SCHEMA = T.StructType(
     [T.StructField("file", T.StringType())]
-    + [T.StructField(c, T.LongType()) for c in
-       ("lines_read", "accepted", "duplicates", "conflicts", "first_seq", "last_seq")]
+    + [
+        T.StructField(c, T.LongType())
+        for c in ("lines_read", "accepted", "duplicates", "conflicts", "first_seq", "last_seq")
+    ]
 )
 
 
@@ -188,7 +190,9 @@ def pair_rows(summaries: list[tuple[str, str, dict[str, Any]]]) -> list[tuple[An
             if previous is not None:
                 prev_file, prev = previous
                 seq, ts, line = s["first"]
-                rows.append((ns, seq, ts, file, line, STATUS_KEEP, None, None, prev["last"][0], prev["last"][1], prev_file))
+                rows.append(
+                    (ns, seq, ts, file, line, STATUS_KEEP, None, None, prev["last"][0], prev["last"][1], prev_file)
+                )
             for prev_seq, prev_ts, seq, ts, line in s["steps"]:
                 rows.append((ns, seq, ts, file, line, STATUS_KEEP, None, None, prev_seq, prev_ts, file))
             previous = (file, s)

@@ -173,8 +173,9 @@ def run_ingest(
         IngestInputError: no events directory, or no segment for the day (nothing is written).
     """
     files = files if files is not None else list_day_segments(events_dir, day)
-    listing_df = local_frame(spark, [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files],
-                             LISTING_SCHEMA)
+    listing_df = local_frame(
+        spark, [(f.date, f.ns, f.file, f.bytes, f.compressed, f.open_segment) for f in files], LISTING_SCHEMA
+    )
     plan = _events_plan(spark, lake_dir)
     cache = _Persisted()
     own = findings is None
@@ -196,8 +197,9 @@ def run_ingest(
     except BaseException:
         if not committed:
             # by the run's id, not from ``staged``: a failed scan's finished tasks wrote files too
-            delete_failed_write(spark, jobs_before, plan.table_path, plan.partition_by, {"date": day}, plan.write_id,
-                                plan.store)
+            delete_failed_write(
+                spark, jobs_before, plan.table_path, plan.partition_by, {"date": day}, plan.write_id, plan.store
+            )
         raise
     finally:
         if own or not kept:
@@ -209,8 +211,14 @@ def _logged(result: IngestResult) -> IngestResult:
     """``result``, once its counts are in the log."""
     log.info(
         "ingest %s: %d files, %d lines read, %d accepted (%d duplicates), %d quarantined, %d events; findings %s",
-        result.day, result.files, result.lines_read, result.accepted, result.duplicates, result.quarantined,
-        result.events_written, result.findings or "none",
+        result.day,
+        result.files,
+        result.lines_read,
+        result.accepted,
+        result.duplicates,
+        result.quarantined,
+        result.events_written,
+        result.findings or "none",
     )
     return result
 
@@ -220,7 +228,9 @@ def _events_plan(spark: SparkSession, lake_dir: str | os.PathLike[str]) -> FastP
     events_path = lake.table_path(lake_dir, lake.EVENTS)
     file_struct = data_file_schema(events_path, EVENTS_TABLE_SCHEMA, EVENTS_PARTITION_BY)
     return build_plan(
-        table_root(events_path), EVENTS_PARTITION_BY, to_arrow_schema(file_struct),
+        table_root(events_path),
+        EVENTS_PARTITION_BY,
+        to_arrow_schema(file_struct),
         # delta-spark commits only the files it wrote itself: every line takes the JVM path
         write_events=lake_writer(spark) != "native",
     )
@@ -242,8 +252,10 @@ def _scan(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, cache: 
         # below away, rather than plan and compile the checks for each.
         slow_lines_df = local_frame(spark, [], slow_lines_df.schema)
     slow_df = cache(slow_lines_df.transform(with_event).transform(with_reason).transform(select_checked))
-    read_df = summaries_frame(spark, summaries).select("file", "lines_read").join(
-        slow_df.groupBy("file").agg(F.count("reason").alias("failed")), "file", "left"
+    read_df = (
+        summaries_frame(spark, summaries)
+        .select("file", "lines_read")
+        .join(slow_df.groupBy("file").agg(F.count("reason").alias("failed")), "file", "left")
     )
     return _Scanned(summaries, staged, slow_df, read_df)
 
@@ -254,8 +266,9 @@ def all_lines_fast(summaries: list[tuple[str, str, dict[str, Any]]]) -> bool:
     return all(summary["fast"] == summary["lines"] for _, _, summary in summaries)
 
 
-def _sequence(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, scanned: _Scanned,
-              cache: _Persisted) -> _Sequenced:
+def _sequence(
+    spark: SparkSession, files: list[SegmentFile], plan: FastPlan, scanned: _Scanned, cache: _Persisted
+) -> _Sequenced:
     """Sequence the day's accepted lines, in order when the scan's summaries allow it."""
     summaries = scanned.summaries
     with timed(log, "ingest", "sequence"):
@@ -272,8 +285,9 @@ def _sequence(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, sca
         return _Sequenced(status_df, dropped_df, status_df, agg_seq_counts(status_df), staged)
 
 
-def _sequence_generally(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, scanned: _Scanned,
-                        cache: _Persisted) -> tuple[DataFrame, DataFrame | None, list[dict[str, Any]]]:
+def _sequence_generally(
+    spark: SparkSession, files: list[SegmentFile], plan: FastPlan, scanned: _Scanned, cache: _Persisted
+) -> tuple[DataFrame, DataFrame | None, list[dict[str, Any]]]:
     """:func:`with_seq_status` over every accepted line: the statuses, the dropped line ranges
     and the data files, rewritten without the dropped lines."""
     keys_df = read_fast_keys(spark, plan, scanned.staged).unionByName(select_keys(scanned.slow_df))
@@ -292,8 +306,16 @@ def _sequence_generally(spark: SparkSession, files: list[SegmentFile], plan: Fas
     return status_df, dropped_df, rewrite_staged(spark, plan, scanned.staged, dropped_df)
 
 
-def _outputs(spark: SparkSession, lake_dir: str | os.PathLike[str], day: dt.date, files: list[SegmentFile],
-             listing_df: DataFrame, scanned: _Scanned, sequenced: _Sequenced, cache: _Persisted) -> _Outputs:
+def _outputs(
+    spark: SparkSession,
+    lake_dir: str | os.PathLike[str],
+    day: dt.date,
+    files: list[SegmentFile],
+    listing_df: DataFrame,
+    scanned: _Scanned,
+    sequenced: _Sequenced,
+    cache: _Persisted,
+) -> _Outputs:
     """The day's ``quarantine``, ``telemetry`` findings and ``ingest_files`` rows."""
     status_df = sequenced.status_df
     quarantine_df = select_quarantine(scanned.slow_df)
@@ -319,8 +341,9 @@ def _outputs(spark: SparkSession, lake_dir: str | os.PathLike[str], day: dt.date
     return _Outputs(quarantine_df, findings_df, ingest_files_df)
 
 
-def _write_events(lake_dir: str | os.PathLike[str], day: dt.date, plan: FastPlan, scanned: _Scanned,
-                  sequenced: _Sequenced) -> None:
+def _write_events(
+    lake_dir: str | os.PathLike[str], day: dt.date, plan: FastPlan, scanned: _Scanned, sequenced: _Sequenced
+) -> None:
     """Commit the JVM-judged events with the fast path's data files, as one transaction."""
     with timed(log, "ingest", "events"):
         dropped_df = sequenced.dropped_df
@@ -329,17 +352,36 @@ def _write_events(lake_dir: str | os.PathLike[str], day: dt.date, plan: FastPlan
         slow_events_df = select_events(scanned.slow_df, dropped_df)
         if plan.write_events:
             slow_events_df = slow_events_df.coalesce(1)  # the few lines the fast path left
-        replace_day(slow_events_df, lake_dir, lake.EVENTS, day, EVENTS_TABLE_SCHEMA,
-                    partition_by=EVENTS_PARTITION_BY, extra_files=sequenced.staged)
+        replace_day(
+            slow_events_df,
+            lake_dir,
+            lake.EVENTS,
+            day,
+            EVENTS_TABLE_SCHEMA,
+            partition_by=EVENTS_PARTITION_BY,
+            extra_files=sequenced.staged,
+        )
 
 
 def _write_outputs(lake_dir: str | os.PathLike[str], day: dt.date, outputs: _Outputs) -> None:
     with timed(log, "ingest", "quarantine"):
-        replace_day(outputs.quarantine_df, lake_dir, lake.QUARANTINE, day, QUARANTINE_SCHEMA,
-                    partition_by=QUARANTINE_PARTITION_BY)
+        replace_day(
+            outputs.quarantine_df,
+            lake_dir,
+            lake.QUARANTINE,
+            day,
+            QUARANTINE_SCHEMA,
+            partition_by=QUARANTINE_PARTITION_BY,
+        )
     with timed(log, "ingest", "ingest_files"):
-        replace_day(outputs.ingest_files_df, lake_dir, lake.INGEST_FILES, day, INGEST_FILES_SCHEMA,
-                    partition_by=INGEST_FILES_PARTITION_BY)
+        replace_day(
+            outputs.ingest_files_df,
+            lake_dir,
+            lake.INGEST_FILES,
+            day,
+            INGEST_FILES_SCHEMA,
+            partition_by=INGEST_FILES_PARTITION_BY,
+        )
 
 
 def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike[str], day: dt.date) -> DataFrame:
@@ -354,7 +396,9 @@ def _previous_day_last_events(spark: SparkSession, lake_dir: str | os.PathLike[s
 
 def _result(lake_dir: str | os.PathLike[str], day: dt.date, findings: dict[str, int]) -> IngestResult:
     """The run's counts, read back from the ``ingest_files`` rows it wrote (a row per file)."""
-    rows = read_day_arrow(str(lake_dir), lake.INGEST_FILES, day, ["lines_read", "accepted", "duplicates", "quarantined"])
+    rows = read_day_arrow(
+        str(lake_dir), lake.INGEST_FILES, day, ["lines_read", "accepted", "duplicates", "quarantined"]
+    )
     totals = {name: sum(v or 0 for v in rows.column(name).to_pylist()) for name in rows.column_names}
     return IngestResult(
         day=day,

@@ -75,9 +75,7 @@ def agg_ingest_files(listing_df: DataFrame, checked_df: DataFrame, status_df: Da
     :func:`jobs.ingest.sequence.with_seq_status` rows. A conflict moves a line from accepted to
     quarantined, so the sum holds.
     """
-    read_df = checked_df.groupBy("file").agg(
-        F.count(F.lit(1)).alias("lines_read"), F.count("reason").alias("failed")
-    )
+    read_df = checked_df.groupBy("file").agg(F.count(F.lit(1)).alias("lines_read"), F.count("reason").alias("failed"))
     return join_ingest_files(listing_df, read_df, agg_seq_counts(status_df))
 
 
@@ -109,7 +107,10 @@ def join_ingest_files(listing_df: DataFrame, read_df: DataFrame, seq_df: DataFra
             "open_segment",
             F.coalesce(F.col("lines_read").cast(T.LongType()), zero).alias("lines_read"),
             F.coalesce(F.col("accepted").cast(T.LongType()), zero).alias("accepted"),
-            (F.coalesce(F.col("failed").cast(T.LongType()), zero) + F.coalesce(F.col("conflicts").cast(T.LongType()), zero)).alias("quarantined"),
+            (
+                F.coalesce(F.col("failed").cast(T.LongType()), zero)
+                + F.coalesce(F.col("conflicts").cast(T.LongType()), zero)
+            ).alias("quarantined"),
             F.coalesce(F.col("duplicates").cast(T.LongType()), zero).alias("duplicates"),
             F.col("first_seq").cast(T.LongType()).alias("first_seq"),
             F.col("last_seq").cast(T.LongType()).alias("last_seq"),

@@ -63,8 +63,7 @@ def key_reason(values: Column, text: Column) -> Column:
     known = F.array(*[F.lit(name) for name, _ in EVENT_RULE.keys])
     unknown = F.get(F.array_except(F.json_object_keys(text), known), 0)
     return F.coalesce(
-        _object_reason(values, EVENT_RULE),
-        F.when(values.isNull(), F.concat(F.lit(f"{UNKNOWN_KEY}: "), unknown)),
+        _object_reason(values, EVENT_RULE), F.when(values.isNull(), F.concat(F.lit(f"{UNKNOWN_KEY}: "), unknown))
     )
 
 
@@ -76,7 +75,9 @@ def _object_reason(values: Column, rule: ValueRule) -> Column:
         by_key: Column | None = None
         for name, key_rule in rule.keys:
             reason = _value_reason(entry["value"], key_rule)
-            by_key = F.when(entry["key"] == name, reason) if by_key is None else by_key.when(entry["key"] == name, reason)
+            by_key = (
+                F.when(entry["key"] == name, reason) if by_key is None else by_key.when(entry["key"] == name, reason)
+            )
         assert by_key is not None, f"{rule.path}: an object rule without keys"
         return by_key.otherwise(F.concat(F.lit(f"{UNKNOWN_KEY}: {prefix}"), entry["key"]))
 

@@ -18,8 +18,14 @@ from jobs.lake.tables import write_rows
 from schemas.audit_runs import AUDIT_RUNS_SCHEMA
 
 
-def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: list[dict[str, Any]],
-           findings_by_severity: dict[str, int]) -> None:
+def record(
+    spark: SparkSession,
+    lake: str,
+    day: dt.date,
+    status: str,
+    stages: list[dict[str, Any]],
+    findings_by_severity: dict[str, int],
+) -> None:
     """Replace ``day``'s row of ``audit_runs`` with ``status`` (``running``, ``ok`` or ``failed``)."""
     row = (
         day,
@@ -30,5 +36,12 @@ def record(spark: SparkSession, lake: str, day: dt.date, status: str, stages: li
         json.dumps(findings_by_severity, sort_keys=True),
     )
     # one row, written from the driver: no Spark job
-    write_rows(spark, [row], lake_tables.table_path(lake, lake_tables.AUDIT_RUNS), AUDIT_RUNS_SCHEMA,
-               mode="overwrite", partition_by=["date"], replace_where={"date": day})
+    write_rows(
+        spark,
+        [row],
+        lake_tables.table_path(lake, lake_tables.AUDIT_RUNS),
+        AUDIT_RUNS_SCHEMA,
+        mode="overwrite",
+        partition_by=["date"],
+        replace_where={"date": day},
+    )

@@ -20,8 +20,9 @@ from jobs.lake.tables import count_table_rows, read_table, read_table_arrow, tab
 from jobs.spark.frames import local_frame
 
 
-def read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: StructType,
-                  where: Mapping[str, Any] | None = None) -> DataFrame:
+def read_or_empty(
+    spark: SparkSession, lake_dir: str, name: str, schema: StructType, where: Mapping[str, Any] | None = None
+) -> DataFrame:
     """Table ``name`` of the lake, filtered by ``where`` (see :func:`jobs.lake.tables.read_table`).
 
     Returns:
@@ -34,9 +35,17 @@ def read_or_empty(spark: SparkSession, lake_dir: str, name: str, schema: StructT
     return read_table(spark, path, schema, where=where)
 
 
-def replace_day(df: DataFrame, lake_dir: str | os.PathLike[str], name: str, day: dt.date, schema: StructType, *,
-                partition_by: Sequence[str] = ("date",), where: Mapping[str, Any] | None = None,
-                **write_options: Any) -> int:
+def replace_day(
+    df: DataFrame,
+    lake_dir: str | os.PathLike[str],
+    name: str,
+    day: dt.date,
+    schema: StructType,
+    *,
+    partition_by: Sequence[str] = ("date",),
+    where: Mapping[str, Any] | None = None,
+    **write_options: Any,
+) -> int:
     """Replace ``day``'s partitions of table ``name`` with ``df``, in one commit.
 
     Args:
@@ -54,8 +63,15 @@ def replace_day(df: DataFrame, lake_dir: str | os.PathLike[str], name: str, day:
     Returns:
         The table version written.
     """
-    return write_table(df, lake.table_path(lake_dir, name), mode="overwrite", partition_by=list(partition_by),
-                replace_where={"date": day, **(where or {})}, schema=schema, **write_options)
+    return write_table(
+        df,
+        lake.table_path(lake_dir, name),
+        mode="overwrite",
+        partition_by=list(partition_by),
+        replace_where={"date": day, **(where or {})},
+        schema=schema,
+        **write_options,
+    )
 
 
 def read_day_arrow(lake_dir: str | os.PathLike[str], name: str, day: dt.date, columns: Sequence[str]) -> pa.Table:

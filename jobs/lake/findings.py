@@ -80,8 +80,9 @@ def finding_columns(
     return columns
 
 
-def _check_finding(category: str | None, kind: str | Column | None, severity: str | Column | None,
-                   subject: str | Column | None) -> None:
+def _check_finding(
+    category: str | None, kind: str | Column | None, severity: str | Column | None, subject: str | Column | None
+) -> None:
     if kind is None or severity is None or subject is None:
         raise ValueError("a finding needs a kind, a severity and a subject")
     if category is not None and category not in CATEGORIES:
@@ -166,8 +167,13 @@ def write_findings(findings_df: DataFrame, lake_dir: str | os.PathLike[str], dat
     """
     rows_df = with_finding_keys(findings_df, date, category)
     return replace_day(
-        rows_df.select(*FINDINGS_SCHEMA.names), lake_dir, lake.FINDINGS, date, FINDINGS_SCHEMA,
-        partition_by=FINDINGS_PARTITION_BY, where={"category": category},
+        rows_df.select(*FINDINGS_SCHEMA.names),
+        lake_dir,
+        lake.FINDINGS,
+        date,
+        FINDINGS_SCHEMA,
+        partition_by=FINDINGS_PARTITION_BY,
+        where={"category": category},
         few_rows=True,  # a day's findings of one category: hundreds to thousands of rows
     )
 

@@ -138,10 +138,18 @@ def table_schema(path: str | os.PathLike[str]) -> tuple[StructType, tuple[str, .
     return StructType.fromJson(json.loads(table.schema().to_json())), tuple(table.metadata().partition_columns)
 
 
-def write_table(df: DataFrame, path: str | os.PathLike[str], *, mode: str, partition_by: Sequence[str] = (),
-                replace_where: Mapping[str, Any] | None = None, schema: StructType | None = None,
-                extra_files: Sequence[dict[str, Any]] = (), few_rows: bool = False,
-                expansion: RowExpansion | None = None) -> int:
+def write_table(
+    df: DataFrame,
+    path: str | os.PathLike[str],
+    *,
+    mode: str,
+    partition_by: Sequence[str] = (),
+    replace_where: Mapping[str, Any] | None = None,
+    schema: StructType | None = None,
+    extra_files: Sequence[dict[str, Any]] = (),
+    few_rows: bool = False,
+    expansion: RowExpansion | None = None,
+) -> int:
     """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
 
     Spark tasks write the files and the driver commits them with ``deltalake`` (delta-spark's writer
@@ -194,8 +202,16 @@ def write_table(df: DataFrame, path: str | os.PathLike[str], *, mode: str, parti
         create_native(df.sparkSession, root, schema, partition_by)
         write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
     else:
-        plan = WritePlan(root, mode, partition_by, encoded_where, file_schema.json(), tuple(extra_files),
-                         expansion.arrow if expansion else None, object_store(root))
+        plan = WritePlan(
+            root,
+            mode,
+            partition_by,
+            encoded_where,
+            file_schema.json(),
+            tuple(extra_files),
+            expansion.arrow if expansion else None,
+            object_store(root),
+        )
         _write_with_tasks(task_df, plan, extra_files)
     return table_version(root)
 
@@ -220,8 +236,14 @@ def write_rows(
         The table version after the write.
     """
     if lake_writer(spark) == "native":
-        return write_table(local_frame(spark, rows, schema), path, mode=mode, partition_by=partition_by,
-                           replace_where=replace_where, schema=schema)
+        return write_table(
+            local_frame(spark, rows, schema),
+            path,
+            mode=mode,
+            partition_by=partition_by,
+            replace_where=replace_where,
+            schema=schema,
+        )
     root = table_root(path)
     partition_by = tuple(partition_by)
     _check_mode(mode, replace_where)
@@ -231,15 +253,22 @@ def write_rows(
     if existing:
         check_table_schema(existing[0], existing[1], schema, partition_by, root)
     file_schema = existing[0] if existing else schema
-    plan = WritePlan(root, mode, partition_by, encode_replace_where(replace_where, schema, partition_by),
-                     file_schema.json(), store=object_store(root))
+    plan = WritePlan(
+        root,
+        mode,
+        partition_by,
+        encode_replace_where(replace_where, schema, partition_by),
+        file_schema.json(),
+        store=object_store(root),
+    )
     written = write_local_files(local_arrow_table(rows, schema), plan)
     commit_files(plan, written)
     return table_version(root)
 
 
-def _frames_to_write(df: DataFrame, schema: StructType, root: str, expansion: RowExpansion | None,
-                     few_rows: bool) -> tuple[DataFrame, DataFrame]:
+def _frames_to_write(
+    df: DataFrame, schema: StructType, root: str, expansion: RowExpansion | None, few_rows: bool
+) -> tuple[DataFrame, DataFrame]:
     """The rows written, conformed to ``schema``, and what the write tasks get (the same rows, or
     with an expansion the rows it expands)."""
     # with an expansion, the rows written are checked here through its DataFrame twin, and the
@@ -258,8 +287,9 @@ def _check_mode(mode: str, replace_where: Mapping[str, Any] | None) -> None:
         raise ValueError("replace_where needs mode='overwrite'")
 
 
-def _declared_and_file_schema(root: str, df: DataFrame, schema: StructType | None,
-                              partition_by: tuple[str, ...]) -> tuple[StructType, StructType]:
+def _declared_and_file_schema(
+    root: str, df: DataFrame, schema: StructType | None, partition_by: tuple[str, ...]
+) -> tuple[StructType, StructType]:
     """The declared schema (``schema``, else the table's, else ``df``'s), checked against the
     existing table, and the schema the files and the commit use."""
     if schema is not None:
@@ -388,8 +418,9 @@ def _delta_spark_frame(spark: SparkSession, root: str, table: DeltaTable, pinned
     return reader.load(root)
 
 
-def _parquet_frame(spark: SparkSession, root: str, table: DeltaTable, schema: StructType,
-                   partition_where: Mapping[str, Any]) -> DataFrame:
+def _parquet_frame(
+    spark: SparkSession, root: str, table: DeltaTable, schema: StructType, partition_where: Mapping[str, Any]
+) -> DataFrame:
     """The snapshot's files, pruned by ``partition_where``, read by Spark as Parquet with ``schema``."""
     pruning = [partition_filter(c, v) for c, v in partition_where.items()]
     files = table.file_uris(file_pruning_predicate=" AND ".join(pruning) if pruning else None)
@@ -397,5 +428,6 @@ def _parquet_frame(spark: SparkSession, root: str, table: DeltaTable, schema: St
         return local_frame(spark, [], schema)
     # basePath makes Spark take the partition columns from the hive-style folder names, typed
     # by the declared schema (Delta's partition values and our folder names are the same).
-    return spark.read.schema(schema).option("basePath", for_spark(root)).parquet(
-        *(for_spark(normalize(f)) for f in files))
+    return (
+        spark.read.schema(schema).option("basePath", for_spark(root)).parquet(*(for_spark(normalize(f)) for f in files))
+    )

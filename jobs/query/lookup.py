@@ -89,9 +89,11 @@ class RouteLake:
         except Exception as exc:  # noqa: BLE001 - a store's refusal, an unreachable store
             raise UserError(f"cannot read {lake.NS_STATE}: {describe(exc, self._state_path)}") from None
         if not present or state_version == ABSENT:
-            raise UserError(f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
-                            f"{' at ' + self._as_of.describe() if self._as_of else ''}); "
-                            "run nsaudit audit for a day first")
+            raise UserError(
+                f"{lake_dir}: no rebuilt route tables (no Delta table {lake.NS_STATE}"
+                f"{' at ' + self._as_of.describe() if self._as_of else ''}); "
+                "run nsaudit audit for a day first"
+            )
         self._ns_state = open_delta(self._state_path, state_version)
 
     def _read_once(self, path: str, columns: tuple[str, ...], day: dt.date, ns: str) -> Any:
@@ -110,10 +112,12 @@ class RouteLake:
         except MissingDataFiles as exc:
             if self._as_of is None or exc.version is None:
                 raise
-            raise UserError(f"--version {self._as_of.version}: {self._as_of.describe()} can no longer be read: "
-                            f"nsaudit lake vacuum removed its files (table {exc.table} version {exc.version} "
-                            f"lacks {exc.file}); a version from the last --retain-hours of the vacuum can be "
-                            "read") from None
+            raise UserError(
+                f"--version {self._as_of.version}: {self._as_of.describe()} can no longer be read: "
+                f"nsaudit lake vacuum removed its files (table {exc.table} version {exc.version} "
+                f"lacks {exc.file}); a version from the last --retain-hours of the vacuum can be "
+                "read"
+            ) from None
 
     def _version(self, path: str) -> int | None:
         """The version of a table to read: None for the latest, :data:`ABSENT` when it did not
@@ -128,8 +132,7 @@ class RouteLake:
         table = self._checked(read_all, self._state_path, ["ns"], self._version(self._state_path))
         known = sorted(set(table.column("ns").to_pylist())) if table is not None else []
         if ns not in known:
-            raise UserError(f"--ns {ns!r}: no such name server in {self.lake_dir}; "
-                            f"known: {', '.join(known) or 'none'}")
+            raise UserError(f"--ns {ns!r}: no such name server in {self.lake_dir}; known: {', '.join(known) or 'none'}")
 
     def not_audited(self, at_ms: int) -> str | None:
         """Why no audited day covers ``at_ms``, or None when its day's audit is ``ok``."""
@@ -174,8 +177,14 @@ class RouteLake:
         return sorted({dt.date.fromisoformat(p["date"]) for p in parts}, reverse=True)
 
     def _state_row(self, ns: str, day: dt.date) -> dict[str, Any] | None:
-        table = self._checked(read_day, self._state_path, ["up", "up_at_start", "observed", "resolution_ms"], day, ns,
-                              self._version(self._state_path))
+        table = self._checked(
+            read_day,
+            self._state_path,
+            ["up", "up_at_start", "observed", "resolution_ms"],
+            day,
+            ns,
+            self._version(self._state_path),
+        )
         return table.to_pylist()[0] if table is not None and table.num_rows else None
 
     def _observed_at(self, ns: str, day: dt.date | None, at_ms: int, resolution_ms: int | None) -> ServerState:
@@ -188,16 +197,20 @@ class RouteLake:
         path = lake.table_path(self.lake_dir, lake.NS_RUNS)
         runs = self._read_once(path, ("start_ts", "stop_ts", "start_seq", "stop_seq", "stop_reason"), day, ns)
         at_us = at_ms * 1000
-        starts = [micros(r["start_ts"]) for r in ([] if runs is None else runs.to_pylist())
-                  if micros(r["start_ts"]) <= at_us and (r["stop_ts"] is None or at_us < micros(r["stop_ts"]))]
+        starts = [
+            micros(r["start_ts"])
+            for r in ([] if runs is None else runs.to_pylist())
+            if micros(r["start_ts"]) <= at_us and (r["stop_ts"] is None or at_us < micros(r["stop_ts"]))
+        ]
         if not starts:
             return unknown
         # the last change at or before the instant: an interval that began, or ended, then
         seen = starts[0]
         for name in _HISTORY:
-            table = self._read_once(lake.table_path(self.lake_dir, name),
-                                    tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns)
-            for column in ([] if table is None else _INTERVAL_COLUMNS):
+            table = self._read_once(
+                lake.table_path(self.lake_dir, name), tuple(_COLUMNS[name] + _INTERVAL_COLUMNS), day, ns
+            )
+            for column in [] if table is None else _INTERVAL_COLUMNS:
                 for value in table.column(column).to_pylist():
                     value_us = micros(value)
                     if value_us is not None and seen < value_us <= at_us:
@@ -209,8 +222,11 @@ class RouteLake:
         state = TableState()
         rows = {name: self._history(name, ns, day, at_ms) for name in _HISTORY}
         for r in rows[lake.TOPIC_ROUTE_HISTORY]:
-            state.put_queue(r["topic"], r["broker_name"],
-                            (r["read_queue_nums"], r["write_queue_nums"], r["perm"], r["topic_sys_flag"]))
+            state.put_queue(
+                r["topic"],
+                r["broker_name"],
+                (r["read_queue_nums"], r["write_queue_nums"], r["perm"], r["topic_sys_flag"]),
+            )
         for r in rows[lake.BROKER_ADDR_HISTORY]:
             state.put_addr(r["broker_name"], r["broker_id"], r["cluster"], r["broker_addr"])
         for r in rows[lake.CLUSTER_HISTORY]:
@@ -261,8 +277,15 @@ def route_answer(route_lake: RouteLake, ns: str, topic: str, at_ms: int) -> dict
     if reason is not None:
         return {"ns": ns, "topic": topic, "at": at_ms, "route": None, "up": None, "audited": False, "reason": reason}
     state = route_lake.state_at(ns, at_ms)
-    return {"ns": ns, "topic": topic, "at": at_ms, "route": route_view(state.tables, topic), "up": state.up,
-            "audited": True, **_observed_keys(state)}
+    return {
+        "ns": ns,
+        "topic": topic,
+        "at": at_ms,
+        "route": route_view(state.tables, topic),
+        "up": state.up,
+        "audited": True,
+        **_observed_keys(state),
+    }
 
 
 def cluster_answer(route_lake: RouteLake, ns: str, at_ms: int) -> dict[str, Any]:
@@ -277,8 +300,14 @@ def cluster_answer(route_lake: RouteLake, ns: str, at_ms: int) -> dict[str, Any]
     if reason is not None:
         return {"ns": ns, "at": at_ms, "cluster_info": None, "up": None, "audited": False, "reason": reason}
     state = route_lake.state_at(ns, at_ms)
-    return {"ns": ns, "at": at_ms, "cluster_info": cluster_info_view(state.tables), "up": state.up, "audited": True,
-            **_observed_keys(state)}
+    return {
+        "ns": ns,
+        "at": at_ms,
+        "cluster_info": cluster_info_view(state.tables),
+        "up": state.up,
+        "audited": True,
+        **_observed_keys(state),
+    }
 
 
 def diff_answer(route_lake: RouteLake, ns: str, from_ms: int, to_ms: int) -> dict[str, Any]:
@@ -291,16 +320,32 @@ def diff_answer(route_lake: RouteLake, ns: str, from_ms: int, to_ms: int) -> dic
     route_lake.check_server(ns)
     reasons = [r for r in (route_lake.not_audited(from_ms), route_lake.not_audited(to_ms)) if r is not None]
     if reasons:
-        up = {side: None if route_lake.not_audited(at) else route_lake.state_at(ns, at).up
-              for side, at in (("from", from_ms), ("to", to_ms))}
-        return {"ns": ns, "from": from_ms, "to": to_ms, "up": up, "tables": None, "audited": False,
-                "reason": "; ".join(dict.fromkeys(reasons))}
+        up = {
+            side: None if route_lake.not_audited(at) else route_lake.state_at(ns, at).up
+            for side, at in (("from", from_ms), ("to", to_ms))
+        }
+        return {
+            "ns": ns,
+            "from": from_ms,
+            "to": to_ms,
+            "up": up,
+            "tables": None,
+            "audited": False,
+            "reason": "; ".join(dict.fromkeys(reasons)),
+        }
     before, after = route_lake.state_at(ns, from_ms), route_lake.state_at(ns, to_ms)
     return {
-        "ns": ns, "from": from_ms, "to": to_ms, "up": {"from": before.up, "to": after.up},
-        "tables": diff_view(before.tables, after.tables), "audited": True,
-        **({"observed_ts": {"from": before.observed_ms, "to": after.observed_ms}, "resolution_ms": after.resolution_ms}
-           if after.observed else {}),
+        "ns": ns,
+        "from": from_ms,
+        "to": to_ms,
+        "up": {"from": before.up, "to": after.up},
+        "tables": diff_view(before.tables, after.tables),
+        "audited": True,
+        **(
+            {"observed_ts": {"from": before.observed_ms, "to": after.observed_ms}, "resolution_ms": after.resolution_ms}
+            if after.observed
+            else {}
+        ),
     }
 
 
@@ -320,9 +365,12 @@ def dumps_answer(answer: dict[str, Any]) -> str:
     fastjson's standard form (quoted broker ids, fields sorted)."""
     import orjson
 
-    parts = [fastjson.quote(key, True) + ":" + (fastjson.dumps(value, standard=True) if key in _BODIES
-                                                else orjson.dumps(value)).decode()
-             for key, value in answer.items()]
+    parts = [
+        fastjson.quote(key, True)
+        + ":"
+        + (fastjson.dumps(value, standard=True) if key in _BODIES else orjson.dumps(value)).decode()
+        for key, value in answer.items()
+    ]
     return "{" + ",".join(parts) + "}"
 
 

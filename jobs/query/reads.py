@@ -37,7 +37,9 @@ def valid_rows(table: Any, at_ms: int | None) -> list[dict[str, Any]]:
         rows = table.filter(pc.is_null(valid_to)).to_pylist()
         return rows
     at = pa.scalar(at_ms * 1000, type=table.schema.field("valid_from_ts").type)
-    mask = pc.and_(pc.less_equal(table["valid_from_ts"], at), pc.or_kleene(pc.is_null(valid_to), pc.greater(valid_to, at)))
+    mask = pc.and_(
+        pc.less_equal(table["valid_from_ts"], at), pc.or_kleene(pc.is_null(valid_to), pc.greater(valid_to, at))
+    )
     rows = table.filter(mask).to_pylist()
     return rows
 
@@ -59,8 +61,12 @@ def read_day(path: str, columns: list[str], day: dt.date, ns: str, version: int 
     try:
         have = {field.name for field in load_table(path, version=version).schema().fields}
         absent = [c for c in columns if c in _ADDED_LATER and c not in have]
-        table = read_table_arrow(path, columns=[c for c in columns if c not in absent],
-                                 filters=[("date", "=", day), ("ns", "=", ns)], version=version)
+        table = read_table_arrow(
+            path,
+            columns=[c for c in columns if c not in absent],
+            filters=[("date", "=", day), ("ns", "=", ns)],
+            version=version,
+        )
     except FileNotFoundError:
         return None
     except LakeDamaged:

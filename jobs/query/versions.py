@@ -31,8 +31,10 @@ class LakeVersion:
         if not commits:
             raise UserError(f"--version {version}: {lake_dir} has no {lake.AUDIT_RUNS} table; run nsaudit audit first")
         if version not in commits:
-            raise UserError(f"--version {version}: {lake.AUDIT_RUNS} has versions {min(commits)} to {max(commits)} "
-                            f"(nsaudit lake history {lake.AUDIT_RUNS} --lake {lake_dir})")
+            raise UserError(
+                f"--version {version}: {lake.AUDIT_RUNS} has versions {min(commits)} to {max(commits)} "
+                f"(nsaudit lake history {lake.AUDIT_RUNS} --lake {lake_dir})"
+            )
         self.version = version
         self.committed_ms = commits[version]
 

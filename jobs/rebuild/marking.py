@@ -6,7 +6,6 @@ Why skipping an unchanged REGISTER_BROKER (103) is exact, and how blocks of a st
 find the changes in one pass: docs/audit.md, "Rebuild".
 """
 
-
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
@@ -65,7 +64,8 @@ def with_run(events_df: DataFrame) -> DataFrame:
         .select("_ns", "_from", F.lead("_from").over(order).alias("_to"), F.row_number().over(order).alias("run"))
     )
     in_run = (
-        (F.col("ns") == F.col("_ns")) & (F.col("seq") >= F.col("_from"))
+        (F.col("ns") == F.col("_ns"))
+        & (F.col("seq") >= F.col("_from"))
         & (F.col("_to").isNull() | (F.col("seq") < F.col("_to")))
     )
     return (
@@ -104,7 +104,10 @@ def agg_blocks(events_df: DataFrame) -> DataFrame:
         with_run(events_df)
         .withColumn("_kind", kind)
         .groupBy(
-            "ns", "run", "broker_addr", F.col("_kind").alias("kind"),
+            "ns",
+            "run",
+            "broker_addr",
+            F.col("_kind").alias("kind"),
             F.when(registration, carried).alias("_carried"),
             F.when(~(registration | beat), F.col("seq")).alias("_single"),
             F.when(beat, F.col("request_code")).alias("request_code"),
@@ -145,8 +148,11 @@ def agg_slow_streams(blocks_df: DataFrame, contested_df: DataFrame) -> DataFrame
         .join(broadcast(contested_df), ["ns", "run", "broker_name", "broker_id"], "left")
         .withColumn("_back", F.coalesce(F.col("lo") < F.max("hi").over(earlier), F.lit(False)))
         .groupBy("ns", "run", "broker_addr")
-        .agg(F.min("lo").alias("lo"), F.max("hi").alias("hi"),
-             (F.max("_back") | F.max(F.col("contested").isNotNull())).alias("_slow"))
+        .agg(
+            F.min("lo").alias("lo"),
+            F.max("hi").alias("hi"),
+            (F.max("_back") | F.max(F.col("contested").isNotNull())).alias("_slow"),
+        )
         .where("_slow")
         .drop("_slow")
     )
@@ -158,11 +164,12 @@ def select_block_keys(blocks_df: DataFrame, slow_df: DataFrame) -> DataFrame:
     of each kind and the last 103 of each (address, data version). Slow streams' 103s are decided by
     :func:`select_slow_keys`."""
     fast_df = blocks_df.where(F.col("kind") == REGISTRATION).join(
-        broadcast(slow_df.select("ns", "run", "broker_addr")), ["ns", "run", "broker_addr"], "left_anti")
+        broadcast(slow_df.select("ns", "run", "broker_addr")), ["ns", "run", "broker_addr"], "left_anti"
+    )
     starts_df = fast_df.select("ns", F.col("lo").alias("seq")).unionByName(
-        blocks_df.where(
-            (F.col("kind") == REMOVAL) | ((F.col("kind") == OTHER) & (F.col("type") != "rejected"))
-        ).select("ns", F.col("lo").alias("seq"))
+        blocks_df.where((F.col("kind") == REMOVAL) | ((F.col("kind") == OTHER) & (F.col("type") != "rejected"))).select(
+            "ns", F.col("lo").alias("seq")
+        )
     )
     beats_df = blocks_df.where(F.col("kind") == BEAT).select("ns", F.col("hi").alias("seq"))
     last_103_df = (
@@ -197,7 +204,8 @@ def select_slow_keys(events_df: DataFrame, slow_df: DataFrame, contested_df: Dat
     return (
         events_df.join(
             stream,
-            (F.col("ns") == F.col("_ns")) & (F.col("broker_addr") == F.col("_addr"))
+            (F.col("ns") == F.col("_ns"))
+            & (F.col("broker_addr") == F.col("_addr"))
             & F.col("seq").between(F.col("lo"), F.col("hi")),
         )
         .drop("_ns", "_addr", "lo", "hi")
@@ -222,9 +230,7 @@ def select_interesting_keys(events_df: DataFrame, blocks_df: DataFrame) -> DataF
     contested_df = agg_contested_slots(blocks_df)
     slow_df = agg_slow_streams(blocks_df, contested_df)
     return (
-        select_block_keys(blocks_df, slow_df)
-        .unionByName(select_slow_keys(events_df, slow_df, contested_df))
-        .distinct()
+        select_block_keys(blocks_df, slow_df).unionByName(select_slow_keys(events_df, slow_df, contested_df)).distinct()
     )
 
 
@@ -237,9 +243,8 @@ def with_interesting(events_df: DataFrame) -> DataFrame:
         unchanged 103 of the first address is interesting again.
     """
     keys_df = select_interesting_keys(events_df, agg_blocks(events_df)).withColumn("interesting", F.lit(True))
-    return (
-        events_df.join(keys_df, ["ns", "seq"], "left")
-        .withColumn("interesting", F.coalesce(F.col("interesting"), F.lit(False)))
+    return events_df.join(keys_df, ["ns", "seq"], "left").withColumn(
+        "interesting", F.coalesce(F.col("interesting"), F.lit(False))
     )
 
 

@@ -26,7 +26,16 @@ from pyspark.sql import types as T
 from jobs.spark.profile import broadcast
 
 OBSERVED_EVENT_COLUMNS = (
-    "ns", "seq", "ts", "type", "interval_ms", "cluster", "broker_name", "broker_addrs", "topic", "queue_datas",
+    "ns",
+    "seq",
+    "ts",
+    "type",
+    "interval_ms",
+    "cluster",
+    "broker_name",
+    "broker_addrs",
+    "topic",
+    "queue_datas",
     "filter_server_table",
 )
 
@@ -69,12 +78,22 @@ def with_epochs(obs_df: DataFrame, prev_resolution_df: DataFrame) -> DataFrame:
         obs_df.join(broadcast(prev_resolution_df), "ns", "left")
         .withColumn("epoch_seq", F.last(F.when(boundary, F.col("seq")), ignorenulls=True).over(_before()))
         .withColumn("epoch_type", F.last(F.when(boundary, F.col("type")), ignorenulls=True).over(_before()))
-        .withColumn("resolution_ms", F.coalesce(
-            F.last(F.when(F.col("type") == "observe_start", F.col("interval_ms")), ignorenulls=True).over(_before()),
-            F.col("prev_resolution_ms")))
+        .withColumn(
+            "resolution_ms",
+            F.coalesce(
+                F.last(F.when(F.col("type") == "observe_start", F.col("interval_ms")), ignorenulls=True).over(
+                    _before()
+                ),
+                F.col("prev_resolution_ms"),
+            ),
+        )
         .withColumn("next", nxt)
-        .select("*", F.col("next.ts").alias("end_ts"), F.col("next.seq").alias("end_seq"),
-                F.col("next.type").alias("end_type"))
+        .select(
+            "*",
+            F.col("next.ts").alias("end_ts"),
+            F.col("next.seq").alias("end_seq"),
+            F.col("next.type").alias("end_type"),
+        )
         .drop("next", "prev_resolution_ms")
     )
 
@@ -109,11 +128,13 @@ def with_entry_intervals(epochs_df: DataFrame) -> DataFrame:
     day). Removals (null values) and empty intervals are dropped."""
     entry = Window.partitionBy("ns", "epoch_seq", "type", "key").orderBy("seq")
     present = F.when(F.col("type") == "observed_broker", F.col("broker_addrs").isNotNull()).otherwise(
-        F.col("queue_datas").isNotNull())
+        F.col("queue_datas").isNotNull()
+    )
     valid_to = F.coalesce(F.lead("ts").over(entry), F.col("end_ts"))
     return (
-        epochs_df.where(F.col("type").isin("observed_broker", "observed_route")
-                        & (F.col("epoch_type") == "observe_snapshot"))
+        epochs_df.where(
+            F.col("type").isin("observed_broker", "observed_route") & (F.col("epoch_type") == "observe_snapshot")
+        )
         .withColumn("key", F.coalesce("topic", "broker_name"))
         .withColumn("valid_to_ms", valid_to)
         .withColumn("to_seq", F.coalesce(F.lead("seq").over(entry), F.col("end_seq")))
@@ -138,10 +159,16 @@ def select_observed_topic_routes(entries_df: DataFrame, day: dt.date) -> DataFra
     return (
         entries_df.where(F.col("type") == "observed_route")
         .select("*", F.explode("queue_datas").alias("q"))
-        .select("ns", "topic", F.col("q.broker_name").alias("broker_name"),
-                F.col("q.read_queue_nums").alias("read_queue_nums"),
-                F.col("q.write_queue_nums").alias("write_queue_nums"), F.col("q.perm").alias("perm"),
-                F.col("q.topic_sys_flag").alias("topic_sys_flag"), *_interval(day))
+        .select(
+            "ns",
+            "topic",
+            F.col("q.broker_name").alias("broker_name"),
+            F.col("q.read_queue_nums").alias("read_queue_nums"),
+            F.col("q.write_queue_nums").alias("write_queue_nums"),
+            F.col("q.perm").alias("perm"),
+            F.col("q.topic_sys_flag").alias("topic_sys_flag"),
+            *_interval(day),
+        )
     )
 
 
@@ -150,15 +177,22 @@ def select_observed_broker_addrs(entries_df: DataFrame, day: dt.date) -> DataFra
     return (
         entries_df.where(F.col("type") == "observed_broker")
         .select("*", F.explode("broker_addrs").alias("a"))
-        .select("ns", F.coalesce("cluster", F.lit("")).alias("cluster"), "broker_name",
-                F.col("a.broker_id").alias("broker_id"), F.col("a.broker_addr").alias("broker_addr"), *_interval(day))
+        .select(
+            "ns",
+            F.coalesce("cluster", F.lit("")).alias("cluster"),
+            "broker_name",
+            F.col("a.broker_id").alias("broker_id"),
+            F.col("a.broker_addr").alias("broker_addr"),
+            *_interval(day),
+        )
     )
 
 
 def select_observed_clusters(entries_df: DataFrame, day: dt.date) -> DataFrame:
     """``cluster_history`` rows: each broker name of the cluster info in its cluster."""
     return entries_df.where(F.col("type") == "observed_broker").select(
-        "ns", F.coalesce("cluster", F.lit("")).alias("cluster"), "broker_name", *_interval(day))
+        "ns", F.coalesce("cluster", F.lit("")).alias("cluster"), "broker_name", *_interval(day)
+    )
 
 
 def select_observed_filter_servers(entries_df: DataFrame, day: dt.date) -> DataFrame:
@@ -169,8 +203,12 @@ def select_observed_filter_servers(entries_df: DataFrame, day: dt.date) -> DataF
         entries_df.where(F.col("type") == "observed_route")
         .select("*", F.explode("filter_server_table").alias("f"))
         .where(F.size("f.filter_servers") > 0)
-        .select("ns", F.col("f.broker_addr").alias("broker_addr"), F.col("f.filter_servers").alias("filter_servers"),
-                *_interval(day))
+        .select(
+            "ns",
+            F.col("f.broker_addr").alias("broker_addr"),
+            F.col("f.filter_servers").alias("filter_servers"),
+            *_interval(day),
+        )
         .distinct()
     )
 
@@ -180,7 +218,8 @@ def select_observed_state(epochs_df: DataFrame, runs_df: DataFrame, day: dt.date
     day, ``up_at_start`` false (nothing is known before the day's first snapshot)."""
     open_df = runs_df.groupBy("ns").agg(F.max(F.col("stop_reason") == "open").alias("up"))
     return (
-        epochs_df.groupBy("ns").agg(
+        epochs_df.groupBy("ns")
+        .agg(
             F.max("seq").alias("last_seq"),
             F.max("ts").alias("last_ts_ms"),
             F.count(F.lit(1)).alias("events"),
@@ -188,11 +227,18 @@ def select_observed_state(epochs_df: DataFrame, runs_df: DataFrame, day: dt.date
         )
         .join(open_df, "ns", "left")
         .select(
-            F.lit(day).alias("date"), "ns", F.coalesce("up", F.lit(False)).alias("up"),
-            F.lit(False).alias("up_at_start"), "last_seq", F.timestamp_millis("last_ts_ms").alias("last_ts"),
-            "events", F.lit(0).cast(T.LongType()).alias("interesting_events"),
-            F.lit(False).alias("started_without_state"), F.lit(0).cast(T.LongType()).alias("unresolved_topics"),
-            F.lit(OBSERVED_STATE_JSON).alias("state_json"), F.lit(True).alias("observed"),
+            F.lit(day).alias("date"),
+            "ns",
+            F.coalesce("up", F.lit(False)).alias("up"),
+            F.lit(False).alias("up_at_start"),
+            "last_seq",
+            F.timestamp_millis("last_ts_ms").alias("last_ts"),
+            "events",
+            F.lit(0).cast(T.LongType()).alias("interesting_events"),
+            F.lit(False).alias("started_without_state"),
+            F.lit(0).cast(T.LongType()).alias("unresolved_topics"),
+            F.lit(OBSERVED_STATE_JSON).alias("state_json"),
+            F.lit(True).alias("observed"),
             F.col("resolution_ms").cast(T.LongType()),
         )
     )

@@ -126,15 +126,17 @@ def read_previous_state(spark: SparkSession, lake_dir: str, day: dt.date) -> Dat
     return read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where={"date": day - dt.timedelta(days=1)})
 
 
-def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, day: dt.date,
-                observed_df: DataFrame | None = None) -> RebuildResult:
+def rebuild_day(
+    events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, day: dt.date, observed_df: DataFrame | None = None
+) -> RebuildResult:
     """Walk one day's events (``WALK_EVENT_COLUMNS``, ``ts`` in ms) from the previous states, add the
     observed servers' step functions (``observed_df``: ``OBSERVED_EVENT_COLUMNS``, ``ts`` in ms) and
     replace the day in the rebuilt tables."""
     blocks_df = keys_df = walk_df = epochs_df = entries_df = None
     observed_state = F.coalesce(F.col("observed"), F.lit(False))
     prev_resolution_df = prev_state_df.where(observed_state).select(
-        "ns", F.col("resolution_ms").alias("prev_resolution_ms"))
+        "ns", F.col("resolution_ms").alias("prev_resolution_ms")
+    )
     prev_state_df = prev_state_df.where(~observed_state)
     if observed_df is None:
         observed_df = events_df.sparkSession.createDataFrame([], _OBSERVED_EMPTY_SCHEMA)
@@ -188,8 +190,15 @@ def rebuild_day(events_df: DataFrame, prev_state_df: DataFrame, lake_dir: str, d
 
 def _result(lake_dir: str, day: dt.date) -> RebuildResult:
     """The run's counts, read back from the ``ns_state`` rows it wrote (one per server)."""
-    columns = ["ns", "events", "interesting_events", "started_without_state", "unresolved_topics", "observed",
-               "resolution_ms"]
+    columns = [
+        "ns",
+        "events",
+        "interesting_events",
+        "started_without_state",
+        "unresolved_topics",
+        "observed",
+        "resolution_ms",
+    ]
     rows = read_day_arrow(lake_dir, lake.NS_STATE, day, columns).to_pylist()
     own = [r for r in rows if not r["observed"]]
     observed = [r for r in rows if r["observed"]]
@@ -206,5 +215,6 @@ def _result(lake_dir: str, day: dt.date) -> RebuildResult:
 
 
 # the observation columns of the events table, for a rebuild given no observations
-_OBSERVED_EMPTY_SCHEMA = T.StructType([EVENTS_TABLE_SCHEMA[c] for c in OBSERVED_EVENT_COLUMNS if c != "ts"]
-                                      + [T.StructField("ts", T.LongType(), False)])
+_OBSERVED_EMPTY_SCHEMA = T.StructType(
+    [EVENTS_TABLE_SCHEMA[c] for c in OBSERVED_EVENT_COLUMNS if c != "ts"] + [T.StructField("ts", T.LongType(), False)]
+)

@@ -45,11 +45,14 @@ def restore(state: dict[str, Any], journal: list[Any], day_start_ms: int) -> Car
     replayer.up = bool(state["up"])
     replayer.last_seq, replayer.last_ts = state.get("last_seq"), state.get("last_ts")
     routes = replayer.routes
-    carried = CarriedState(replayer, run_start_seq=state.get("run_start_seq"),
-                           last_seq=state.get("last_seq"), last_ts=state.get("last_ts"))
+    carried = CarriedState(
+        replayer, run_start_seq=state.get("run_start_seq"), last_seq=state.get("last_seq"), last_ts=state.get("last_ts")
+    )
     cells = carried.open_cells
     routes.load_cells(
-        queues=[(t, QueueData(name, read, write, perm, flag)) for t, name, read, write, perm, flag, _ in state["queues"]],
+        queues=[
+            (t, QueueData(name, read, write, perm, flag)) for t, name, read, write, perm, flag, _ in state["queues"]
+        ],
         addrs=[(name, cluster, broker_id, addr) for name, broker_id, cluster, addr, _ in state["addrs"]],
         clusters=[(cluster, name) for cluster, name, _ in state["clusters"]],
         filters=[(addr, servers) for addr, servers, _ in state["filters"]],
@@ -67,8 +70,15 @@ def restore(state: dict[str, Any], journal: list[Any], day_start_ms: int) -> Car
         dv = live["data_version"]
         routes._put_live(
             live["broker_addr"],
-            BrokerLiveInfo(live["last_update"], DataVersion(dv["timestamp"], dv["counter"]), live["channel"],
-                           live["ha_server_addr"], live["cluster"], live["broker_name"], live["broker_id"]),
+            BrokerLiveInfo(
+                live["last_update"],
+                DataVersion(dv["timestamp"], dv["counter"]),
+                live["channel"],
+                live["ha_server_addr"],
+                live["cluster"],
+                live["broker_name"],
+                live["broker_id"],
+            ),
         )
         carried.live_digest[live["broker_addr"]] = live["topics_digest"]
     for digest, topics in state["topics_by_digest"].items():
@@ -108,17 +118,19 @@ def snapshot(
     live = []
     for addr in sorted(replayer.routes.broker_live_table):
         info = replayer.routes.broker_live_table[addr]
-        live.append({
-            "broker_addr": addr,
-            "broker_id": info.broker_id,
-            "broker_name": info.broker_name,
-            "channel": info.channel,
-            "cluster": info.cluster,
-            "data_version": {"counter": info.data_version.counter, "timestamp": info.data_version.timestamp},
-            "ha_server_addr": info.ha_server_addr,
-            "last_update": info.last_update,
-            "topics_digest": live_digest.get(addr),
-        })
+        live.append(
+            {
+                "broker_addr": addr,
+                "broker_id": info.broker_id,
+                "broker_name": info.broker_name,
+                "channel": info.channel,
+                "cluster": info.cluster,
+                "data_version": {"counter": info.data_version.counter, "timestamp": info.data_version.timestamp},
+                "ha_server_addr": info.ha_server_addr,
+                "last_update": info.last_update,
+                "topics_digest": live_digest.get(addr),
+            }
+        )
     digests = sorted({e["topics_digest"] for e in live if e["topics_digest"] in topics_by_digest})
     return {
         "addrs": sorted(addrs),

@@ -24,7 +24,14 @@ def _interval() -> list[Column | str]:
 def select_topic_route_history(walk_df: DataFrame, day: dt.date) -> DataFrame:
     """``topic_route_history`` rows of a walk."""
     return walk_df.where(F.col("kind") == "queue").select(
-        "ns", "topic", "broker_name", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag", *_interval(),
+        "ns",
+        "topic",
+        "broker_name",
+        "read_queue_nums",
+        "write_queue_nums",
+        "perm",
+        "topic_sys_flag",
+        *_interval(),
         F.lit(day).alias("date"),
     )
 
@@ -38,14 +45,16 @@ def select_broker_addr_history(walk_df: DataFrame, day: dt.date) -> DataFrame:
 
 def select_cluster_history(walk_df: DataFrame, day: dt.date) -> DataFrame:
     """``cluster_history`` rows of a walk."""
-    return walk_df.where(F.col("kind") == "cluster").select("ns", "cluster", "broker_name", *_interval(),
-                                                            F.lit(day).alias("date"))
+    return walk_df.where(F.col("kind") == "cluster").select(
+        "ns", "cluster", "broker_name", *_interval(), F.lit(day).alias("date")
+    )
 
 
 def select_filter_server_history(walk_df: DataFrame, day: dt.date) -> DataFrame:
     """``filter_server_history`` rows of a walk."""
-    return walk_df.where(F.col("kind") == "filter").select("ns", "broker_addr", "filter_servers", *_interval(),
-                                                           F.lit(day).alias("date"))
+    return walk_df.where(F.col("kind") == "filter").select(
+        "ns", "broker_addr", "filter_servers", *_interval(), F.lit(day).alias("date")
+    )
 
 
 def select_ns_runs(walk_df: DataFrame, day: dt.date) -> DataFrame:
@@ -65,8 +74,17 @@ def select_ns_runs(walk_df: DataFrame, day: dt.date) -> DataFrame:
 def select_ns_state(walk_df: DataFrame, day: dt.date) -> DataFrame:
     """``ns_state`` rows of a walk."""
     return walk_df.where(F.col("kind") == "state").select(
-        F.lit(day).alias("date"), "ns", "up", "up_at_start", "last_seq",
-        F.timestamp_millis("last_ts_ms").alias("last_ts"), "events", "interesting_events",
-        "started_without_state", "unresolved_topics", "state_json",
-        F.lit(False).alias("observed"), F.lit(None).cast("bigint").alias("resolution_ms"),
+        F.lit(day).alias("date"),
+        "ns",
+        "up",
+        "up_at_start",
+        "last_seq",
+        F.timestamp_millis("last_ts_ms").alias("last_ts"),
+        "events",
+        "interesting_events",
+        "started_without_state",
+        "unresolved_topics",
+        "state_json",
+        F.lit(False).alias("observed"),
+        F.lit(None).cast("bigint").alias("resolution_ms"),
     )

@@ -61,8 +61,13 @@ def broker_data_view(cluster: str, broker_name: str, broker_addrs: dict[int, str
 
 def queue_data_view(broker_name: str, queue: Queue) -> dict[str, Any]:
     read, write, perm, sys_flag = queue
-    return {"brokerName": broker_name, "perm": perm, "readQueueNums": read, "topicSysFlag": sys_flag,
-            "writeQueueNums": write}
+    return {
+        "brokerName": broker_name,
+        "perm": perm,
+        "readQueueNums": read,
+        "topicSysFlag": sys_flag,
+        "writeQueueNums": write,
+    }
 
 
 def route_view(state: TableState, topic: str) -> dict[str, Any] | None:
@@ -144,7 +149,9 @@ def _cells(state: TableState) -> dict[str, dict[tuple[Any, ...], tuple[Any, ...]
             for name, (cluster, addrs) in state.broker_addr_table.items()
             for broker_id, addr in addrs.items()
         },
-        "clusterAddrTable": {(cluster, name): () for cluster, names in state.cluster_addr_table.items() for name in names},
+        "clusterAddrTable": {
+            (cluster, name): () for cluster, names in state.cluster_addr_table.items() for name in names
+        },
         "filterServerTable": {(addr,): (list(servers),) for addr, servers in state.filter_server_table.items()},
     }
 
@@ -177,7 +184,12 @@ def diff_view(before: TableState, after: TableState) -> dict[str, Any]:
     return result
 
 
-def _with_values(entry: dict[str, Any], value_fields: tuple[Any, ...] | None, before: tuple[Any, ...] | None, after: tuple[Any, ...] | None) -> dict[str, Any]:
+def _with_values(
+    entry: dict[str, Any],
+    value_fields: tuple[Any, ...] | None,
+    before: tuple[Any, ...] | None,
+    after: tuple[Any, ...] | None,
+) -> dict[str, Any]:
     if value_fields is not None:
         if after is not None:
             entry["after"] = dict(sorted(zip(value_fields, after, strict=True)))

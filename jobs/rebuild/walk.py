@@ -210,8 +210,15 @@ class DayWalk:
         if last_seq is None or (walked_seq is not None and walked_seq > last_seq):
             last_seq, last_ts = walked_seq, walked_ts
         self.result.state = rebuild_state.snapshot(
-            self.ns, self.day.isoformat(), self.replayer, self.open, self.live_digest, self.topics_by_digest,
-            None if self.run is None else self.run[1], last_seq, last_ts,
+            self.ns,
+            self.day.isoformat(),
+            self.replayer,
+            self.open,
+            self.live_digest,
+            self.topics_by_digest,
+            None if self.run is None else self.run[1],
+            last_seq,
+            last_ts,
         )
         return self.result
 
@@ -236,10 +243,32 @@ def walk_day(
 
 # the walk's output rows, one Arrow/Spark schema for every kind (jobs.rebuild.walker.WALK_OUTPUT_SCHEMA)
 OUTPUT_COLUMNS = (
-    "kind", "ns", "topic", "broker_name", "cluster", "broker_id", "broker_addr", "read_queue_nums",
-    "write_queue_nums", "perm", "topic_sys_flag", "filter_servers", "valid_from_ms", "valid_to_ms", "from_seq",
-    "to_seq", "stop_reason", "up", "up_at_start", "last_seq", "last_ts_ms", "events", "interesting_events",
-    "started_without_state", "unresolved_topics", "state_json",
+    "kind",
+    "ns",
+    "topic",
+    "broker_name",
+    "cluster",
+    "broker_id",
+    "broker_addr",
+    "read_queue_nums",
+    "write_queue_nums",
+    "perm",
+    "topic_sys_flag",
+    "filter_servers",
+    "valid_from_ms",
+    "valid_to_ms",
+    "from_seq",
+    "to_seq",
+    "stop_reason",
+    "up",
+    "up_at_start",
+    "last_seq",
+    "last_ts_ms",
+    "events",
+    "interesting_events",
+    "started_without_state",
+    "unresolved_topics",
+    "state_json",
 )
 
 
@@ -269,8 +298,15 @@ def walk_rows(rows: list[dict[str, Any]], day: dt.date) -> dict[str, list[Any]]:
     for key, value, from_ms, to_ms, from_seq, to_seq in result.intervals:
         interval = dict(ns=ns, kind=key[0], valid_from_ms=from_ms, valid_to_ms=to_ms, from_seq=from_seq, to_seq=to_seq)
         if key[0] == QUEUE:
-            add(**interval, topic=key[1], broker_name=key[2], read_queue_nums=value[0], write_queue_nums=value[1],
-                perm=value[2], topic_sys_flag=value[3])
+            add(
+                **interval,
+                topic=key[1],
+                broker_name=key[2],
+                read_queue_nums=value[0],
+                write_queue_nums=value[1],
+                perm=value[2],
+                topic_sys_flag=value[3],
+            )
         elif key[0] == ADDR:
             add(**interval, broker_name=key[1], broker_id=key[2], cluster=value[0], broker_addr=value[1])
         elif key[0] == CLUSTER:
@@ -278,10 +314,26 @@ def walk_rows(rows: list[dict[str, Any]], day: dt.date) -> dict[str, list[Any]]:
         else:
             add(**interval, broker_addr=key[1], filter_servers=list(value))
     for start_ms, stop_ms, start_seq, stop_seq, reason in result.runs:
-        add(kind="run", ns=ns, valid_from_ms=start_ms, valid_to_ms=stop_ms, from_seq=start_seq, to_seq=stop_seq,
-            stop_reason=reason)
-    add(kind="state", ns=ns, up=result.state["up"], up_at_start=result.up_at_start,
-        last_seq=result.state["last_seq"], last_ts_ms=result.state["last_ts"], events=meta["day_events"] or 0,
-        interesting_events=result.walked, started_without_state=result.started_without_state,
-        unresolved_topics=result.unresolved_topics, state_json=rebuild_state.dumps(result.state))
+        add(
+            kind="run",
+            ns=ns,
+            valid_from_ms=start_ms,
+            valid_to_ms=stop_ms,
+            from_seq=start_seq,
+            to_seq=stop_seq,
+            stop_reason=reason,
+        )
+    add(
+        kind="state",
+        ns=ns,
+        up=result.state["up"],
+        up_at_start=result.up_at_start,
+        last_seq=result.state["last_seq"],
+        last_ts_ms=result.state["last_ts"],
+        events=meta["day_events"] or 0,
+        interesting_events=result.walked,
+        started_without_state=result.started_without_state,
+        unresolved_topics=result.unresolved_topics,
+        state_json=rebuild_state.dumps(result.state),
+    )
     return out

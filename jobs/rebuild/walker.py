@@ -23,9 +23,25 @@ if TYPE_CHECKING:  # imported in the task (the walker's closure stays plain data
 
 # the event keys the walk applies (docs/nameserver-semantics.md §6), ``ts`` as epoch ms
 WALK_EVENT_COLUMNS = (
-    "ns", "seq", "ts", "type", "request_code", "channel", "remote", "cluster", "broker_name", "broker_id",
-    "broker_addr", "ha_addr", "data_version", "topics_digest", "topics", "filter_servers", "request_version",
-    "broker_expiry_ms", "topic",
+    "ns",
+    "seq",
+    "ts",
+    "type",
+    "request_code",
+    "channel",
+    "remote",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "broker_addr",
+    "ha_addr",
+    "data_version",
+    "topics_digest",
+    "topics",
+    "filter_servers",
+    "request_version",
+    "broker_expiry_ms",
+    "topic",
 )
 
 WALK_OUTPUT_SCHEMA = T.StructType(
@@ -79,8 +95,9 @@ def agg_walk_meta(blocks_df: DataFrame, prev_state_df: DataFrame) -> DataFrame:
     )
 
 
-def agg_walk(events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFrame, day: dt.date,
-             keys_df: DataFrame | None = None) -> DataFrame:
+def agg_walk(
+    events_df: DataFrame, blocks_df: DataFrame, prev_state_df: DataFrame, day: dt.date, keys_df: DataFrame | None = None
+) -> DataFrame:
     """Walk each server's interesting events from its previous state (``WALK_OUTPUT_SCHEMA`` rows).
 
     Args:

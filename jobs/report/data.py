@@ -47,13 +47,18 @@ def _read_day(spark: SparkSession, lake: str, name: str, schema: T.StructType, d
 
 def agg_liveness_rows(windows_df: DataFrame, per_server: int = LIVENESS_ROWS_PER_SERVER) -> DataFrame:
     """The windows of the ``per_server`` addresses per server with most closed windows."""
-    ranked = windows_df.groupBy("ns", "broker_addr").agg(
-        F.sum(F.when(F.col("end_reason") != "open", 1).otherwise(0)).alias("closed"),
-        F.count(F.lit(1)).alias("windows"),
-    ).withColumn(
-        "rank",
-        F.row_number().over(Window.partitionBy("ns").orderBy(F.desc("closed"), F.desc("windows"), "broker_addr")),
-    ).filter(F.col("rank") <= per_server)
+    ranked = (
+        windows_df.groupBy("ns", "broker_addr")
+        .agg(
+            F.sum(F.when(F.col("end_reason") != "open", 1).otherwise(0)).alias("closed"),
+            F.count(F.lit(1)).alias("windows"),
+        )
+        .withColumn(
+            "rank",
+            F.row_number().over(Window.partitionBy("ns").orderBy(F.desc("closed"), F.desc("windows"), "broker_addr")),
+        )
+        .filter(F.col("rank") <= per_server)
+    )
     return windows_df.join(ranked.select("ns", "broker_addr"), ["ns", "broker_addr"]).select(
         "ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"
     )
@@ -62,7 +67,9 @@ def agg_liveness_rows(windows_df: DataFrame, per_server: int = LIVENESS_ROWS_PER
 def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> DataFrame:
     """The longest episodes, with the subject docs/interfaces.md names per kind."""
     subject = F.coalesce(F.col("topic"), F.col("broker_addr"), F.col("broker_name"))
-    subject = F.when(F.col("kind") == "queue_data_mismatch", F.concat_ws(" @ ", "topic", "broker_name")).otherwise(subject)
+    subject = F.when(F.col("kind") == "queue_data_mismatch", F.concat_ws(" @ ", "topic", "broker_name")).otherwise(
+        subject
+    )
     return (
         div_df.withColumn("subject", subject)
         .withColumn("ns_views", F.to_json("ns_views"))
@@ -72,8 +79,7 @@ def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> Data
     )
 
 
-def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS,
-                     topics: int = HEATMAP_TOPICS) -> DataFrame:
+def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS, topics: int = HEATMAP_TOPICS) -> DataFrame:
     """The cells of the busiest brokers and topics of each cluster.
 
     Args:
@@ -81,12 +87,18 @@ def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS,
             :func:`jobs.analytics.distribution.agg_end_of_day_distribution` (the largest any server reports;
             they normally agree, and divergence has its own plot).
     """
-    broker_rank = cells_df.groupBy("cluster", "broker_name").agg(F.sum("write_queue_nums").alias("total")).withColumn(
-        "r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "broker_name"))
-    ).filter(F.col("r") <= brokers)
-    topic_rank = cells_df.groupBy("cluster", "topic").agg(F.sum("write_queue_nums").alias("total")).withColumn(
-        "r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "topic"))
-    ).filter(F.col("r") <= topics)
+    broker_rank = (
+        cells_df.groupBy("cluster", "broker_name")
+        .agg(F.sum("write_queue_nums").alias("total"))
+        .withColumn("r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "broker_name")))
+        .filter(F.col("r") <= brokers)
+    )
+    topic_rank = (
+        cells_df.groupBy("cluster", "topic")
+        .agg(F.sum("write_queue_nums").alias("total"))
+        .withColumn("r", F.row_number().over(Window.partitionBy("cluster").orderBy(F.desc("total"), "topic")))
+        .filter(F.col("r") <= topics)
+    )
     return (
         cells_df.join(broker_rank.select("cluster", "broker_name"), ["cluster", "broker_name"])
         .join(topic_rank.select("cluster", "topic"), ["cluster", "topic"])
@@ -99,10 +111,19 @@ def select_incident_rows(incidents_df: DataFrame, limit: int = INCIDENT_ROWS) ->
     routed, topics producers could not write, share of clients exposed, write queues), then start;
     at most ``limit``."""
     rank = F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2)
-    return incidents_df.orderBy(rank, F.col("topics_unroutable").desc(), F.col("topics_unwritable").desc(),
-                                F.col("client_share").desc(),
-                                F.col("write_queues_unwritable").desc(), "start_ts", "incident_id").limit(
-        limit).select(*INCIDENT_COLUMNS)
+    return (
+        incidents_df.orderBy(
+            rank,
+            F.col("topics_unroutable").desc(),
+            F.col("topics_unwritable").desc(),
+            F.col("client_share").desc(),
+            F.col("write_queues_unwritable").desc(),
+            "start_ts",
+            "incident_id",
+        )
+        .limit(limit)
+        .select(*INCIDENT_COLUMNS)
+    )
 
 
 def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None) -> dict[str, Any]:
@@ -117,7 +138,7 @@ def agg_headline(events_df: DataFrame | None, end_cells_df: DataFrame | None) ->
         # One aggregate per (server, address) first: distinct counts straight over the events
         # would expand every event once per distinct count (about twice the time on 8.6 M events).
         per_addr_df = events_df.groupBy("ns", "broker_addr").agg(
-            F.count(F.lit(1)).alias("events"), F.max(F.col("type") == "register").alias("registered"),
+            F.count(F.lit(1)).alias("events"), F.max(F.col("type") == "register").alias("registered")
         )
         row = per_addr_df.agg(
             F.countDistinct("ns").alias("servers"),
@@ -153,9 +174,12 @@ def _small_counts(lake: str, day: dt.date) -> dict[str, Any]:
     tables in the driver."""
     return {
         "quarantined_lines": day_rows(lake, lake_tables.QUARANTINE, day),
-        **severity_counts("findings", read_day_arrow(lake, lake_tables.FINDINGS, day, ["severity"]).column(0).to_pylist()),
-        **severity_counts("incidents",
-                          read_day_arrow(lake, lake_tables.INCIDENTS, day, ["severity"]).column(0).to_pylist()),
+        **severity_counts(
+            "findings", read_day_arrow(lake, lake_tables.FINDINGS, day, ["severity"]).column(0).to_pylist()
+        ),
+        **severity_counts(
+            "incidents", read_day_arrow(lake, lake_tables.INCIDENTS, day, ["severity"]).column(0).to_pylist()
+        ),
     }
 
 
@@ -181,8 +205,12 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     findings_pdf = small(
         findings_df.orderBy(
             F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2),
-            "category", "kind", "subject",
-        ).limit(FINDING_ROWS) if findings_df is not None else None,
+            "category",
+            "kind",
+            "subject",
+        ).limit(FINDING_ROWS)
+        if findings_df is not None
+        else None,
         ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail", "incident_id"],
     )
     # the counts of small tables are read back without Spark; the events' and the routes' need it
@@ -190,12 +218,18 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     return ReportData(
         day=day,
         headline=headline,
-        liveness=small(agg_liveness_rows(windows_df) if windows_df is not None else None,
-                       ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"]),
-        divergences=small(agg_divergence_rows(div_df) if div_df is not None else None,
-                          ["kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views"]),
-        distribution=small(agg_heatmap_rows(end_cells_df) if end_cells_df is not None else None,
-                           ["cluster", "broker_name", "topic", "write_queue_nums"]),
+        liveness=small(
+            agg_liveness_rows(windows_df) if windows_df is not None else None,
+            ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"],
+        ),
+        divergences=small(
+            agg_divergence_rows(div_df) if div_df is not None else None,
+            ["kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views"],
+        ),
+        distribution=small(
+            agg_heatmap_rows(end_cells_df) if end_cells_df is not None else None,
+            ["cluster", "broker_name", "topic", "write_queue_nums"],
+        ),
         findings=findings_pdf,
         notes=[str(n) for n in notes],
         incidents=small(select_incident_rows(incidents_df) if incidents_df is not None else None, INCIDENT_COLUMNS),

@@ -18,9 +18,22 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
-INCIDENT_COLUMNS = ["incident_id", "severity", "root_cause", "subject", "servers", "start_ts", "end_ts",
-                    "duration_ms", "findings", "topics_unwritable", "write_queues_unwritable", "topics_unroutable",
-                    "client_share", "seen_live_ts"]
+INCIDENT_COLUMNS = [
+    "incident_id",
+    "severity",
+    "root_cause",
+    "subject",
+    "servers",
+    "start_ts",
+    "end_ts",
+    "duration_ms",
+    "findings",
+    "topics_unwritable",
+    "write_queues_unwritable",
+    "topics_unroutable",
+    "client_share",
+    "seen_live_ts",
+]
 SEVERITY_COLORS = {"critical": "#c62828", "warning": "#ef6c00", "info": "#1565c0"}
 
 
@@ -29,7 +42,9 @@ def _utc(series: pd.Series) -> pd.Series:
     return stamps.dt.tz_localize("UTC") if stamps.dt.tz is None else stamps.dt.tz_convert("UTC")
 
 
-def incident_timeline_svg(frame: pd.DataFrame, day: dt.date, svg: Callable[[Figure], str], max_rows: int = 40) -> str | None:
+def incident_timeline_svg(
+    frame: pd.DataFrame, day: dt.date, svg: Callable[[Figure], str], max_rows: int = 40
+) -> str | None:
     """The incidents above info on the day's axis, one row each, coloured by severity (``svg``
     turns a matplotlib figure into inline SVG text); None when there is none."""
     shown = frame[frame["severity"] != "info"].head(max_rows)
@@ -44,8 +59,7 @@ def incident_timeline_svg(frame: pd.DataFrame, day: dt.date, svg: Callable[[Figu
     left = mdates.date2num(starts.dt.tz_convert(None))
     right = mdates.date2num(ends.dt.tz_convert(None))
     width = [max(r - lo, 1 / 1440) for lo, r in zip(left, right, strict=True)]  # at least a minute, to be seen
-    ax.barh(range(len(shown)), width, left=left, height=0.7,
-            color=[SEVERITY_COLORS[s] for s in shown["severity"]])
+    ax.barh(range(len(shown)), width, left=left, height=0.7, color=[SEVERITY_COLORS[s] for s in shown["severity"]])
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels(labels, fontsize=7)
     ax.set_xlim(mdates.date2num(start.tz_convert(None)), mdates.date2num(end.tz_convert(None)))
@@ -60,17 +74,31 @@ def incidents_html(frame: pd.DataFrame, day: dt.date, svg: Callable[[Figure], st
     if frame.empty:
         return '<h2 id="incidents">Incidents</h2><p>No incidents: no findings this day.</p>'
     counts = {s: int((frame["severity"] == s).sum()) for s in SEVERITY_COLORS}
-    parts = ['<h2 id="incidents">Incidents</h2>',
-             f'<p id="incident-counts">{counts["critical"]} critical, {counts["warning"]} warning and '
-             f'{counts["info"]} info incidents; each groups the findings of one root cause (the findings '
-             'table below names its incident). <i>seen_live_ts</i>: when <code>nsaudit collect</code> first '
-             'reported it live, if it did.</p>']
+    parts = [
+        '<h2 id="incidents">Incidents</h2>',
+        f'<p id="incident-counts">{counts["critical"]} critical, {counts["warning"]} warning and '
+        f"{counts['info']} info incidents; each groups the findings of one root cause (the findings "
+        "table below names its incident). <i>seen_live_ts</i>: when <code>nsaudit collect</code> first "
+        "reported it live, if it did.</p>",
+    ]
     timeline = incident_timeline_svg(frame, day, svg)
     if timeline:
         parts.append(f'<figure class="plot" data-plot="incidents" data-subject="">{timeline}</figure>')
-    cols = ["severity", "root_cause", "subject", "servers", "start_ts", "end_ts", "seen_live_ts",
-            "topics_unwritable", "write_queues_unwritable", "topics_unroutable", "client_share", "findings",
-            "incident_id"]
+    cols = [
+        "severity",
+        "root_cause",
+        "subject",
+        "servers",
+        "start_ts",
+        "end_ts",
+        "seen_live_ts",
+        "topics_unwritable",
+        "write_queues_unwritable",
+        "topics_unroutable",
+        "client_share",
+        "findings",
+        "incident_id",
+    ]
     head = "".join(f"<th>{c}</th>" for c in cols)
     body = []
     for row in frame[cols].itertuples(index=False):

@@ -28,7 +28,8 @@ def read_live_opens(spark: SparkSession, lake: str, day: dt.date) -> DataFrame |
         return None
     events_df = read_table(spark, path, EVENTS_TABLE_SCHEMA, where={"date": [day - dt.timedelta(days=1), day]})
     return events_df.where((F.col("type") == "live_incident") & (F.col("incident_state") == "open")).select(
-        "subject", (F.col("ts_ms") - F.col("incident_ms")).alias("live_start_ms"), F.col("ts_ms").alias("seen_ms"))
+        "subject", (F.col("ts_ms") - F.col("incident_ms")).alias("live_start_ms"), F.col("ts_ms").alias("seen_ms")
+    )
 
 
 def with_seen_live(incidents_df: DataFrame, opens_df: DataFrame | None, gap_ms: int = INCIDENT_GAP_MS) -> DataFrame:
@@ -38,10 +39,20 @@ def with_seen_live(incidents_df: DataFrame, opens_df: DataFrame | None, gap_ms: 
     if opens_df is None:
         return incidents_df.withColumn("seen_live_ts", F.lit(None).cast("timestamp"))
     opens = F.broadcast(opens_df.alias("o"))
-    match = ((F.col("i.subject") == F.col("o.subject"))
-             & (F.col("o.live_start_ms") >= F.unix_millis("i.start_ts") - gap_ms)
-             & (F.col("o.live_start_ms") <= F.unix_millis("i.end_ts")))
-    seen_df = (incidents_df.select("incident_id", "subject", "start_ts", "end_ts").alias("i")
-               .join(opens, match).groupBy("i.incident_id").agg(F.min("o.seen_ms").alias("_seen_ms")))
-    return (incidents_df.join(seen_df, "incident_id", "left")
-            .withColumn("seen_live_ts", F.timestamp_millis("_seen_ms")).drop("_seen_ms"))
+    match = (
+        (F.col("i.subject") == F.col("o.subject"))
+        & (F.col("o.live_start_ms") >= F.unix_millis("i.start_ts") - gap_ms)
+        & (F.col("o.live_start_ms") <= F.unix_millis("i.end_ts"))
+    )
+    seen_df = (
+        incidents_df.select("incident_id", "subject", "start_ts", "end_ts")
+        .alias("i")
+        .join(opens, match)
+        .groupBy("i.incident_id")
+        .agg(F.min("o.seen_ms").alias("_seen_ms"))
+    )
+    return (
+        incidents_df.join(seen_df, "incident_id", "left")
+        .withColumn("seen_live_ts", F.timestamp_millis("_seen_ms"))
+        .drop("_seen_ms")
+    )

@@ -118,7 +118,9 @@ def liveness_figures(data: ReportData, max_rows: int = 60) -> list[Figure]:
         rows["start"] = _utc(rows["start_ts"]).clip(lower=day_start)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
         rows["end"] = _utc(rows["end_ts"]).fillna(day_end).clip(upper=day_end)  # type: ignore[call-overload]  # pandas-stubs: clip has no Timestamp bounds; pandas takes them
         # brokers with something to see first: more windows, or ended for a reason other than open
-        rank = rows.groupby("broker_addr").agg(n=("start", "size"), closed=("end_reason", lambda r: (r != "open").sum()))
+        rank = rows.groupby("broker_addr").agg(
+            n=("start", "size"), closed=("end_reason", lambda r: (r != "open").sum())
+        )
         rank = rank.sort_values(["closed", "n"], ascending=False)
         shown = list(rank.index[:max_rows])
         title = f"Liveness on {ns}: {len(rank)} broker addresses"
@@ -131,8 +133,9 @@ def liveness_figures(data: ReportData, max_rows: int = 60) -> list[Figure]:
             ys = [order[a] for a in part["broker_addr"]]
             starts = mdates.date2num(part["start"].dt.tz_convert(None))
             ends = mdates.date2num(part["end"].dt.tz_convert(None))
-            ax.barh(ys, ends - starts, left=starts, height=0.7, color=END_REASON_COLORS.get(reason, "#777"),
-                    label=reason)
+            ax.barh(
+                ys, ends - starts, left=starts, height=0.7, color=END_REASON_COLORS.get(reason, "#777"), label=reason
+            )
         ax.set_yticks(range(len(order)))
         ax.set_yticklabels(sorted(shown), fontsize=7)
         _day_axis(ax, day_start, day_end)
@@ -165,8 +168,14 @@ def divergence_figure(data: ReportData, max_rows: int = 60) -> Figure | None:
         starts = mdates.date2num(part["start"].dt.tz_convert(None))
         ends = mdates.date2num(part["end"].dt.tz_convert(None))
         width = [max(e - s, 1 / 1440) for s, e in zip(starts, ends, strict=True)]  # at least a minute, to be seen
-        ax.barh([order[r] for r in part["row"]], width, left=starts, height=0.7,
-                color=DIVERGENCE_COLORS.get(cast(str, kind), "#777"), label=kind)
+        ax.barh(
+            [order[r] for r in part["row"]],
+            width,
+            left=starts,
+            height=0.7,
+            color=DIVERGENCE_COLORS.get(cast(str, kind), "#777"),
+            label=kind,
+        )
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels(shown, fontsize=7)
     _day_axis(ax, day_start, day_end)
@@ -217,8 +226,10 @@ def _findings_table(frame: pd.DataFrame, max_rows: int = 500) -> str:
     frame = frame.sort_values(["_order", "category", "kind", "subject"]).drop(columns="_order")
     note = ""
     if len(frame) > max_rows:
-        note = (f"<p>{len(frame)} findings; the first {max_rows} by severity are listed"
-                " (all are in the findings table).</p>")
+        note = (
+            f"<p>{len(frame)} findings; the first {max_rows} by severity are listed"
+            " (all are in the findings table).</p>"
+        )
         frame = frame.head(max_rows)
     cols = ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail"]
     cols += ["incident_id"] if "incident_id" in frame.columns else []
@@ -257,7 +268,10 @@ def render_html(data: ReportData) -> str:
         for k, v in data.headline.items()
         if not isinstance(v, dict)
     )
-    sections = [f"<h1>nsaudit report for {data.day.isoformat()} (UTC)</h1>", f'<div class="cards" id="headline">{cards}</div>']
+    sections = [
+        f"<h1>nsaudit report for {data.day.isoformat()} (UTC)</h1>",
+        f'<div class="cards" id="headline">{cards}</div>',
+    ]
     sections += [f"<p>{html.escape(n)}</p>" for n in data.notes]
     # first: what happened, one line per root cause; the per-stage detail follows
     sections.append(incidents_html(data.incidents, data.day, _svg))
@@ -275,9 +289,15 @@ def render_html(data: ReportData) -> str:
 
     figures("Liveness per name server", "liveness", liveness_figures(data), "No liveness windows this day.")
     div = divergence_figure(data)
-    figures("Divergence between name servers", "divergence", [div] if div else [],
-            "No divergence episodes longer than the grace.")
-    figures("Queue distribution per cluster", "distribution", distribution_figures(data), "No routes at the end of the day.")
+    figures(
+        "Divergence between name servers",
+        "divergence",
+        [div] if div else [],
+        "No divergence episodes longer than the grace.",
+    )
+    figures(
+        "Queue distribution per cluster", "distribution", distribution_figures(data), "No routes at the end of the day."
+    )
     sections.append('<h2 id="findings-h">Findings</h2>')
     sections.append(_findings_table(data.findings))
     return (
@@ -299,7 +319,10 @@ def write_report(report_dir: str, data: ReportData) -> tuple[str, str]:
     # "audited": the tables of the day are this report's (jobs.report.status marks an earlier one)
     summary = {"date": data.day.isoformat(), **data.headline, "notes": data.notes, "audited": True}
     paths = []
-    for name, text in (("index.html", page), ("summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str))):
+    for name, text in (
+        ("index.html", page),
+        ("summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str)),
+    ):
         path = locations.join(report_dir, name)
         storage_files.write_text(path, text)
         paths.append(path)

@@ -34,7 +34,8 @@ def mark_unfinished(lake: str, day: dt.date, reason: str) -> None:
     if files.exists(page_path):
         page = files.read_text(page_path)
         if f'id="{BANNER_ID}"' not in page:
-            banner = (f'<p id="{BANNER_ID}" style="background:#ffcdd2;padding:8px;font-weight:bold">'
-                      f"{html.escape(reason)}</p>")
+            banner = (
+                f'<p id="{BANNER_ID}" style="background:#ffcdd2;padding:8px;font-weight:bold">{html.escape(reason)}</p>'
+            )
             page = page.replace("<body>", "<body>" + banner, 1)
         files.write_text(page_path, page)

@@ -27,7 +27,10 @@ _EXPANDED_BATCH_ROWS = 1 << 20
 
 
 def expand_positions_batch(
-    pieces: pa.RecordBatch, day: dt.date, snapshot_interval_ms: int, names: Sequence[str],
+    pieces: pa.RecordBatch,
+    day: dt.date,
+    snapshot_interval_ms: int,
+    names: Sequence[str],
     max_rows: int = _EXPANDED_BATCH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
     """The instant rows of an Arrow batch of rows that each hold over a run of instant positions
@@ -59,8 +62,7 @@ def expand_positions_batch(
             "date": pa.array(np.full(len(index), day, dtype="datetime64[D]"), pa.date32()),
         }
         yield pa.RecordBatch.from_arrays(
-            [columns[name] if name in columns else pieces.column(name).take(take) for name in names],
-            names=list(names),
+            [columns[name] if name in columns else pieces.column(name).take(take) for name in names], names=list(names)
         )
         lo = hi
 
@@ -78,8 +80,9 @@ def position_expansion(day: dt.date, snapshot_interval_ms: int, names: Sequence[
     cloudpickle.register_pickle_by_value(instants)
     names = list(names)
     return RowExpansion(
-        spark=lambda pieces_df: explode_pieces(pieces_df, day, snapshot_interval_ms)
-        .withColumn("date", F.lit(day)).select(*names),
+        spark=lambda pieces_df: (
+            explode_pieces(pieces_df, day, snapshot_interval_ms).withColumn("date", F.lit(day)).select(*names)
+        ),
         arrow=partial(expand_positions_batch, day=day, snapshot_interval_ms=snapshot_interval_ms, names=names),
     )
 

@@ -27,8 +27,6 @@ def end_position(snapshot_interval_ms: int) -> int:
     return last_grid if last_grid * snapshot_interval_ms == DAY_MS - 1 else last_grid + 1
 
 
-
-
 def snapshot_positions(day: dt.date, snapshot_interval_ms: int) -> tuple[Column, Column]:
     """The first and last position (see :func:`snapshot_position`) of the snapshot instants in
     ``[valid_from_ts, valid_to_ts)`` of each row; the first exceeds the last when there is none.
@@ -90,7 +88,6 @@ def with_snapshot_ts(history_df: DataFrame, day: dt.date, snapshot_interval_ms: 
         at the end of the day also gives ``23:59:59.999``.
     """
     first, last = snapshot_positions(day, snapshot_interval_ms)
-    return (
-        history_df.withColumn("snapshot_ts", explode_positions(first, last))
-        .withColumn("snapshot_ts", snapshot_ts_at(F.col("snapshot_ts"), day, snapshot_interval_ms))
+    return history_df.withColumn("snapshot_ts", explode_positions(first, last)).withColumn(
+        "snapshot_ts", snapshot_ts_at(F.col("snapshot_ts"), day, snapshot_interval_ms)
     )

@@ -56,8 +56,12 @@ def _agg_value_runs(segments_df: DataFrame) -> DataFrame:
         segments_df.withColumn("_new", F.when(continues, 0).otherwise(1))
         .withColumn("_run", F.sum("_new").over(by_pos.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
         .groupBy("ns", "broker_name", "_run")
-        .agg(F.min("seg_first").alias("first_pos"), F.max("seg_last").alias("last_pos"),
-             F.first("cluster").alias("cluster"), F.first("broker_entries").alias("broker_entries"))
+        .agg(
+            F.min("seg_first").alias("first_pos"),
+            F.max("seg_last").alias("last_pos"),
+            F.first("cluster").alias("cluster"),
+            F.first("broker_entries").alias("broker_entries"),
+        )
     )
 
 
@@ -96,24 +100,37 @@ def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_inter
     none_cluster, none_entries = F.when(F.lit(False), F.col("cluster")), F.when(F.lit(False), F.col("broker_entries"))
 
     def run(cluster: Column, entries: Column, first_pos: Column, last_pos: Column) -> Column:
-        return F.struct(cluster.alias("cluster"), entries.alias("broker_entries"),
-                        first_pos.alias("first_pos"), last_pos.alias("last_pos"))
+        return F.struct(
+            cluster.alias("cluster"),
+            entries.alias("broker_entries"),
+            first_pos.alias("first_pos"),
+            last_pos.alias("last_pos"),
+        )
 
     far = F.lit(_FAR).cast("long")
     return (
         runs_df.withColumn("_next_pos", F.lead("first_pos").over(w))
         .withColumn("_first_run", F.lag("last_pos").over(w).isNull())
         .select(
-            "ns", "broker_name",
-            F.explode(F.array(
-                run(F.col("cluster"), F.col("broker_entries"), F.col("first_pos"), F.col("last_pos")),
-                run(none_cluster, none_entries, F.col("last_pos") + 1, F.coalesce(F.col("_next_pos") - 1, far)),
-                run(none_cluster, none_entries, F.when(F.col("_first_run"), -far), F.col("first_pos") - 1),
-            )).alias("run"),
+            "ns",
+            "broker_name",
+            F.explode(
+                F.array(
+                    run(F.col("cluster"), F.col("broker_entries"), F.col("first_pos"), F.col("last_pos")),
+                    run(none_cluster, none_entries, F.col("last_pos") + 1, F.coalesce(F.col("_next_pos") - 1, far)),
+                    run(none_cluster, none_entries, F.when(F.col("_first_run"), -far), F.col("first_pos") - 1),
+                )
+            ).alias("run"),
         )
         .where(F.col("run.first_pos") <= F.col("run.last_pos"))
-        .select("ns", "broker_name", "run.cluster", F.map_from_entries("run.broker_entries").alias("broker_addrs"),
-                "run.first_pos", "run.last_pos")
+        .select(
+            "ns",
+            "broker_name",
+            "run.cluster",
+            F.map_from_entries("run.broker_entries").alias("broker_addrs"),
+            "run.first_pos",
+            "run.last_pos",
+        )
     )
 
 
@@ -141,16 +158,15 @@ def agg_route_pieces(
     # the pieces become instant rows where they are, in the write tasks: spread the
     # (interval-sized) history rows first
     queues_df = (
-        spread(topic_route_df, "ns", "topic")
-        .withColumn("_first_pos", first)
-        .withColumn("_last_pos", last)
-        .alias("q")
+        spread(topic_route_df, "ns", "topic").withColumn("_first_pos", first).withColumn("_last_pos", last).alias("q")
     )
     # one row per change of a group's BrokerData: few enough to broadcast
     runs_df = broadcast(broker_data_runs_df.alias("b"))
     overlaps = (
-        (F.col("q.ns") == F.col("b.ns")) & (F.col("q.broker_name") == F.col("b.broker_name"))
-        & (F.col("b.first_pos") <= F.col("q._last_pos")) & (F.col("q._first_pos") <= F.col("b.last_pos"))
+        (F.col("q.ns") == F.col("b.ns"))
+        & (F.col("q.broker_name") == F.col("b.broker_name"))
+        & (F.col("b.first_pos") <= F.col("q._last_pos"))
+        & (F.col("q._first_pos") <= F.col("b.last_pos"))
     )
     # a name that never has BrokerData matches no run: every instant, without cluster or addresses
     matched = F.col("b.first_pos").isNotNull()
@@ -159,8 +175,17 @@ def agg_route_pieces(
     return (
         queues_df.join(runs_df, overlaps, "left")
         .select(
-            "q.ns", "q.topic", "b.cluster", "q.broker_name", "b.broker_addrs", "q.read_queue_nums",
-            "q.write_queue_nums", "q.perm", "q.topic_sys_flag", first_pos.alias("first_pos"), last_pos.alias("last_pos"),
+            "q.ns",
+            "q.topic",
+            "b.cluster",
+            "q.broker_name",
+            "b.broker_addrs",
+            "q.read_queue_nums",
+            "q.write_queue_nums",
+            "q.perm",
+            "q.topic_sys_flag",
+            first_pos.alias("first_pos"),
+            last_pos.alias("last_pos"),
         )
         .where(F.col("first_pos") <= F.col("last_pos"))
     )

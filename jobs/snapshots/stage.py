@@ -30,14 +30,20 @@ def run_snapshots(spark: SparkSession, lake_dir: str, day: dt.date, config: Conf
     at the instants ``[audit] snapshot_interval_ms`` apart."""
     snapshot_interval_ms = config.audit.snapshot_interval_ms
     where = {"date": day}
-    topic_route_df = read_table(spark, lake.table_path(lake_dir, lake.TOPIC_ROUTE_HISTORY),
-                                TOPIC_ROUTE_HISTORY_SCHEMA, where=where)
-    broker_addr_df = read_table(spark, lake.table_path(lake_dir, lake.BROKER_ADDR_HISTORY),
-                                BROKER_ADDR_HISTORY_SCHEMA, where=where)
+    topic_route_df = read_table(
+        spark, lake.table_path(lake_dir, lake.TOPIC_ROUTE_HISTORY), TOPIC_ROUTE_HISTORY_SCHEMA, where=where
+    )
+    broker_addr_df = read_table(
+        spark, lake.table_path(lake_dir, lake.BROKER_ADDR_HISTORY), BROKER_ADDR_HISTORY_SCHEMA, where=where
+    )
     runs_df = agg_broker_data_runs(broker_addr_df, day, snapshot_interval_ms)
     # the write tasks expand the pieces into the instant rows
     replace_day(
-        agg_route_pieces(topic_route_df, runs_df, day, snapshot_interval_ms), lake_dir, lake.ROUTE_SNAPSHOTS, day,
-        ROUTE_SNAPSHOTS_SCHEMA, partition_by=PARTITION_BY,
+        agg_route_pieces(topic_route_df, runs_df, day, snapshot_interval_ms),
+        lake_dir,
+        lake.ROUTE_SNAPSHOTS,
+        day,
+        ROUTE_SNAPSHOTS_SCHEMA,
+        partition_by=PARTITION_BY,
         expansion=route_snapshot_expansion(day, snapshot_interval_ms),
     )

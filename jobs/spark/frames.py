@@ -17,7 +17,9 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 
-def local_frame(spark: SparkSession, rows: Sequence[Sequence[Any] | Mapping[str, Any]], schema: T.StructType) -> DataFrame:
+def local_frame(
+    spark: SparkSession, rows: Sequence[Sequence[Any] | Mapping[str, Any]], schema: T.StructType
+) -> DataFrame:
     """A small DataFrame of driver-side ``rows`` (tuples in ``schema``'s order, or dicts), kept in
     the JVM.
 
@@ -39,7 +41,11 @@ def local_arrow_table(rows: Sequence[Sequence[Any] | Mapping[str, Any]], schema:
     arrow_schema = to_arrow_schema(schema)
     if rows and not isinstance(rows[0], Mapping):
         return pa.Table.from_arrays(
-            [pa.array(list(column), type=f.type) for column, f in zip(zip(*rows, strict=True), arrow_schema, strict=True)], schema=arrow_schema
+            [
+                pa.array(list(column), type=f.type)
+                for column, f in zip(zip(*rows, strict=True), arrow_schema, strict=True)
+            ],
+            schema=arrow_schema,
         )
     return pa.Table.from_pylist(list(rows), schema=arrow_schema)
 

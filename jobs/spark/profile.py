@@ -92,9 +92,13 @@ def day_profile(spark: SparkSession, input_bytes: int, small_day_bytes: int) -> 
     conf = spark.conf
     settings = small_day_conf(spark)
     saved = {key: conf.get(key, None) for key in settings}
-    log.info("a small day (%d bytes of segments, under %d): adaptive execution, broadcast joins and code "
-             "generation off, %s shuffle partitions", input_bytes, small_day_bytes,
-             settings["spark.sql.shuffle.partitions"])
+    log.info(
+        "a small day (%d bytes of segments, under %d): adaptive execution, broadcast joins and code "
+        "generation off, %s shuffle partitions",
+        input_bytes,
+        small_day_bytes,
+        settings["spark.sql.shuffle.partitions"],
+    )
     for key, value in settings.items():
         conf.set(key, value)
     try:

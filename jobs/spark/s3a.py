@@ -18,8 +18,9 @@ from jobs.storage.settings import StorageSettings
 if TYPE_CHECKING:  # imported by the caller, which started it
     from pyspark.sql import SparkSession
 
-HADOOP_AWS_JARS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                   "jars", "hadoop-aws", "lib")
+HADOOP_AWS_JARS_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "jars", "hadoop-aws", "lib"
+)
 
 
 def hadoop_aws_jars(folder: str = HADOOP_AWS_JARS_DIR) -> list[str]:
@@ -45,8 +46,10 @@ def add_s3a(conf: dict[str, str], settings: StorageSettings, single_host: bool, 
     jars = hadoop_aws_jars()
     if not jars:
         if required:
-            raise UserError(f"s3a:// paths need hadoop-aws's jars, and {HADOOP_AWS_JARS_DIR} has none; "
-                            "run bash jars/fetch.sh hadoop-aws")
+            raise UserError(
+                f"s3a:// paths need hadoop-aws's jars, and {HADOOP_AWS_JARS_DIR} has none; "
+                "run bash jars/fetch.sh hadoop-aws"
+            )
         return
     if single_host:
         for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):

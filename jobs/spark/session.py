@@ -30,8 +30,9 @@ log = logging.getLogger("nsaudit.spark")
 
 # delta-spark's jars as set-up fetches them (jars/delta-spark/pom.xml, jars/fetch.sh): handed to
 # the JVM as spark.jars, so a session starts without resolving anything (no Ivy, no network).
-DELTA_JARS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                              "jars", "delta-spark", "lib")
+DELTA_JARS_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "jars", "delta-spark", "lib"
+)
 # The writer the lake's tables go through in this session, "native" or "delta-rs" (docs/audit.md,
 # "Lake writes"); a runtime conf, so jobs.lake reads it from the session it is handed.
 LAKE_WRITER_CONF = "spark.nsaudit.lake.writer"
@@ -70,8 +71,11 @@ def _is_single_host_master(master: str | None) -> bool:
     """Whether every executor of ``master`` runs on this host (so this interpreter exists there)."""
     if master is None:
         return False
-    return (master == "local" or master.startswith(("local[", "local-cluster["))
-            or master.startswith(_LOOPBACK_MASTER_PREFIXES))
+    return (
+        master == "local"
+        or master.startswith(("local[", "local-cluster["))
+        or master.startswith(_LOOPBACK_MASTER_PREFIXES)
+    )
 
 
 # The jobs are batch work on every core, with no latency to keep: the throughput collector spends
@@ -144,8 +148,7 @@ def build_session(
     conf = session_conf(shuffle_partitions, driver_memory, java_options, extra)
     _add_jars(conf, master, submitted, lake_writer, object_store)
     # under spark-submit the master and the log configuration given to spark-submit win
-    spark = _get_or_create(conf, app_name, None if submitted else master, None if submitted else log_file,
-                           console_log)
+    spark = _get_or_create(conf, app_name, None if submitted else master, None if submitted else log_file, console_log)
     return _settle(spark, lake_writer, object_store)
 
 
@@ -158,8 +161,9 @@ def _checked_arguments(lake_writer: str, extra_conf: Mapping[str, str] | None) -
     return extra
 
 
-def _add_jars(conf: dict[str, str], master: str | None, submitted: bool, lake_writer: str,
-              object_store: StorageSettings | None) -> None:
+def _add_jars(
+    conf: dict[str, str], master: str | None, submitted: bool, lake_writer: str, object_store: StorageSettings | None
+) -> None:
     """delta-spark's jars (unless delta-rs is asked for) and, for an object store, hadoop-aws's
     and its settings; under spark-submit, whose ``--packages``/``--jars`` bring the jars, the settings only."""
     if lake_writer != "delta-rs" and not submitted:
@@ -171,8 +175,9 @@ def _add_jars(conf: dict[str, str], master: str | None, submitted: bool, lake_wr
             add_s3a(conf, object_store, _is_single_host_master(master), required=True)
 
 
-def _get_or_create(conf: dict[str, str], app_name: str, master: str | None, log_file: str | None,
-                   console_log: bool) -> SparkSession:
+def _get_or_create(
+    conf: dict[str, str], app_name: str, master: str | None, log_file: str | None, console_log: bool
+) -> SparkSession:
     """The session of ``conf``; ``master`` and the driver's ``log_file`` when not None."""
     if log_file is not None:
         _add_driver_log(conf, log_file, console_log)
@@ -226,8 +231,10 @@ def _resolve_lake_writer(spark: SparkSession, wanted: str) -> str:
     if is_native_delta_available(spark):
         return "native"
     if wanted == "native":
-        raise UserError(f"[lake] writer = \"native\" needs delta-spark's jars, and {DELTA_JARS_DIR} has none; "
-                        "run bash jars/fetch.sh delta-spark, or set writer = \"delta-rs\"")
+        raise UserError(
+            f'[lake] writer = "native" needs delta-spark\'s jars, and {DELTA_JARS_DIR} has none; '
+            'run bash jars/fetch.sh delta-spark, or set writer = "delta-rs"'
+        )
     return "delta-rs"
 
 
@@ -262,8 +269,11 @@ def _point_python_workers(master: str | None) -> None:
             os.environ["PYSPARK_PYTHON"] = sys.executable
         else:
             # Spark's default is "python3" from each host's PATH, which rarely has pyarrow.
-            log.warning("PYSPARK_PYTHON is not set: executors of %s will run 'python3' from their "
-                        "PATH, which needs pyspark and pyarrow", master or "the default master")
+            log.warning(
+                "PYSPARK_PYTHON is not set: executors of %s will run 'python3' from their "
+                "PATH, which needs pyspark and pyarrow",
+                master or "the default master",
+            )
     if not os.environ.get("PYSPARK_DRIVER_PYTHON"):
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
@@ -326,8 +336,9 @@ def log4j_option(log_file: str, console: bool) -> str:
     return f"-Dlog4j2.configurationFile=file:{properties}"
 
 
-def session_conf(shuffle_partitions: int, driver_memory: str | None, java_options: str,
-                 extra_conf: Mapping[str, str]) -> dict[str, str]:
+def session_conf(
+    shuffle_partitions: int, driver_memory: str | None, java_options: str, extra_conf: Mapping[str, str]
+) -> dict[str, str]:
     """The confs :func:`build_session` gives the builder (its arguments of the same names)."""
     conf = {
         **_REQUIRED_CONF,
@@ -363,5 +374,3 @@ def is_native_delta_available(spark: SparkSession) -> bool:
     except Exception:  # noqa: BLE001 - py4j wraps ClassNotFoundException; any failure means "not usable"
         return False
     return True
-
-

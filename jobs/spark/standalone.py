@@ -63,8 +63,14 @@ class StandaloneCluster:
         ...     subprocess.run([".venv/bin/nsaudit", "audit", ..., "--master", cluster.master_url])
     """
 
-    def __init__(self, work_dir: Path, worker_memory: str = "2g", worker_cores: int = 2,
-                 daemon_memory: str = "512m", workers: int = 1) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        worker_memory: str = "2g",
+        worker_cores: int = 2,
+        daemon_memory: str = "512m",
+        workers: int = 1,
+    ) -> None:
         self.work_dir = Path(work_dir).resolve()
         self.worker_memory = worker_memory
         self.worker_cores = worker_cores
@@ -77,21 +83,31 @@ class StandaloneCluster:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         home = spark_home()
-        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
-                   SPARK_DAEMON_MEMORY=self.daemon_memory,
-                   # an empty conf dir: no spark-env.sh or spark-defaults.conf from elsewhere
-                   SPARK_CONF_DIR=str(self.work_dir / "conf"))
+        env = dict(
+            os.environ,
+            SPARK_HOME=home,
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_DAEMON_MEMORY=self.daemon_memory,
+            # an empty conf dir: no spark-env.sh or spark-defaults.conf from elsewhere
+            SPARK_CONF_DIR=str(self.work_dir / "conf"),
+        )
         log = open(self.work_dir / f"{name}.log", "ab")
         try:
             # spark-class execs java, so the child is the JVM itself: SIGTERM runs its shutdown
             # hooks. It stays in our process group, so whoever kills the group kills the cluster.
-            return subprocess.Popen([os.path.join(home, "bin", "spark-class"), *args], env=env,
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+            return subprocess.Popen(
+                [os.path.join(home, "bin", "spark-class"), *args],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         finally:
             log.close()
 
-    def _wait_for(self, what: str, proc: subprocess.Popen[bytes], log_name: str, probe: Callable[[], _T | None],
-                  deadline: float) -> _T:
+    def _wait_for(
+        self, what: str, proc: subprocess.Popen[bytes], log_name: str, probe: Callable[[], _T | None], deadline: float
+    ) -> _T:
         while time.monotonic() < deadline:
             found = probe()
             if found:
@@ -138,23 +154,49 @@ class StandaloneCluster:
         (self.work_dir / "conf").mkdir(parents=True, exist_ok=True)
         deadline = time.monotonic() + timeout
         try:
-            self._master = self._spawn("master", [
-                _MASTER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"])
+            self._master = self._spawn(
+                "master", [_MASTER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0"]
+            )
             self.master_url = self._wait_for(
-                "spark master", self._master, "master.log", lambda: self._grep_log("master.log", _MASTER_URL_RE),
-                deadline)
+                "spark master",
+                self._master,
+                "master.log",
+                lambda: self._grep_log("master.log", _MASTER_URL_RE),
+                deadline,
+            )
             # The log names the UI by hostname ("localhost"); it is bound to 127.0.0.1 only.
             webui_port = self._wait_for(
-                "spark master web UI", self._master, "master.log",
-                lambda: self._grep_log("master.log", _WEBUI_PORT_RE), deadline)
+                "spark master web UI",
+                self._master,
+                "master.log",
+                lambda: self._grep_log("master.log", _WEBUI_PORT_RE),
+                deadline,
+            )
             self.webui_url = f"http://127.0.0.1:{webui_port}"
             for n in range(self.workers):
                 name = "worker" if self.workers == 1 else f"worker-{n + 1}"
                 work = self.work_dir / ("work" if self.workers == 1 else name)  # a directory of its own
-                self._workers.append(self._spawn(name, [
-                    _WORKER_CLASS, "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
-                    "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                    "--work-dir", str(work), self.master_url]))
+                self._workers.append(
+                    self._spawn(
+                        name,
+                        [
+                            _WORKER_CLASS,
+                            "--host",
+                            "127.0.0.1",
+                            "--port",
+                            "0",
+                            "--webui-port",
+                            "0",
+                            "--cores",
+                            str(self.worker_cores),
+                            "--memory",
+                            self.worker_memory,
+                            "--work-dir",
+                            str(work),
+                            self.master_url,
+                        ],
+                    )
+                )
             self._wait_for("spark workers", self._workers[-1], f"{name}.log", self._worker_alive, deadline)
         except BaseException:
             self.stop()
@@ -172,8 +214,9 @@ class StandaloneCluster:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
@@ -203,14 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in argv:
-        command = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+        command = argv[argv.index("--") + 1 :]
+        argv = argv[: argv.index("--")]
     parser = argparse.ArgumentParser(
-        prog="python -m jobs.spark.standalone", usage="%(prog)s [options] [-- CMD ...]",
+        prog="python -m jobs.spark.standalone",
+        usage="%(prog)s [options] [-- CMD ...]",
         description=__doc__.splitlines()[0],
         epilog="Prints the master URL (spark://127.0.0.1:PORT) once the worker has registered and runs until "
-               "SIGTERM or Ctrl-C. With -- CMD ..., runs CMD with SPARK_MASTER_URL set to the URL instead, "
-               "stops the cluster and exits with CMD's code.",
+        "SIGTERM or Ctrl-C. With -- CMD ..., runs CMD with SPARK_MASTER_URL set to the URL instead, "
+        "stops the cluster and exits with CMD's code.",
     )
     parser.add_argument("--work-dir", default=None, help="logs and worker dirs (default: a temporary dir, removed)")
     parser.add_argument("--worker-memory", default="2g", help="memory the worker offers executors (default 2g)")
@@ -232,13 +276,17 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if not command:
             print(url, flush=True)
-            print(f"standalone: master UI {cluster.webui_url}, logs in {work_dir}; stop with SIGTERM or Ctrl-C",
-                  file=sys.stderr, flush=True)
+            print(
+                f"standalone: master UI {cluster.webui_url}, logs in {work_dir}; stop with SIGTERM or Ctrl-C",
+                file=sys.stderr,
+                flush=True,
+            )
             while not stopping.wait(0.5):
                 pass
             return 0
-        child = subprocess.Popen([a.replace("{master}", url) for a in command],
-                                 env=dict(os.environ, SPARK_MASTER_URL=url))
+        child = subprocess.Popen(
+            [a.replace("{master}", url) for a in command], env=dict(os.environ, SPARK_MASTER_URL=url)
+        )
         while child.poll() is None:
             if stopping.wait(0.5):
                 child.terminate()

@@ -33,8 +33,9 @@ class SparkWork:
     last_job: int = -1
 
     def __sub__(self, earlier: SparkWork) -> SparkWork:
-        return SparkWork(self.jobs - earlier.jobs, self.stages - earlier.stages, self.tasks - earlier.tasks,
-                         self.last_job)
+        return SparkWork(
+            self.jobs - earlier.jobs, self.stages - earlier.stages, self.tasks - earlier.tasks, self.last_job
+        )
 
     def as_counts(self) -> dict[str, int]:
         """``spark_jobs``, ``spark_stages``, ``spark_tasks``: a stage line's and ``audit_runs``' keys."""

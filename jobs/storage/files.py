@@ -66,7 +66,7 @@ def list_files(folder: str) -> Iterator[tuple[str, int]]:
     selector = pafs.FileSelector(inner, recursive=True, allow_not_found=True)
     for info in fs.get_file_info(selector):
         if info.type == pafs.FileType.File:
-            yield info.path[len(inner):].lstrip("/"), info.size
+            yield info.path[len(inner) :].lstrip("/"), info.size
 
 
 def list_entries(folder: str) -> list[str]:

@@ -36,13 +36,17 @@ def check(text: str) -> str:
     """
     scheme = _SCHEME.match(text)
     if scheme and scheme.group(1).lower() not in ("file", "s3", "s3a"):
-        raise ValueError(f"{text}: unsupported scheme {scheme.group(1)}:// (a local path, file://, or s3a://bucket/prefix)")
+        raise ValueError(
+            f"{text}: unsupported scheme {scheme.group(1)}:// (a local path, file://, or s3a://bucket/prefix)"
+        )
     if is_object_path(text):
         bucket, _ = bucket_and_key(text)
         if "@" in bucket:
             # s3a://KEY:SECRET@bucket: the URI is not echoed, it may hold a secret
-            raise ValueError("credentials in an s3a:// URI are not accepted; give them in [storage] of the "
-                             "config or the AWS environment variables")
+            raise ValueError(
+                "credentials in an s3a:// URI are not accepted; give them in [storage] of the "
+                "config or the AWS environment variables"
+            )
         if not _BUCKET.fullmatch(bucket):
             raise ValueError(f"{text}: {bucket!r} is not an S3 bucket name (s3a://bucket/prefix)")
     return normalize(text)
@@ -56,7 +60,7 @@ def normalize(path: str | os.PathLike[str]) -> str:
         bucket, key = bucket_and_key(text)
         return f"s3a://{bucket}/{key}" if key else f"s3a://{bucket}"
     if text.startswith("file://"):
-        text = text[len("file://"):]
+        text = text[len("file://") :]
     return os.path.abspath(text)
 
 
@@ -84,4 +88,3 @@ def join(base: str | os.PathLike[str], *parts: str) -> str:
 def for_spark(path: str) -> str:
     """The URI Spark reads a (normalised) path by: ``file://`` for a local one."""
     return path if is_object_path(path) else f"file://{path}"
-

@@ -20,12 +20,24 @@ from jobs.storage.stores import filesystem_of
 
 # (what to say, patterns of the libraries' wordings), checked in order
 _KINDS = (
-    ("access denied", re.compile(r"ACCESS_DENIED|AccessDenied|Access Denied|InvalidAccessKeyId|INVALID_ACCESS_KEY|"
-                                 r"SignatureDoesNotMatch|SIGNATURE_DOES_NOT_MATCH|\b403\b|Forbidden", re.I)),
+    (
+        "access denied",
+        re.compile(
+            r"ACCESS_DENIED|AccessDenied|Access Denied|InvalidAccessKeyId|INVALID_ACCESS_KEY|"
+            r"SignatureDoesNotMatch|SIGNATURE_DOES_NOT_MATCH|\b403\b|Forbidden",
+            re.I,
+        ),
+    ),
     ("no such bucket", re.compile(r"NoSuchBucket|NO_SUCH_BUCKET|bucket does not exist|Bucket .* does not exist", re.I)),
-    ("cannot reach the store", re.compile(r"NETWORK_CONNECTION|Connection refused|Couldn't connect|client error "
-                                          r"\(Connect\)|error sending request|UnknownHost|timed? ?out|"
-                                          r"Unable to execute HTTP request|ConnectException", re.I)),
+    (
+        "cannot reach the store",
+        re.compile(
+            r"NETWORK_CONNECTION|Connection refused|Couldn't connect|client error "
+            r"\(Connect\)|error sending request|UnknownHost|timed? ?out|"
+            r"Unable to execute HTTP request|ConnectException",
+            re.I,
+        ),
+    ),
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

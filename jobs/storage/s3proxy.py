@@ -60,16 +60,23 @@ class S3ProxyServer:
 
     def storage_config(self, **overrides: Any) -> StorageConfig:
         """``[storage]`` that reaches this server (credentials through :meth:`credentials_file`)."""
-        values: dict[str, Any] = dict(endpoint=self.endpoint, region="us-east-1", path_style=True,
-                      credentials_file=str(self.credentials_file()), timeout_ms=10_000, retries=2)
+        values: dict[str, Any] = dict(
+            endpoint=self.endpoint,
+            region="us-east-1",
+            path_style=True,
+            credentials_file=str(self.credentials_file()),
+            timeout_ms=10_000,
+            retries=2,
+        )
         values.update(overrides)
         return StorageConfig(**values)
 
     def credentials_file(self, profile: str = "default", secret: str | None = None) -> Path:
         """An AWS credentials file with this server's key (or a wrong ``secret``)."""
         path = self.work_dir / f"credentials-{profile}{'-wrong' if secret else ''}"
-        path.write_text(f"[{profile}]\naws_access_key_id = {self.access_key}\n"
-                        f"aws_secret_access_key = {secret or self.secret_key}\n")
+        path.write_text(
+            f"[{profile}]\naws_access_key_id = {self.access_key}\naws_secret_access_key = {secret or self.secret_key}\n"
+        )
         path.chmod(0o600)
         return path
 
@@ -90,7 +97,8 @@ class S3ProxyServer:
         (self.work_dir / "logback.xml").write_text(
             '<configuration><appender name="out" class="ch.qos.logback.core.ConsoleAppender"><encoder>'
             "<pattern>%d %p %c{30}: %m%n</pattern></encoder></appender>"
-            '<root level="WARN"><appender-ref ref="out"/></root></configuration>\n')
+            '<root level="WARN"><appender-ref ref="out"/></root></configuration>\n'
+        )
         return path
 
     def start(self, timeout: float = 90.0) -> str:
@@ -107,10 +115,21 @@ class S3ProxyServer:
         log = open(self.work_dir / "s3proxy.log", "ab")
         try:
             self._proc = subprocess.Popen(
-                ["java", "-Xmx256m", "-XX:+UseSerialGC", f"-Dlogback.configurationFile={self.work_dir / 'logback.xml'}",
-                 "-cp", f"{JARS_DIR}/*", _MAIN_CLASS,
-                 "--properties", str(properties)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    "java",
+                    "-Xmx256m",
+                    "-XX:+UseSerialGC",
+                    f"-Dlogback.configurationFile={self.work_dir / 'logback.xml'}",
+                    "-cp",
+                    f"{JARS_DIR}/*",
+                    _MAIN_CLASS,
+                    "--properties",
+                    str(properties),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         finally:
             log.close()
         deadline = time.monotonic() + timeout
@@ -154,8 +173,9 @@ class S3ProxyServer:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 

@@ -79,8 +79,10 @@ class StorageSettings:
         if store.access_key:
             conf.update(_keys(store, "fs.s3a.access.key", "fs.s3a.secret.key", "fs.s3a.session.token"))
             conf["fs.s3a.aws.credentials.provider"] = (
-                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider" if store.session_token
-                else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")
+                "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+                if store.session_token
+                else "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+            )
         return conf
 
     def secrets(self) -> tuple[str, ...]:
@@ -112,17 +114,27 @@ def resolve(config: StorageConfig, environ: Mapping[str, str]) -> StorageSetting
         key, secret, token = _credentials_file(config.credentials_file, config.profile)
         source = f"[storage] credentials_file {config.credentials_file} (profile {config.profile})"
     elif environ.get("AWS_ACCESS_KEY_ID"):
-        key, secret, token = (environ.get("AWS_ACCESS_KEY_ID", ""), environ.get("AWS_SECRET_ACCESS_KEY", ""),
-                              environ.get("AWS_SESSION_TOKEN", ""))
+        key, secret, token = (
+            environ.get("AWS_ACCESS_KEY_ID", ""),
+            environ.get("AWS_SECRET_ACCESS_KEY", ""),
+            environ.get("AWS_SESSION_TOKEN", ""),
+        )
         if not secret:
             raise ConfigError("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not")
         source = "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
     else:
         key = secret = token = ""
         source = "the AWS SDK default chain (no [storage] credentials_file, no AWS_ACCESS_KEY_ID)"
-    store = ObjectStore(endpoint=endpoint.rstrip("/"), region=region, path_style=config.path_style,
-                        access_key=key, secret_key=secret, session_token=token,
-                        timeout_s=config.timeout_ms / 1000, retries=config.retries)
+    store = ObjectStore(
+        endpoint=endpoint.rstrip("/"),
+        region=region,
+        path_style=config.path_style,
+        access_key=key,
+        secret_key=secret,
+        session_token=token,
+        timeout_s=config.timeout_ms / 1000,
+        retries=config.retries,
+    )
     return StorageSettings(store, source)
 
 
@@ -134,14 +146,16 @@ def _credentials_file(path: str, profile: str) -> tuple[str, str, str]:
     except OSError as exc:
         raise ConfigError(f"storage.credentials_file {path}: {exc.strerror}") from None
     except configparser.Error:
-        raise ConfigError(f"storage.credentials_file {path}: not an AWS credentials file ([profile] sections "
-                          "of key = value lines)") from None
+        raise ConfigError(
+            f"storage.credentials_file {path}: not an AWS credentials file ([profile] sections of key = value lines)"
+        ) from None
     if not parser.has_section(profile):
         raise ConfigError(f"storage.credentials_file {path}: no [{profile}] profile (storage.profile)")
     values = dict(parser.items(profile))
     if not values.get("aws_access_key_id") or not values.get("aws_secret_access_key"):
-        raise ConfigError(f"storage.credentials_file {path}: [{profile}] needs aws_access_key_id and "
-                          "aws_secret_access_key")
+        raise ConfigError(
+            f"storage.credentials_file {path}: [{profile}] needs aws_access_key_id and aws_secret_access_key"
+        )
     return values["aws_access_key_id"], values["aws_secret_access_key"], values.get("aws_session_token", "")
 
 

@@ -138,8 +138,7 @@ def load_secret_store(security: SecurityConfig, environ: Mapping[str, str] | Non
         value = environ.get(security.secrets_env)
         if value is None:
             raise SecretsError(f"security.secrets_env names {security.secrets_env!r}, which is not set")
-        store = store.merged(parse_secrets_env_text(value, f"environment variable {security.secrets_env}"),
-                             "secrets")
+        store = store.merged(parse_secrets_env_text(value, f"environment variable {security.secrets_env}"), "secrets")
     if not len(store):
         raise SecretsError("no secrets: security.secrets_file / security.secrets_env hold no accessKey=secretKey")
     return store

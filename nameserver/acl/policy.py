@@ -26,18 +26,20 @@ from nameserver.codec import RemotingCommand, RequestCode, parse_int64
 # The requests that change what the server answers (routes, liveness, KV, its own config) and so
 # need a signature when access control is on. 322 and 904 refresh a broker's liveness: left open,
 # anyone could keep a dead broker in the routes. Lookups and every other read stay open.
-PROTECTED_CODES: frozenset[int] = frozenset({
-    RequestCode.PUT_KV_CONFIG,  # 100
-    RequestCode.DELETE_KV_CONFIG,  # 102
-    RequestCode.REGISTER_BROKER,  # 103
-    RequestCode.UNREGISTER_BROKER,  # 104
-    RequestCode.WIPE_WRITE_PERM_OF_BROKER,  # 205
-    RequestCode.DELETE_TOPIC_IN_NAMESRV,  # 216
-    RequestCode.UPDATE_NAMESRV_CONFIG,  # 318
-    RequestCode.QUERY_DATA_VERSION,  # 322
-    RequestCode.ADD_WRITE_PERM_OF_BROKER,  # 327
-    RequestCode.BROKER_HEARTBEAT,  # 904
-})
+PROTECTED_CODES: frozenset[int] = frozenset(
+    {
+        RequestCode.PUT_KV_CONFIG,  # 100
+        RequestCode.DELETE_KV_CONFIG,  # 102
+        RequestCode.REGISTER_BROKER,  # 103
+        RequestCode.UNREGISTER_BROKER,  # 104
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,  # 205
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,  # 216
+        RequestCode.UPDATE_NAMESRV_CONFIG,  # 318
+        RequestCode.QUERY_DATA_VERSION,  # 322
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,  # 327
+        RequestCode.BROKER_HEARTBEAT,  # 904
+    }
+)
 
 # A logged access key is the sender's text; keep a hostile one from bloating the event log.
 MAX_LOGGED_ACCESS_KEY = 64
@@ -137,16 +139,23 @@ class AccessController:
 
     def __repr__(self) -> str:
         networks = [str(n) for n in self.allowed_networks]
-        return (f"AccessController(access_keys={list(self.secrets.access_keys)!r}, "
-                f"allowed_networks={networks!r}, allowed_clusters={sorted(self.allowed_clusters)!r}, "
-                f"skew_ms={self.skew_ms}, accept_rocketmq_signatures={self.accept_rocketmq_signatures})")
+        return (
+            f"AccessController(access_keys={list(self.secrets.access_keys)!r}, "
+            f"allowed_networks={networks!r}, allowed_clusters={sorted(self.allowed_clusters)!r}, "
+            f"skew_ms={self.skew_ms}, accept_rocketmq_signatures={self.accept_rocketmq_signatures})"
+        )
 
     @classmethod
     def from_config(cls, security: SecurityConfig, secrets: SecretStore) -> AccessController:
         """The controller of a loaded ``[security]`` section."""
-        return cls(secrets, security.allowed_networks, security.allowed_clusters,
-                   skew_ms=security.signature_skew_ms, replay_cache_entries=security.replay_cache_entries,
-                   accept_rocketmq_signatures=security.accept_rocketmq_signatures)
+        return cls(
+            secrets,
+            security.allowed_networks,
+            security.allowed_clusters,
+            skew_ms=security.signature_skew_ms,
+            replay_cache_entries=security.replay_cache_entries,
+            accept_rocketmq_signatures=security.accept_rocketmq_signatures,
+        )
 
     def check(self, cmd: RemotingCommand, remote: str, now: int) -> Denial | None:
         """None when ``cmd``, received from peer ``remote`` (``host:port``) at ``now`` (epoch ms),
@@ -175,8 +184,9 @@ class AccessController:
         if _same(expected, signature):
             detail = self._check_fresh(ext.get(TIMESTAMP), expected, now)
             return Denial(detail, access_key) if detail is not None else None
-        if self.accept_rocketmq_signatures and _same(calculate_signature(rocketmq_content(ext, cmd.body), secret),
-                                                     signature):
+        if self.accept_rocketmq_signatures and _same(
+            calculate_signature(rocketmq_content(ext, cmd.body), secret), signature
+        ):
             return None
         return Denial("bad signature", access_key)
 
@@ -233,7 +243,12 @@ def exposure_notice(host: str, access_enabled: bool) -> str | None:
     ip = parse_ip(host)
     if ip is not None and ip.is_loopback or host == "localhost":
         return None
-    where = "all interfaces" if not host or (ip is not None and ip.is_unspecified) else f"a non-loopback address ({host})"
-    consequence = ("[security] is enabled: route changes need a signed request" if access_enabled
-                   else "enable [security] to restrict route changes")
+    where = (
+        "all interfaces" if not host or (ip is not None and ip.is_unspecified) else f"a non-loopback address ({host})"
+    )
+    consequence = (
+        "[security] is enabled: route changes need a signed request"
+        if access_enabled
+        else "enable [security] to restrict route changes"
+    )
     return f"listening on {where}; brokers and clients on the network can reach it; {consequence}"

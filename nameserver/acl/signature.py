@@ -47,8 +47,10 @@ def rocketmq_content(ext_fields: Mapping[str, str | None] | None, body: bytes | 
         >>> rocketmq_content({"b": "2", "a": "1", "Signature": "x"}, b"!")
         b'12!'
     """
-    items = sorted(((k, v) for k, v in (ext_fields or {}).items() if k != SIGNATURE and v is not None),
-                   key=lambda kv: _java_string_order(kv[0]))
+    items = sorted(
+        ((k, v) for k, v in (ext_fields or {}).items() if k != SIGNATURE and v is not None),
+        key=lambda kv: _java_string_order(kv[0]),
+    )
     # Java's getBytes(UTF-8) writes a lone surrogate as "?"; so does Python's "replace"
     return "".join(v for _, v in items).encode("utf-8", "replace") + (body or b"")
 
@@ -58,8 +60,9 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("=", "%3D").replace("\n", "%0A")
 
 
-def canonical_content(code: int, version: int, ext_fields: Mapping[str, str | None] | None,
-                      body: bytes | None) -> bytes:
+def canonical_content(
+    code: int, version: int, ext_fields: Mapping[str, str | None] | None, body: bytes | None
+) -> bytes:
     """The bytes our clients sign: the form's name, the request code and version, one
     ``key=value`` line per extField (``Signature`` and ``None`` values left out) sorted by the
     key's UTF-8 bytes, an empty line, then the hex SHA-256 of the body.
@@ -71,12 +74,20 @@ def canonical_content(code: int, version: int, ext_fields: Mapping[str, str | No
         >>> canonical_content(103, 407, {"b": "x=1", "a": "2", "Signature": "s"}, b"!").split(b"\\n")[:5]
         [b'nsaudit-acl-v1', b'103 407', b'a=2', b'b=x%3D1', b'']
     """
-    items = sorted((k.encode("utf-8", "surrogatepass"), k, v) for k, v in (ext_fields or {}).items()
-                   if k != SIGNATURE and v is not None)
+    items = sorted(
+        (k.encode("utf-8", "surrogatepass"), k, v)
+        for k, v in (ext_fields or {}).items()
+        if k != SIGNATURE and v is not None
+    )
     lines = "".join(f"{_escape(k)}={_escape(v)}\n" for _, k, v in items)
     # surrogatepass: a lone surrogate stays distinct from "?" (RocketMQ's form writes both as "?")
-    return (CANONICAL_FORM + f"{code} {version}\n".encode() + lines.encode("utf-8", "surrogatepass")
-            + b"\n" + hashlib.sha256(body or b"").hexdigest().encode("ascii"))
+    return (
+        CANONICAL_FORM
+        + f"{code} {version}\n".encode()
+        + lines.encode("utf-8", "surrogatepass")
+        + b"\n"
+        + hashlib.sha256(body or b"").hexdigest().encode("ascii")
+    )
 
 
 def canonical_signature(content: bytes, secret_key: str) -> str:

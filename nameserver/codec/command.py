@@ -97,8 +97,15 @@ def make_response(
     """The server's answer to ``request``: flag exactly 1, the request's opaque and serialize type
     (§3.1, §3.2), language JAVA, version 407."""
     return RemotingCommand(
-        code, LanguageCode.JAVA, version, request.opaque, RPC_TYPE, remark, ext_fields,
-        body or None, request.serialize_type,
+        code,
+        LanguageCode.JAVA,
+        version,
+        request.opaque,
+        RPC_TYPE,
+        remark,
+        ext_fields,
+        body or None,
+        request.serialize_type,
     )
 
 
@@ -127,13 +134,13 @@ def _json_header_parts(cmd: RemotingCommand) -> tuple[str, str, str]:
     """The JSON header's text before the digits of ``opaque``, those digits, and the rest."""
     parts = ['{"code":', str(_check_int32("code", cmd.code))]
     if cmd.ext_fields is not None:
-        entries = ",".join(
-            quote(k) + ":" + quote(v) for k, v in sorted(cmd.ext_fields.items()) if v is not None
-        )
+        entries = ",".join(quote(k) + ":" + quote(v) for k, v in sorted(cmd.ext_fields.items()) if v is not None)
         parts += [',"extFields":{', entries, "}"]
     parts += [
-        ',"flag":', str(_check_int32("flag", cmd.flag)),
-        ',"language":"', _LANGUAGE_NAMES.get(cmd.language, "OTHER"),
+        ',"flag":',
+        str(_check_int32("flag", cmd.flag)),
+        ',"language":"',
+        _LANGUAGE_NAMES.get(cmd.language, "OTHER"),
         '","opaque":',
     ]
     opaque = str(_check_int32("opaque", cmd.opaque))
@@ -227,9 +234,19 @@ class ResponseFrame:
             self._heads: list[bytes | None] = [None] * 12
             self._lengths = (length, header_length)
         else:
-            frame = encode_frame(RemotingCommand(
-                cmd.code, cmd.language, cmd.version, 0, cmd.flag, cmd.remark, cmd.ext_fields, cmd.body,
-                cmd.serialize_type))
+            frame = encode_frame(
+                RemotingCommand(
+                    cmd.code,
+                    cmd.language,
+                    cmd.version,
+                    0,
+                    cmd.flag,
+                    cmd.remark,
+                    cmd.ext_fields,
+                    cmd.body,
+                    cmd.serialize_type,
+                )
+            )
             # §5: the opaque is bytes 5-8 of the fixed header, after the 8 bytes of the prefix
             self._json = False
             self._head, self._tail = frame[:13], frame[17:]
@@ -263,7 +280,6 @@ class ResponseFrame:
         size = 8 + len(self._head) + len(self._tail) if self._json else len(self._head) + len(self._tail)
         if self._json:
             length, header_length = self._lengths
-            heads = tuple(_PREFIX.pack(length + n, header_length + n) + self._head if n else None
-                          for n in range(12))
+            heads = tuple(_PREFIX.pack(length + n, header_length + n) + self._head if n else None for n in range(12))
             return heads, self._tail, size
         return (None, None, None, None, self._head), self._tail, size

@@ -99,9 +99,16 @@ def decode_json_header(raw: bytes | bytearray) -> tuple[HeaderFields, bool]:
     code, flag, opaque, version = get("code"), get("flag"), get("opaque"), get("version")
     # Every header of ours and of Java clients carries the four as int32s: check them in one go;
     # anything else (absent, not an int, out of range) takes the field-by-field path of §4.
-    if not (type(code) is int and type(flag) is int and type(opaque) is int and type(version) is int
-            and INT32_MIN <= code <= INT32_MAX and INT32_MIN <= flag <= INT32_MAX
-            and INT32_MIN <= opaque <= INT32_MAX and INT32_MIN <= version <= INT32_MAX):
+    if not (
+        type(code) is int
+        and type(flag) is int
+        and type(opaque) is int
+        and type(version) is int
+        and INT32_MIN <= code <= INT32_MAX
+        and INT32_MIN <= flag <= INT32_MAX
+        and INT32_MIN <= opaque <= INT32_MAX
+        and INT32_MIN <= version <= INT32_MAX
+    ):
         code = _json_int(obj, "code", decoded)
         flag = _json_int(obj, "flag", decoded)
         opaque = _json_int(obj, "opaque", decoded)

@@ -145,8 +145,11 @@ class FrameDecoder:
             else:
                 fields = decode_rocketmq_header(buf, header_start, header_end)
                 # every byte but the opaque's decides the fields: the key is exact (§5)
-                key = (bytes(buf[pos + 4:header_start + 5]) + bytes(buf[header_start + 9:header_end])
-                       if frame_end == header_end else None)
+                key = (
+                    bytes(buf[pos + 4 : header_start + 5]) + bytes(buf[header_start + 9 : header_end])
+                    if frame_end == header_end
+                    else None
+                )
         except MalformedFrame as exc:
             decoded = {"frame_length": length, "serialize_type": serialize_type, "header_length": header_length}
             decoded.update(exc.decoded_so_far)
@@ -160,8 +163,9 @@ class FrameDecoder:
             self._pos = frame_end
         return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
 
-    def _json_header(self, buf: bytearray, header_start: int, header_end: int,
-                     no_body: bool) -> tuple[HeaderFields, RequestKey | None]:
+    def _json_header(
+        self, buf: bytearray, header_start: int, header_end: int, no_body: bool
+    ) -> tuple[HeaderFields, RequestKey | None]:
         """A JSON header's fields (recalled from the memo or decoded) and its :attr:`last_key`."""
         # The memo serves requests without a body: they are the ones sent again and again
         # (route polls, heartbeats); a registration's header names its body's CRC.
@@ -178,8 +182,9 @@ class FrameDecoder:
             return fields, (before, after)
         return fields, None
 
-    def answer_known(self, answers: dict[RequestKey, tuple[Any, ...]], out: list[bytes], max_frames: int,
-                     max_bytes: int) -> tuple[int, int]:
+    def answer_known(
+        self, answers: dict[RequestKey, tuple[Any, ...]], out: list[bytes], max_frames: int, max_bytes: int
+    ) -> tuple[int, int]:
         """Answer the complete frames at the head of the buffer whose key (:attr:`last_key`) is
         in ``answers``, without decoding them; stop at the first other one (incomplete, with a
         body, malformed, unknown), which :meth:`next_command` then reads as usual.
@@ -223,10 +228,10 @@ class FrameDecoder:
                 if raw == b"-0" or (len(raw) >= 10 and not INT32_MIN <= int(raw) <= INT32_MAX):
                     break  # "-0" is read as 0 (written "0"); 10 digits may not fit an int32 (refused)
             elif word >> 24 == _ROCKETMQ:  # the key holds the header length: same as the known one
-                parts = get(bytes(buf[pos + 4:header_start + 5]) + bytes(buf[header_start + 9:frame_end]))
+                parts = get(bytes(buf[pos + 4 : header_start + 5]) + bytes(buf[header_start + 9 : frame_end]))
                 if parts is None:
                     break
-                raw = buf[header_start + 5:header_start + 9]
+                raw = buf[header_start + 5 : header_start + 9]
             else:
                 break
             heads, tail, size = parts

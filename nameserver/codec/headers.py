@@ -118,13 +118,7 @@ def to_ext_fields(values: Mapping[str, Any]) -> dict[str, str]:
 # --- declarative headers --------------------------------------------------------------------
 
 STRING, INT32, INT64, BOOL, DOUBLE = "string", "int32", "int64", "bool", "double"
-_PARSERS = {
-    STRING: lambda text: text,
-    INT32: parse_int32,
-    INT64: parse_int64,
-    BOOL: parse_bool,
-    DOUBLE: parse_double,
-}
+_PARSERS = {STRING: lambda text: text, INT32: parse_int32, INT64: parse_int64, BOOL: parse_bool, DOUBLE: parse_double}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +131,7 @@ class HeaderField:
     default: Any = None
 
 
-def decode_custom_header(
-    ext_fields: Mapping[str, str] | None, fields: Sequence[HeaderField]
-) -> dict[str, Any]:
+def decode_custom_header(ext_fields: Mapping[str, str] | None, fields: Sequence[HeaderField]) -> dict[str, Any]:
     """Typed values of ``fields`` from ``ext_fields``; unknown extFields are ignored (§6).
 
     Parsing follows §6: int32/int64 by the regex ``^[+-]?[0-9]+$`` plus range, booleans as Java
@@ -188,8 +180,9 @@ def _plan(fields: Sequence[HeaderField]) -> tuple[tuple[Any, ...], ...]:
     entry = _PLANS.get(id(fields))
     if entry is not None and entry[0] is fields:
         return entry[1]
-    plan = tuple((f.name, None if f.kind == STRING else _PARSERS[f.kind], f.required, f.default, f.kind)
-                 for f in fields)
+    plan = tuple(
+        (f.name, None if f.kind == STRING else _PARSERS[f.kind], f.required, f.default, f.kind) for f in fields
+    )
     if isinstance(fields, tuple):  # immutable: safe to remember
         if len(_PLANS) >= 256:
             _PLANS.clear()
@@ -209,11 +202,7 @@ REQUEST_HEADERS: dict[int, tuple[HeaderField, ...]] = {
     RequestCode.GET_KV_CONFIG: _required("namespace", "key"),
     RequestCode.DELETE_KV_CONFIG: _required("namespace", "key"),
     RequestCode.REGISTER_BROKER: _required("brokerName", "brokerAddr", "clusterName", "haServerAddr")
-    + (
-        _BROKER_ID,
-        HeaderField("compressed", BOOL, default=False),
-        HeaderField("bodyCrc32", INT32, default=0),
-    ),
+    + (_BROKER_ID, HeaderField("compressed", BOOL, default=False), HeaderField("bodyCrc32", INT32, default=0)),
     RequestCode.UNREGISTER_BROKER: _required("brokerName", "brokerAddr", "clusterName") + (_BROKER_ID,),
     RequestCode.GET_ROUTEINFO_BY_TOPIC: _required("topic")
     + (HeaderField("acceptStandardJsonOnly", BOOL, default=False),),

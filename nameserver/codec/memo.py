@@ -88,8 +88,11 @@ class HeaderMemo:
             True when kept: every header with this key differs from this one only in the
             opaque's digits.
         """
-        if (end - start > self._max_header_bytes or buf.find(b"\\", start, end) >= 0
-                or buf.count(b'"opaque"', start, end) != 1):
+        if (
+            end - start > self._max_header_bytes
+            or buf.find(b"\\", start, end) >= 0
+            or buf.count(b'"opaque"', start, end) != 1
+        ):
             return False
         # The top-level member is written "opaque" (no escapes), and that is the only one: the
         # key was cut around its digits, the decoded opaque.

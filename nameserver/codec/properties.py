@@ -120,7 +120,5 @@ def format_properties(config: Mapping[str, object]) -> bytes:
     entry); booleans are written the Java way (``true``/``false``), other values with ``str``;
     ``None`` values are skipped.
     """
-    lines = [
-        f"{key}={_java_text(value)}\n" for key, value in sorted(config.items()) if value is not None
-    ]
+    lines = [f"{key}={_java_text(value)}\n" for key, value in sorted(config.items()) if value is not None]
     return "".join(lines).encode("utf-8", "replace")

@@ -45,6 +45,7 @@ def _targets(text: str) -> tuple[Target, ...]:
 
 def _at_least(low: int) -> Callable[[str], int]:
     """An argparse type: a whole number >= ``low``."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -53,6 +54,7 @@ def _at_least(low: int) -> Callable[[str], int]:
         if value < low:
             raise argparse.ArgumentTypeError(f"must be >= {low}, not {value}")
         return value
+
     return parse
 
 
@@ -62,21 +64,46 @@ _non_negative = _at_least(0)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``collect``'s options to ``parser``."""
-    parser.add_argument("--namesrv", required=True, type=_targets, metavar="HOST:PORT;HOST:PORT;...",
-                        help="the name servers to observe, as in a broker's namesrvAddr (';' or ',' between "
-                        "entries; quote it in a shell)")
-    parser.add_argument("--events", required=True, metavar="DIR",
-                        help="event-log directory; each server's stream is DIR/<stream id>")
-    parser.add_argument("--interval-ms", type=_positive, default=None, metavar="N",
-                        help="start a round of every server this often (default [collect] interval_ms, 10000)")
-    parser.add_argument("--rounds", type=_non_negative, default=0, metavar="N",
-                        help="stop after N rounds of each server, failed ones included (default 0: until SIGTERM/SIGINT)")
-    parser.add_argument("--metrics-listen", default=None, type=listen_address, metavar="HOST:PORT",
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0 picks a "
-                        "free port, printed on stderr)")
-    parser.add_argument("--config", default=None, metavar="FILE",
-                        help="TOML config: [collect] timeouts, concurrency, backoff; [eventlog] durability; [audit] "
-                        "the divergence grace of the live judgement (default conf/nsaudit.toml)")
+    parser.add_argument(
+        "--namesrv",
+        required=True,
+        type=_targets,
+        metavar="HOST:PORT;HOST:PORT;...",
+        help="the name servers to observe, as in a broker's namesrvAddr (';' or ',' between "
+        "entries; quote it in a shell)",
+    )
+    parser.add_argument(
+        "--events", required=True, metavar="DIR", help="event-log directory; each server's stream is DIR/<stream id>"
+    )
+    parser.add_argument(
+        "--interval-ms",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="start a round of every server this often (default [collect] interval_ms, 10000)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="stop after N rounds of each server, failed ones included (default 0: until SIGTERM/SIGINT)",
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        default=None,
+        type=listen_address,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0 picks a "
+        "free port, printed on stderr)",
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="TOML config: [collect] timeouts, concurrency, backoff; [eventlog] durability; [audit] "
+        "the divergence grace of the live judgement (default conf/nsaudit.toml)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,8 +144,10 @@ async def _serve(args: argparse.Namespace, collect: CollectConfig, eventlog: Eve
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, collector.request_stop, sig.name)
-    _print(f"collect: observing {', '.join(f'{t.addr} as {t.ns}' for t in collector.targets)} into {args.events}, "
-           f"a round every {collect.interval_ms} ms, live divergence grace {grace_ms} ms")
+    _print(
+        f"collect: observing {', '.join(f'{t.addr} as {t.ns}' for t in collector.targets)} into {args.events}, "
+        f"a round every {collect.interval_ms} ms, live divergence grace {grace_ms} ms"
+    )
     try:
         await collector.run(args.rounds)
     finally:

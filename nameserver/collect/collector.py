@@ -49,9 +49,16 @@ class Collector:
         opened_total: live incidents opened, by root cause.
     """
 
-    def __init__(self, targets: Sequence[Target], events_dir: str | Path, config: CollectConfig,
-                 eventlog: EventLogConfig, report: Callable[[str], None],
-                 clock: Callable[[], int] = wall_clock_ms, judge: LiveJudge | None = None) -> None:
+    def __init__(
+        self,
+        targets: Sequence[Target],
+        events_dir: str | Path,
+        config: CollectConfig,
+        eventlog: EventLogConfig,
+        report: Callable[[str], None],
+        clock: Callable[[], int] = wall_clock_ms,
+        judge: LiveJudge | None = None,
+    ) -> None:
         self.targets = tuple(targets)
         self.events_dir = Path(events_dir)
         self.config = config
@@ -86,8 +93,10 @@ class Collector:
             for writer in writers:
                 writer.close("start failed")
             raise
-        self.pollers = [ServerPoller(t, w, self.config, self._report, self._clock, self._on_round)
-                        for t, w in zip(self.targets, writers, strict=True)]
+        self.pollers = [
+            ServerPoller(t, w, self.config, self._report, self._clock, self._on_round)
+            for t, w in zip(self.targets, writers, strict=True)
+        ]
         self._by_ns = {p.target.ns: p for p in self.pollers}
         if self.judge is not None:
             self._judging = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nsaudit-live")
@@ -133,8 +142,9 @@ class Collector:
         live, unwritable = self._live_families, self._unwritable
         return render(server_families(self.pollers, self._clock(), unwritable) + live)
 
-    def _on_round(self, poller: ServerPoller, now: int, view: ServerView | None,
-                  events: list[dict[str, Any]]) -> Awaitable[None] | None:
+    def _on_round(
+        self, poller: ServerPoller, now: int, view: ServerView | None, events: list[dict[str, Any]]
+    ) -> Awaitable[None] | None:
         """A round was logged: hand it to the judge (in the order of the rounds' ``now``); the
         awaitable logs the live incidents that opened or closed."""
         if self.judge is None:
@@ -145,11 +155,13 @@ class Collector:
             topics = {e["topic"] for e in events if e["type"] == "observed_route"}
             brokers = {e["broker_name"] for e in events if e["type"] == "observed_broker"}
         judged = asyncio.get_running_loop().run_in_executor(
-            self._judging, self._judge_round, poller.target.ns, now, view, topics, brokers)
+            self._judging, self._judge_round, poller.target.ns, now, view, topics, brokers
+        )
         return self._log_live(judged, poller)
 
-    def _judge_round(self, ns: str, now: int, view: ServerView | None, topics: set[str] | None,
-                     brokers: set[str] | None) -> list[StreamEvent]:
+    def _judge_round(
+        self, ns: str, now: int, view: ServerView | None, topics: set[str] | None, brokers: set[str] | None
+    ) -> list[StreamEvent]:
         """On the judge's thread: one round, then the live families the metrics serve."""
         judge = self.judge
         assert judge is not None  # rounds are judged only with a judge
@@ -169,9 +181,11 @@ class Collector:
         for stream, event in await judged:
             target = self._by_ns.get(stream or "", poller)
             by_stream.setdefault(target.target.ns, []).append(event)
-            self._report(f"collect live: incident {event['incident_state']} {event['root_cause']} "
-                         f"{event['subject']} on {','.join(event['servers'])} ({event['severity']}, "
-                         f"{event['incident_id']})")
+            self._report(
+                f"collect live: incident {event['incident_state']} {event['root_cause']} "
+                f"{event['subject']} on {','.join(event['servers'])} ({event['severity']}, "
+                f"{event['incident_id']})"
+            )
         for stream, stream_events in by_stream.items():
             target = self._by_ns[stream]
             for event in stream_events:

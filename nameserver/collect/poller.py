@@ -60,9 +60,15 @@ class ServerPoller:
         view: what the server answered in its last good round (None while failing).
     """
 
-    def __init__(self, target: Target, writer: EventLogWriter, config: CollectConfig,
-                 report: Callable[[str], None], clock: Callable[[], int] = wall_clock_ms,
-                 on_round: Callable[..., Awaitable[None] | None] | None = None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        writer: EventLogWriter,
+        config: CollectConfig,
+        report: Callable[[str], None],
+        clock: Callable[[], int] = wall_clock_ms,
+        on_round: Callable[..., Awaitable[None] | None] | None = None,
+    ) -> None:
         self.target = target
         self.writer = writer
         self.config = config
@@ -127,8 +133,9 @@ class ServerPoller:
             if self._client is None or not self._client.is_open:
                 await self._disconnect()
                 self._client = await connect(self.target.host, self.target.port, timeout_s)
-            result = await observe_round(self._client, timeout_s, self.config.concurrency,
-                                         self.config.interval_ms / 1000 * SPREAD_SHARE)
+            result = await observe_round(
+                self._client, timeout_s, self.config.concurrency, self.config.interval_ms / 1000 * SPREAD_SHARE
+            )
             self._client.unsolicited.clear()  # frames nobody asked for: a long-lived connection must not hoard them
         except ObserveFailure as failure:
             await self._disconnect()
@@ -142,8 +149,10 @@ class ServerPoller:
             await self.write(events)
             if judged is not None:
                 await judged
-            self._report(f"collect {self.target.ns} ({self.target.addr}) round {number}: FAILED {failure.reason}: "
-                         f"{failure.detail}; failure {self.failures} in a row, retry in {wait / 1000:g} s")
+            self._report(
+                f"collect {self.target.ns} ({self.target.addr}) round {number}: FAILED {failure.reason}: "
+                f"{failure.detail}; failure {self.failures} in a row, retry in {wait / 1000:g} s"
+            )
             return loop.time() + wait / 1000
         recovered = self.failures
         self.failures = 0
@@ -157,7 +166,9 @@ class ServerPoller:
         self._report(self._ok_line(number, result, events, loop.time() - started, recovered))
         return started + self.config.interval_ms / 1000
 
-    def _ok_line(self, number: int, result: RoundResult, events: list[dict[str, Any]], seconds: float, recovered: int) -> str:
+    def _ok_line(
+        self, number: int, result: RoundResult, events: list[dict[str, Any]], seconds: float, recovered: int
+    ) -> str:
         view = result.view
         routed = sum(1 for r in view.routes.values() if r is not None)
         if events and events[0]["type"] == "observe_snapshot":
@@ -165,9 +176,11 @@ class ServerPoller:
         else:
             logged = f"{len(events)} change{'s' if len(events) != 1 else ''}"
         back = f", answering again after {recovered} failed round{'s' if recovered != 1 else ''}" if recovered else ""
-        return (f"collect {self.target.ns} ({self.target.addr}) round {number}: ok, {len(view.broker_addr_table)} "
-                f"brokers, {len(view.routes)} topics ({routed} routed), {logged}, {result.requests} requests "
-                f"in {seconds:.2f} s{back}")
+        return (
+            f"collect {self.target.ns} ({self.target.addr}) round {number}: ok, {len(view.broker_addr_table)} "
+            f"brokers, {len(view.routes)} topics ({routed} routed), {logged}, {result.requests} requests "
+            f"in {seconds:.2f} s{back}"
+        )
 
     async def write(self, events: list[dict[str, Any]]) -> None:
         """Append ``events`` to the stream and make them durable (the writer's sync, off the loop).

@@ -99,10 +99,14 @@ class ObservedServer:
 
     def _snapshot(self, view: ServerView, now: int, round_no: int, reason: str) -> list[dict[str, Any]]:
         self._snapshot_day = now // DAY_MS
-        head = observe_snapshot_event(now, self.namesrv_addr, round_no, reason, len(view.broker_addr_table),
-                                      len(view.routes))
-        return [head] + [broker_event(name, entry, now, round_no) for name, entry in sorted(view.broker_addr_table.items())] \
+        head = observe_snapshot_event(
+            now, self.namesrv_addr, round_no, reason, len(view.broker_addr_table), len(view.routes)
+        )
+        return (
+            [head]
+            + [broker_event(name, entry, now, round_no) for name, entry in sorted(view.broker_addr_table.items())]
             + [route_event(topic, route, now, round_no) for topic, route in sorted(view.routes.items())]
+        )
 
 
 def broker_event(broker_name: str, entry: dict[str, Any] | None, now: int, round_no: int) -> dict[str, Any]:
@@ -116,8 +120,9 @@ def route_event(topic: str, route: dict[str, Any] | None, now: int, round_no: in
     """``observed_route`` for one topic; ``route`` None: TOPIC_NOT_EXIST or no longer listed."""
     if route is None:
         return observed_route_event(now, round_no, topic, None, None, None)
-    return observed_route_event(now, round_no, topic, route["queue_datas"], route["broker_datas"],
-                                route["filter_server_table"])
+    return observed_route_event(
+        now, round_no, topic, route["queue_datas"], route["broker_datas"], route["filter_server_table"]
+    )
 
 
 def changes(before: ServerView, after: ServerView, now: int, round_no: int) -> list[dict[str, Any]]:

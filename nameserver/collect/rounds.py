@@ -21,11 +21,13 @@ from nameserver.collect.view import ServerView, cluster_view, route_entry
 
 _T = TypeVar("_T")
 
-READ_ONLY_CODES = frozenset({
-    RequestCode.GET_BROKER_CLUSTER_INFO,
-    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-    RequestCode.GET_ROUTEINFO_BY_TOPIC,
-})
+READ_ONLY_CODES = frozenset(
+    {
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+    }
+)
 V4_9_4 = 401  # MQVersion ordinal from which a name server answers routes in standard JSON
 
 # observe_error reasons
@@ -129,8 +131,9 @@ async def observe_round(client: RemotingClient, timeout_s: float, concurrency: i
     return RoundResult(ServerView(brokers, routes), 2 + len(topics))
 
 
-async def _ask_routes(client: RemotingClient, topics: list[str], timeout_s: float, concurrency: int,
-                      spread_s: float) -> dict[str, dict[str, Any] | None]:
+async def _ask_routes(
+    client: RemotingClient, topics: list[str], timeout_s: float, concurrency: int, spread_s: float
+) -> dict[str, dict[str, Any] | None]:
     routes: dict[str, dict[str, Any] | None] = {}
     loop = asyncio.get_running_loop()
     slots = asyncio.Semaphore(concurrency)

@@ -54,13 +54,23 @@ def cluster_view(cluster_info: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def route_entry(route: Mapping[str, Any]) -> dict[str, Any]:
     """A parsed TopicRouteData (``fastjson.parse_route``) as the keys of an ``observed_route``."""
     queue_datas = sorted(
-        ({"broker_name": q.get("broker_name") or "", "read_queue_nums": q["read_queue_nums"],
-          "write_queue_nums": q["write_queue_nums"], "perm": q["perm"], "topic_sys_flag": q["topic_sys_flag"]}
-         for q in route["queue_datas"]),
+        (
+            {
+                "broker_name": q.get("broker_name") or "",
+                "read_queue_nums": q["read_queue_nums"],
+                "write_queue_nums": q["write_queue_nums"],
+                "perm": q["perm"],
+                "topic_sys_flag": q["topic_sys_flag"],
+            }
+            for q in route["queue_datas"]
+        ),
         key=lambda q: (q["broker_name"], q["read_queue_nums"], q["write_queue_nums"], q["perm"], q["topic_sys_flag"]),
     )
-    broker_datas = sorted((broker_entry(b) for b in route["broker_datas"]),
-                          key=lambda b: (b["broker_name"], b["cluster"]))
-    filters = [{"broker_addr": addr, "filter_servers": [s for s in servers if s is not None]}
-               for addr, servers in sorted(route["filter_server_table"].items())]
+    broker_datas = sorted(
+        (broker_entry(b) for b in route["broker_datas"]), key=lambda b: (b["broker_name"], b["cluster"])
+    )
+    filters = [
+        {"broker_addr": addr, "filter_servers": [s for s in servers if s is not None]}
+        for addr, servers in sorted(route["filter_server_table"].items())
+    ]
     return {"queue_datas": queue_datas, "broker_datas": broker_datas, "filter_server_table": filters}

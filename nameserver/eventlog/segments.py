@@ -124,7 +124,7 @@ def iter_segment_lines(path: str | os.PathLike[str]) -> Iterator[SegmentLine]:
     path = Path(path)
     number = 0
     pending = b""
-    with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+    with gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb") as f:
         while True:
             try:
                 chunk = f.read1(1 << 16)
@@ -144,9 +144,7 @@ def iter_segment_lines(path: str | os.PathLike[str]) -> Iterator[SegmentLine]:
 
 
 def read_events(
-    events_dir: str | os.PathLike[str],
-    ns: str | None = None,
-    problems: list[LineProblem] | None = None,
+    events_dir: str | os.PathLike[str], ns: str | None = None, problems: list[LineProblem] | None = None
 ) -> Iterator[dict[str, Any]]:
     """Parsed events of one name server (or of each, by ns id), segment by segment, line by line.
 
@@ -169,7 +167,10 @@ def read_events(
         for seg in list_segments(root, name):
             for line in iter_segment_lines(seg.path):
                 if not line.complete:
-                    _report(problems, LineProblem(seg.path, line.line, line.raw, "cut short: no newline at the end of the segment"))
+                    _report(
+                        problems,
+                        LineProblem(seg.path, line.line, line.raw, "cut short: no newline at the end of the segment"),
+                    )
                     continue
                 try:
                     obj = orjson.loads(line.raw)

@@ -8,6 +8,7 @@ modules are re-exported here (import from this one): the writer; the line format
 (:mod:`~nameserver.eventlog.segments`); crash recovery and compression
 (:mod:`~nameserver.eventlog.recovery`); group commit (:mod:`~nameserver.eventlog.group_commit`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,19 @@ from nameserver.eventlog.segments import (
 )
 
 __all__ = [
-    "AsyncGroupCommit", "DAY_MS", "EventLogError", "EventLogWriter", "FORMAT_VERSION", "GZIP_LEVEL", "LineProblem",
-    "Segment", "SegmentLine", "WRITE_BUFFER_BYTES", "iter_segment_lines", "list_segments", "read_events",
+    "AsyncGroupCommit",
+    "DAY_MS",
+    "EventLogError",
+    "EventLogWriter",
+    "FORMAT_VERSION",
+    "GZIP_LEVEL",
+    "LineProblem",
+    "Segment",
+    "SegmentLine",
+    "WRITE_BUFFER_BYTES",
+    "iter_segment_lines",
+    "list_segments",
+    "read_events",
     "segment_name",
 ]
 
@@ -102,8 +114,13 @@ class EventLogWriter:
         >>> writer.close()
     """
 
-    def __init__(self, events_dir: str | os.PathLike[str], ns_id: str, config: EventLogConfig | None = None,
-                 reserve_seqs: bool = False) -> None:
+    def __init__(
+        self,
+        events_dir: str | os.PathLike[str],
+        ns_id: str,
+        config: EventLogConfig | None = None,
+        reserve_seqs: bool = False,
+    ) -> None:
         if not ns_id or "/" in ns_id or ns_id.startswith("."):
             raise ValueError(f"ns id {ns_id!r} cannot be a folder name")
         self.config = config or EventLogConfig()
@@ -170,7 +187,9 @@ class EventLogWriter:
             fsync_dir(self._ns_dir.parent)
         recover_folder(self._ns_dir, self._fsync)
         # an earlier run that was not fsynced may have handed out seqs its crash lost
-        self._seq = self._durable_seq = max(find_last_seq(self._ns_dir.parent, self._ns), read_reservation(self._ns_dir))
+        self._seq = self._durable_seq = max(
+            find_last_seq(self._ns_dir.parent, self._ns), read_reservation(self._ns_dir)
+        )
         if self.config.gzip_closed:
             self._gzip_pool = ThreadPoolExecutor(1, thread_name_prefix=f"eventlog-gzip-{self._ns}")
             # Closed segments left plain (a crash between close and compression) catch up now.
@@ -402,4 +421,3 @@ class EventLogWriter:
         dirs, self._pending_dirs = self._pending_dirs, []
         for path in dirs:
             fsync_dir(path)
-

@@ -77,8 +77,16 @@ class ChannelCloseEvent(TypedDict):
     broker_id: NotRequired[int]
 
 
-def _broker_request(kind: str, now: int, ctx: RequestContext, cluster: str | None, broker_name: str | None,
-                    broker_id: int | None, broker_addr: str, ha_addr: str | None) -> Any:
+def _broker_request(
+    kind: str,
+    now: int,
+    ctx: RequestContext,
+    cluster: str | None,
+    broker_name: str | None,
+    broker_id: int | None,
+    broker_addr: str,
+    ha_addr: str | None,
+) -> Any:
     return {
         "ts": now,
         "type": kind,
@@ -94,10 +102,20 @@ def _broker_request(kind: str, now: int, ctx: RequestContext, cluster: str | Non
 
 
 @builder
-def register_event(now: int, ctx: RequestContext, cluster: str, broker_name: str, broker_id: int, broker_addr: str,
-                   ha_addr: str | None, data_version: DataVersion, topics_digest: str,
-                   topics: Sequence[TopicConfig], filter_servers: list[str] | None,
-                   request_version: int) -> RegisterEvent:
+def register_event(
+    now: int,
+    ctx: RequestContext,
+    cluster: str,
+    broker_name: str,
+    broker_id: int,
+    broker_addr: str,
+    ha_addr: str | None,
+    data_version: DataVersion,
+    topics_digest: str,
+    topics: Sequence[TopicConfig],
+    filter_servers: list[str] | None,
+    request_version: int,
+) -> RegisterEvent:
     """A REGISTER_BROKER from an address that had no live entry (its topics sorted by topic)."""
     event: RegisterEvent = _broker_request("register", now, ctx, cluster, broker_name, broker_id, broker_addr, ha_addr)
     event["data_version"] = data_version
@@ -109,11 +127,20 @@ def register_event(now: int, ctx: RequestContext, cluster: str, broker_name: str
 
 
 @builder
-def heartbeat_event(now: int, ctx: RequestContext, cluster: str | None, broker_name: str | None,
-                    broker_id: int | None, broker_addr: str, ha_addr: str | None,
-                    data_version: DataVersion | None = None, topics_digest: str | None = None,
-                    topics: Sequence[TopicConfig] = (), filter_servers: list[str] | None = None,
-                    request_version: int = 0) -> HeartbeatEvent:
+def heartbeat_event(
+    now: int,
+    ctx: RequestContext,
+    cluster: str | None,
+    broker_name: str | None,
+    broker_id: int | None,
+    broker_addr: str,
+    ha_addr: str | None,
+    data_version: DataVersion | None = None,
+    topics_digest: str | None = None,
+    topics: Sequence[TopicConfig] = (),
+    filter_servers: list[str] | None = None,
+    request_version: int = 0,
+) -> HeartbeatEvent:
     """A request that refreshes a live address: a REGISTER_BROKER (103) from a live address (every
     argument given, as :func:`register_event`), a 322 (``data_version`` only) or a 904 (none of them).
 
@@ -122,7 +149,9 @@ def heartbeat_event(now: int, ctx: RequestContext, cluster: str | None, broker_n
         >>> list(heartbeat_event(5, ctx, "DefaultCluster", "broker-a", None, "10.0.0.5:10911", None))[-2:]
         ['broker_addr', 'ha_addr']
     """
-    event: HeartbeatEvent = _broker_request("heartbeat", now, ctx, cluster, broker_name, broker_id, broker_addr, ha_addr)
+    event: HeartbeatEvent = _broker_request(
+        "heartbeat", now, ctx, cluster, broker_name, broker_id, broker_addr, ha_addr
+    )
     if data_version is not None:
         event["data_version"] = data_version
     if topics_digest is not None:
@@ -134,17 +163,20 @@ def heartbeat_event(now: int, ctx: RequestContext, cluster: str | None, broker_n
 
 
 @builder
-def unregister_event(now: int, ctx: RequestContext, cluster: str, broker_name: str, broker_id: int,
-                     broker_addr: str, ha_addr: str | None) -> UnregisterEvent:
+def unregister_event(
+    now: int, ctx: RequestContext, cluster: str, broker_name: str, broker_id: int, broker_addr: str, ha_addr: str | None
+) -> UnregisterEvent:
     """An UNREGISTER_BROKER (104)."""
-    event: UnregisterEvent = _broker_request("unregister", now, ctx, cluster, broker_name, broker_id, broker_addr,
-                                             ha_addr)
+    event: UnregisterEvent = _broker_request(
+        "unregister", now, ctx, cluster, broker_name, broker_id, broker_addr, ha_addr
+    )
     return event
 
 
 @builder
-def expire_event(now: int, broker_addr: str, last_update_ts: int, cluster: str, broker_name: str,
-                 broker_id: int) -> ExpireEvent:
+def expire_event(
+    now: int, broker_addr: str, last_update_ts: int, cluster: str, broker_name: str, broker_id: int
+) -> ExpireEvent:
     """The expiry scan removed ``broker_addr``, last refreshed at ``last_update_ts``."""
     return {
         "ts": now,
@@ -158,8 +190,15 @@ def expire_event(now: int, broker_addr: str, last_update_ts: int, cluster: str, 
 
 
 @builder
-def channel_close_event(now: int, channel: str, remote: str, broker_addr: str | None = None, cluster: str = "",
-                        broker_name: str = "", broker_id: int = 0) -> ChannelCloseEvent:
+def channel_close_event(
+    now: int,
+    channel: str,
+    remote: str,
+    broker_addr: str | None = None,
+    cluster: str = "",
+    broker_name: str = "",
+    broker_id: int = 0,
+) -> ChannelCloseEvent:
     """A connection closed: the live address registered over it with its broker keys, or, with
     ``broker_addr`` None, the single event of a connection that had none."""
     if broker_addr is None:

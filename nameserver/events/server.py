@@ -117,15 +117,30 @@ def ns_stop_event(now: int, reason: str | None, silent_closes: int | None = None
 
 
 @builder
-def rejected_event(now: int, reason: str, ctx: RequestContext | None = None, *, detail: str | None = None,
-                   access_key: str | None = None, cluster: str | None = None, broker_name: str | None = None,
-                   broker_addr: str | None = None, topic: str | None = None, broker_id: int | None = None,
-                   request_version: int | None = None, frame_length: int | None = None,
-                   serialize_type: int | None = None, header_length: int | None = None,
-                   max_connections: int | None = None, write_buffer_bytes: int | None = None,
-                   frame_timeout_ms: int | None = None, refused_count: int | None = None,
-                   unlogged_count: int | None = None, outage_ms: int | None = None,
-                   refreshes: Sequence[Mapping[str, Any]] | None = None) -> RejectedEvent:
+def rejected_event(
+    now: int,
+    reason: str,
+    ctx: RequestContext | None = None,
+    *,
+    detail: str | None = None,
+    access_key: str | None = None,
+    cluster: str | None = None,
+    broker_name: str | None = None,
+    broker_addr: str | None = None,
+    topic: str | None = None,
+    broker_id: int | None = None,
+    request_version: int | None = None,
+    frame_length: int | None = None,
+    serialize_type: int | None = None,
+    header_length: int | None = None,
+    max_connections: int | None = None,
+    write_buffer_bytes: int | None = None,
+    frame_timeout_ms: int | None = None,
+    refused_count: int | None = None,
+    unlogged_count: int | None = None,
+    outage_ms: int | None = None,
+    refreshes: Sequence[Mapping[str, Any]] | None = None,
+) -> RejectedEvent:
     """A refused request (``ctx`` its context), frame or connection (``ctx`` without a request code),
     or the end of a log outage (no ``ctx``): the reason plus every other key that is not None.
 
@@ -142,12 +157,23 @@ def rejected_event(now: int, reason: str, ctx: RequestContext | None = None, *, 
         event["remote"] = ctx.remote
     event["reason"] = reason
     for key, value in (
-        ("detail", detail), ("access_key", access_key), ("cluster", cluster), ("broker_name", broker_name),
-        ("broker_addr", broker_addr), ("topic", topic), ("broker_id", broker_id),
-        ("request_version", request_version), ("frame_length", frame_length), ("serialize_type", serialize_type),
-        ("header_length", header_length), ("max_connections", max_connections),
-        ("write_buffer_bytes", write_buffer_bytes), ("frame_timeout_ms", frame_timeout_ms),
-        ("refused_count", refused_count), ("unlogged_count", unlogged_count), ("outage_ms", outage_ms),
+        ("detail", detail),
+        ("access_key", access_key),
+        ("cluster", cluster),
+        ("broker_name", broker_name),
+        ("broker_addr", broker_addr),
+        ("topic", topic),
+        ("broker_id", broker_id),
+        ("request_version", request_version),
+        ("frame_length", frame_length),
+        ("serialize_type", serialize_type),
+        ("header_length", header_length),
+        ("max_connections", max_connections),
+        ("write_buffer_bytes", write_buffer_bytes),
+        ("frame_timeout_ms", frame_timeout_ms),
+        ("refused_count", refused_count),
+        ("unlogged_count", unlogged_count),
+        ("outage_ms", outage_ms),
         ("refreshes", list(refreshes) if refreshes else None),
     ):
         if value is not None:

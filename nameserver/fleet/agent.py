@@ -42,8 +42,16 @@ class GroupState:
 class BrokerAgent:
     """One broker process: a connection per server, registration, unregistration, faults."""
 
-    def __init__(self, member: BrokerMember, group: GroupState, servers: Sequence[tuple[str, int]],
-                 *, compressed: bool, version: int, credentials: Credentials | None = None) -> None:
+    def __init__(
+        self,
+        member: BrokerMember,
+        group: GroupState,
+        servers: Sequence[tuple[str, int]],
+        *,
+        compressed: bool,
+        version: int,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.addr, self.ha_addr = member.addr, member.ha_addr
         self.broker_id = member.broker_id
         self.group = group
@@ -63,9 +71,15 @@ class BrokerAgent:
     def _register_request(self, topics: Sequence[TopicConfig] | None = None) -> RemotingCommand:
         g = self.group
         return register_broker_request(
-            g.cluster, self.addr, g.broker_name, self.broker_id, self.ha_addr, g.data_version,
+            g.cluster,
+            self.addr,
+            g.broker_name,
+            self.broker_id,
+            self.ha_addr,
+            g.data_version,
             topics if topics is not None else sorted(g.topics.values(), key=lambda t: t.topic),
-            version=self.version, compressed=self.compressed,
+            version=self.version,
+            compressed=self.compressed,
         )
 
     async def _conn(self, i: int) -> RemotingClient:
@@ -81,8 +95,11 @@ class BrokerAgent:
             return await conn.request(cmd, REQUEST_TIMEOUT_S)
         except (TimeoutError, OSError, RemotingError) as exc:
             self.errors += 1
-            print(f"fleet: {self.describe()} -> {self.servers[i][0]}:{self.servers[i][1]}: {exc}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"fleet: {self.describe()} -> {self.servers[i][0]}:{self.servers[i][1]}: {exc}",
+                file=sys.stderr,
+                flush=True,
+            )
             return None
 
     async def register_all(self, topics: Sequence[TopicConfig] | None = None) -> None:

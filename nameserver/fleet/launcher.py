@@ -42,8 +42,17 @@ def options_from_args(args: argparse.Namespace) -> FleetOptions:
     if args.period_ms < 100:
         raise UserError(f"--period-ms must be >= 100, not {args.period_ms}")
     credentials = client_credentials(load_config(getattr(args, "config", None)).security)
-    return FleetOptions(tuple(servers), args.brokers, args.slaves, args.topics, args.duration,
-                        args.period_ms, parse_faults(args.faults), args.seed, credentials)
+    return FleetOptions(
+        tuple(servers),
+        args.brokers,
+        args.slaves,
+        args.topics,
+        args.duration,
+        args.period_ms,
+        parse_faults(args.faults),
+        args.seed,
+        credentials,
+    )
 
 
 async def run_fleet(options: FleetOptions) -> int:

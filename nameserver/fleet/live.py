@@ -99,14 +99,21 @@ class Fleet:
         self.groups: list[GroupState] = []
         self.agents: list[BrokerAgent] = []
         for group in layout.groups:
-            state = GroupState(group, DataVersion(now - self.rng.randint(3_600_000, 86_400_000), self.rng.randint(1, 50)))
+            state = GroupState(
+                group, DataVersion(now - self.rng.randint(3_600_000, 86_400_000), self.rng.randint(1, 50))
+            )
             self.groups.append(state)
             for member in group.members:
                 n = len(self.agents)
                 # Mixed estate: every third broker sends compressed bodies, every fourth is 5.x.
-                agent = BrokerAgent(member, state, options.servers, compressed=n % 3 == 1,
-                                    version=Version.V5_3_3 if n % 4 == 3 else Version.V4_9_7,
-                                    credentials=options.credentials)
+                agent = BrokerAgent(
+                    member,
+                    state,
+                    options.servers,
+                    compressed=n % 3 == 1,
+                    version=Version.V5_3_3 if n % 4 == 3 else Version.V4_9_7,
+                    credentials=options.credentials,
+                )
                 state.members.append(agent)
                 self.agents.append(agent)
         self._next_topic = options.topics
@@ -124,8 +131,10 @@ class Fleet:
         loop = asyncio.get_running_loop()
         # each broker process started at its own moment: its period has its own phase
         self._tasks = [loop.create_task(self._periodic(agent, self.rng.random())) for agent in self.agents]
-        self.say(f"fleet: {len(self.agents)} brokers in {len(self.groups)} groups registered with "
-                 f"{len(self.options.servers)} name servers")
+        self.say(
+            f"fleet: {len(self.agents)} brokers in {len(self.groups)} groups registered with "
+            f"{len(self.options.servers)} name servers"
+        )
 
     async def _periodic(self, agent: BrokerAgent, phase: float) -> None:
         period = self.options.period_ms / 1000
@@ -185,8 +194,11 @@ class Fleet:
     def _pick_group(self, need_slave: bool = False) -> GroupState | None:
         """A group no other broker fault holds, every member alive; it is held from now on, so
         broker faults never overlap on one group and stay attributable."""
-        groups = [g for g in self.groups if not g.busy and all(m.alive for m in g.members)
-                  and (len(g.members) > 1 or not need_slave)]
+        groups = [
+            g
+            for g in self.groups
+            if not g.busy and all(m.alive for m in g.members) and (len(g.members) > 1 or not need_slave)
+        ]
         if not groups:
             return None
         group = self.rng.choice(groups)
@@ -286,8 +298,9 @@ class Fleet:
         if group is None:
             return None
         server = self.rng.randrange(len(self.options.servers))
-        answer = await self._admin(server, simple_request(RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-                                                          {"brokerName": group.broker_name}))
+        answer = await self._admin(
+            server, simple_request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": group.broker_name})
+        )
         count = (answer.ext_fields or {}).get("wipeTopicCount") if answer else None
         host, port = self.options.servers[server]
         line = f"write perm of {group.broker_name} wiped on {host}:{port} ({count} topics)"
@@ -299,8 +312,9 @@ class Fleet:
 
     async def _add_back(self, delay: float, server: int, group: GroupState) -> None:
         await asyncio.sleep(delay)
-        answer = await self._admin(server, simple_request(RequestCode.ADD_WRITE_PERM_OF_BROKER,
-                                                          {"brokerName": group.broker_name}))
+        answer = await self._admin(
+            server, simple_request(RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": group.broker_name})
+        )
         count = (answer.ext_fields or {}).get("addTopicCount") if answer else None
         host, port = self.options.servers[server]
         self.say(f"fault wipe: write perm of {group.broker_name} added back on {host}:{port} ({count} topics)")
@@ -335,6 +349,7 @@ class Fleet:
         found = [a for a in self.anomalies if a.kind == "read_lt_write"]
         if not found:
             return None
+
         def queues(anomaly: Anomaly) -> str:
             return ", ".join(f"{b} read {r} < write {w}" for b, (r, w) in anomaly.detail["queue_nums"].items())
 
@@ -346,7 +361,9 @@ class Fleet:
             return None
         return "in the layout: " + ", ".join(
             f"{a.subject} ({a.detail['scaled_up']} scaled up; cv {a.detail['cv']:.2f}, "
-            f"max/mean {a.detail['max_over_mean']:.2f})" for a in found)
+            f"max/mean {a.detail['max_over_mean']:.2f})"
+            for a in found
+        )
 
     # fault kind -> what injecting it does (returns the announcement, None when skipped)
     _STRIKES: dict[str, Callable[[Fleet], Awaitable[str | None]]] = {

@@ -24,6 +24,20 @@ from nameserver.layout.fleet_layout import (
 )
 
 __all__ = [
-    "BROKER_PORT", "FAULTS", "HA_PORT", "LAYOUT_FAULTS", "RUNTIME_FAULTS", "SCALE_UP", "TOPIC_KINDS", "Anomaly",
-    "BrokerGroup", "BrokerMember", "FleetLayout", "TopicLayout", "build_layout", "cluster_write_queues", "layout_anomalies", "skew",
+    "BROKER_PORT",
+    "FAULTS",
+    "HA_PORT",
+    "LAYOUT_FAULTS",
+    "RUNTIME_FAULTS",
+    "SCALE_UP",
+    "TOPIC_KINDS",
+    "Anomaly",
+    "BrokerGroup",
+    "BrokerMember",
+    "FleetLayout",
+    "TopicLayout",
+    "build_layout",
+    "cluster_write_queues",
+    "layout_anomalies",
+    "skew",
 ]

@@ -29,9 +29,12 @@ class Anomaly:
 def cluster_write_queues(layout: FleetLayout) -> dict[str, dict[str, int]]:
     """Write queues per broker group of each cluster, every group counted (0 without topics),
     as the audit's ``queue_distribution`` counts them."""
-    return {cluster: {g.broker_name: sum(t.write_queue_nums for t in g.topics)
-                      for g in layout.groups if g.cluster == cluster}
-            for cluster in layout.clusters}
+    return {
+        cluster: {
+            g.broker_name: sum(t.write_queue_nums for t in g.topics) for g in layout.groups if g.cluster == cluster
+        }
+        for cluster in layout.clusters
+    }
 
 
 def skew(write_queues: Collection[int]) -> tuple[float, float] | None:
@@ -46,8 +49,11 @@ def skew(write_queues: Collection[int]) -> tuple[float, float] | None:
     return std / mean, max(write_queues) / mean
 
 
-def layout_anomalies(layout: FleetLayout, max_cv: float = AuditConfig.queue_skew_cv,
-                     max_over_mean: float = AuditConfig.queue_skew_max_over_mean) -> tuple[Anomaly, ...]:
+def layout_anomalies(
+    layout: FleetLayout,
+    max_cv: float = AuditConfig.queue_skew_cv,
+    max_over_mean: float = AuditConfig.queue_skew_max_over_mean,
+) -> tuple[Anomaly, ...]:
     """The layout faults present in ``layout``, as the audit should report them.
 
     Each ``read_lt_write`` topic (detail: ``queue_nums``, ``[read, write]`` per group), then,
@@ -57,11 +63,13 @@ def layout_anomalies(layout: FleetLayout, max_cv: float = AuditConfig.queue_skew
     balanced layout leaves over a threshold (too few topics for its groups) is no fault and is
     not listed.
     """
-    queue_nums = {(t.topic, g.broker_name): [t.read_queue_nums, t.write_queue_nums]
-                  for g in layout.groups for t in g.topics}
+    queue_nums = {
+        (t.topic, g.broker_name): [t.read_queue_nums, t.write_queue_nums] for g in layout.groups for t in g.topics
+    }
     found = [
         Anomaly("read_lt_write", t.topic, {"queue_nums": {b: queue_nums[t.topic, b] for b in t.broker_names}})
-        for t in layout.topics if t.read_queue_nums < t.write_queue_nums
+        for t in layout.topics
+        if t.read_queue_nums < t.write_queue_nums
     ]
     if "queue_skew" in layout.faults:
         for cluster, by_group in cluster_write_queues(layout).items():
@@ -69,8 +77,18 @@ def layout_anomalies(layout: FleetLayout, max_cv: float = AuditConfig.queue_skew
             if measured is None or (measured[0] <= max_cv and measured[1] <= max_over_mean):
                 continue
             scaled = [name for name in layout.scaled_up if name in by_group]
-            found.append(Anomaly("queue_skew", cluster, {
-                "write_queues": by_group, "cv": round(measured[0], 4), "max_over_mean": round(measured[1], 4),
-                "cv_threshold": max_cv, "max_over_mean_threshold": max_over_mean,
-                "scaled_up": scaled[0] if scaled else None}))
+            found.append(
+                Anomaly(
+                    "queue_skew",
+                    cluster,
+                    {
+                        "write_queues": by_group,
+                        "cv": round(measured[0], 4),
+                        "max_over_mean": round(measured[1], 4),
+                        "cv_threshold": max_cv,
+                        "max_over_mean_threshold": max_over_mean,
+                        "scaled_up": scaled[0] if scaled else None,
+                    },
+                )
+            )
     return tuple(found)

@@ -25,8 +25,9 @@ _MAX_CLUSTERS = 6
 _MAX_SLAVES = 253  # last octet m + 1 stays <= 254
 
 
-def build_layout(brokers: int, slaves: int, topics: int, seed: int,
-                 faults: Collection[str] = LAYOUT_FAULTS) -> FleetLayout:
+def build_layout(
+    brokers: int, slaves: int, topics: int, seed: int, faults: Collection[str] = LAYOUT_FAULTS
+) -> FleetLayout:
     """Build the fleet for ``brokers`` processes in groups of 1 master + ``slaves`` slaves.
 
     * **Processes and groups.** ``brokers`` counts broker processes. They fill broker groups of one
@@ -81,8 +82,9 @@ def build_layout(brokers: int, slaves: int, topics: int, seed: int,
     return FleetLayout(seed, clusters, groups, topic_layouts, layout_faults, scaled_up)
 
 
-def _assign_topics(placements: list[tuple[str, str, int, int, tuple[str, ...]]], names: list[str], cluster_of: dict[str, str],
-                   ) -> tuple[dict[str, list[TopicConfig]], tuple[TopicLayout, ...]]:
+def _assign_topics(
+    placements: list[tuple[str, str, int, int, tuple[str, ...]]], names: list[str], cluster_of: dict[str, str]
+) -> tuple[dict[str, list[TopicConfig]], tuple[TopicLayout, ...]]:
     """Each group's topic configs (in placement order) and each topic's layout."""
     per_group: dict[str, list[TopicConfig]] = {name: [] for name in names}
     topic_layouts = []
@@ -94,8 +96,14 @@ def _assign_topics(placements: list[tuple[str, str, int, int, tuple[str, ...]]],
     return per_group, tuple(topic_layouts)
 
 
-def _groups(brokers: int, group_size: int, clusters: tuple[str, ...], blocks: list[tuple[int, int]],
-            names: list[str], per_group: dict[str, list[TopicConfig]]) -> tuple[BrokerGroup, ...]:
+def _groups(
+    brokers: int,
+    group_size: int,
+    clusters: tuple[str, ...],
+    blocks: list[tuple[int, int]],
+    names: list[str],
+    per_group: dict[str, list[TopicConfig]],
+) -> tuple[BrokerGroup, ...]:
     """The groups, cluster by cluster, with their members' addresses (see :func:`build_layout`)."""
     groups = []
     remaining = brokers
@@ -114,8 +122,9 @@ def _groups(brokers: int, group_size: int, clusters: tuple[str, ...], blocks: li
     return tuple(groups)
 
 
-def _scale_up_busiest(per_group: dict[str, list[TopicConfig]], names: list[str],
-                      blocks: list[tuple[int, int]]) -> tuple[str, ...]:
+def _scale_up_busiest(
+    per_group: dict[str, list[TopicConfig]], names: list[str], blocks: list[tuple[int, int]]
+) -> tuple[str, ...]:
     """Multiply the queues of the busiest group (most write queues, first name on ties) of every
     cluster of two or more groups by :data:`SCALE_UP`, in place; returns those groups' names."""
     scaled = []
@@ -127,9 +136,11 @@ def _scale_up_busiest(per_group: dict[str, list[TopicConfig]], names: list[str],
             continue  # no topic in the cluster: nothing to scale
         busiest = names[lo + load.index(max(load))]
         per_group[busiest] = [
-            dataclasses.replace(t, read_queue_nums=t.read_queue_nums * SCALE_UP,
-                                write_queue_nums=t.write_queue_nums * SCALE_UP)
-            for t in per_group[busiest]]
+            dataclasses.replace(
+                t, read_queue_nums=t.read_queue_nums * SCALE_UP, write_queue_nums=t.write_queue_nums * SCALE_UP
+            )
+            for t in per_group[busiest]
+        ]
         scaled.append(busiest)
     return tuple(scaled)
 

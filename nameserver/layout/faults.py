@@ -8,8 +8,15 @@ from nameserver.layout.fleet_layout import LAYOUT_FAULTS
 # Faults that strike during a run: in the simulator each a Poisson process (nameserver.sim.faults),
 # in the live fleet each injected once.
 RUNTIME_FAULTS = (
-    "expire", "shutdown", "lost_unregister", "partition", "promotion", "topic_change",
-    "wipe", "delete_topic", "ns_restart",
+    "expire",
+    "shutdown",
+    "lost_unregister",
+    "partition",
+    "promotion",
+    "topic_change",
+    "wipe",
+    "delete_topic",
+    "ns_restart",
 )
 # Every fault name: the layout's misconfigurations (``read_lt_write``, ``queue_skew``), present from
 # the start, then the runtime ones. ``all`` is every one of them, ``none`` a balanced fleet with

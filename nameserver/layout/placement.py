@@ -13,11 +13,7 @@ _ZIPF_EXPONENT = 0.8
 
 
 def place_topics(
-    rng: random.Random,
-    n_topics: int,
-    names: list[str],
-    blocks: list[tuple[int, int]],
-    faults: tuple[str, ...],
+    rng: random.Random, n_topics: int, names: list[str], blocks: list[tuple[int, int]], faults: tuple[str, ...]
 ) -> list[tuple[str, str, int, int, tuple[str, ...]]]:
     """``(topic, kind, read, write, broker names)`` for every topic, in topic order.
 
@@ -132,8 +128,9 @@ class _Balancer:
 
     def emptiest_cluster(self) -> int:
         """The cluster with the fewest write queues per group (lowest index on ties)."""
-        return min(range(len(self.blocks)),
-                   key=lambda c: (self.cluster_load[c] / (self.blocks[c][1] - self.blocks[c][0]), c))
+        return min(
+            range(len(self.blocks)), key=lambda c: (self.cluster_load[c] / (self.blocks[c][1] - self.blocks[c][0]), c)
+        )
 
     def emptiest_groups(self, c: int, k: int) -> list[int]:
         """The ``k`` groups of cluster ``c`` with the fewest write queues (all when fewer)."""

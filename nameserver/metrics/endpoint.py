@@ -78,9 +78,16 @@ class MetricsEndpoint:
         renders: bodies rendered so far; scrapes: answers of 200 sent.
     """
 
-    def __init__(self, listen: str, render: Callable[[], bytes], path: str = DEFAULT_PATH,
-                 min_render_interval_s: float = 1.0, max_connections: int = 64, head_timeout_s: float = 5.0,
-                 write_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        listen: str,
+        render: Callable[[], bytes],
+        path: str = DEFAULT_PATH,
+        min_render_interval_s: float = 1.0,
+        max_connections: int = 64,
+        head_timeout_s: float = 5.0,
+        write_timeout_s: float = 10.0,
+    ) -> None:
         self.host, self.port = parse_listen(listen)
         self._render = render
         self._path = path
@@ -101,8 +108,9 @@ class MetricsEndpoint:
         Raises:
             OSError: the address cannot be bound.
         """
-        self._server = await asyncio.start_server(self._connection, self.host, self.port, limit=MAX_HEAD_BYTES,
-                                                  reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self.port, limit=MAX_HEAD_BYTES, reuse_address=True
+        )
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         return self.host, self.port
@@ -162,12 +170,25 @@ class MetricsEndpoint:
             self.scrapes += 1
             await self._send(writer, 200, self.body(), content_type=CONTENT_TYPE.encode())
 
-    async def _send(self, writer: asyncio.StreamWriter, status: int, body: bytes, extra: bytes = b"",
-                    content_type: bytes = b"text/plain; charset=utf-8") -> None:
-        reason = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
-                  431: b"Request Header Fields Too Large"}[status]
-        writer.write(b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n%s\r\n"
-                     % (status, reason, content_type, len(body), extra))
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        extra: bytes = b"",
+        content_type: bytes = b"text/plain; charset=utf-8",
+    ) -> None:
+        reason = {
+            200: b"OK",
+            400: b"Bad Request",
+            404: b"Not Found",
+            405: b"Method Not Allowed",
+            431: b"Request Header Fields Too Large",
+        }[status]
+        writer.write(
+            b"HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n%s\r\n"
+            % (status, reason, content_type, len(body), extra)
+        )
         writer.write(body)
         await asyncio.wait_for(writer.drain(), self._write_timeout)
 

@@ -100,8 +100,12 @@ def render(families: Iterable[Family]) -> bytes:
     """The text exposition of ``families``; capped families add their dropped counts in
     :data:`DROPPED` (one sample per capped family that dropped any; the family only when one did)."""
     families = list(families)
-    dropped = Family(DROPPED, "gauge", "samples left out of a capped metric this scrape (its subjects beyond "
-                                      "the cap; the metric's count gauges still count them)")
+    dropped = Family(
+        DROPPED,
+        "gauge",
+        "samples left out of a capped metric this scrape (its subjects beyond "
+        "the cap; the metric's count gauges still count them)",
+    )
     out: list[str] = []
     for family in families:
         out.extend(family.lines())

@@ -28,9 +28,14 @@ class RouteAdmin(RouteAnswers):
         """ADD_WRITE_PERM_OF_BROKER (327): ``perm = 6`` exactly (INHERIT and PRIORITY dropped)."""
         return self._change_perm(broker_name, now, ctx, add_write_perm_event, lambda p: 6)
 
-    def _change_perm(self, broker_name: str, now: int, ctx: RequestContext,
-                     build_event: Callable[[int, RequestContext, str, int], Event],
-                     new_perm: Callable[[int], int]) -> tuple[int, list[Event]]:
+    def _change_perm(
+        self,
+        broker_name: str,
+        now: int,
+        ctx: RequestContext,
+        build_event: Callable[[int, RequestContext, str, int], Event],
+        new_perm: Callable[[int], int],
+    ) -> tuple[int, list[Event]]:
         count = 0
         for topic in sorted(self.topic_queue_table):
             queue_data = self.topic_queue_table[topic].get(broker_name)
@@ -42,7 +47,10 @@ class RouteAdmin(RouteAnswers):
                 self._put_queue(
                     topic,
                     QueueData(
-                        broker_name, queue_data.read_queue_nums, queue_data.write_queue_nums, perm,
+                        broker_name,
+                        queue_data.read_queue_nums,
+                        queue_data.write_queue_nums,
+                        perm,
                         queue_data.topic_sys_flag,
                     ),
                 )

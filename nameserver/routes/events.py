@@ -9,8 +9,15 @@ from typing import Any
 from nameserver.events import Event, RequestContext, ns_start_event, ns_stop_event, rejected_event
 from nameserver.model import TopicConfig
 
-__all__ = ["Event", "RequestContext", "iter_topic_configs", "ns_start_event", "ns_stop_event", "rejected_event",
-           "topic_key"]
+__all__ = [
+    "Event",
+    "RequestContext",
+    "iter_topic_configs",
+    "ns_start_event",
+    "ns_stop_event",
+    "rejected_event",
+    "topic_key",
+]
 
 
 def topic_key(topic: TopicConfig) -> str:

@@ -31,9 +31,21 @@ from nameserver.routes.lookups import UNIT_FLAGS, ClusterInfo, RouteAnswers, Top
 from nameserver.routes.tables import BrokerData, BrokerLiveInfo, RouteTables
 
 __all__ = [
-    "UNIT_FLAGS", "BrokerData", "BrokerLiveInfo", "ClusterInfo", "Event", "RegisterResult", "RequestContext",
-    "RouteAnswers", "RouteInfoManager", "RouteTables", "TopicRouteData", "iter_topic_configs", "ns_start_event",
-    "ns_stop_event", "rejected_event",
+    "UNIT_FLAGS",
+    "BrokerData",
+    "BrokerLiveInfo",
+    "ClusterInfo",
+    "Event",
+    "RegisterResult",
+    "RequestContext",
+    "RouteAnswers",
+    "RouteInfoManager",
+    "RouteTables",
+    "TopicRouteData",
+    "iter_topic_configs",
+    "ns_start_event",
+    "ns_stop_event",
+    "rejected_event",
 ]
 
 
@@ -100,8 +112,20 @@ class RouteInfoManager(RouteAdmin):
             digest = topics_digest(topics)
         # a registration from a live address is logged as a heartbeat (docs/event-log.md)
         build = heartbeat_event if broker_addr in self.broker_live_table else register_event
-        event = build(now, ctx, cluster, broker_name, broker_id, broker_addr, ha_addr, data_version, digest, topics,
-                      filter_servers, request_version)
+        event = build(
+            now,
+            ctx,
+            cluster,
+            broker_name,
+            broker_id,
+            broker_addr,
+            ha_addr,
+            data_version,
+            digest,
+            topics,
+            filter_servers,
+            request_version,
+        )
         # 1-4. cluster set, group, role switch and put
         broker_data, register_first = self._put_broker_addr(cluster, broker_addr, broker_name, broker_id)
         # 5. topics, masters only, when the address's stored data version differs or first
@@ -127,8 +151,9 @@ class RouteInfoManager(RouteAdmin):
                     master_addr, ha_server_addr = master, master_live.ha_server_addr
         return RegisterResult(master_addr, ha_server_addr, [event])
 
-    def _put_broker_addr(self, cluster: str, broker_addr: str, broker_name: str,
-                         broker_id: int) -> tuple[BrokerData, bool]:
+    def _put_broker_addr(
+        self, cluster: str, broker_addr: str, broker_name: str, broker_id: int
+    ) -> tuple[BrokerData, bool]:
         """registerBroker steps 1-4: the cluster set, the group, the role switch and the put of
         ``broker_id -> broker_addr``; returns the group and RocketMQ's ``registerFirst``."""
         # 1. cluster set (never removed from another cluster's set)
@@ -161,24 +186,35 @@ class RouteInfoManager(RouteAdmin):
                 queue_data = pool[key] = QueueData(*key)
             self._put_queue(topic.topic, queue_data)
 
-    def _update_live(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, ha_addr: str | None,
-                     data_version: DataVersion, now: int, channel: str) -> None:
+    def _update_live(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_addr: str | None,
+        data_version: DataVersion,
+        now: int,
+        channel: str,
+    ) -> None:
         """registerBroker step 6: the address's live entry, always replaced."""
         live_info = self.broker_live_table.get(broker_addr)
         if live_info is not None and live_info.channel == channel and now >= self._live_max_update:
             # fast path for the steady heartbeat: same connection, update in place
             self._renew_live(broker_addr, live_info, data_version, ha_addr, cluster, broker_name, broker_id, now)
         else:
-            self._put_live(broker_addr,
-                           BrokerLiveInfo(now, data_version, channel, ha_addr, cluster, broker_name, broker_id))
+            self._put_live(
+                broker_addr, BrokerLiveInfo(now, data_version, channel, ha_addr, cluster, broker_name, broker_id)
+            )
 
     def unregister_broker(
         self, cluster: str, broker_addr: str, broker_name: str, broker_id: int, now: int, ctx: RequestContext
     ) -> list[Event]:
         """UNREGISTER_BROKER (104) by address (D2, §2.2); ``broker_id`` is only logged."""
         live = self._del_live(broker_addr)
-        event = unregister_event(now, ctx, cluster, broker_name, broker_id, broker_addr,
-                                 live.ha_server_addr if live is not None else None)
+        event = unregister_event(
+            now, ctx, cluster, broker_name, broker_id, broker_addr, live.ha_server_addr if live is not None else None
+        )
         self._set_filter(broker_addr, None)
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is not None:
@@ -224,8 +260,9 @@ class RouteInfoManager(RouteAdmin):
         events = []
         for addr in addrs:
             live = self.broker_live_table[addr]
-            events.append(channel_close_event(now, channel, remote, addr, live.cluster, live.broker_name,
-                                              live.broker_id))
+            events.append(
+                channel_close_event(now, channel, remote, addr, live.cluster, live.broker_name, live.broker_id)
+            )
             self.remove_address(addr)
         return events
 
@@ -284,8 +321,11 @@ class RouteInfoManager(RouteAdmin):
         if not changed:
             self._refresh_live(broker_addr, live, now)  # type: ignore[arg-type]  # unchanged: live is set
         # 322 carries no HA address
-        return changed, stored, [heartbeat_event(now, ctx, cluster, broker_name, broker_id, broker_addr, None,
-                                                 data_version)]
+        return (
+            changed,
+            stored,
+            [heartbeat_event(now, ctx, cluster, broker_name, broker_id, broker_addr, None, data_version)],
+        )
 
     # ------------------------------------------------------------------ refreshes refused in an outage (§2.13)
 

@@ -229,18 +229,42 @@ class RouteTables:
         else:
             self._put_live(addr, old)
 
-    def _renew_live(self, addr: str, info: BrokerLiveInfo, data_version: DataVersion, ha_server_addr: str | None,
-                    cluster: str, broker_name: str, broker_id: int, now: int) -> None:
+    def _renew_live(
+        self,
+        addr: str,
+        info: BrokerLiveInfo,
+        data_version: DataVersion,
+        ha_server_addr: str | None,
+        cluster: str,
+        broker_name: str,
+        broker_id: int,
+        now: int,
+    ) -> None:
         """A registration over the entry's own connection: new values in place, then a refresh."""
         if self._undo is not None:
-            self._undo.append((self._set_live_values, info, info.data_version, info.ha_server_addr, info.cluster,
-                               info.broker_name, info.broker_id))
+            self._undo.append(
+                (
+                    self._set_live_values,
+                    info,
+                    info.data_version,
+                    info.ha_server_addr,
+                    info.cluster,
+                    info.broker_name,
+                    info.broker_id,
+                )
+            )
         self._set_live_values(info, data_version, ha_server_addr, cluster, broker_name, broker_id)
         self._refresh_live(addr, info, now)
 
     @staticmethod
-    def _set_live_values(info: BrokerLiveInfo, data_version: DataVersion, ha_server_addr: str | None,
-                         cluster: str, broker_name: str, broker_id: int) -> None:
+    def _set_live_values(
+        info: BrokerLiveInfo,
+        data_version: DataVersion,
+        ha_server_addr: str | None,
+        cluster: str,
+        broker_name: str,
+        broker_id: int,
+    ) -> None:
         info.data_version, info.ha_server_addr = data_version, ha_server_addr
         info.cluster, info.broker_name, info.broker_id = cluster, broker_name, broker_id
 
@@ -292,8 +316,13 @@ class RouteTables:
         journal, self.journal = self.journal, None
         try:
             for topic, queue_data in queues:
-                key = (queue_data.broker_name, queue_data.read_queue_nums, queue_data.write_queue_nums,
-                       queue_data.perm, queue_data.topic_sys_flag)
+                key = (
+                    queue_data.broker_name,
+                    queue_data.read_queue_nums,
+                    queue_data.write_queue_nums,
+                    queue_data.perm,
+                    queue_data.topic_sys_flag,
+                )
                 self._put_queue(topic, self._queue_data_pool.setdefault(key, queue_data))
             for name, cluster, broker_id, addr in addrs:
                 broker_data = self.broker_addr_table.get(name)

@@ -111,7 +111,10 @@ class Admission:
         log.warning(
             "name server %s: %d connections shed to keep unfinished frames under max_buffered_bytes (%d), "
             "%d refused over max_connections_per_host (%d), since the last such line",
-            self._ns_id, self._shed, self._config.max_buffered_bytes, self._refused,
+            self._ns_id,
+            self._shed,
+            self._config.max_buffered_bytes,
+            self._refused,
             self._config.max_connections_per_host,
         )
         self._shed = self._refused = 0

@@ -45,8 +45,9 @@ class RegisterBodyCache:
             ``max_register_topics``, ``max_register_body_bytes``).
     """
 
-    def __init__(self, max_topics: int = 50_000, max_bytes: int = 16 * 1024 * 1024,
-                 limits: RegisterLimits = NO_LIMITS) -> None:
+    def __init__(
+        self, max_topics: int = 50_000, max_bytes: int = 16 * 1024 * 1024, limits: RegisterLimits = NO_LIMITS
+    ) -> None:
         self.limits = limits
         # a compressed body's content inflated beforehand, off the loop, for the next decode
         # (RegisterInflation); set and cleared around one request
@@ -78,8 +79,9 @@ class RegisterBodyCache:
         old_format = version < _V3_0_11
         return (old_format, compressed and not old_format, body) in self._entries
 
-    def decode(self, body: bytes | None, *, version: int, compressed: bool, body_crc32: int,
-               now: int) -> tuple[RegisterBrokerBody, str]:
+    def decode(
+        self, body: bytes | None, *, version: int, compressed: bool, body_crc32: int, now: int
+    ) -> tuple[RegisterBrokerBody, str]:
         """Decode (or recall) a body after the checks of docs/remoting-protocol.md §8.1-§8.2.
 
         Returns:
@@ -90,8 +92,9 @@ class RegisterBodyCache:
                 :func:`nameserver.codec.decode_register_body`.
         """
         if not body or version < 0:
-            decoded = decode_register_body(body, version=version, compressed=compressed, now=now,
-                                           body_crc32=body_crc32, limits=self.limits)
+            decoded = decode_register_body(
+                body, version=version, compressed=compressed, now=now, body_crc32=body_crc32, limits=self.limits
+            )
             return decoded, topics_digest(decoded.topics)
         old_format = version < _V3_0_11
         if old_format or not compressed:
@@ -105,8 +108,9 @@ class RegisterBodyCache:
             self.hits += 1
             return entry
         self.misses += 1
-        decoded = decode_register_body(body, version=version, compressed=compressed, now=now, limits=self.limits,
-                                       inflated=self.prepared)
+        decoded = decode_register_body(
+            body, version=version, compressed=compressed, now=now, limits=self.limits, inflated=self.prepared
+        )
         entry = (decoded, topics_digest(decoded.topics))  # the codec returns topics sorted by name
         size = len(decoded.topics) + 1
         if decoded.data_version.timestamp != now and size <= self.max_topics and len(raw) <= self.max_bytes:

@@ -66,8 +66,7 @@ class ChannelOwner(Protocol):
 
     def known_answered(self, count: int) -> None: ...
 
-    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand,
-                       key: RequestKey | None = None) -> None: ...
+    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand, key: RequestKey | None = None) -> None: ...
 
     def malformed_frame(self, channel: RemotingChannel, exc: MalformedFrame) -> None: ...
 
@@ -106,8 +105,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
             bounds the total across connections).
     """
 
-    def __init__(self, controller: ChannelOwner, max_frame_bytes: int,
-                 header_memo: HeaderMemo | None = None) -> None:
+    def __init__(self, controller: ChannelOwner, max_frame_bytes: int, header_memo: HeaderMemo | None = None) -> None:
         self._controller = controller
         self._decoder = FrameDecoder(max_frame_bytes, header_memo)
         self.transport: asyncio.Transport | None = None
@@ -212,8 +210,9 @@ class RemotingChannel(asyncio.BufferedProtocol):
                     more = True  # yield to the other connections
                     break
                 if known is not None:
-                    count, added = decoder.answer_known(known, self._batch, MAX_FRAMES_PER_TURN - handled,
-                                                        BATCH_FLUSH_BYTES - self._batch_bytes)
+                    count, added = decoder.answer_known(
+                        known, self._batch, MAX_FRAMES_PER_TURN - handled, BATCH_FLUSH_BYTES - self._batch_bytes
+                    )
                     if count:
                         controller.known_answered(count)
                         handled += count
@@ -352,8 +351,9 @@ _SUCCESS_HEADS = {
     0: b'{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":',
 }
 # by the answer's version: the release profile's (nameserver.server.profile)
-_SUCCESS_TAILS = {int(v): b',"serializeTypeCurrentRPC":"JSON","version":%d}' % v
-                  for v in (SERVER_VERSION, Version.V5_3_3)}
+_SUCCESS_TAILS = {
+    int(v): b',"serializeTypeCurrentRPC":"JSON","version":%d}' % v for v in (SERVER_VERSION, Version.V5_3_3)
+}
 # plain ints: an enum member costs a class attribute lookup on every use
 _JSON, _JAVA = int(SerializeType.JSON), int(LanguageCode.JAVA)
 
@@ -363,13 +363,21 @@ def encode_response(cmd: RemotingCommand) -> bytes:
     remark and with no or empty extFields (route lookups, registrations), whose header differs
     only in ``opaque``."""
     ext = cmd.ext_fields
-    if (cmd.serialize_type == _JSON and cmd.code == 0 and cmd.remark is None
-            and (ext is None or not ext) and cmd.flag == 1 and cmd.version in _SUCCESS_TAILS
-            and cmd.language == _JAVA and -(2**31) <= cmd.opaque < 2**31):
+    if (
+        cmd.serialize_type == _JSON
+        and cmd.code == 0
+        and cmd.remark is None
+        and (ext is None or not ext)
+        and cmd.flag == 1
+        and cmd.version in _SUCCESS_TAILS
+        and cmd.language == _JAVA
+        and -(2**31) <= cmd.opaque < 2**31
+    ):
         header = b"%s%d%s" % (_SUCCESS_HEADS[None if ext is None else 0], cmd.opaque, _SUCCESS_TAILS[cmd.version])
         body = cmd.body or b""
         if 4 + len(header) + len(body) > MAX_FRAME_LENGTH:
             return encode_frame(cmd)  # raises: over 16 MiB (docs/remoting-protocol.md §2)
-        return b"".join(((4 + len(header) + len(body)).to_bytes(4, "big"), len(header).to_bytes(4, "big"),
-                         header, body))
+        return b"".join(
+            ((4 + len(header) + len(body)).to_bytes(4, "big"), len(header).to_bytes(4, "big"), header, body)
+        )
     return encode_frame(cmd)

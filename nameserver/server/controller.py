@@ -146,9 +146,13 @@ class NameServerController(ConnectionDefences):
         sock = self._server.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         limits = RegisterLimits(self.config.max_register_topics, self.config.max_register_body_bytes)
-        self.processor = RequestProcessor(self.routes, namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
-                                          access=self.access, register_limits=limits,
-                                          profile=PROFILES[self.config.rocketmq_version])
+        self.processor = RequestProcessor(
+            self.routes,
+            namesrv_config=NamesrvConfigStore(own_properties(self.config, self.port)),
+            access=self.access,
+            register_limits=limits,
+            profile=PROFILES[self.config.rocketmq_version],
+        )
         self._inflation = RegisterInflation(self.processor.register_bodies, self.handle_command)
         self.start_ts = self._clock()
         config = self.config
@@ -343,8 +347,7 @@ class NameServerController(ConnectionDefences):
             return None
         return self.processor.route_answers.known_lookups()
 
-    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand,
-                       key: RequestKey | None = None) -> None:
+    def handle_command(self, channel: RemotingChannel, cmd: RemotingCommand, key: RequestKey | None = None) -> None:
         """Process one request: the table change and its events in one critical section (A7).
 
         ``key``: the decoder's ``last_key`` for ``cmd``; a lookup answered from its kept encoding

@@ -43,8 +43,11 @@ class ConnectionDefences:
         refusal = self._admission.refusal(len(self._channels), peer_host(remote))
         if refusal is not None:
             if refusal == "connection_limit":
-                self._log_only(connection_event(self._clock(), channel.ctx, "connection_limit",
-                                                max_connections=self.config.max_connections))
+                self._log_only(
+                    connection_event(
+                        self._clock(), channel.ctx, "connection_limit", max_connections=self.config.max_connections
+                    )
+                )
             channel.abort()
             return
         channel.admitted = True
@@ -76,8 +79,9 @@ class ConnectionDefences:
 
     def drop_slow_reader(self, channel: RemotingChannel) -> None:
         """A peer that stopped reading let our answers pile up: cut it off, others go on."""
-        self._log_only(connection_event(self._clock(), channel.ctx, "slow_reader",
-                                        write_buffer_bytes=channel.write_buffer_size))
+        self._log_only(
+            connection_event(self._clock(), channel.ctx, "slow_reader", write_buffer_bytes=channel.write_buffer_size)
+        )
         channel.abort()
 
     def _log_only(self, event: Event) -> None:
@@ -98,8 +102,9 @@ class ConnectionDefences:
             self.drop_slow_reader(channel)
             return
         if reason == "frame_timeout":
-            self._log_only(connection_event(self._clock(), channel.ctx, reason,
-                                            frame_timeout_ms=self.config.frame_timeout_ms))
+            self._log_only(
+                connection_event(self._clock(), channel.ctx, reason, frame_timeout_ms=self.config.frame_timeout_ms)
+            )
         channel.abort()
 
     def open_channels(self) -> list[RemotingChannel]:

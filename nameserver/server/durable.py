@@ -36,8 +36,9 @@ class DurableAnswers:
         on_failure: called with the error when an fsync fails (the server must stop).
     """
 
-    def __init__(self, writer: EventLogWriter, commit: AsyncGroupCommit | None,
-                 on_failure: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self, writer: EventLogWriter, commit: AsyncGroupCommit | None, on_failure: Callable[[BaseException], None]
+    ) -> None:
         self._writer = writer
         self._commit = commit
         self._on_failure = on_failure

@@ -64,12 +64,16 @@ class RegisterInflation(Generic[_C]):
     def wants(self, cmd: RemotingCommand) -> bool:
         """Whether ``cmd`` is a compressed registration worth inflating off the loop."""
         body = cmd.body
-        if (cmd.code != _REGISTER_BROKER or body is None or len(body) < OFF_LOOP_BYTES or cmd.version < _V3_0_11
-                or self._bodies.prepared is not None):  # prepared: it is this request, back from the worker
+        if (
+            cmd.code != _REGISTER_BROKER
+            or body is None
+            or len(body) < OFF_LOOP_BYTES
+            or cmd.version < _V3_0_11
+            or self._bodies.prepared is not None
+        ):  # prepared: it is this request, back from the worker
             return False
         ext = cmd.ext_fields or {}
-        return parse_bool(ext.get("compressed")) and not self._bodies.holds(body, version=cmd.version,
-                                                                            compressed=True)
+        return parse_bool(ext.get("compressed")) and not self._bodies.holds(body, version=cmd.version, compressed=True)
 
     def defer(self, channel: _C, cmd: RemotingCommand) -> None:
         """Hold ``channel``, inflate ``cmd``'s body on the worker, then handle it and release."""

@@ -84,8 +84,15 @@ class Outage:
 def log_unavailable_event(now: int, outage: Outage, refreshes: Sequence[Event] = ()) -> Event:
     """The event that records an outage once the log resumes (docs/event-log.md); ``refreshes``
     (:meth:`LivenessLedger.refresh_credits`) only when there are any."""
-    return rejected_event(now, "log_unavailable", detail=outage.detail, refused_count=outage.refused,
-                          unlogged_count=outage.unlogged, outage_ms=now - outage.since_ts, refreshes=refreshes)
+    return rejected_event(
+        now,
+        "log_unavailable",
+        detail=outage.detail,
+        refused_count=outage.refused,
+        unlogged_count=outage.unlogged,
+        outage_ms=now - outage.since_ts,
+        refreshes=refreshes,
+    )
 
 
 class Journal:
@@ -100,8 +107,15 @@ class Journal:
         liveness: the tables whose refused refreshes an outage credits; None credits nothing.
     """
 
-    def __init__(self, events_dir: Path, ns_id: str, config: EventLogConfig, clock: Callable[[], int],
-                 on_fatal: Callable[[BaseException], None], liveness: LivenessLedger | None = None) -> None:
+    def __init__(
+        self,
+        events_dir: Path,
+        ns_id: str,
+        config: EventLogConfig,
+        clock: Callable[[], int],
+        on_fatal: Callable[[BaseException], None],
+        liveness: LivenessLedger | None = None,
+    ) -> None:
         self._liveness = liveness
         self._events_dir = events_dir
         self._ns_id = ns_id
@@ -241,8 +255,12 @@ class Journal:
         except EventLogError:
             pass
         answers.release()
-        log.error("name server %s: event log unavailable (%s); answering lookups, refusing route changes "
-                  "until it can be written again", self._ns_id, cause)
+        log.error(
+            "name server %s: event log unavailable (%s); answering lookups, refusing route changes "
+            "until it can be written again",
+            self._ns_id,
+            cause,
+        )
         return outage
 
     def try_resume(self) -> bool:

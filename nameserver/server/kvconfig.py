@@ -24,13 +24,25 @@ CONFIG_PATH_KEYS = frozenset({"kvConfigPath", "configStorePath"})
 # 318: RocketMQ's default blacklist plus rocketmqHome (always blacklisted by 4.9.7) plus every key
 # naming one of our route timers (docs/nameserver-semantics.md A6: timers are fixed for a run,
 # logged in ns_start).
-CONFIG_BLACKLIST = frozenset({
-    "configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome",
-    "brokerExpiryMs", "broker_expiry_ms", "scanIntervalMs", "scan_interval_ms",
-    "scanNotActiveBrokerInterval", "firstScanDelayMs", "first_scan_delay_ms",
-    "brokerChannelExpiredTime", "channelIdleMs", "channel_idle_ms",
-    "serverChannelMaxIdleTimeSeconds",
-})
+CONFIG_BLACKLIST = frozenset(
+    {
+        "configBlackList",
+        "configStorePath",
+        "kvConfigPath",
+        "rocketmqHome",
+        "brokerExpiryMs",
+        "broker_expiry_ms",
+        "scanIntervalMs",
+        "scan_interval_ms",
+        "scanNotActiveBrokerInterval",
+        "firstScanDelayMs",
+        "first_scan_delay_ms",
+        "brokerChannelExpiredTime",
+        "channelIdleMs",
+        "channel_idle_ms",
+        "serverChannelMaxIdleTimeSeconds",
+    }
+)
 
 
 class KVConfigManager:

@@ -23,7 +23,7 @@ from nameserver.server.metrics import server_body
 DURABILITY_NONE_NOTICE = (
     '[eventlog] durability = "none": answers do not wait for the log, and a crash loses the events '
     "still buffered (acknowledged changes); the next run skips their seqs, so the audit reports the "
-    "loss as seq_gap. Use \"group\" (the default) to keep them."
+    'loss as seq_gap. Use "group" (the default) to keep them.'
 )
 
 
@@ -60,11 +60,15 @@ def build_config(args: argparse.Namespace) -> tuple[NameServerConfig, EventLogCo
     if ns.max_register_topics < 1:
         raise UserError(f"nameserver.max_register_topics must be >= 1, not {ns.max_register_topics}")
     if not 1024 <= ns.max_register_body_bytes <= MAX_INFLATED_BYTES:
-        raise UserError(f"nameserver.max_register_body_bytes must be in 1024..{MAX_INFLATED_BYTES}, "
-                        f"not {ns.max_register_body_bytes}")
+        raise UserError(
+            f"nameserver.max_register_body_bytes must be in 1024..{MAX_INFLATED_BYTES}, "
+            f"not {ns.max_register_body_bytes}"
+        )
     if ns.max_buffered_bytes < ns.max_frame_bytes:
-        raise UserError(f"nameserver.max_buffered_bytes must be >= max_frame_bytes ({ns.max_frame_bytes}), "
-                        f"not {ns.max_buffered_bytes}")
+        raise UserError(
+            f"nameserver.max_buffered_bytes must be >= max_frame_bytes ({ns.max_frame_bytes}), "
+            f"not {ns.max_buffered_bytes}"
+        )
     if not args.ns_id or "/" in args.ns_id or args.ns_id.startswith("."):
         raise UserError(f"--ns-id {args.ns_id!r} cannot be used as a folder name")
     security = config.security
@@ -72,8 +76,14 @@ def build_config(args: argparse.Namespace) -> tuple[NameServerConfig, EventLogCo
     return ns, config.eventlog, access
 
 
-async def serve(ns_id: str, events_dir: str, config: NameServerConfig, eventlog_config: EventLogConfig,
-                access: AccessController | None = None, metrics_listen: str | None = None) -> int:
+async def serve(
+    ns_id: str,
+    events_dir: str,
+    config: NameServerConfig,
+    eventlog_config: EventLogConfig,
+    access: AccessController | None = None,
+    metrics_listen: str | None = None,
+) -> int:
     """Run one server until SIGTERM/SIGINT; print the ready line once it accepts connections,
     after a warning on stderr when the bound address is reachable from the network or the log
     is not fsynced. With ``metrics_listen``, serve its metrics there (the address on stderr).
@@ -116,5 +126,6 @@ def run_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit nameserver``: run in the foreground; exit 0 on SIGTERM/SIGINT."""
     ns, eventlog_config, access = build_config(args)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(args.ns_id, args.events, ns, eventlog_config, access,
-                             getattr(args, "metrics_listen", None)))
+    return asyncio.run(
+        serve(args.ns_id, args.events, ns, eventlog_config, access, getattr(args, "metrics_listen", None))
+    )

@@ -30,43 +30,89 @@ def server_families(controller: NameServerController, now_ms: int | None = None)
         family.add(value, ns=ns, **labels)
         return family
 
-    info = gauge("nsaudit_nameserver_info", "1, with the server id and software version", 1,
-                 version=package_version())
-    started = gauge("nsaudit_nameserver_start_timestamp_seconds", "when this run started, Unix time",
-                    controller.start_ts / 1000)
-    live = gauge("nsaudit_nameserver_live_brokers", "broker addresses in broker_live_table",
-                 len(routes.broker_live_table))
-    groups = gauge("nsaudit_nameserver_broker_groups", "broker names in broker_addr_table", len(routes.broker_addr_table))
+    info = gauge("nsaudit_nameserver_info", "1, with the server id and software version", 1, version=package_version())
+    started = gauge(
+        "nsaudit_nameserver_start_timestamp_seconds", "when this run started, Unix time", controller.start_ts / 1000
+    )
+    live = gauge(
+        "nsaudit_nameserver_live_brokers", "broker addresses in broker_live_table", len(routes.broker_live_table)
+    )
+    groups = gauge(
+        "nsaudit_nameserver_broker_groups", "broker names in broker_addr_table", len(routes.broker_addr_table)
+    )
     topics = gauge("nsaudit_nameserver_topics", "topics in topic_queue_table", len(routes.topic_queue_table))
-    requests = Family("nsaudit_nameserver_requests_total", "counter", "requests handled by request code (REGISTER_BROKER "
-                      "103 registrations, GET_ROUTEINFO_BY_TOPIC 105 lookups, ...), since the start")
+    requests = Family(
+        "nsaudit_nameserver_requests_total",
+        "counter",
+        "requests handled by request code (REGISTER_BROKER "
+        "103 registrations, GET_ROUTEINFO_BY_TOPIC 105 lookups, ...), since the start",
+    )
     for code, count in sorted(dict(controller.requests_by_code).items()):
-        requests.add(count, ns=ns, code=str(code) if code in _CODE_NAMES else "other",
-                     name=_CODE_NAMES.get(code, "unknown"))
-    rejected = Family("nsaudit_nameserver_rejected_total", "counter", "requests and connections refused, by the reason "
-                      "of their rejected event (no_permission, malformed_frame, connection_limit, ...)")
+        requests.add(
+            count, ns=ns, code=str(code) if code in _CODE_NAMES else "other", name=_CODE_NAMES.get(code, "unknown")
+        )
+    rejected = Family(
+        "nsaudit_nameserver_rejected_total",
+        "counter",
+        "requests and connections refused, by the reason "
+        "of their rejected event (no_permission, malformed_frame, connection_limit, ...)",
+    )
     for reason, count in sorted(dict(journal.rejected).items()):
         rejected.add(count, ns=ns, reason=reason)
     outage = journal.outage
-    writable = gauge("nsaudit_nameserver_event_log_writable", "1 while the event log can be written; 0 during a "
-                     "full-disk outage (route changes refused)", int(outage is None))
-    outage_s = gauge("nsaudit_nameserver_event_log_outage_seconds", "how long the current outage has lasted (0: none)",
-                     0 if outage is None else max(now_ms - outage.since_ts, 0) / 1000)
-    outages = gauge_counter("nsaudit_nameserver_event_log_outages_total", "full-disk outages since the start",
-                            journal.outages, ns)
-    refused = gauge_counter("nsaudit_nameserver_refused_while_log_unavailable_total", "route changes refused "
-                            "(SYSTEM_ERROR) because the event log could not be written", journal.refused_before
-                            + (outage.refused if outage is not None else 0), ns)
+    writable = gauge(
+        "nsaudit_nameserver_event_log_writable",
+        "1 while the event log can be written; 0 during a full-disk outage (route changes refused)",
+        int(outage is None),
+    )
+    outage_s = gauge(
+        "nsaudit_nameserver_event_log_outage_seconds",
+        "how long the current outage has lasted (0: none)",
+        0 if outage is None else max(now_ms - outage.since_ts, 0) / 1000,
+    )
+    outages = gauge_counter(
+        "nsaudit_nameserver_event_log_outages_total", "full-disk outages since the start", journal.outages, ns
+    )
+    refused = gauge_counter(
+        "nsaudit_nameserver_refused_while_log_unavailable_total",
+        "route changes refused (SYSTEM_ERROR) because the event log could not be written",
+        journal.refused_before + (outage.refused if outage is not None else 0),
+        ns,
+    )
     writer = controller.writer
-    last = gauge("nsaudit_nameserver_event_log_last_seq", "seq of the last event appended",
-                 writer.last_seq if writer is not None else 0)
-    durable = gauge("nsaudit_nameserver_event_log_durable_seq", "seq up to which every event is durable",
-                    writer.durable_seq if writer is not None else 0)
-    buffered = gauge("nsaudit_nameserver_buffered_bytes", "bytes of unfinished frames buffered across all connections "
-                     "(bounded by max_buffered_bytes)", controller.admission.buffered_bytes)
+    last = gauge(
+        "nsaudit_nameserver_event_log_last_seq",
+        "seq of the last event appended",
+        writer.last_seq if writer is not None else 0,
+    )
+    durable = gauge(
+        "nsaudit_nameserver_event_log_durable_seq",
+        "seq up to which every event is durable",
+        writer.durable_seq if writer is not None else 0,
+    )
+    buffered = gauge(
+        "nsaudit_nameserver_buffered_bytes",
+        "bytes of unfinished frames buffered across all connections (bounded by max_buffered_bytes)",
+        controller.admission.buffered_bytes,
+    )
     connections = gauge("nsaudit_nameserver_connections", "connections open now", controller.connections)
-    return [info, started, live, groups, topics, requests, rejected, writable, outage_s, outages, refused, last,
-            durable, buffered, connections]
+    return [
+        info,
+        started,
+        live,
+        groups,
+        topics,
+        requests,
+        rejected,
+        writable,
+        outage_s,
+        outages,
+        refused,
+        last,
+        durable,
+        buffered,
+        connections,
+    ]
 
 
 def gauge_counter(name: str, text: str, value: int, ns: str) -> Family:

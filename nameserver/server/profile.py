@@ -60,6 +60,11 @@ class ReleaseProfile:
 
 PROFILES = {
     "4.9": ReleaseProfile("4.9", int(Version.V4_9_7), True, "http://rocketmq.apache.org/docs/faq/"),
-    "5": ReleaseProfile("5", int(Version.V5_3_3), False, "https://rocketmq.apache.org/docs/bestPractice/06FAQ",
-                        frozenset({int(RequestCode.GET_BROKER_MEMBER_GROUP)})),
+    "5": ReleaseProfile(
+        "5",
+        int(Version.V5_3_3),
+        False,
+        "https://rocketmq.apache.org/docs/bestPractice/06FAQ",
+        frozenset({int(RequestCode.GET_BROKER_MEMBER_GROUP)}),
+    ),
 }

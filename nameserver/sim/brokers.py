@@ -63,8 +63,18 @@ class SimGroup:
     kept once, here.
     """
 
-    __slots__ = ("index", "cluster", "broker_name", "members", "topics", "topic_tuple", "digest",
-                 "data_version", "rev", "busy_until")
+    __slots__ = (
+        "index",
+        "cluster",
+        "broker_name",
+        "members",
+        "topics",
+        "topic_tuple",
+        "digest",
+        "data_version",
+        "rev",
+        "busy_until",
+    )
 
     def __init__(self, index: int, layout_group: BrokerGroup, data_version: DataVersion) -> None:
         self.index = index
@@ -102,8 +112,22 @@ class SimGroup:
 class SimBroker:
     """One broker process: identity, liveness, one connection per name server."""
 
-    __slots__ = ("group", "addr", "ha_addr", "host", "broker_id", "alive", "life", "conns", "cut",
-                 "link_delays", "next_port", "_payload", "_payload_rev", "_payload_id")
+    __slots__ = (
+        "group",
+        "addr",
+        "ha_addr",
+        "host",
+        "broker_id",
+        "alive",
+        "life",
+        "conns",
+        "cut",
+        "link_delays",
+        "next_port",
+        "_payload",
+        "_payload_rev",
+        "_payload_id",
+    )
 
     def __init__(self, group: SimGroup, broker_id: int, addr: str, ha_addr: str, link_delays: list[int]) -> None:
         self.group = group
@@ -125,17 +149,34 @@ class SimBroker:
         """The full registration it sends now (cached until its group or id changes)."""
         group = self.group
         if self._payload_rev != group.rev or self._payload_id != self.broker_id:
-            self._payload = Payload(group.cluster, self.addr, group.broker_name, self.broker_id, self.ha_addr,
-                                    group.data_version, group.topic_tuple, group.digest,
-                                    group.data_version.to_json_obj())
+            self._payload = Payload(
+                group.cluster,
+                self.addr,
+                group.broker_name,
+                self.broker_id,
+                self.ha_addr,
+                group.data_version,
+                group.topic_tuple,
+                group.digest,
+                group.data_version.to_json_obj(),
+            )
             self._payload_rev, self._payload_id = group.rev, self.broker_id
         return self._payload  # type: ignore[return-value]  # made above on first use (revision -1 matches none)
 
     def incremental_payload(self, topics: tuple[TopicConfig, ...]) -> Payload:
         """An incremental registration: only the changed topics, with the new data version."""
         group = self.group
-        return Payload(group.cluster, self.addr, group.broker_name, self.broker_id, self.ha_addr,
-                       group.data_version, topics, topics_digest(topics), group.data_version.to_json_obj())
+        return Payload(
+            group.cluster,
+            self.addr,
+            group.broker_name,
+            self.broker_id,
+            self.ha_addr,
+            group.data_version,
+            topics,
+            topics_digest(topics),
+            group.data_version.to_json_obj(),
+        )
 
     def new_remote(self) -> str:
         """``host:port`` of a new outgoing connection."""

@@ -33,7 +33,6 @@ BOOT_SPREAD_MS = 10_000  # brokers come up over the first seconds after the serv
 PROGRESS_EVERY_MS = 3 * 3_600_000
 
 
-
 @dataclass(frozen=True)
 class SimResult:
     """What a run produced.
@@ -79,18 +78,21 @@ class Simulation:
         progress: where progress lines go (default stderr; none with ``options.quiet``).
     """
 
-    def __init__(self, options: SimOptions, ns_config: NameServerConfig | None = None,
-                 progress: TextIO | None = None) -> None:
+    def __init__(
+        self, options: SimOptions, ns_config: NameServerConfig | None = None, progress: TextIO | None = None
+    ) -> None:
         self.options = options
         self.ns_config = ns_config or NameServerConfig()
         self.layout = build_layout(options.brokers, options.slaves, options.topics, options.seed, options.faults)
         self.groups: list[SimGroup] = build_fleet(
-            self.layout, options.ns, options.start_ms, random.Random(f"{options.seed}/fleet"))
+            self.layout, options.ns, options.start_ms, random.Random(f"{options.seed}/fleet")
+        )
         self.brokers: list[SimBroker] = [b for g in self.groups for b in g.members]
         log_config = EventLogConfig(durability="none")
-        self.servers = [SimServer(i, ns, options.events_dir, self.ns_config, log_config,
-                                  package_version())
-                        for i, ns in enumerate(options.ns_ids)]
+        self.servers = [
+            SimServer(i, ns, options.events_dir, self.ns_config, log_config, package_version())
+            for i, ns in enumerate(options.ns_ids)
+        ]
         self._rng = random.Random(f"{options.seed}/traffic")
         self._heap: list[tuple[int, int, Callable[..., Any], tuple[Any, ...]]] = []
         self._seq = itertools.count()
@@ -117,8 +119,13 @@ class Simulation:
             server.close_log("simulation end")
         truth_path = self.faults.write(opts.events_dir, opts.ns_ids)
         return SimResult(
-            {s.ns_id: s.events for s in self.servers}, dict(self.faults.counts), tuple(self.servers),
-            self.layout, truth_path, time.perf_counter() - wall_start)
+            {s.ns_id: s.events for s in self.servers},
+            dict(self.faults.counts),
+            tuple(self.servers),
+            self.layout,
+            truth_path,
+            time.perf_counter() - wall_start,
+        )
 
     def _loop(self, start: int, end: int, wall_start: float) -> None:
         heap = self._heap
@@ -135,9 +142,12 @@ class Simulation:
     def _report(self, done_ms: int, total_ms: int, wall_start: float) -> None:
         events = sum(s.events for s in self.servers)
         wall = time.perf_counter() - wall_start
-        print(f"nsaudit simulate: {done_ms / 3_600_000:.1f} of {total_ms / 3_600_000:.1f} simulated hours "
-              f"({iso(self.options.start_ms + done_ms)}), {events:,} events, {events / wall:,.0f} events/s",
-              file=self._progress, flush=True)
+        print(
+            f"nsaudit simulate: {done_ms / 3_600_000:.1f} of {total_ms / 3_600_000:.1f} simulated hours "
+            f"({iso(self.options.start_ms + done_ms)}), {events:,} events, {events / wall:,.0f} events/s",
+            file=self._progress,
+            flush=True,
+        )
 
     # ---------------------------------------------------------------------------- name servers
 
@@ -203,14 +213,23 @@ class Simulation:
             else:
                 heappush(heap, (t, next(seq), self._register_noted, (server, server.run, conn, payload, records)))
 
-    def _register_noted(self, now: int, server: SimServer, run: int, conn: Any, payload: Payload,
-                        records: tuple[Record, ...]) -> None:
+    def _register_noted(
+        self, now: int, server: SimServer, run: int, conn: Any, payload: Payload, records: tuple[Record, ...]
+    ) -> None:
         events = server.register(now, run, conn, payload)
         if events:
             for record in records:
-                note_effect(record, server.ns_id, {
-                    "event": events[0]["type"], "ts": now, "broker_addr": payload.broker_addr,
-                    "broker_id": payload.broker_id, "data_version": payload.data_version})
+                note_effect(
+                    record,
+                    server.ns_id,
+                    {
+                        "event": events[0]["type"],
+                        "ts": now,
+                        "broker_addr": payload.broker_addr,
+                        "broker_id": payload.broker_id,
+                        "data_version": payload.data_version,
+                    },
+                )
 
     def crash(self, now: int, broker: SimBroker, record: Record) -> None:
         """The process dies and the OS closes its sockets: every server sees the close."""

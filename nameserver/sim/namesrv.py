@@ -39,7 +39,12 @@ class SimServer:
     """
 
     def __init__(
-        self, index: int, ns_id: str, events_dir: Path, config: NameServerConfig, log_config: EventLogConfig,
+        self,
+        index: int,
+        ns_id: str,
+        events_dir: Path,
+        config: NameServerConfig,
+        log_config: EventLogConfig,
         version: str,
     ) -> None:
         self.index = index
@@ -167,8 +172,11 @@ class SimServer:
         """UNREGISTER_BROKER arrived; False when it belonged to an earlier run."""
         if run != self.run:
             return False
-        self._log_all(self.routes.unregister_broker(p.cluster, p.broker_addr, p.broker_name, p.broker_id, now,
-                                                    conn.unregister_ctx))
+        self._log_all(
+            self.routes.unregister_broker(
+                p.cluster, p.broker_addr, p.broker_name, p.broker_id, now, conn.unregister_ctx
+            )
+        )
         return True
 
     def scan(self, now: int) -> None:

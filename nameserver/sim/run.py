@@ -24,8 +24,9 @@ from nameserver.sim.options import SimOptions, check_events_dir, parse_faults
 __all__ = ["FAULTS", "SimOptions", "SimResult", "options_from_args", "run_from_cli", "simulate"]
 
 
-def simulate(options: SimOptions, ns_config: NameServerConfig | None = None,
-             progress: TextIO | None = None) -> SimResult:
+def simulate(
+    options: SimOptions, ns_config: NameServerConfig | None = None, progress: TextIO | None = None
+) -> SimResult:
     """Write the logs and the truth file for ``options``; returns counts and final tables.
 
     Args:
@@ -63,9 +64,17 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
         except ValueError as exc:
             raise UserError(f"--start: {exc}") from None
     return SimOptions(
-        events_dir=Path(args.events), ns=args.ns, brokers=args.brokers, slaves=args.slaves, topics=args.topics,
-        start_ms=start_ms, hours=args.hours, seed=args.seed, faults=parse_faults(args.faults),
-        fault_rate=args.fault_rate, quiet=args.quiet,
+        events_dir=Path(args.events),
+        ns=args.ns,
+        brokers=args.brokers,
+        slaves=args.slaves,
+        topics=args.topics,
+        start_ms=start_ms,
+        hours=args.hours,
+        seed=args.seed,
+        faults=parse_faults(args.faults),
+        fault_rate=args.fault_rate,
+        quiet=args.quiet,
     )
 
 
@@ -82,7 +91,9 @@ def summary_line(options: SimOptions, result: SimResult) -> str:
     per_ns = ", ".join(f"{ns} {n:,}" for ns, n in result.events_by_ns.items())
     faults = ", ".join(f"{kind} {n}" for kind, n in result.faults_by_kind.items()) or "none enabled"
     rate = result.events / result.wall_seconds if result.wall_seconds > 0 else 0.0
-    return (f"simulated {iso(options.start_ms)} to {iso(options.end_ms)}, {options.ns} name servers, "
-            f"{result.layout.broker_count} brokers: {result.events:,} events ({per_ns}); "
-            f"{sum(result.faults_by_kind.values())} faults ({faults}); "
-            f"{result.wall_seconds:.1f} s, {rate:,.0f} events/s")
+    return (
+        f"simulated {iso(options.start_ms)} to {iso(options.end_ms)}, {options.ns} name servers, "
+        f"{result.layout.broker_count} brokers: {result.events:,} events ({per_ns}); "
+        f"{sum(result.faults_by_kind.values())} faults ({faults}); "
+        f"{result.wall_seconds:.1f} s, {rate:,.0f} events/s"
+    )

@@ -16,8 +16,7 @@ _HEAD = ("kind", "ns", "subject", "start_ms", "end_ms")
 
 def new_record(kind: str, subject: str, start_ms: int, **detail: Any) -> Record:
     """A fault record with no effects yet; ``end_ms`` stays null until the fault ends."""
-    return {"kind": kind, "ns": [], "subject": subject, "start_ms": start_ms, "end_ms": None, **detail,
-            "expected": {}}
+    return {"kind": kind, "ns": [], "subject": subject, "start_ms": start_ms, "end_ms": None, **detail, "expected": {}}
 
 
 def note_effect(record: Record, ns_id: str, effect: dict[str, Any]) -> None:

@@ -45,20 +45,34 @@ def test_keys_set_in_a_file_override_defaults(tmp_path):
 def test_the_cli_reports_a_bad_config_in_one_line(tmp_path, capsys):
     path = tmp_path / "bad.toml"
     path.write_text("[audit]\nbogus = 1\n")
-    code = main(["audit", "--events", str(tmp_path), "--lake", str(tmp_path / "lake"), "--date", "2026-11-20",
-                 "--config", str(path)])
+    code = main(
+        [
+            "audit",
+            "--events",
+            str(tmp_path),
+            "--lake",
+            str(tmp_path / "lake"),
+            "--date",
+            "2026-11-20",
+            "--config",
+            str(path),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "bogus" in err[0] and "Traceback" not in err[0]
 
 
-@pytest.mark.parametrize("text, key", [
-    ("[audit]\nsnapshot_interval_ms = 0\n", "audit.snapshot_interval_ms"),
-    ("[audit]\nclock_skew_ms = -1\n", "audit.clock_skew_ms"),
-    ("[audit]\nqueue_skew_cv = nan\n", "audit.queue_skew_cv"),
-    ("[audit]\ndivergence_grace_ms = -5\n", "audit.divergence_grace_ms"),
-    ("[eventlog]\nsegment_max_bytes = 0\n", "eventlog.segment_max_bytes"),
-    ("[spark]\nshuffle_partitions = 0\n", "spark.shuffle_partitions"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("[audit]\nsnapshot_interval_ms = 0\n", "audit.snapshot_interval_ms"),
+        ("[audit]\nclock_skew_ms = -1\n", "audit.clock_skew_ms"),
+        ("[audit]\nqueue_skew_cv = nan\n", "audit.queue_skew_cv"),
+        ("[audit]\ndivergence_grace_ms = -5\n", "audit.divergence_grace_ms"),
+        ("[eventlog]\nsegment_max_bytes = 0\n", "eventlog.segment_max_bytes"),
+        ("[spark]\nshuffle_partitions = 0\n", "spark.shuffle_partitions"),
+    ],
+)
 def test_a_value_out_of_its_range_names_the_key_and_the_file(tmp_path, text, key):
     path = tmp_path / "range.toml"
     path.write_text(text)

@@ -111,8 +111,13 @@ def start_namesrv_on(release: Release, run_dir: Path, name: str, port: int) -> J
     """Start Apache RocketMQ's name server on ``port`` (again, for a restart); not yet ready."""
     conf = run_dir / f"{name}.properties"
     conf.write_text(f"listenPort={port}\n")
-    return JavaProcess(name, _java(release.server_lib, run_dir, "org.apache.rocketmq.namesrv.NamesrvStartup",
-                                   "-c", str(conf)), run_dir / f"{name}.log", "boot success", run_dir).start()
+    return JavaProcess(
+        name,
+        _java(release.server_lib, run_dir, "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)),
+        run_dir / f"{name}.log",
+        "boot success",
+        run_dir,
+    ).start()
 
 
 # ---------------------------------------------------------------------------- reading the streams
@@ -169,9 +174,25 @@ def start_collector(addrs: dict[str, str], events: Path, err_path: Path) -> subp
     config.write_text(AUDIT_CONFIG, encoding="utf-8")
     with open(err_path, "w") as err:
         return subprocess.Popen(
-            [sys.executable, "-m", "nsaudit.cli", "collect", "--namesrv", namesrv_arg, "--events", str(events),
-             "--interval-ms", str(INTERVAL_MS), "--config", str(config)],
-            cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL, stderr=err)
+            [
+                sys.executable,
+                "-m",
+                "nsaudit.cli",
+                "collect",
+                "--namesrv",
+                namesrv_arg,
+                "--events",
+                str(events),
+                "--interval-ms",
+                str(INTERVAL_MS),
+                "--config",
+                str(config),
+            ],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
 
 
 def stop_collector(collector: subprocess.Popen, err_path: Path) -> None:
@@ -198,8 +219,10 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         for proc in namesrvs.values():
             proc.wait_ready()
         every = ";".join([*addrs.values(), shadow_addr])
-        brokers = {name: start_broker(release, run_dir, name, CLUSTER, every, **BROKER_SETTINGS)
-                   for name in ("scn-a", "scn-k", "scn-s")}
+        brokers = {
+            name: start_broker(release, run_dir, name, CLUSTER, every, **BROKER_SETTINGS)
+            for name in ("scn-a", "scn-k", "scn-s")
+        }
         processes += [b.process for b in brokers.values()]
         driver = Driver(release, run_dir).start()
         for broker in brokers.values():
@@ -217,47 +240,77 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
 
         def settled(events: Path, want: dict[str, set[str]]) -> bool:
             logs = {ns: scenario.stream(ns, events) for ns in SERVERS}
-            return all(brokers_seen(logs[ns]) == want[ns] and route_seen(logs[ns], KEPT)
-                       and route_seen(logs[ns], DOOMED) and route_seen(logs[ns], SOLO)
-                       and all(perm_of(route_seen(logs[ns], HALF_TOPIC), b) for b in want[ns]) for ns in SERVERS)
+            return all(
+                brokers_seen(logs[ns]) == want[ns]
+                and route_seen(logs[ns], KEPT)
+                and route_seen(logs[ns], DOOMED)
+                and route_seen(logs[ns], SOLO)
+                and all(perm_of(route_seen(logs[ns], HALF_TOPIC), b) for b in want[ns])
+                for ns in SERVERS
+            )
 
         def solo_topic(perm: int) -> None:
-            driver.admin("updateTopic", "-t", SOLO, "-b", brokers["scn-s"].addr, "-r", 4, "-w", 4, "-p", perm,
-                         "-n", addrs["nsA"])
+            driver.admin(
+                "updateTopic", "-t", SOLO, "-b", brokers["scn-s"].addr, "-r", 4, "-w", 4, "-p", perm, "-n", addrs["nsA"]
+            )
 
         create_topics()
         solo_topic(6)
         # expiry well past the brokers' period, RocketMQ's scan interval
-        shadow, _ = start_nsaudit_nameserver(run_dir, SHADOW, run_dir / "collected", expiry_ms=40_000,
-                                             scan_ms=10_000, rocketmq_version=release.name, port=shadow_port)
+        shadow, _ = start_nsaudit_nameserver(
+            run_dir,
+            SHADOW,
+            run_dir / "collected",
+            expiry_ms=40_000,
+            scan_ms=10_000,
+            rocketmq_version=release.name,
+            port=shadow_port,
+        )
         processes.append(shadow)
-        scenario = Scenario(run_dir / "collected", run_dir / "clean", addrs, {},
-                            collector_err=run_dir / "collect.err")
+        scenario = Scenario(run_dir / "collected", run_dir / "clean", addrs, {}, collector_err=run_dir / "collect.err")
 
         # the fault-free run: every broker on every server, held past the grace
         clean_err = run_dir / "collect-clean.err"
         collector = start_collector(addrs, scenario.clean_events, clean_err)
         everywhere = {ns: {"scn-a", "scn-k", "scn-s"} for ns in SERVERS}
-        wait_for(lambda: settled(scenario.clean_events, everywhere), SEEN_TIMEOUT_S,
-                 "every server's stream of the fault-free run to show its brokers, both topics and the half topic")
+        wait_for(
+            lambda: settled(scenario.clean_events, everywhere),
+            SEEN_TIMEOUT_S,
+            "every server's stream of the fault-free run to show its brokers, both topics and the half topic",
+        )
         time.sleep(HOLD_S)
         stop_collector(collector, clean_err)
 
         # the run with faults: scn-b's namesrvAddr lacks nsC from its start
-        brokers["scn-b"] = start_broker(release, run_dir, "scn-b", CLUSTER,
-                                        f"{addrs['nsA']};{addrs['nsB']};{shadow_addr}", **BROKER_SETTINGS)
+        brokers["scn-b"] = start_broker(
+            release, run_dir, "scn-b", CLUSTER, f"{addrs['nsA']};{addrs['nsB']};{shadow_addr}", **BROKER_SETTINGS
+        )
         processes.append(brokers["scn-b"].process)
         brokers["scn-b"].process.wait_ready()
         # scn-b carries no topic of the others: one created on it now, a minute before the delete,
         # would be the same topic's change to a shadow that sees it (one incident from its creation)
         scenario.brokers.update({name: b.addr for name, b in brokers.items()})
         collector = start_collector(addrs, scenario.events, scenario.collector_err)
-        want = {"nsA": {"scn-a", "scn-b", "scn-k", "scn-s"}, "nsB": {"scn-a", "scn-b", "scn-k", "scn-s"},
-                "nsC": {"scn-a", "scn-k", "scn-s"}}
-        wait_for(lambda: settled(scenario.events, want), SEEN_TIMEOUT_S,
-                 "every server's stream to show its brokers, both topics and the half topic")
-        scenario.truth.append({"kind": "partition", "ns": ["nsC"], "subject": "scn-b",
-                               "start_ms": None, "end_ms": None, "broker_addr": brokers["scn-b"].addr})
+        want = {
+            "nsA": {"scn-a", "scn-b", "scn-k", "scn-s"},
+            "nsB": {"scn-a", "scn-b", "scn-k", "scn-s"},
+            "nsC": {"scn-a", "scn-k", "scn-s"},
+        }
+        wait_for(
+            lambda: settled(scenario.events, want),
+            SEEN_TIMEOUT_S,
+            "every server's stream to show its brokers, both topics and the half topic",
+        )
+        scenario.truth.append(
+            {
+                "kind": "partition",
+                "ns": ["nsC"],
+                "subject": "scn-b",
+                "start_ms": None,
+                "end_ms": None,
+                "broker_addr": brokers["scn-b"].addr,
+            }
+        )
 
         # wipe: scn-a's write permission on nsA only
         # A registration with a new data version (the brokers' own, after the topics were created)
@@ -268,8 +321,11 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
             out = driver.admin("wipeWritePerm", "-b", "scn-a", "-n", addrs["nsA"])
             assert "wipe write perm of broker[scn-a] in name server[" in out, out
             try:
-                wait_for(lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 4, 15,
-                         "the wipe in nsA's stream")
+                wait_for(
+                    lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 4,
+                    15,
+                    "the wipe in nsA's stream",
+                )
                 break
             except TimeoutError:
                 if attempt == 3:
@@ -281,28 +337,42 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         # ns_restart: nsC down, then up again on its port, empty until the brokers register
         start = _now_ms()
         namesrvs["nsC"].stop()
-        wait_for(lambda: any(e["type"] == "observe_error" and e["ts"] >= start for e in scenario.stream("nsC")),
-                 SEEN_TIMEOUT_S, "nsC's observe_error")
+        wait_for(
+            lambda: any(e["type"] == "observe_error" and e["ts"] >= start for e in scenario.stream("nsC")),
+            SEEN_TIMEOUT_S,
+            "nsC's observe_error",
+        )
         time.sleep(INTERVAL_MS / 1000 * 2)
         restarted = _now_ms()
         namesrvs["nsC"] = start_namesrv_on(release, run_dir, "nsC-restarted", ports["nsC"])
         processes.append(namesrvs["nsC"])
         namesrvs["nsC"].wait_ready()
-        wait_for(lambda: brokers_seen(scenario.stream("nsC")) == {"scn-a", "scn-k", "scn-s"}, SEEN_TIMEOUT_S,
-                 "the brokers back in nsC's stream")
-        scenario.truth.append({"kind": "ns_restart", "ns": ["nsC"], "subject": "nsC", "start_ms": start,
-                               "end_ms": restarted})
+        wait_for(
+            lambda: brokers_seen(scenario.stream("nsC")) == {"scn-a", "scn-k", "scn-s"},
+            SEEN_TIMEOUT_S,
+            "the brokers back in nsC's stream",
+        )
+        scenario.truth.append(
+            {"kind": "ns_restart", "ns": ["nsC"], "subject": "nsC", "start_ms": start, "end_ms": restarted}
+        )
 
         # delete_topic: from the brokers and nsB only; the new data version ends the wipe on nsA
         start = _now_ms()
         out = driver.admin("deleteTopic", "-t", DOOMED, "-c", CLUSTER, "-n", addrs["nsB"])
         assert "from NameServer success" in out, out
-        wait_for(lambda: route_seen(scenario.stream("nsB"), DOOMED) is None, SEEN_TIMEOUT_S,
-                 "the deleted topic's null route in nsB's stream")
-        scenario.truth.append({"kind": "delete_topic", "ns": ["nsB"], "subject": DOOMED, "start_ms": start,
-                               "end_ms": None})
-        wait_for(lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 6, SEEN_TIMEOUT_S,
-                 "scn-a's write permission back on nsA after its next registration")
+        wait_for(
+            lambda: route_seen(scenario.stream("nsB"), DOOMED) is None,
+            SEEN_TIMEOUT_S,
+            "the deleted topic's null route in nsB's stream",
+        )
+        scenario.truth.append(
+            {"kind": "delete_topic", "ns": ["nsB"], "subject": DOOMED, "start_ms": start, "end_ms": None}
+        )
+        wait_for(
+            lambda: perm_of(route_seen(scenario.stream("nsA"), KEPT), "scn-a") == 6,
+            SEEN_TIMEOUT_S,
+            "scn-a's write permission back on nsA after its next registration",
+        )
         log = scenario.stream("nsA")
         wiped = first_ts(log, wipe["start_ms"], lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 4)
         wipe["end_ms"] = first_ts(log, wiped + 1, lambda prefix: perm_of(route_seen(prefix, KEPT), "scn-a") == 6)
@@ -311,32 +381,59 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         # broker_kill: kill -9, every server drops it when its channel closes
         start = _now_ms()
         brokers["scn-k"].process.kill()
-        wait_for(lambda: all("scn-k" not in brokers_seen(scenario.stream(ns)) for ns in SERVERS), SEEN_TIMEOUT_S,
-                 "scn-k gone from every server's stream")
-        scenario.truth.append({"kind": "broker_kill", "ns": list(SERVERS), "subject": "scn-k", "start_ms": start,
-                               "end_ms": None, "broker_addr": brokers["scn-k"].addr})
+        wait_for(
+            lambda: all("scn-k" not in brokers_seen(scenario.stream(ns)) for ns in SERVERS),
+            SEEN_TIMEOUT_S,
+            "scn-k gone from every server's stream",
+        )
+        scenario.truth.append(
+            {
+                "kind": "broker_kill",
+                "ns": list(SERVERS),
+                "subject": "scn-k",
+                "start_ms": start,
+                "end_ms": None,
+                "broker_addr": brokers["scn-k"].addr,
+            }
+        )
         time.sleep(INTERVAL_MS / 1000 * 2)
 
         # read_only: scn-s registers ScnSolo with perm 4, a new data version, on every server
         start = _now_ms()
         solo_topic(4)
-        wait_for(lambda: all(perm_of(route_seen(scenario.stream(ns), SOLO), "scn-s") == 4 for ns in SERVERS),
-                 SEEN_TIMEOUT_S, "ScnSolo read-only in every server's stream")
-        scenario.truth.append({"kind": "read_only", "ns": list(SERVERS), "subject": SOLO, "start_ms": start,
-                               "end_ms": None})
+        wait_for(
+            lambda: all(perm_of(route_seen(scenario.stream(ns), SOLO), "scn-s") == 4 for ns in SERVERS),
+            SEEN_TIMEOUT_S,
+            "ScnSolo read-only in every server's stream",
+        )
+        scenario.truth.append(
+            {"kind": "read_only", "ns": list(SERVERS), "subject": SOLO, "start_ms": start, "end_ms": None}
+        )
         time.sleep(INTERVAL_MS / 1000 * 2)
 
         # broker_shutdown: scn-s unregisters from every server as it stops; ScnSolo is on none
         start = _now_ms()
         brokers["scn-s"].process.stop()
         exited = _now_ms()  # it unregisters somewhere in its shutdown, which may take seconds
-        wait_for(lambda: all("scn-s" not in brokers_seen(scenario.stream(ns)) for ns in SERVERS), SEEN_TIMEOUT_S,
-                 "scn-s gone from every server's stream")
-        assert any(e["type"] == "unregister" and e["broker_addr"] == brokers["scn-s"].addr
-                   for e in scenario.stream(SHADOW)), "the shadow logged scn-s's UNREGISTER_BROKER"
-        scenario.truth.append({"kind": "broker_shutdown", "ns": list(SERVERS), "subject": "scn-s",
-                               "start_ms": start, "end_ms": None, "broker_addr": brokers["scn-s"].addr,
-                               "exited_ms": exited})
+        wait_for(
+            lambda: all("scn-s" not in brokers_seen(scenario.stream(ns)) for ns in SERVERS),
+            SEEN_TIMEOUT_S,
+            "scn-s gone from every server's stream",
+        )
+        assert any(
+            e["type"] == "unregister" and e["broker_addr"] == brokers["scn-s"].addr for e in scenario.stream(SHADOW)
+        ), "the shadow logged scn-s's UNREGISTER_BROKER"
+        scenario.truth.append(
+            {
+                "kind": "broker_shutdown",
+                "ns": list(SERVERS),
+                "subject": "scn-s",
+                "start_ms": start,
+                "end_ms": None,
+                "broker_addr": brokers["scn-s"].addr,
+                "exited_ms": exited,
+            }
+        )
         time.sleep(INTERVAL_MS / 1000 * 2)
 
         stop_collector(collector, scenario.collector_err)

@@ -84,8 +84,9 @@ def _start(release: Release, run_dir: Path, events: Path) -> Cluster:
     release.check()
     java_ns, java_addr = start_java_namesrv(release, run_dir)
     # answering as the release's own name server does (docs/interop.md, "Release profiles")
-    ns, ns_addr = start_nsaudit_nameserver(run_dir, ns_id(release), events, expiry_ms=EXPIRY_MS,
-                                           rocketmq_version=release.name)
+    ns, ns_addr = start_nsaudit_nameserver(
+        run_dir, ns_id(release), events, expiry_ms=EXPIRY_MS, rocketmq_version=release.name
+    )
     java_ns.wait_ready()
     both = f"{java_addr};{ns_addr}"
     b1, b2 = {}, {}
@@ -95,8 +96,10 @@ def _start(release: Release, run_dir: Path, events: Path) -> Cluster:
         # GET_BROKER_MEMBER_GROUP (901), which nsaudit refuses (docs/nameserver-semantics.md D6)
         b1 = {"enableSlaveActingMaster": "true"}
         b2 = {"enableSlaveActingMaster": "true", "compatibleWithOldNameSrv": "false"}
-    brokers = {"b1": start_broker(release, run_dir, "b1", CLUSTER, both, **b1),
-               "b2": start_broker(release, run_dir, "b2", CLUSTER, both, **b2)}
+    brokers = {
+        "b1": start_broker(release, run_dir, "b1", CLUSTER, both, **b1),
+        "b2": start_broker(release, run_dir, "b2", CLUSTER, both, **b2),
+    }
     driver = Driver(release, run_dir).start()
     for broker in brokers.values():
         broker.process.wait_ready()

@@ -30,8 +30,9 @@ HEADER_TYPES = {"json": SerializeType.JSON, "rocketmq": SerializeType.ROCKETMQ}
 def _sorted(value: Any) -> Any:
     """JSON with dict keys as strings in order and every list sorted (by its items' text)."""
     if isinstance(value, dict):
-        return {str(k): _sorted(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
-                if k not in FIELDS_5X_ONLY}
+        return {
+            str(k): _sorted(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0])) if k not in FIELDS_5X_ONLY
+        }
     if isinstance(value, list):
         return sorted((_sorted(v) for v in value), key=repr)
     return value
@@ -40,9 +41,16 @@ def _sorted(value: Any) -> Any:
 async def _ask(client: RemotingClient, cmd, header: int) -> dict[str, Any]:
     answer = await client.request(dataclasses.replace(cmd, serialize_type=header))
     body = fastjson.loads(answer.body) if answer.body else None
-    return {"code": answer.code, "remark": answer.remark, "flag": answer.flag, "language": answer.language,
-            "version": answer.version, "header": SerializeType(answer.serialize_type).name,
-            "ext_fields": answer.ext_fields or None, "body": _sorted(body)}
+    return {
+        "code": answer.code,
+        "remark": answer.remark,
+        "flag": answer.flag,
+        "language": answer.language,
+        "version": answer.version,
+        "header": SerializeType(answer.serialize_type).name,
+        "ext_fields": answer.ext_fields or None,
+        "body": _sorted(body),
+    }
 
 
 async def _answers(addr: str, topics: list[str], clusters: list[str]) -> dict[str, Any]:
@@ -50,11 +58,15 @@ async def _answers(addr: str, topics: list[str], clusters: list[str]) -> dict[st
     client = await RemotingClient.connect(host, int(port))
     try:
         requests = {"cluster_info": simple_request(106), "topic_list": simple_request(206)}
-        requests.update({f"topics_by_cluster {cluster}": simple_request(224, {"cluster": cluster})
-                         for cluster in clusters})
+        requests.update(
+            {f"topics_by_cluster {cluster}": simple_request(224, {"cluster": cluster}) for cluster in clusters}
+        )
         requests.update({f"route {topic}": route_request(topic) for topic in topics})
-        return {f"{key} ({name} header)": await _ask(client, cmd, header)
-                for key, cmd in requests.items() for name, header in HEADER_TYPES.items()}
+        return {
+            f"{key} ({name} header)": await _ask(client, cmd, header)
+            for key, cmd in requests.items()
+            for name, header in HEADER_TYPES.items()
+        }
     finally:
         await client.close()
 

@@ -33,9 +33,14 @@ DRIVER_SOURCE = Path(__file__).with_name("java") / "RocketDriver.java"
 START_TIMEOUT_S = 90.0
 
 # A broker on JDK 17 reaches into the JDK's internals (RocketMQ's own start scripts pass these).
-JDK17_OPENS = ["--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
-               "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-               "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED"]
+JDK17_OPENS = [
+    "--add-exports",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+]
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,12 @@ class Release:
 
 RELEASES = {
     # Maven Central as served here lacks 4.9.8's namesrv and broker jars: 4.9.7 servers, 4.9.8 clients
-    "4.9": Release("4.9", JARS / "rocketmq-4.9-server" / "lib", JARS / "rocketmq-4.9-client" / "lib",
-                   "4.9.7 servers, 4.9.8 client and tools"),
+    "4.9": Release(
+        "4.9",
+        JARS / "rocketmq-4.9-server" / "lib",
+        JARS / "rocketmq-4.9-client" / "lib",
+        "4.9.7 servers, 4.9.8 client and tools",
+    ),
     "5": Release("5", JARS / "rocketmq-5" / "lib", JARS / "rocketmq-5" / "lib", "5.3.3"),
 }
 
@@ -65,6 +74,7 @@ RELEASES = {
 def run_async(coro):
     """Run ``coro`` to its end on a new event loop in a thread of its own, so a loop another test
     left running in this thread (playwright's, nbclient's) cannot get in the way."""
+
     def target():
         loop = asyncio.new_event_loop()
         try:
@@ -113,14 +123,19 @@ class JavaProcess:
     def start(self) -> JavaProcess:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.cwd,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, cwd=self.cwd, stdin=subprocess.DEVNULL
+            )
         return self
 
     def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> JavaProcess:
         """Wait for the ready line in the log; raise with the log's tail if the process ends first."""
-        wait_for(lambda: self.ready in self.log.read_text(errors="replace"), timeout_s,
-                 f"{self.name} to print {self.ready!r}", alive=self)
+        wait_for(
+            lambda: self.ready in self.log.read_text(errors="replace"),
+            timeout_s,
+            f"{self.name} to print {self.ready!r}",
+            alive=self,
+        )
         return self
 
     @property
@@ -161,8 +176,9 @@ class JavaProcess:
             return self.proc.wait(timeout=30)
 
 
-def wait_for(check: Callable[[], object], timeout_s: float, what: str, *, alive: JavaProcess | None = None,
-             every_s: float = 0.2):
+def wait_for(
+    check: Callable[[], object], timeout_s: float, what: str, *, alive: JavaProcess | None = None, every_s: float = 0.2
+):
     """Poll ``check`` until it returns something truthy; raise naming ``what`` on timeout."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -170,8 +186,10 @@ def wait_for(check: Callable[[], object], timeout_s: float, what: str, *, alive:
         if value:
             return value
         if alive is not None and not alive.running():
-            raise RuntimeError(f"{alive.name} ended (exit {alive.proc.returncode}) while waiting for {what}; "
-                               f"log {alive.log}:\n{alive.tail()}")
+            raise RuntimeError(
+                f"{alive.name} ended (exit {alive.proc.returncode}) while waiting for {what}; "
+                f"log {alive.log}:\n{alive.tail()}"
+            )
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(every_s)
@@ -201,12 +219,22 @@ def rocketmq_home(run_dir: Path) -> Path:
     return home
 
 
-def _java(release_lib: Path, run_dir: Path, main: str, *args: str, heap: str = "256m",
-          opens: bool = False) -> list[str]:
+def _java(
+    release_lib: Path, run_dir: Path, main: str, *args: str, heap: str = "256m", opens: bool = False
+) -> list[str]:
     home = rocketmq_home(run_dir)
-    argv = ["java", f"-Xmx{heap}", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-XX:MaxDirectMemorySize=256m", f"-Duser.home={run_dir}", f"-Drocketmq.home.dir={home}",
-            f"-Drocketmq.client.logRoot={run_dir / 'logs'}", "-Drocketmq.client.logUseSlf4j=false"]
+    argv = [
+        "java",
+        f"-Xmx{heap}",
+        "-Xms64m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:MaxDirectMemorySize=256m",
+        f"-Duser.home={run_dir}",
+        f"-Drocketmq.home.dir={home}",
+        f"-Drocketmq.client.logRoot={run_dir / 'logs'}",
+        "-Drocketmq.client.logUseSlf4j=false",
+    ]
     if opens:
         argv += JDK17_OPENS
     return argv + ["-cp", f"{release_lib}/*", main, *args]
@@ -217,9 +245,13 @@ def start_java_namesrv(release: Release, run_dir: Path, name: str = "java-namesr
     port = free_port()
     conf = run_dir / f"{name}.properties"
     conf.write_text(f"listenPort={port}\n")
-    proc = JavaProcess(name, _java(release.server_lib, run_dir, "org.apache.rocketmq.namesrv.NamesrvStartup",
-                                   "-c", str(conf)),
-                       run_dir / f"{name}.log", "boot success", run_dir).start()
+    proc = JavaProcess(
+        name,
+        _java(release.server_lib, run_dir, "org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(conf)),
+        run_dir / f"{name}.log",
+        "boot success",
+        run_dir,
+    ).start()
     return proc, f"127.0.0.1:{port}"
 
 
@@ -234,8 +266,9 @@ class Broker:
     conf: Path
 
 
-def start_broker(release: Release, run_dir: Path, name: str, cluster: str, namesrv_addr: str,
-                 **settings: object) -> Broker:
+def start_broker(
+    release: Release, run_dir: Path, name: str, cluster: str, namesrv_addr: str, **settings: object
+) -> Broker:
     """Start a master broker (``BrokerStartup``) with its own store under ``run_dir``; not yet ready.
 
     ``settings`` are extra ``broker.conf`` lines (``registerNameServerPeriod=10000`` and so on).
@@ -243,34 +276,68 @@ def start_broker(release: Release, run_dir: Path, name: str, cluster: str, names
     port = free_port((-2, 0, 1))
     store = run_dir / f"store-{name}"
     lines = {
-        "brokerClusterName": cluster, "brokerName": name, "brokerId": 0, "brokerIP1": "127.0.0.1",
-        "brokerIP2": "127.0.0.1", "listenPort": port, "namesrvAddr": namesrv_addr,
-        "storePathRootDir": store, "storePathCommitLog": store / "commitlog",
-        "autoCreateTopicEnable": "true", "mappedFileSizeCommitLog": 16 * 1024 * 1024,
-        "mappedFileSizeConsumeQueue": 60000, "registerNameServerPeriod": 10000,
-        "diskMaxUsedSpaceRatio": 99, "flushDiskType": "ASYNC_FLUSH",
+        "brokerClusterName": cluster,
+        "brokerName": name,
+        "brokerId": 0,
+        "brokerIP1": "127.0.0.1",
+        "brokerIP2": "127.0.0.1",
+        "listenPort": port,
+        "namesrvAddr": namesrv_addr,
+        "storePathRootDir": store,
+        "storePathCommitLog": store / "commitlog",
+        "autoCreateTopicEnable": "true",
+        "mappedFileSizeCommitLog": 16 * 1024 * 1024,
+        "mappedFileSizeConsumeQueue": 60000,
+        "registerNameServerPeriod": 10000,
+        "diskMaxUsedSpaceRatio": 99,
+        "flushDiskType": "ASYNC_FLUSH",
     }
     lines.update(settings)
     conf = run_dir / f"{name}.conf"
     conf.write_text("".join(f"{key}={value}\n" for key, value in lines.items()))
-    proc = JavaProcess(name, _java(release.server_lib, run_dir, "org.apache.rocketmq.broker.BrokerStartup",
-                                   "-c", str(conf), opens=True),
-                       run_dir / f"{name}.log", "boot success", run_dir).start()
+    proc = JavaProcess(
+        name,
+        _java(release.server_lib, run_dir, "org.apache.rocketmq.broker.BrokerStartup", "-c", str(conf), opens=True),
+        run_dir / f"{name}.log",
+        "boot success",
+        run_dir,
+    ).start()
     return Broker(proc, name, cluster, f"127.0.0.1:{port}", conf)
 
 
-def start_nsaudit_nameserver(run_dir: Path, ns_id: str, events: Path, *, expiry_ms: int,
-                             scan_ms: int = 1000, rocketmq_version: str = "4.9",
-                             port: int | None = None) -> tuple[JavaProcess, str]:
+def start_nsaudit_nameserver(
+    run_dir: Path,
+    ns_id: str,
+    events: Path,
+    *,
+    expiry_ms: int,
+    scan_ms: int = 1000,
+    rocketmq_version: str = "4.9",
+    port: int | None = None,
+) -> tuple[JavaProcess, str]:
     """Start ``python -m nameserver`` on ``port`` (a free one by default), answering as
     ``rocketmq_version``'s name server (``[nameserver] rocketmq_version``); returns it (ready) and
     its address."""
     port = port or free_port()
     config = run_dir / f"{ns_id}.toml"
     config.write_text(f'[nameserver]\nrocketmq_version = "{rocketmq_version}"\n')
-    argv = [sys.executable, "-m", "nameserver", "--ns-id", ns_id, "--listen", f"127.0.0.1:{port}",
-            "--events", str(events), "--broker-expiry-ms", str(expiry_ms), "--scan-interval-ms", str(scan_ms),
-            "--config", str(config)]
+    argv = [
+        sys.executable,
+        "-m",
+        "nameserver",
+        "--ns-id",
+        ns_id,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--events",
+        str(events),
+        "--broker-expiry-ms",
+        str(expiry_ms),
+        "--scan-interval-ms",
+        str(scan_ms),
+        "--config",
+        str(config),
+    ]
     proc = JavaProcess(ns_id, argv, run_dir / f"{ns_id}.log", "listening on", REPO).start()
     proc.wait_ready(30)
     return proc, f"127.0.0.1:{port}"
@@ -298,12 +365,22 @@ class Driver:
     def start(self) -> Driver:
         classes = self.run_dir / "driver-classes"
         classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-nowarn", "-cp", f"{self.release.client_lib}/*", "-d", str(classes),
-                        str(DRIVER_SOURCE)], check=True, capture_output=True, text=True)
+        subprocess.run(
+            ["javac", "-nowarn", "-cp", f"{self.release.client_lib}/*", "-d", str(classes), str(DRIVER_SOURCE)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         argv = _java(self.release.client_lib, self.run_dir, "RocketDriver", heap="192m")
         argv[argv.index("-cp") + 1] = f"{classes}:{self.release.client_lib}/*"
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=open(self.log, "ab"), text=True, cwd=self.run_dir)
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(self.log, "ab"),
+            text=True,
+            cwd=self.run_dir,
+        )
         self._answer()  # the READY line
         return self
 

@@ -52,8 +52,10 @@ def scenarios(tmp_path_factory) -> dict[str, Future]:
     """Each release's scenario, run at once on threads of their own: a scenario mostly waits for its
     fleet (each fault is held past the grace), so the two runs share the wall time."""
     pool = ThreadPoolExecutor(len(RELEASES), thread_name_prefix="scenario")
-    runs = {name: pool.submit(run_scenario, release, tmp_path_factory.mktemp(f"collect-faults-{name}"))
-            for name, release in sorted(RELEASES.items())}
+    runs = {
+        name: pool.submit(run_scenario, release, tmp_path_factory.mktemp(f"collect-faults-{name}"))
+        for name, release in sorted(RELEASES.items())
+    }
     yield runs
     pool.shutdown(wait=True)
 
@@ -95,8 +97,13 @@ def test_a_wipe_on_one_server_shows_there_only_until_the_next_registration(scena
     assert wipe["end_ms"] is not None, wipe
     assert 0 < wipe["end_ms"] - delete["start_ms"] <= REGISTER_PERIOD_MS + SEEN_WITHIN_MS, (wipe, delete)
     for ns in ("nsB", "nsC"):
-        perms = {q["perm"] for e in scenario.stream(ns) if e["type"] == "observed_route" and e["queue_datas"]
-                 and e["topic"] in (KEPT, DOOMED) for q in e["queue_datas"] if q["broker_name"] == "scn-a"}
+        perms = {
+            q["perm"]
+            for e in scenario.stream(ns)
+            if e["type"] == "observed_route" and e["queue_datas"] and e["topic"] in (KEPT, DOOMED)
+            for q in e["queue_datas"]
+            if q["broker_name"] == "scn-a"
+        }
         assert perms == {6}, (ns, perms)
 
 
@@ -130,7 +137,7 @@ def test_a_restarted_server_is_an_error_then_a_recovered_snapshot_while_the_othe
     failed = [i for i, line in enumerate(lines) if line.startswith("collect nsC ") and ": FAILED " in line]
     again = next(i for i, line in enumerate(lines) if line.startswith("collect nsC ") and "answering again" in line)
     assert failed and failed[0] < again
-    between = [line for line in lines[failed[0]:again] if line.startswith("collect nsA ")]
+    between = [line for line in lines[failed[0] : again] if line.startswith("collect nsA ")]
     assert between and all(re.search(r"round \d+: ok, ", line) for line in between), between
 
 
@@ -144,9 +151,14 @@ def test_a_broker_killed_with_kill_9_leaves_every_server(scenario):
 def test_the_truth_file_lists_each_fault_with_its_servers_and_times(scenario):
     rows = [json.loads(line) for line in (scenario.events / "_truth" / "faults.jsonl").read_text().splitlines()]
     assert [(r["kind"], r["ns"], r["subject"]) for r in rows] == [
-        ("partition", ["nsC"], "scn-b"), ("wipe", ["nsA"], "scn-a"), ("ns_restart", ["nsC"], "nsC"),
-        ("delete_topic", ["nsB"], DOOMED), ("broker_kill", list(SERVERS), "scn-k"),
-        ("read_only", list(SERVERS), SOLO), ("broker_shutdown", list(SERVERS), "scn-s")]
+        ("partition", ["nsC"], "scn-b"),
+        ("wipe", ["nsA"], "scn-a"),
+        ("ns_restart", ["nsC"], "nsC"),
+        ("delete_topic", ["nsB"], DOOMED),
+        ("broker_kill", list(SERVERS), "scn-k"),
+        ("read_only", list(SERVERS), SOLO),
+        ("broker_shutdown", list(SERVERS), "scn-s"),
+    ]
     assert all(r["start_ms"] <= r["end_ms"] for r in rows), rows
 
 
@@ -204,17 +216,24 @@ def audited(scenario, spark, tmp_path_factory):
     config_path = root / "nsaudit.toml"
     config_path.write_text(AUDIT_CONFIG)
     config = load_config(config_path)
-    return {"faults": _audit(spark, scenario.events, root / "lake", config),
-            "clean": _audit(spark, scenario.clean_events, root / "clean-lake", config),
-            "faults_findings": _findings(root / "lake"), "config": config, "faults_lake": root / "lake"}
+    return {
+        "faults": _audit(spark, scenario.events, root / "lake", config),
+        "clean": _audit(spark, scenario.clean_events, root / "clean-lake", config),
+        "faults_findings": _findings(root / "lake"),
+        "config": config,
+        "faults_lake": root / "lake",
+    }
 
 
 def _explains(fault: dict, incident: dict) -> bool:
     # a clean shutdown unregisters somewhere between the SIGTERM and the process's exit
     latest = fault.get("exited_ms") or fault["start_ms"]
-    return (incident["root_cause"] in EXPECTED[fault["kind"]] and incident["subject"] == fault["subject"]
-            and set(fault["ns"]) <= set(incident["servers"])
-            and fault["start_ms"] - WITHIN_MS <= incident["start_ms"] <= latest + WITHIN_MS)
+    return (
+        incident["root_cause"] in EXPECTED[fault["kind"]]
+        and incident["subject"] == fault["subject"]
+        and set(fault["ns"]) <= set(incident["servers"])
+        and fault["start_ms"] - WITHIN_MS <= incident["start_ms"] <= latest + WITHIN_MS
+    )
 
 
 def _said(*values) -> str:
@@ -254,13 +273,17 @@ def test_the_audit_reports_each_fault_with_its_server_subject_and_time(scenario,
 
 @pytest.mark.spark
 def test_the_fault_free_run_has_no_incident_above_info(audited):
-    serious = [(i["root_cause"], i["subject"], i["servers"], i["severity"]) for i in audited["clean"]
-               if i["severity"] != "info"]
+    serious = [
+        (i["root_cause"], i["subject"], i["servers"], i["severity"])
+        for i in audited["clean"]
+        if i["severity"] != "info"
+    ]
     assert serious == []
     assert audited["clean"], "the fault-free day was audited and its one-broker topics are info incidents"
 
 
 # ---------------------------------------------------------------------------- live, against the audit
+
 
 # a live incident starts when its first finding does, as the audit's; it may be seen up to a poll
 # interval and the grace from the audit's start (what the acceptance allows)
@@ -281,16 +304,30 @@ def test_the_live_judgement_of_the_collected_rounds_equals_the_audits_findings(s
     """The same rounds fed to the live judge as the collector fed it give the audit's findings of
     every kind judged live, with the same server, subject, start and end (to the millisecond but
     for the divergences, see below)."""
+
     def ms(ts) -> int:
         return int(ts.timestamp() * 1000)
 
-    nightly = {_finding_key(f["kind"], json.loads(f["detail"]).get("kind") if f["kind"] == "ns_divergence" else None,
-                            f["ns"], f["subject"], ms(f["start_ts"]), ms(f["end_ts"]))
-               # the shadow is audited, not observed: the live judge never sees its findings
-               for f in audited["faults_findings"] if f["kind"] in LIVE_KINDS and f["ns"] in (None, *SERVERS)}
+    nightly = {
+        _finding_key(
+            f["kind"],
+            json.loads(f["detail"]).get("kind") if f["kind"] == "ns_divergence" else None,
+            f["ns"],
+            f["subject"],
+            ms(f["start_ts"]),
+            ms(f["end_ts"]),
+        )
+        # the shadow is audited, not observed: the live judge never sees its findings
+        for f in audited["faults_findings"]
+        if f["kind"] in LIVE_KINDS and f["ns"] in (None, *SERVERS)
+    }
     replayed = replay(scenario.events, SERVERS, _grace(audited))
-    live = {_finding_key(f.kind, f.detail.get("kind") if f.kind == "ns_divergence" else None, f.ns, f.subject,
-                         f.start_ms, f.end_ms) for f in replayed.findings}
+    live = {
+        _finding_key(
+            f.kind, f.detail.get("kind") if f.kind == "ns_divergence" else None, f.ns, f.subject, f.start_ms, f.end_ms
+        )
+        for f in replayed.findings
+    }
     assert nightly, "the day has findings of the kinds judged live"
     # A divergence episode may begin or end a few milliseconds apart: the audit also compares the
     # observed servers with the shadow's stream (which the collector does not read), so while one
@@ -298,12 +335,19 @@ def test_the_live_judgement_of_the_collected_rounds_equals_the_audits_findings(s
     # server's. Those are matched within one poll round as the collector ran it (a round's answers
     # come in over its interval); every other finding to the millisecond.
     exact_live, exact_nightly = ({k for k in keys if k[0] != "ns_divergence"} for keys in (live, nightly))
-    assert sorted(exact_live - exact_nightly, key=repr) == [] and sorted(exact_nightly - exact_live, key=repr) == [], \
+    assert sorted(exact_live - exact_nightly, key=repr) == [] and sorted(exact_nightly - exact_live, key=repr) == [], (
         _said(sorted(exact_live - exact_nightly, key=repr), sorted(exact_nightly - exact_live, key=repr))
+    )
     unmatched = sorted(k for k in nightly if k[0] == "ns_divergence")
     for key in sorted(k for k in live if k[0] == "ns_divergence"):
-        near = [k for k in unmatched if k[:4] == key[:4] and abs(k[4] - key[4]) <= SEEN_WITHIN_MS
-                and (k[5] is None) == (key[5] is None) and (k[5] is None or abs(k[5] - key[5]) <= SEEN_WITHIN_MS)]
+        near = [
+            k
+            for k in unmatched
+            if k[:4] == key[:4]
+            and abs(k[4] - key[4]) <= SEEN_WITHIN_MS
+            and (k[5] is None) == (key[5] is None)
+            and (k[5] is None or abs(k[5] - key[5]) <= SEEN_WITHIN_MS)
+        ]
         assert near, _said(key, [k for k in unmatched if k[:4] == key[:4]], unmatched)
         unmatched.remove(near[0])
     assert unmatched == [], _said(unmatched, sorted(k for k in live if k[0] == "ns_divergence"))
@@ -319,22 +363,29 @@ def test_every_incident_of_the_audit_was_seen_live_and_no_live_incident_is_unexp
     summary = [(e["root_cause"], e["subject"], e["servers"], e["ts"] - e["incident_ms"]) for e in opened]
     nightly = audited["faults"]
     for incident in (i for i in nightly if i["severity"] != "info"):
-        assert any(e["subject"] == incident["subject"] and abs(e["ts"] - e["incident_ms"] - incident["start_ms"])
-                   <= within for e in opened), _said((incident["root_cause"], incident["subject"],
-                                                      incident["start_ms"]), summary)
+        assert any(
+            e["subject"] == incident["subject"] and abs(e["ts"] - e["incident_ms"] - incident["start_ms"]) <= within
+            for e in opened
+        ), _said((incident["root_cause"], incident["subject"], incident["start_ms"]), summary)
     for event in opened:
         start = event["ts"] - event["incident_ms"]
-        assert any(i["subject"] == event["subject"] and i["severity"] != "info"
-                   and i["start_ms"] - within <= start <= i["end_ms"] + within for i in nightly), _said(event, nightly)
+        assert any(
+            i["subject"] == event["subject"]
+            and i["severity"] != "info"
+            and i["start_ms"] - within <= start <= i["end_ms"] + within
+            for i in nightly
+        ), _said(event, nightly)
     # the same incident's events name the same id, opened first; the wipe was seen live as the fault
     wipe = scenario.fault("wipe")
-    assert any(e["root_cause"] == "write_perm_wiped" and e["subject"] == wipe["subject"] and e["servers"] == wipe["ns"]
-               for e in opened), summary
+    assert any(
+        e["root_cause"] == "write_perm_wiped" and e["subject"] == wipe["subject"] and e["servers"] == wipe["ns"]
+        for e in opened
+    ), summary
     assert _live_events(scenario.clean_events) == []
     # the report says when each was first seen live
     incident = next(i for i in nightly if i["root_cause"] == "write_perm_wiped")
     page = (audited["faults_lake"] / "reports" / incident["date"].isoformat() / "index.html").read_text()
-    row = next(r for r in page[page.index('id="incidents-table"'):].split("<tr>") if incident["incident_id"] in r)
+    row = next(r for r in page[page.index('id="incidents-table"') :].split("<tr>") if incident["incident_id"] in r)
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
     seen = next(e for e in opened if e["root_cause"] == "write_perm_wiped")
     assert cells[6] == dt.datetime.fromtimestamp(seen["ts"] / 1000, dt.UTC).strftime("%H:%M:%S"), cells

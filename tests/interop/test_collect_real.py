@@ -40,8 +40,11 @@ POLL_SLACK_S = 1.0  # how late the test may notice a change of /api/v1/alerts (i
 
 
 def _wiped_alerts(prom: Prometheus) -> list[dict]:
-    return [a for a in prom.alerts() if a["labels"].get("alertname") == "NsauditWritePermWiped"
-            and a["labels"].get("subject") == "b1"]
+    return [
+        a
+        for a in prom.alerts()
+        if a["labels"].get("alertname") == "NsauditWritePermWiped" and a["labels"].get("subject") == "b1"
+    ]
 
 
 def _registered(addr: str, name: str) -> bool:
@@ -89,11 +92,30 @@ def test_collect_sees_a_real_broker_and_mqadmin_changes_on_a_real_name_server(tm
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         stderr = open(tmp_path / "collect.err", "w")
         collector = subprocess.Popen(
-            [sys.executable, "-m", "nsaudit.cli", "collect", "--namesrv", addr, "--events", str(events),
-             "--interval-ms", str(int(INTERVAL_S * 1000)), "--metrics-listen", "127.0.0.1:0"],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-        metrics = wait_for(lambda: re.search(r"metrics on http://(\S+)/metrics", (tmp_path / "collect.err").read_text()),
-                           20, "the collector's metrics address")[1]
+            [
+                sys.executable,
+                "-m",
+                "nsaudit.cli",
+                "collect",
+                "--namesrv",
+                addr,
+                "--events",
+                str(events),
+                "--interval-ms",
+                str(int(INTERVAL_S * 1000)),
+                "--metrics-listen",
+                "127.0.0.1:0",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        metrics = wait_for(
+            lambda: re.search(r"metrics on http://(\S+)/metrics", (tmp_path / "collect.err").read_text()),
+            20,
+            "the collector's metrics address",
+        )[1]
         prom = Prometheus(tmp_path / "prometheus", [metrics], INTERVAL_S, rules_with_for(FOR_S)).__enter__()
         processes.append(prom)
 
@@ -112,25 +134,39 @@ def test_collect_sees_a_real_broker_and_mqadmin_changes_on_a_real_name_server(tm
         assert brokers[0]["cluster"] == CLUSTER
         assert brokers[0]["broker_addrs"] == [{"broker_id": 0, "broker_addr": broker.addr}]
         kept = _routes(snapshot, KEPT)[-1]
-        assert kept["queue_datas"] == [{"broker_name": "b1", "read_queue_nums": 4, "write_queue_nums": 4,
-                                        "perm": 6, "topic_sys_flag": 0}]
+        assert kept["queue_datas"] == [
+            {"broker_name": "b1", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0}
+        ]
         assert kept["broker_datas"][0]["broker_addrs"] == [{"broker_id": 0, "broker_addr": broker.addr}]
 
-        prom.wait(lambda: prom.query('nsaudit_observed_up == 1'), 20, "the collector scraped")
+        prom.wait(lambda: prom.query("nsaudit_observed_up == 1"), 20, "the collector scraped")
         assert _wiped_alerts(prom) == []
         out = driver.admin("wipeWritePerm", "-b", "b1", "-n", addr)
         assert "wipe write perm of broker[b1] in name server[" in out, out
         wait_for(lambda: routed(KEPT, 4), 20, "the wiped write perm in the collector's stream")
         # the live incident opened in the round that saw it; the alert fires for: later, give or take
         # a scrape and an evaluation
-        seen_s = next(e["ts"] for e in _stream(events, ns) if e["type"] == "observed_route" and e["topic"] == KEPT
-                      and e["queue_datas"] and e["queue_datas"][0]["perm"] == 4) / 1000
+        seen_s = (
+            next(
+                e["ts"]
+                for e in _stream(events, ns)
+                if e["type"] == "observed_route"
+                and e["topic"] == KEPT
+                and e["queue_datas"]
+                and e["queue_datas"][0]["perm"] == 4
+            )
+            / 1000
+        )
         # one server observed: its round that saw the wipe judged it (no other server to wait for)
         wait_for(lambda: any(e["type"] == "live_incident" for e in _stream(events, ns)), 10, "the live incident")
         live = next(e for e in _stream(events, ns) if e["type"] == "live_incident")
         assert (live["incident_state"], live["root_cause"], live["subject"]) == ("open", "write_perm_wiped", "b1")
-        firing = prom.wait(lambda: [a for a in _wiped_alerts(prom) if a["state"] == "firing"], FOR_S + 10,
-                           "NsauditWritePermWiped firing", every=0.1)
+        firing = prom.wait(
+            lambda: [a for a in _wiped_alerts(prom) if a["state"] == "firing"],
+            FOR_S + 10,
+            "NsauditWritePermWiped firing",
+            every=0.1,
+        )
         assert time.time() - seen_s <= FOR_S + 2 * INTERVAL_S + POLL_SLACK_S, (time.time() - seen_s, firing)
         assert firing[0]["labels"]["severity"] == "critical"
         out = driver.admin("addWritePerm", "-b", "b1", "-n", addr)
@@ -139,7 +175,9 @@ def test_collect_sees_a_real_broker_and_mqadmin_changes_on_a_real_name_server(tm
         restored_s = time.time()
         prom.wait(lambda: _wiped_alerts(prom) == [], 2 * INTERVAL_S + 10, "NsauditWritePermWiped resolved", every=0.1)
         assert time.time() - restored_s <= 2 * INTERVAL_S + POLL_SLACK_S
-        closed = [e for e in _stream(events, ns) if e["type"] == "live_incident" and e["incident_id"] == live["incident_id"]]
+        closed = [
+            e for e in _stream(events, ns) if e["type"] == "live_incident" and e["incident_id"] == live["incident_id"]
+        ]
         assert [e["incident_state"] for e in closed] == ["open", "close"]
         out = driver.admin("deleteTopic", "-t", DOOMED, "-c", CLUSTER, "-n", addr)
         assert "from NameServer success" in out, out
@@ -156,8 +194,11 @@ def test_collect_sees_a_real_broker_and_mqadmin_changes_on_a_real_name_server(tm
         assert [e["reason"] for e in log if e["type"] == "observe_snapshot"] == ["start"]
         assert [e for e in log if e["type"] == "observe_error"] == []
         changes = [e for e in log if e["type"] == "observed_route" and e["round"] > head["round"]]
-        seen = [(e["topic"], e["queue_datas"] and e["queue_datas"][0]["perm"]) for e in changes
-                if e["topic"] in (KEPT, DOOMED)]
+        seen = [
+            (e["topic"], e["queue_datas"] and e["queue_datas"][0]["perm"])
+            for e in changes
+            if e["topic"] in (KEPT, DOOMED)
+        ]
         assert sorted(seen[:2], key=repr) == sorted([(DOOMED, 4), (KEPT, 4)], key=repr)  # the wipe
         assert sorted(seen[2:4], key=repr) == sorted([(DOOMED, 6), (KEPT, 6)], key=repr)  # the add
         assert seen[4:] == [(DOOMED, None)]  # then the deletion

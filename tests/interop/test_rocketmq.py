@@ -69,9 +69,10 @@ def assert_same_answers(cluster) -> None:
     while found and time.monotonic() < deadline:
         time.sleep(0.5)
         found, asked = differential.compared(cluster.java_addr, cluster.ns_addr)
-    assert not found, (f"RocketMQ's name server and nsaudit's answer differently, still after {CONVERGE_S:.0f} s:\n"
-                       + "\n".join(f"{key}:\n  java    {java}\n  nsaudit {ours}"
-                                   for key, (java, ours) in found.items()))
+    assert not found, (
+        f"RocketMQ's name server and nsaudit's answer differently, still after {CONVERGE_S:.0f} s:\n"
+        + "\n".join(f"{key}:\n  java    {java}\n  nsaudit {ours}" for key, (java, ours) in found.items())
+    )
     cluster.notes["answers_compared"] = cluster.notes.get("answers_compared", 0) + asked
 
 
@@ -80,8 +81,9 @@ def test_brokers_register_and_mqadmin_sees_them(cluster):
     for broker in cluster.brokers.values():
         assert broker.addr in listing and broker.name in listing
     assert "TBW102" in cluster.driver.admin("topicList", "-n", cluster.ns_addr)
-    route = json.loads(cluster.driver.admin("topicRoute", "-t", "TBW102", "-n", cluster.ns_addr)
-                       .replace("{0:", '{"0":'))
+    route = json.loads(
+        cluster.driver.admin("topicRoute", "-t", "TBW102", "-n", cluster.ns_addr).replace("{0:", '{"0":')
+    )
     assert {b["brokerName"] for b in route["brokerDatas"]} == set(cluster.brokers)
     registers = events(cluster, "register")
     assert {e["broker_addr"] for e in registers} == {b.addr for b in cluster.brokers.values()}
@@ -92,19 +94,34 @@ def test_brokers_register_and_mqadmin_sees_them(cluster):
 def test_update_topic_changes_the_route(cluster):
     out = cluster.driver.admin("updateTopic", "-t", TOPIC, "-c", CLUSTER, "-r", 4, "-w", 4, "-n", cluster.ns_addr)
     assert out.count("success") == 2, out
-    wait_for(lambda: queues(route_of(cluster, cluster.ns_addr, TOPIC)) == {"b1": (4, 4, 6), "b2": (4, 4, 6)},
-             30, "the new topic in nsaudit's route")
+    wait_for(
+        lambda: queues(route_of(cluster, cluster.ns_addr, TOPIC)) == {"b1": (4, 4, 6), "b2": (4, 4, 6)},
+        30,
+        "the new topic in nsaudit's route",
+    )
     b1 = cluster.brokers["b1"]
-    before = [e["data_version"]["counter"] for e in events(cluster) if e.get("broker_addr") == b1.addr
-              and e["type"] in ("register", "heartbeat") and e["request_code"] == 103][-1]
+    before = [
+        e["data_version"]["counter"]
+        for e in events(cluster)
+        if e.get("broker_addr") == b1.addr and e["type"] in ("register", "heartbeat") and e["request_code"] == 103
+    ][-1]
     cluster.driver.admin("updateTopic", "-t", TOPIC, "-b", b1.addr, "-r", 6, "-w", 6, "-p", 6, "-n", cluster.ns_addr)
-    wait_for(lambda: queues(route_of(cluster, cluster.ns_addr, TOPIC))["b1"] == (6, 6, 6), 30,
-             "b1's new queue numbers in nsaudit's route")
-    after = [e["data_version"]["counter"] for e in events(cluster) if e.get("broker_addr") == b1.addr
-             and e["type"] in ("register", "heartbeat") and e["request_code"] == 103][-1]
+    wait_for(
+        lambda: queues(route_of(cluster, cluster.ns_addr, TOPIC))["b1"] == (6, 6, 6),
+        30,
+        "b1's new queue numbers in nsaudit's route",
+    )
+    after = [
+        e["data_version"]["counter"]
+        for e in events(cluster)
+        if e.get("broker_addr") == b1.addr and e["type"] in ("register", "heartbeat") and e["request_code"] == 103
+    ][-1]
     assert after > before
-    wait_for(lambda: queues(route_of(cluster, cluster.java_addr, TOPIC)).get("b1") == (6, 6, 6), 30,
-             "the same change at RocketMQ's name server")
+    wait_for(
+        lambda: queues(route_of(cluster, cluster.java_addr, TOPIC)).get("b1") == (6, 6, 6),
+        30,
+        "the same change at RocketMQ's name server",
+    )
     assert_same_answers(cluster)
 
 
@@ -166,14 +183,21 @@ def test_a_topic_made_read_only_by_its_broker(cluster):
     a wipe)."""
     b1 = cluster.brokers["b1"]
     cluster.driver.admin("updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-n", cluster.ns_addr)
-    wait_for(lambda: queues(route_of(cluster, cluster.ns_addr, READ_ONLY)) == {"b1": (4, 4, 6)}, 30,
-             f"{READ_ONLY} in nsaudit's route")
+    wait_for(
+        lambda: queues(route_of(cluster, cluster.ns_addr, READ_ONLY)) == {"b1": (4, 4, 6)},
+        30,
+        f"{READ_ONLY} in nsaudit's route",
+    )
     wiped = len(events(cluster, "wipe_write_perm"))
-    cluster.driver.admin("updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-p", 4,
-                         "-n", cluster.ns_addr)
+    cluster.driver.admin(
+        "updateTopic", "-t", READ_ONLY, "-b", b1.addr, "-r", 4, "-w", 4, "-p", 4, "-n", cluster.ns_addr
+    )
     for addr in (cluster.ns_addr, cluster.java_addr):
-        wait_for(lambda addr=addr: queues(route_of(cluster, addr, READ_ONLY)) == {"b1": (4, 4, 4)}, 30,
-                 f"{READ_ONLY} read-only at {addr}")
+        wait_for(
+            lambda addr=addr: queues(route_of(cluster, addr, READ_ONLY)) == {"b1": (4, 4, 4)},
+            30,
+            f"{READ_ONLY} read-only at {addr}",
+        )
     assert len(events(cluster, "wipe_write_perm")) == wiped  # a registration, no admin request
     assert_same_answers(cluster)
 
@@ -208,8 +232,17 @@ def test_bad_requests_are_refused_and_logged(cluster):
     # 4.9's name server sends no answer at all (the deviation D11 documents); 5.x answers 3
     assert (java is None) if cluster.release.name == "4.9" else (java.code == 3)
 
-    garbage = simple_request(103, {"brokerName": "x", "brokerAddr": "127.0.0.1:1", "clusterName": "x",
-                                   "haServerAddr": "127.0.0.1:2", "brokerId": "0"}, body=b"\x00not a body")
+    garbage = simple_request(
+        103,
+        {
+            "brokerName": "x",
+            "brokerAddr": "127.0.0.1:1",
+            "clusterName": "x",
+            "haServerAddr": "127.0.0.1:2",
+            "brokerId": "0",
+        },
+        body=b"\x00not a body",
+    )
     ours = run_async(_ask_raw(cluster.ns_addr, garbage, 20.0))
     java = run_async(_ask_raw(cluster.java_addr, garbage, 20.0))
     assert ours is not None and java is not None
@@ -226,15 +259,19 @@ def test_hung_broker_expires(cluster):
     b2 = cluster.brokers["b2"]
     b2.process.signal(19)  # SIGSTOP
     try:
-        wait_for(lambda: "b2" not in queues(route_of(cluster, cluster.ns_addr, TOPIC)),
-                 EXPIRY_MS / 1000 + 15, "nsaudit to expire the hung broker")
+        wait_for(
+            lambda: "b2" not in queues(route_of(cluster, cluster.ns_addr, TOPIC)),
+            EXPIRY_MS / 1000 + 15,
+            "nsaudit to expire the hung broker",
+        )
     finally:
         b2.process.signal(18)  # SIGCONT
     expired = [e for e in events(cluster, "expire") if e["broker_addr"] == b2.addr]
     assert len(expired) == 1
     assert expired[0]["ts"] - expired[0]["last_update_ts"] >= EXPIRY_MS
-    wait_for(lambda: "b2" in queues(route_of(cluster, cluster.ns_addr, TOPIC)), 30,
-             "the resumed broker to register again")
+    wait_for(
+        lambda: "b2" in queues(route_of(cluster, cluster.ns_addr, TOPIC)), 30, "the resumed broker to register again"
+    )
 
 
 def test_killed_broker_is_dropped_at_once(cluster):
@@ -242,7 +279,11 @@ def test_killed_broker_is_dropped_at_once(cluster):
     b2 = cluster.brokers["b2"]
     b2.process.kill()
     for addr in (cluster.ns_addr, cluster.java_addr):
-        wait_for(lambda addr=addr: "b2" not in queues(route_of(cluster, addr, TOPIC)), 10, f"{addr} to drop the killed broker")
+        wait_for(
+            lambda addr=addr: "b2" not in queues(route_of(cluster, addr, TOPIC)),
+            10,
+            f"{addr} to drop the killed broker",
+        )
     assert any(e["broker_addr"] == b2.addr for e in events(cluster, "channel_close"))
     assert_same_answers(cluster)
 
@@ -291,8 +332,12 @@ def test_the_logs_audit_and_answer_what_the_clients_were_given(spark, interop_ev
     nsaudit = str(Path(sys.executable).with_name("nsaudit"))
     for ns, notes in NOTES.items():
         at, client_route = notes["client_route"]
-        answer = subprocess.run([nsaudit, "route", "--lake", str(lake), "--ns", ns, "--topic", TOPIC,
-                                 "--at", str(at)], capture_output=True, text=True, check=True)
+        answer = subprocess.run(
+            [nsaudit, "route", "--lake", str(lake), "--ns", ns, "--topic", TOPIC, "--at", str(at)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         lake_route = json.loads(answer.stdout)["route"]
         assert differential._sorted(lake_route) == differential._sorted(json.loads(json.dumps(client_route))), ns
 
@@ -305,8 +350,9 @@ def _check_read_only_and_shutdown(lake: Path, ns: str, notes: dict) -> None:
     from jobs import lake as tables
     from jobs.lake.delta.arrow import read_table_arrow
 
-    findings = [f for f in read_table_arrow(tables.table_path(lake, tables.FINDINGS)).to_pylist()
-                if f["ns"] in (ns, None)]
+    findings = [
+        f for f in read_table_arrow(tables.table_path(lake, tables.FINDINGS)).to_pylist() if f["ns"] in (ns, None)
+    ]
     changed = [f for f in findings if f["kind"] == "topic_perm_changed" and f["subject"] == READ_ONLY and f["ns"] == ns]
     assert [(f["severity"], json.loads(f["detail"])["perm"]) for f in changed] == [("warning", 4)], changed
     wiped = [f for f in findings if f["kind"] == "write_perm_wiped" and f["ns"] == ns]
@@ -315,11 +361,19 @@ def _check_read_only_and_shutdown(lake: Path, ns: str, notes: dict) -> None:
     assert not [f for f in findings if f["kind"] == "no_writable_queue" and f["subject"] == READ_ONLY]
 
     # b1's topics (the others' went with b2's expiry and the delete, in their own incidents)
-    ids = {f["finding_id"] for f in findings if f["kind"] == "topic_unroutable"
-           and ns in json.loads(f["detail"])["up_servers"] and json.loads(f["detail"])["groups"] == ["b1"]}
+    ids = {
+        f["finding_id"]
+        for f in findings
+        if f["kind"] == "topic_unroutable"
+        and ns in json.loads(f["detail"])["up_servers"]
+        and json.loads(f["detail"])["groups"] == ["b1"]
+    }
     assert len(ids) >= 2, "b1's shutdown left its topics on no server"
-    incidents = [i for i in read_table_arrow(tables.table_path(lake, tables.INCIDENTS)).to_pylist()
-                 if ids & set(i["finding_ids"])]
+    incidents = [
+        i
+        for i in read_table_arrow(tables.table_path(lake, tables.INCIDENTS)).to_pylist()
+        if ids & set(i["finding_ids"])
+    ]
     assert len(incidents) == 1, [(i["root_cause"], i["subject"], i["kinds"]) for i in incidents]
     (shutdown,) = incidents
     assert (shutdown["root_cause"], shutdown["subject"], shutdown["severity"]) == ("broker_shutdown", "b1", "critical")

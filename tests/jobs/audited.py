@@ -66,9 +66,21 @@ def build_audited_lake(spark, root: Path) -> AuditedLake:
     from nameserver.sim.run import FAULTS, SimOptions, simulate
 
     events, lake = root / "events", root / "lake"
-    result = simulate(SimOptions(events_dir=events, ns=NS, brokers=BROKERS, slaves=SLAVES, topics=TOPICS,
-                                 start_ms=day_start_ms(DAY), hours=HOURS, seed=SEED, faults=FAULTS,
-                                 fault_rate=FAULT_RATE, quiet=True))
+    result = simulate(
+        SimOptions(
+            events_dir=events,
+            ns=NS,
+            brokers=BROKERS,
+            slaves=SLAVES,
+            topics=TOPICS,
+            start_ms=day_start_ms(DAY),
+            hours=HOURS,
+            seed=SEED,
+            faults=FAULTS,
+            fault_rate=FAULT_RATE,
+            quiet=True,
+        )
+    )
     config = Config()
     ingest.run_ingest(spark, str(events), str(lake), DAY, config)
     rebuild.run_rebuild(spark, str(lake), DAY, config)

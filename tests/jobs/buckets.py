@@ -62,7 +62,12 @@ def config_file(server: S3ProxyServer, path: Path, extra: str = "", **storage: s
 def subprocess_env() -> dict[str, str]:
     """The environment of a subprocess audit: no AWS variables of this machine, no Spark of the test session."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET",
-                 "SPARK_MASTER_URL"):
+    for name in (
+        "PYSPARK_PYTHON",
+        "PYSPARK_DRIVER_PYTHON",
+        "PYSPARK_GATEWAY_PORT",
+        "PYSPARK_GATEWAY_SECRET",
+        "SPARK_MASTER_URL",
+    ):
         env.pop(name, None)
     return env

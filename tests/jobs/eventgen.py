@@ -69,8 +69,16 @@ class BrokerProcess:
 
 def _initial_fleet(rng: random.Random) -> list[BrokerProcess]:
     # broker-a: .1 (master), .2 (slave); broker-b: .3, .4; broker-c: .5, .8; broker-d: .6, .7
-    slots = [("C1", "broker-a", 0), ("C1", "broker-a", 1), ("C1", "broker-b", 0), ("C1", "broker-b", 1),
-             ("C2", "broker-c", 0), ("C2", "broker-d", 0), ("C2", "broker-d", 1), ("C2", "broker-c", 1)]
+    slots = [
+        ("C1", "broker-a", 0),
+        ("C1", "broker-a", 1),
+        ("C1", "broker-b", 0),
+        ("C1", "broker-b", 1),
+        ("C2", "broker-c", 0),
+        ("C2", "broker-d", 0),
+        ("C2", "broker-d", 1),
+        ("C2", "broker-c", 1),
+    ]
     group_topics = {name: _random_topics(rng, full=True) for name in BROKER_NAMES}
     return [
         BrokerProcess(addr, cluster, name, broker_id, DataVersion(1_000, 1), group_topics[name])
@@ -82,8 +90,13 @@ def _random_topics(rng: random.Random, full: bool) -> tuple[TopicConfig, ...]:
     count = rng.randint(2, 5) if full else 1
     chosen = sorted(rng.sample(TOPICS, count))
     return tuple(
-        TopicConfig(t, rng.choice((4, 8, 16)), rng.choice((4, 8, 16)), rng.choice((6, 6, 6, 7, 4, 2)),
-                    rng.choice((0, 0, 0, 1, 2)))
+        TopicConfig(
+            t,
+            rng.choice((4, 8, 16)),
+            rng.choice((4, 8, 16)),
+            rng.choice((6, 6, 6, 7, 4, 2)),
+            rng.choice((0, 0, 0, 1, 2)),
+        )
         for t in chosen
     )
 
@@ -137,8 +150,15 @@ class _Server:
 
     def register(self, broker: BrokerProcess) -> None:
         result = self.routes.register_broker(
-            broker.cluster, broker.addr, broker.broker_name, broker.broker_id, broker.ha_addr,
-            broker.data_version, broker.topics, broker.filter_servers, self.now,
+            broker.cluster,
+            broker.addr,
+            broker.broker_name,
+            broker.broker_id,
+            broker.ha_addr,
+            broker.data_version,
+            broker.topics,
+            broker.filter_servers,
+            self.now,
             self.ctx(broker, RequestCode.REGISTER_BROKER),
             request_version=401,
         )
@@ -153,18 +173,36 @@ class _Server:
         elif roll < 0.58:
             self.register(self.mutate(broker))
         elif roll < 0.64:
-            self.emit(self.routes.broker_heartbeat(broker.cluster, broker.addr, broker.broker_name, self.now,
-                                                   self.ctx(broker, RequestCode.BROKER_HEARTBEAT)))
+            self.emit(
+                self.routes.broker_heartbeat(
+                    broker.cluster,
+                    broker.addr,
+                    broker.broker_name,
+                    self.now,
+                    self.ctx(broker, RequestCode.BROKER_HEARTBEAT),
+                )
+            )
         elif roll < 0.70:
             dv = broker.data_version if rng.random() < 0.8 else DataVersion(broker.data_version.timestamp, 0)
             ctx = self.ctx(broker, RequestCode.QUERY_DATA_VERSION)
-            self.emit(self.routes.query_data_version(broker.cluster, broker.addr, broker.broker_name,
-                                                     broker.broker_id, dv, self.now, ctx)[2])
+            self.emit(
+                self.routes.query_data_version(
+                    broker.cluster, broker.addr, broker.broker_name, broker.broker_id, dv, self.now, ctx
+                )[2]
+            )
         elif roll < 0.74:
             name = broker.broker_name if rng.random() < 0.8 else rng.choice(BROKER_NAMES + ("broker-zz",))
             cluster = broker.cluster if rng.random() < 0.8 else rng.choice(CLUSTERS)
-            self.emit(self.routes.unregister_broker(cluster, broker.addr, name, broker.broker_id, self.now,
-                                                    self.ctx(broker, RequestCode.UNREGISTER_BROKER)))
+            self.emit(
+                self.routes.unregister_broker(
+                    cluster,
+                    broker.addr,
+                    name,
+                    broker.broker_id,
+                    self.now,
+                    self.ctx(broker, RequestCode.UNREGISTER_BROKER),
+                )
+            )
         elif roll < 0.78:
             channel = self.channel(broker) if rng.random() < 0.8 else "r0-nobody"
             self.emit(self.routes.on_channel_close(channel, self.now, "10.9.9.9:1"))
@@ -192,8 +230,9 @@ class _Server:
         rng = self.rng
         kind = rng.random()
         if kind < 0.30:
-            broker.data_version = DataVersion(broker.data_version.timestamp + rng.choice((0, 1000)),
-                                              broker.data_version.counter + 1)
+            broker.data_version = DataVersion(
+                broker.data_version.timestamp + rng.choice((0, 1000)), broker.data_version.counter + 1
+            )
             if rng.random() < 0.5:
                 broker.topics = _random_topics(rng, full=rng.random() < 0.6)
         elif kind < 0.42:
@@ -264,8 +303,9 @@ def generate_events(
     return out
 
 
-def write_log(events_dir: str | os.PathLike, events_by_ns: dict[str, list[dict[str, Any]]],
-              lose_rate: float = 0.0, seed: int = 0) -> None:
+def write_log(
+    events_dir: str | os.PathLike, events_by_ns: dict[str, list[dict[str, Any]]], lose_rate: float = 0.0, seed: int = 0
+) -> None:
     """Write each server's events with the real writer, one writer (segment) per server run.
 
     Args:
@@ -292,10 +332,7 @@ def _lose_lines(events_dir: str | os.PathLike, ns_ids: list[str], rate: float, r
     for ns in ns_ids:
         for seg in list_segments(events_dir, ns):
             lines = Path(seg.path).read_bytes().splitlines(keepends=True)
-            kept = [
-                line for line in lines
-                if b'"topics":' in line or b'"type":"ns_st' in line or rng.random() >= rate
-            ]
+            kept = [line for line in lines if b'"topics":' in line or b'"type":"ns_st' in line or rng.random() >= rate]
             Path(seg.path).write_bytes(b"".join(kept))
 
 

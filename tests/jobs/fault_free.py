@@ -56,8 +56,20 @@ def build_fault_free_day(spark, root: Path) -> FaultFreeDay:
     from nameserver.sim.run import SimOptions, simulate
 
     events, lake = root / "events", root / "lake"
-    simulation = simulate(SimOptions(events_dir=events, ns=NS, brokers=BROKERS, slaves=SLAVES, topics=TOPICS,
-                                     start_ms=T0, hours=HOURS, seed=SEED, faults=(), quiet=True))
+    simulation = simulate(
+        SimOptions(
+            events_dir=events,
+            ns=NS,
+            brokers=BROKERS,
+            slaves=SLAVES,
+            topics=TOPICS,
+            start_ms=T0,
+            hours=HOURS,
+            seed=SEED,
+            faults=(),
+            quiet=True,
+        )
+    )
     outcome = nightly_audit.run(spark, Config(), str(events), str(lake), DAY, progress=lambda line: None)
     return FaultFreeDay(events=events, lake=lake, day=DAY, simulation=simulation, outcome=outcome)
 

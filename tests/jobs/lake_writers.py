@@ -17,7 +17,8 @@ def writing_through(spark, writer: str) -> Iterator[None]:
     """Lake writes and reads of ``spark`` go through ``writer`` (``native`` or ``delta-rs``) inside."""
     if writer == "native":
         assert is_native_delta_available(spark), (
-            "delta-spark's jars are not on the test session's classpath: run bash jars/fetch.sh delta-spark")
+            "delta-spark's jars are not on the test session's classpath: run bash jars/fetch.sh delta-spark"
+        )
     previous = spark.conf.get(LAKE_WRITER_CONF)
     spark.conf.set(LAKE_WRITER_CONF, writer)
     try:

@@ -58,7 +58,11 @@ BROKER_A = Broker(
     "DefaultCluster", "broker-a", 0, "10.0.0.5:10911", "10.0.0.5:10912", (TopicConfig("TopicTest", 8, 8),)
 )
 BROKER_B = Broker(
-    "DefaultCluster", "broker-b", 0, "10.0.0.6:10911", "10.0.0.6:10912",
+    "DefaultCluster",
+    "broker-b",
+    0,
+    "10.0.0.6:10911",
+    "10.0.0.6:10912",
     (TopicConfig("TopicOther", 2, 2, perm=PERM_READ), TopicConfig("TopicTest", 4, 8)),  # sorted, as brokers send them
 )
 
@@ -68,8 +72,14 @@ BROKER_B = Broker(
 
 def ns_start(ts: int, expiry_ms: int = 120_000, scan_ms: int = 10_000) -> dict[str, Any]:
     """An ``ns_start`` event (writer stamps ``v``, ``ns``, ``seq``)."""
-    return {"ts": ts, "type": "ns_start", "broker_expiry_ms": expiry_ms, "scan_interval_ms": scan_ms,
-            "semantics": "rocketmq-4.9", "version": "0.1.0"}
+    return {
+        "ts": ts,
+        "type": "ns_start",
+        "broker_expiry_ms": expiry_ms,
+        "scan_interval_ms": scan_ms,
+        "semantics": "rocketmq-4.9",
+        "version": "0.1.0",
+    }
 
 
 def ns_stop(ts: int, reason: str = "SIGTERM") -> dict[str, Any]:
@@ -83,29 +93,51 @@ def register(ts: int, broker: Broker, kind: str = "register", channel: str = "c1
     ``topics`` is always passed; the writer drops it where the segment already has that digest.
     """
     return {
-        "ts": ts, "type": kind, "request_code": REGISTER_BROKER, "channel": channel,
+        "ts": ts,
+        "type": kind,
+        "request_code": REGISTER_BROKER,
+        "channel": channel,
         "remote": broker.broker_addr.replace(":10911", ":50112"),
-        "cluster": broker.cluster, "broker_name": broker.broker_name, "broker_id": broker.broker_id,
-        "broker_addr": broker.broker_addr, "ha_addr": broker.ha_addr,
-        "data_version": broker.data_version, "topics_digest": broker.digest, "topics": broker.topics,
-        "filter_servers": [], "request_version": 401,
+        "cluster": broker.cluster,
+        "broker_name": broker.broker_name,
+        "broker_id": broker.broker_id,
+        "broker_addr": broker.broker_addr,
+        "ha_addr": broker.ha_addr,
+        "data_version": broker.data_version,
+        "topics_digest": broker.digest,
+        "topics": broker.topics,
+        "filter_servers": [],
+        "request_version": 401,
     }
 
 
 def heartbeat_904(ts: int, broker: Broker, channel: str = "c1") -> dict[str, Any]:
     """A BROKER_HEARTBEAT (904) event: broker keys only, ``broker_id`` and ``ha_addr`` null."""
     return {
-        "ts": ts, "type": "heartbeat", "request_code": BROKER_HEARTBEAT, "channel": channel,
-        "remote": broker.broker_addr.replace(":10911", ":50112"), "cluster": broker.cluster,
-        "broker_name": broker.broker_name, "broker_id": None, "broker_addr": broker.broker_addr,
+        "ts": ts,
+        "type": "heartbeat",
+        "request_code": BROKER_HEARTBEAT,
+        "channel": channel,
+        "remote": broker.broker_addr.replace(":10911", ":50112"),
+        "cluster": broker.cluster,
+        "broker_name": broker.broker_name,
+        "broker_id": None,
+        "broker_addr": broker.broker_addr,
         "ha_addr": None,
     }
 
 
 def expire(ts: int, broker: Broker, last_update_ts: int) -> dict[str, Any]:
     """An ``expire`` event from the expiry scan."""
-    return {"ts": ts, "type": "expire", "broker_addr": broker.broker_addr, "last_update_ts": last_update_ts,
-            "cluster": broker.cluster, "broker_name": broker.broker_name, "broker_id": broker.broker_id}
+    return {
+        "ts": ts,
+        "type": "expire",
+        "broker_addr": broker.broker_addr,
+        "last_update_ts": last_update_ts,
+        "cluster": broker.cluster,
+        "broker_name": broker.broker_name,
+        "broker_id": broker.broker_id,
+    }
 
 
 # ------------------------------------------------------------------------------------- files
@@ -178,8 +210,9 @@ def relative(events_dir: str | os.PathLike, path: str | os.PathLike) -> str:
 # --------------------------------------------------------------------------- benchmark fleet
 
 
-def fleet_events(start_ms: int, lines: int, brokers: int = 1000, topics: int = 2000,
-                 period_ms: int = 30_000, seed: int = 1) -> Iterator[dict[str, Any]]:
+def fleet_events(
+    start_ms: int, lines: int, brokers: int = 1000, topics: int = 2000, period_ms: int = 30_000, seed: int = 1
+) -> Iterator[dict[str, Any]]:
     """A heartbeat-heavy stream: ``ns_start``, one register per broker, then 103 heartbeats.
 
     Every broker re-registers once per ``period_ms`` (RocketMQ's default 30 s), spread evenly
@@ -203,8 +236,9 @@ def _broker(group: BrokerGroup, member: BrokerMember) -> Broker:
     return Broker(member.cluster, member.broker_name, member.broker_id, member.addr, member.ha_addr, group.topics)
 
 
-def write_fleet_log(events_dir: str | os.PathLike, ns_ids: Sequence[str], lines_per_ns: int,
-                    start_ms: int = T0, **fleet: Any) -> list[Path]:
+def write_fleet_log(
+    events_dir: str | os.PathLike, ns_ids: Sequence[str], lines_per_ns: int, start_ms: int = T0, **fleet: Any
+) -> list[Path]:
     """Write the :func:`fleet_events` log of each name server; returns every segment file."""
     paths: list[Path] = []
     for ns in ns_ids:

@@ -31,16 +31,52 @@ pytestmark = pytest.mark.slow
 def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("audit-cli")
     for events, seed, topics in (("first", "1", "4"), ("changed", "2", "6")):
-        assert main(["simulate", "--events", str(root / events), "--ns", "2", "--brokers", "4", "--topics", topics,
-                     "--hours", "1", "--start", f"{DAY}T00:00:00Z", "--seed", seed, "--quiet"]) == 0
-    (root / "audit.toml").write_text('[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
-                                     "[audit]\nsnapshot_interval_ms = 3600000\n")
+        assert (
+            main(
+                [
+                    "simulate",
+                    "--events",
+                    str(root / events),
+                    "--ns",
+                    "2",
+                    "--brokers",
+                    "4",
+                    "--topics",
+                    topics,
+                    "--hours",
+                    "1",
+                    "--start",
+                    f"{DAY}T00:00:00Z",
+                    "--seed",
+                    seed,
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
+    (root / "audit.toml").write_text(
+        '[spark]\nmaster = "local[2]"\ndriver_memory = "1g"\nshuffle_partitions = 2\n'
+        "[audit]\nsnapshot_interval_ms = 3600000\n"
+    )
     return root
 
 
 def _audit_argv(root: Path, events: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "nsaudit.cli", "audit", "--events", str(root / events), "--lake", str(root / "lake"),
-            "--date", DAY, "--config", str(root / "audit.toml"), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "nsaudit.cli",
+        "audit",
+        "--events",
+        str(root / events),
+        "--lake",
+        str(root / "lake"),
+        "--date",
+        DAY,
+        "--config",
+        str(root / "audit.toml"),
+        *extra,
+    ]
 
 
 def _env() -> dict[str, str]:
@@ -56,8 +92,14 @@ def first_audit(root) -> subprocess.CompletedProcess:
 def killed_rerun(root, first_audit) -> list[str]:
     """A verbose rerun over the changed input, SIGKILLed (with its JVM) once stage 2 starts; its stderr lines."""
     assert first_audit.returncode == 0, first_audit.stderr
-    proc = subprocess.Popen(_audit_argv(root, "changed", "--verbose"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=_env(), start_new_session=True)
+    proc = subprocess.Popen(
+        _audit_argv(root, "changed", "--verbose"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        start_new_session=True,
+    )
     lines = []
     try:
         for line in proc.stderr:
@@ -79,8 +121,18 @@ def _query(capsys, *argv: str) -> dict:
 
 
 def _route(root: Path, capsys) -> dict:
-    return _query(capsys, "route", "--lake", str(root / "lake"), "--ns", "ns-a", "--topic", "topic-0000",
-                  "--at", f"{DAY}T00:30:00Z")
+    return _query(
+        capsys,
+        "route",
+        "--lake",
+        str(root / "lake"),
+        "--ns",
+        "ns-a",
+        "--topic",
+        "topic-0000",
+        "--at",
+        f"{DAY}T00:30:00Z",
+    )
 
 
 def _summary(root: Path) -> dict:

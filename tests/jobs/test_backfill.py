@@ -46,8 +46,9 @@ def test_days_are_audited_in_order_and_ok_days_skipped_unless_forced(audited):
     days = backfill.days_between(D1, D4)
     assert days == [D1, D2, D3, D4]
     lines = []
-    result = backfill.run_days(None, Config(), _args(), days, backfill.to_audit(days, {D2}, force=False), "log",
-                               lines.append)
+    result = backfill.run_days(
+        None, Config(), _args(), days, backfill.to_audit(days, {D2}, force=False), "log", lines.append
+    )
     assert calls == [D1, D3, D4]  # in order, D2 (already ok) skipped
     assert [d["status"] for d in result.days] == ["ok", "skipped", "ok", "ok"] and result.failed is None
     assert lines[1] == f"backfill {D2} (2/4): already audited ok, skipped (--force audits it again)"
@@ -70,11 +71,14 @@ def test_a_failed_day_stops_the_backfill_and_the_earlier_days_stay_ok(audited, c
     assert f"audit of {D3} failed in stage rebuild" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("extra, message", [
-    (dict(date="2026-11-21", from_date="2026-11-20", to_date="2026-11-22"), "exclude each other"),
-    (dict(date=None, from_date="2026-11-20", to_date=None), "needs both --from and --to"),
-    (dict(date=None, from_date="2026-11-22", to_date="2026-11-20"), "is after --to"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (dict(date="2026-11-21", from_date="2026-11-20", to_date="2026-11-22"), "exclude each other"),
+        (dict(date=None, from_date="2026-11-20", to_date=None), "needs both --from and --to"),
+        (dict(date=None, from_date="2026-11-22", to_date="2026-11-20"), "is after --to"),
+    ],
+)
 def test_a_bad_range_is_a_user_error(extra, message):
     with pytest.raises(UserError, match=message):
         backfill.run_from_cli(_args(config=None, master=None, **extra))
@@ -93,10 +97,23 @@ def test_a_backfill_of_days_all_ok_is_skipped_without_spark(tmp_path, capsys):
     (tmp_path / "events").mkdir()
     runs = pa.table({"date": pa.array([D1, D2], pa.date32()), "status": ["ok", "ok"]})
     write_deltalake(lake.table_path(tmp_path / "lake", lake.AUDIT_RUNS), runs, partition_by=["date"])
-    code = main(["audit", "--events", str(tmp_path / "events"), "--lake", str(tmp_path / "lake"),
-                 "--from", D1.isoformat(), "--to", D2.isoformat()])
+    code = main(
+        [
+            "audit",
+            "--events",
+            str(tmp_path / "events"),
+            "--lake",
+            str(tmp_path / "lake"),
+            "--from",
+            D1.isoformat(),
+            "--to",
+            D2.isoformat(),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     assert [d["status"] for d in json.loads(out)["days"]] == ["skipped", "skipped"]
-    assert err.splitlines() == [f"backfill {D1} (1/2): already audited ok, skipped (--force audits it again)",
-                                f"backfill {D2} (2/2): already audited ok, skipped (--force audits it again)"]
+    assert err.splitlines() == [
+        f"backfill {D1} (1/2): already audited ok, skipped (--force audits it again)",
+        f"backfill {D2} (2/2): already audited ok, skipped (--force audits it again)",
+    ]

@@ -37,8 +37,11 @@ def _tagged(nb, tag: str):
 def _coloured_share(png_base64: str) -> float:
     """The share of a PNG's pixels in a saturated colour: drawn data, not axes, text or background."""
     image = Image.open(io.BytesIO(base64.b64decode(png_base64))).convert("RGB")
-    saturated = sum(count for count, (r, g, b) in image.getcolors(maxcolors=image.width * image.height)
-                    if max(r, g, b) - min(r, g, b) > 60)
+    saturated = sum(
+        count
+        for count, (r, g, b) in image.getcolors(maxcolors=image.width * image.height)
+        if max(r, g, b) - min(r, g, b) > 60
+    )
     return saturated / (image.width * image.height)
 
 
@@ -52,11 +55,15 @@ def test_the_notebook_is_committed_without_outputs():
 def test_the_notebook_runs_and_draws_its_plots(audited_lake, tmp_path, monkeypatch):  # noqa: F811  (the imported fixture)
     spec_dir = tmp_path / "jupyter" / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "nsaudit venv (test)",
-        "language": "python",
-    }))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "nsaudit venv (test)",
+                "language": "python",
+            }
+        )
+    )
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("NSAUDIT_LAKE", str(audited_lake.lake))
     # the kernel's Spark JVM compiles with the JIT's first tier only, as a small day's audit does
@@ -66,8 +73,9 @@ def test_the_notebook_runs_and_draws_its_plots(audited_lake, tmp_path, monkeypat
         monkeypatch.delenv(name, raising=False)
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, kernel_name=KERNEL, timeout=600, startup_timeout=120,
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client = NotebookClient(
+        nb, kernel_name=KERNEL, timeout=600, startup_timeout=120, resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    )
     client.execute()  # raises CellExecutionError, with the cell and its traceback, on any error
 
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]

@@ -45,17 +45,27 @@ def test_a_day_of_observed_servers_and_a_shadow_is_audited_with_each_fault_on_it
     times: dict[str, int] = {}
 
     async def body():
-        async with name_server(tmp_path / "real", "ns-1") as (s1, _), name_server(tmp_path / "real", "ns-2") as (s2, _), \
-                name_server(tmp_path / "real", "ns-3") as (s3, _), name_server(events, "ns-shadow") as (shadow, _):
+        async with (
+            name_server(tmp_path / "real", "ns-1") as (s1, _),
+            name_server(tmp_path / "real", "ns-2") as (s2, _),
+            name_server(tmp_path / "real", "ns-3") as (s3, _),
+            name_server(events, "ns-shadow") as (shadow, _),
+        ):
             topics = [TopicConfig("TopicA", 8, 8), TopicConfig("TopicB", 4, 4)]
             brokers = [await register(s, A, "broker-a", topics) for s in (s1, s2, shadow)]  # not s3
             lines = Lines()
-            collector = Collector([target(s, f"obs-{i}") for i, s in enumerate((s1, s2, s3), 1)], events, FAST,
-                                  EventLogConfig(durability="none"), lines.append)
+            collector = Collector(
+                [target(s, f"obs-{i}") for i, s in enumerate((s1, s2, s3), 1)],
+                events,
+                FAST,
+                EventLogConfig(durability="none"),
+                lines.append,
+            )
             collector.start()
             run = asyncio.ensure_future(collector.run())
-            await wait_for(lambda: all(len(lines.of(f"obs-{i}")) >= 3 for i in (1, 2, 3)),
-                           "three rounds of each server")
+            await wait_for(
+                lambda: all(len(lines.of(f"obs-{i}")) >= 3 for i in (1, 2, 3)), "three rounds of each server"
+            )
             admin1 = await RemotingClient.connect(s1.host, s1.port)
             admin2 = await RemotingClient.connect(s2.host, s2.port)
             times["wipe"] = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
@@ -64,8 +74,10 @@ def test_a_day_of_observed_servers_and_a_shadow_is_audited_with_each_fault_on_it
             # rounds at least an interval (150 ms) apart: 12 more of each server observe the changes
             # for well past the grace (300 ms) and a snapshot instant (every 500 ms)
             seen = {ns: len(lines.of(ns)) for ns in ("obs-1", "obs-2", "obs-3")}
-            await wait_for(lambda: all(len(lines.of(ns)) >= n + 12 for ns, n in seen.items()),
-                           "twelve rounds of each server after the changes")
+            await wait_for(
+                lambda: all(len(lines.of(ns)) >= n + 12 for ns, n in seen.items()),
+                "twelve rounds of each server after the changes",
+            )
             times["stop"] = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
             collector.request_stop("SIGTERM")
             await run
@@ -75,17 +87,39 @@ def test_a_day_of_observed_servers_and_a_shadow_is_audited_with_each_fault_on_it
     arun(body())
     day = dt.datetime.fromtimestamp(times["wipe"] / 1000, dt.UTC).date()
     # the audit as a user runs it, in a process (and JVM) of its own
-    audit = subprocess.run([sys.executable, "-m", "nsaudit.cli", "audit", "--events", str(events), "--lake",
-                            str(lake_dir), "--date", day.isoformat(), "--config", str(config)],
-                           capture_output=True, text=True, timeout=900,
-                           env={**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable})
+    audit = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nsaudit.cli",
+            "audit",
+            "--events",
+            str(events),
+            "--lake",
+            str(lake_dir),
+            "--date",
+            day.isoformat(),
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable},
+    )
     assert audit.returncode == 0, audit.stderr[-3000:]
 
     findings = read_table_arrow(str(lake.table_path(str(lake_dir), lake.FINDINGS))).to_pylist()
-    divergences = [(json.loads(f["detail"])["kind"], f["subject"], json.loads(f["detail"])["ns_views"])
-                   for f in findings if f["kind"] == "ns_divergence"]
-    assert ("queue_data_mismatch", "TopicA", {"obs-1": "8/8/4/0", "obs-2": "8/8/6/0", "ns-shadow": "8/8/6/0"}) \
-        in divergences, divergences
+    divergences = [
+        (json.loads(f["detail"])["kind"], f["subject"], json.loads(f["detail"])["ns_views"])
+        for f in findings
+        if f["kind"] == "ns_divergence"
+    ]
+    assert (
+        "queue_data_mismatch",
+        "TopicA",
+        {"obs-1": "8/8/4/0", "obs-2": "8/8/6/0", "ns-shadow": "8/8/6/0"},
+    ) in divergences, divergences
     assert any(k == "route_missing" and s == "TopicB" and v.get("obs-2") == "absent" for k, s, v in divergences)
     wiped = {(f["ns"], f["subject"]) for f in findings if f["kind"] == "write_perm_wiped"}
     assert wiped == {("obs-1", "broker-a")}

@@ -160,9 +160,7 @@ def render_ba(core: RouteInfoManager) -> str:
 
 def render_ca(core: RouteInfoManager) -> str:
     """CA: ``C1{broker-a, broker-x}``."""
-    return ", ".join(
-        f"{c}{{{', '.join(sorted(core.cluster_addr_table[c]))}}}" for c in sorted(core.cluster_addr_table)
-    )
+    return ", ".join(f"{c}{{{', '.join(sorted(core.cluster_addr_table[c]))}}}" for c in sorted(core.cluster_addr_table))
 
 
 def render_lt(core: RouteInfoManager) -> str:
@@ -244,8 +242,9 @@ class Scenario:
         result: the latest registration's ``RegisterResult``.
     """
 
-    def __init__(self, *, start: int = 0, replay: bool = False, strip_topics: bool = False,
-                 expiry_ms: int = EXPIRY_MS) -> None:
+    def __init__(
+        self, *, start: int = 0, replay: bool = False, strip_topics: bool = False, expiry_ms: int = EXPIRY_MS
+    ) -> None:
         self.expiry_ms = expiry_ms
         self.core = RouteInfoManager(expiry_ms)
         self.log: list[dict] = []
@@ -313,14 +312,34 @@ class Scenario:
         self.open_channels.clear()
         return self._record([ns_stop_event(t, "test")], t)
 
-    def reg(self, cluster: str, addr: str, name: str, broker_id: int, dv: DataVersion,
-            topics: Iterable[TopicConfig] = (), *, t: int, c: str, filter: list[str] | None = _DEFAULT,
-            ha: str | None = _DEFAULT, request_version: int = 407) -> RegisterResult:
+    def reg(
+        self,
+        cluster: str,
+        addr: str,
+        name: str,
+        broker_id: int,
+        dv: DataVersion,
+        topics: Iterable[TopicConfig] = (),
+        *,
+        t: int,
+        c: str,
+        filter: list[str] | None = _DEFAULT,
+        ha: str | None = _DEFAULT,
+        request_version: int = 407,
+    ) -> RegisterResult:
         """``reg(cluster, addr, name, id, dv, {topics}) @t cN``; filter list ``[]`` unless given."""
         self.open_channels.add(c)
         self.result = self.core.register_broker(
-            cluster, addr, name, broker_id, HA.get(addr) if ha is _DEFAULT else ha, dv, list(topics),
-            [] if filter is _DEFAULT else filter, t, self._ctx(c, REGISTER_BROKER),
+            cluster,
+            addr,
+            name,
+            broker_id,
+            HA.get(addr) if ha is _DEFAULT else ha,
+            dv,
+            list(topics),
+            [] if filter is _DEFAULT else filter,
+            t,
+            self._ctx(c, REGISTER_BROKER),
             request_version=request_version,
         )
         self._record(self.result.events, t)
@@ -334,8 +353,9 @@ class Scenario:
 
     def unreg(self, cluster: str, addr: str, name: str, broker_id: int, *, t: int, c: str = "c0") -> list[dict]:
         """``unreg(cluster, addr, name, id)``."""
-        return self._record(self.core.unregister_broker(cluster, addr, name, broker_id, t,
-                                                        self._ctx(c, UNREGISTER_BROKER)), t)
+        return self._record(
+            self.core.unregister_broker(cluster, addr, name, broker_id, t, self._ctx(c, UNREGISTER_BROKER)), t
+        )
 
     def close(self, channel: str, *, t: int) -> list[dict]:
         """``close(cN)``: the connection ended (§2.4)."""
@@ -346,8 +366,17 @@ class Scenario:
         """``hb(addr)`` = BROKER_HEARTBEAT (904)."""
         return self._record(self.core.broker_heartbeat(cluster, addr, name, t, self._ctx(c, BROKER_HEARTBEAT)), t)
 
-    def qdv(self, addr: str, dv: DataVersion, *, t: int, c: str = "c5", cluster: str = "C1",
-            name: str = "broker-a", broker_id: int = 0) -> tuple[bool, DataVersion | None]:
+    def qdv(
+        self,
+        addr: str,
+        dv: DataVersion,
+        *,
+        t: int,
+        c: str = "c5",
+        cluster: str = "C1",
+        name: str = "broker-a",
+        broker_id: int = 0,
+    ) -> tuple[bool, DataVersion | None]:
         """``qdv(addr, dv)`` = QUERY_DATA_VERSION (322); returns ``(changed, stored version)``."""
         changed, stored, events = self.core.query_data_version(
             cluster, addr, name, broker_id, dv, t, self._ctx(c, QUERY_DATA_VERSION)

@@ -80,26 +80,56 @@ def server_events() -> list[dict]:
     dv = DataVersion(T0 - 100_000, 3)
     topics = [TopicConfig("TopicTest", 8, 8, 6, 0, False, "SINGLE_TAG")]
     events = [ns_start_event(T0, 120_000, 10_000, "0.0.0")]
-    events += routes.register_broker("DefaultCluster", ADDR, "broker-a", 0, "10.0.0.5:10912", dv, topics, [],
-                                     T0 + 1, ctx).events
+    events += routes.register_broker(
+        "DefaultCluster", ADDR, "broker-a", 0, "10.0.0.5:10912", dv, topics, [], T0 + 1, ctx
+    ).events
     events += routes.broker_heartbeat("DefaultCluster", ADDR, "broker-a", T0 + 2, RequestContext("c1", "r", 904))
     for version in (dv, DataVersion(T0, 4)):
-        events += routes.query_data_version("DefaultCluster", ADDR, "broker-a", 0, version, T0 + 3,
-                                            RequestContext("c1", "r", 322))[2]
+        events += routes.query_data_version(
+            "DefaultCluster", ADDR, "broker-a", 0, version, T0 + 3, RequestContext("c1", "r", 322)
+        )[2]
     events += routes.delete_topic("TopicTest", None, T0 + 4, RequestContext("c2", "10.0.0.9:1", 216))
     events += routes.delete_topic("Other", "DefaultCluster", T0 + 4, RequestContext("c2", "10.0.0.9:1", 216))
     conn = ConnectionContext("c3", "10.0.0.7:4000")
-    cmd = RemotingCommand(103, version=401, ext_fields={"clusterName": "DefaultCluster", "brokerName": "broker-a",
-                                                         "brokerAddr": ADDR, "brokerId": "0"})
+    cmd = RemotingCommand(
+        103,
+        version=401,
+        ext_fields={"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerAddr": ADDR, "brokerId": "0"},
+    )
     events += [
         rejected_event(T0 + 5, "unknown_code", RequestContext("c3", "10.0.0.7:4000", 999)),
         rejected_event(T0 + 5, "internal_error", RequestContext("c3", "10.0.0.7:4000", 103), detail="KeyError: 'x'"),
-        rejected_event(T0 + 5, "no_permission", RequestContext("c3", "10.0.0.7:4000", 103), detail="denied",
-                       access_key="AK1", **decoded_keys(cmd)),
-        rejected_event(T0 + 5, "crc_mismatch", RequestContext("c3", "10.0.0.7:4000", 103), detail="bad crc",
-                       **decoded_keys(RemotingCommand(103, version=7))),
-        malformed_frame_event(T0 + 6, conn, MalformedFrame("bad_header", {"frame_length": 40, "serialize_type": 0,
-                              "header_length": 99, "code": 103, "version": 401, "language": "JAVA"}, "x")),
+        rejected_event(
+            T0 + 5,
+            "no_permission",
+            RequestContext("c3", "10.0.0.7:4000", 103),
+            detail="denied",
+            access_key="AK1",
+            **decoded_keys(cmd),
+        ),
+        rejected_event(
+            T0 + 5,
+            "crc_mismatch",
+            RequestContext("c3", "10.0.0.7:4000", 103),
+            detail="bad crc",
+            **decoded_keys(RemotingCommand(103, version=7)),
+        ),
+        malformed_frame_event(
+            T0 + 6,
+            conn,
+            MalformedFrame(
+                "bad_header",
+                {
+                    "frame_length": 40,
+                    "serialize_type": 0,
+                    "header_length": 99,
+                    "code": 103,
+                    "version": 401,
+                    "language": "JAVA",
+                },
+                "x",
+            ),
+        ),
         malformed_frame_event(T0 + 6, conn, MalformedFrame("frame_too_large", {"frame_length": 1 << 30})),
         connection_event(T0 + 7, conn, "connection_limit", max_connections=10),
         connection_event(T0 + 7, conn, "slow_reader", write_buffer_bytes=1 << 20),
@@ -117,33 +147,64 @@ def server_events() -> list[dict]:
 def observation_events() -> list[dict]:
     """A collector's stream: start, snapshot, changes, an outage, a recovery, stop, a live incident."""
     server = ObservedServer("10.0.0.2:9876", interval_ms=10_000)
-    brokers = {"broker-a": {"cluster": "DefaultCluster", "broker_name": "broker-a",
-                            "broker_addrs": [{"broker_id": 0, "broker_addr": ADDR}]}}
-    route = {"queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
-                              "topic_sys_flag": 0}],
-             "broker_datas": [brokers["broker-a"]], "filter_server_table": []}
+    brokers = {
+        "broker-a": {
+            "cluster": "DefaultCluster",
+            "broker_name": "broker-a",
+            "broker_addrs": [{"broker_id": 0, "broker_addr": ADDR}],
+        }
+    }
+    route = {
+        "queue_datas": [
+            {"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6, "topic_sys_flag": 0}
+        ],
+        "broker_datas": [brokers["broker-a"]],
+        "filter_server_table": [],
+    }
     events = server.start(T0)
     events += server.observed(ServerView(brokers, {"TopicTest": route, "Unrouted": None}), T0 + 1, 1)
     events += server.observed(ServerView({}, {"TopicTest": dict(route, queue_datas=[])}), T0 + 2, 2)
     events += server.failed(T0 + 3, 3, "timeout", "no answer within 5 s")
     events += server.observed(ServerView(brokers, {}), T0 + 4, 4)
     events += server.stop(T0 + 5, "SIGTERM")
-    finding = LiveFinding("write_perm_wiped", "obs-a", "broker-a", T0, "critical", family="broker",
-                          cause_key="broker-a", servers=("obs-a",))
+    finding = LiveFinding(
+        "write_perm_wiped",
+        "obs-a",
+        "broker-a",
+        T0,
+        "critical",
+        family="broker",
+        cause_key="broker-a",
+        servers=("obs-a",),
+    )
     incident = LiveIncident("live-3f0c4a9be210", "broker", "broker-a", T0, T0, seen=[finding])
     events += [incident.event("open", T0 + 6), incident.event("close", T0 + 7)]
     return events
 
 
 def _digests(events_dir: Path) -> dict[str, str]:
-    return {p.relative_to(events_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(events_dir.glob("*/*/events-*"))}
+    return {
+        p.relative_to(events_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(events_dir.glob("*/*/events-*"))
+    }
 
 
 def _simulated_day(events_dir: Path) -> dict[str, str]:
-    simulate(SimOptions(events_dir=events_dir, ns=3, brokers=12, slaves=1, topics=40,
-                        start_ms=parse_time("2026-11-21T22:00:00Z"), hours=4.0, seed=3, faults=FAULTS,
-                        fault_rate=40.0, quiet=True))
+    simulate(
+        SimOptions(
+            events_dir=events_dir,
+            ns=3,
+            brokers=12,
+            slaves=1,
+            topics=40,
+            start_ms=parse_time("2026-11-21T22:00:00Z"),
+            hours=4.0,
+            seed=3,
+            faults=FAULTS,
+            fault_rate=40.0,
+            quiet=True,
+        )
+    )
     return _digests(events_dir)
 
 

@@ -41,26 +41,44 @@ _CONFIG_COMMANDS = {
     "lake vacuum": ["lake", "vacuum", "--lake", "events"],
     "lake retention": ["lake", "retention", "--lake", "events"],
 }
-_BAD_CONFIGS = {"a folder": "a-folder.toml", "not UTF-8": "latin1.toml", "not TOML": "broken.toml",
-                "a value out of range": "zero-snapshots.toml"}
+_BAD_CONFIGS = {
+    "a folder": "a-folder.toml",
+    "not UTF-8": "latin1.toml",
+    "not TOML": "broken.toml",
+    "a value out of range": "zero-snapshots.toml",
+}
 
 
 def _config_cases() -> list[tuple[str, list[str]]]:
-    return [(f"{name}: --config {what}", argv + ["--config", file])
-            for name, argv in _CONFIG_COMMANDS.items() for what, file in _BAD_CONFIGS.items()]
+    return [
+        (f"{name}: --config {what}", argv + ["--config", file])
+        for name, argv in _CONFIG_COMMANDS.items()
+        for what, file in _BAD_CONFIGS.items()
+    ]
 
 
 def _time_cases() -> list[tuple[str, list[str]]]:
     route = ["route", "--lake", "events", "--ns", "ns-a", "--topic", "t", "--at"]
-    cases = [(f"route: --at {text}", route + [text])
-             for text in ("9999999999999999", "9" * 20, "-" + "9" * 20, "-99999999999999",
-                          "9999-12-31T12:00:00Z", "0001-01-01T00:00:00Z", "0001-01-02T00:00:00+01:00")]
+    cases = [
+        (f"route: --at {text}", route + [text])
+        for text in (
+            "9999999999999999",
+            "9" * 20,
+            "-" + "9" * 20,
+            "-99999999999999",
+            "9999-12-31T12:00:00Z",
+            "0001-01-01T00:00:00Z",
+            "0001-01-02T00:00:00+01:00",
+        )
+    ]
     return cases + [
         ("cluster: --at 20 digits", ["cluster", "--lake", "events", "--ns", "ns-a", "--at", "9" * 20]),
         ("diff: --to 16 digits", ["diff", "--lake", "events", "--ns", "ns-a", "--from", "0", "--to", "9" * 16]),
         ("simulate: --start 16 digits", ["simulate", "--events", "sim", "--start", "9" * 16]),
-        ("simulate: --start + --hours past the last day", ["simulate", "--events", "sim", "--start",
-                                                          "9999-12-30T23:00:00Z", "--hours", "2"]),
+        (
+            "simulate: --start + --hours past the last day",
+            ["simulate", "--events", "sim", "--start", "9999-12-30T23:00:00Z", "--hours", "2"],
+        ),
         ("simulate: --hours past the last day", ["simulate", "--events", "sim", "--hours", "1e12"]),
         ("audit: --date 9999-12-31", ["audit", "--events", "events", "--lake", "lake", "--date", "9999-12-31"]),
         ("incidents: --date 0001-01-01", ["incidents", "--lake", "events", "--date", "0001-01-01"]),
@@ -104,7 +122,10 @@ def _cases() -> list[tuple[str, list[str]]]:
         ("fleet: unknown fault", fleet + ["--faults", "meteor"]),
         ("fleet: missing config", fleet + ["--config", "missing.toml"]),
         ("collect: missing --namesrv", collect[:1] + collect[3:]),
-        ("collect: --namesrv entry not HOST:PORT", ["collect", "--namesrv", "127.0.0.1:9876;nowhere", "--events", "obs"]),
+        (
+            "collect: --namesrv entry not HOST:PORT",
+            ["collect", "--namesrv", "127.0.0.1:9876;nowhere", "--events", "obs"],
+        ),
         ("collect: --namesrv port 0", ["collect", "--namesrv", "127.0.0.1:0", "--events", "obs"]),
         ("collect: --namesrv empty", ["collect", "--namesrv", ";", "--events", "obs"]),
         ("collect: --namesrv twice the same", ["collect", "--namesrv", "h:1;h:1", "--events", "obs"]),
@@ -164,11 +185,14 @@ def test_a_bad_argument_is_one_line_and_exit_2(places, capsys, argv):
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("what, file, says", [
-    ("a folder", "a-folder.toml", "is a directory"),
-    ("not UTF-8", "latin1.toml", "not UTF-8"),
-    ("not TOML", "broken.toml", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "what, file, says",
+    [
+        ("a folder", "a-folder.toml", "is a directory"),
+        ("not UTF-8", "latin1.toml", "not UTF-8"),
+        ("not TOML", "broken.toml", "not valid TOML"),
+    ],
+)
 def test_a_bad_config_names_the_file_and_what_is_wrong(places, capsys, what, file, says):
     assert main(_CONFIG_COMMANDS["nameserver"] + ["--config", file]) == 2
     err = capsys.readouterr().err
@@ -187,23 +211,34 @@ def test_the_console_script_shows_no_traceback_for_a_bad_date(tmp_path):
     (tmp_path / "events").mkdir()
     proc = subprocess.run(
         [sys.executable, "-m", "nsaudit.cli", "audit", "--events", "events", "--lake", "lake", "--date", "2026-13-40"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 2
     [line] = proc.stderr.splitlines()
     assert line.startswith("nsaudit audit: error: argument --date: not a date: '2026-13-40'"), line
 
 
-@pytest.mark.parametrize("argv", [
-    ["--events", "events"],  # no --ns-id
-    ["--ns-id", "a", "--events", "events", "--config", "."],  # a folder as the config
-    ["--ns-id", "a", "--events", "events", "--broker-expiry-ms", "soon"],
-    ["--ns-id", "a", "--events", "events", "--bogus"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--events", "events"],  # no --ns-id
+        ["--ns-id", "a", "--events", "events", "--config", "."],  # a folder as the config
+        ["--ns-id", "a", "--events", "events", "--broker-expiry-ms", "soon"],
+        ["--ns-id", "a", "--events", "events", "--bogus"],
+    ],
+)
 def test_python_m_nameserver_bad_arguments_are_one_line(tmp_path, argv):
     proc = subprocess.run(
         [sys.executable, "-m", "nameserver", *argv],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 2
     [line] = proc.stderr.splitlines()

@@ -18,9 +18,23 @@ ADDRS = [{"broker_id": 0, "broker_addr": "10.0.0.5:10911"}]
 BROKER = ("DefaultCluster", "broker-a", 0, "10.0.0.5:10911", "10.0.0.5:10912")
 PAYLOAD = (DV, "9f" * 32, TOPICS, [], 401)
 REJECTED_ALL = dict(
-    detail="d", access_key="AK", cluster="c", broker_name="b", broker_addr="a:1", topic="t", broker_id=0,
-    request_version=401, frame_length=9, serialize_type=0, header_length=5, max_connections=10,
-    write_buffer_bytes=1, frame_timeout_ms=2, refused_count=3, unlogged_count=4, outage_ms=5,
+    detail="d",
+    access_key="AK",
+    cluster="c",
+    broker_name="b",
+    broker_addr="a:1",
+    topic="t",
+    broker_id=0,
+    request_version=401,
+    frame_length=9,
+    serialize_type=0,
+    header_length=5,
+    max_connections=10,
+    write_buffer_bytes=1,
+    frame_timeout_ms=2,
+    refused_count=3,
+    unlogged_count=4,
+    outage_ms=5,
     refreshes=[{"broker_addr": "a:1", "last_update_ts": 6}],
 )
 

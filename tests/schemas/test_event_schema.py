@@ -67,24 +67,36 @@ def observation_events(now: int) -> list[dict]:
     """Every ``observe_*``/``observed_*`` shape, as ``nsaudit collect`` writes them."""
     server = ObservedServer("10.0.0.2:9876", interval_ms=10_000)
     broker = {"cluster": "C1", "broker_name": "broker-a", "broker_addrs": {0: A, 1: S}}
-    route = {"broker_datas": [broker], "filter_server_table": {A: ["10.0.0.5:30000"]},
-             "queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
-                              "topic_sys_flag": 0}]}
+    route = {
+        "broker_datas": [broker],
+        "filter_server_table": {A: ["10.0.0.5:30000"]},
+        "queue_datas": [
+            {"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6, "topic_sys_flag": 0}
+        ],
+    }
     full = ServerView({"broker-a": broker_entry(broker)}, {"TopicTest": route_entry(route), "Gone": None})
     emptied = ServerView({}, {"TopicTest": None})
     # the live judge's live_incident events: the only group loses its master on this server, then comes back
     judge = LiveJudge(grace_ms=0)
     live = [e for _, e in judge.observed("obs-a", now + 1, full) + judge.observed("obs-a", now + 2, emptied)]
-    return (server.start(now) + server.observed(full, now + 1, 1) + server.observed(emptied, now + 2, 2) + live
-            + server.failed(now + 3, 3, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
-            + server.stop(now + 4, "SIGTERM"))
+    return (
+        server.start(now)
+        + server.observed(full, now + 1, 1)
+        + server.observed(emptied, now + 2, 2)
+        + live
+        + server.failed(now + 3, 3, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
+        + server.stop(now + 4, "SIGTERM")
+    )
 
 
 def server_rejections(now: int) -> list[dict]:
     """The server's own ``rejected`` shapes: a malformed frame and refused connections."""
     conn = ConnectionContext("c5", "10.0.0.9:50001")
-    bad_header = MalformedFrame("json_header_field", {"frame_length": 30, "serialize_type": 0, "header_length": 22,
-                                                      "code": 105, "version": 401, "opaque": 3}, "flag")
+    bad_header = MalformedFrame(
+        "json_header_field",
+        {"frame_length": 30, "serialize_type": 0, "header_length": 22, "code": 105, "version": 401, "opaque": 3},
+        "flag",
+    )
     return [
         malformed_frame_event(now, conn, bad_header),
         malformed_frame_event(now + 1, conn, MalformedFrame("frame_too_large", {"frame_length": 1 << 30}, "")),
@@ -93,16 +105,25 @@ def server_rejections(now: int) -> list[dict]:
         connection_event(now + 4, conn, "frame_timeout", frame_timeout_ms=30_000),
         *acl_rejection(now + 5, conn),
         log_unavailable_event(now + 6, Outage(now - 5000, "[Errno 28] No space left on device", refused=7, unlogged=2)),
-        log_unavailable_event(now + 7, Outage(now - 5000, "[Errno 28] No space left on device", refused=3),
-                              [{"broker_addr": A, "last_update_ts": now - 1000}]),
+        log_unavailable_event(
+            now + 7,
+            Outage(now - 5000, "[Errno 28] No space left on device", refused=3),
+            [{"broker_addr": A, "last_update_ts": now - 1000}],
+        ),
     ]
 
 
 def acl_rejection(now: int, conn: ConnectionContext) -> list[dict]:
     """A request refused by access control (``rejected`` no_permission, with ``access_key``)."""
     processor = RequestProcessor(RouteInfoManager(), access=AccessController(SecretStore({"ak": "sk"})))
-    ext = {"brokerName": "broker-a", "brokerAddr": A, "clusterName": "C1", "brokerId": "0",
-           "AccessKey": "ak", "Signature": "not-the-signature"}
+    ext = {
+        "brokerName": "broker-a",
+        "brokerAddr": A,
+        "clusterName": "C1",
+        "brokerId": "0",
+        "AccessKey": "ak",
+        "Signature": "not-the-signature",
+    }
     return processor.process(make_request(104, ext), conn, now).events
 
 
@@ -142,10 +163,27 @@ def errors(value: Any, node: dict, path: str = "$") -> list[str]:
 
     Unknown keywords raise, so the schema cannot grow a rule this validator silently ignores.
     """
-    unknown = set(node) - _ANNOTATIONS - {
-        "type", "const", "enum", "minimum", "maximum", "minLength", "pattern", "properties",
-        "required", "additionalProperties", "items", "allOf", "if", "then", "not",
-    }
+    unknown = (
+        set(node)
+        - _ANNOTATIONS
+        - {
+            "type",
+            "const",
+            "enum",
+            "minimum",
+            "maximum",
+            "minLength",
+            "pattern",
+            "properties",
+            "required",
+            "additionalProperties",
+            "items",
+            "allOf",
+            "if",
+            "then",
+            "not",
+        }
+    )
     if unknown:
         raise ValueError(f"the schema uses keywords this validator does not check: {sorted(unknown)}")
     found: list[str] = []
@@ -292,7 +330,13 @@ def test_struct_type_shape():
     topics = fields["topics"].dataType
     assert isinstance(topics, T.ArrayType) and not topics.containsNull
     assert topics.elementType.names == [
-        "topic", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag", "order", "topic_filter_type"
+        "topic",
+        "read_queue_nums",
+        "write_queue_nums",
+        "perm",
+        "topic_sys_flag",
+        "order",
+        "topic_filter_type",
     ]
     assert fields["filter_servers"].dataType == T.ArrayType(T.StringType(), False)
     assert fields["seq"].dataType == fields["ts"].dataType == T.LongType()

@@ -98,12 +98,11 @@ def build_distribution(
     # the topics' instant rows are many and cheap to make again: the segments are kept instead
     topic_segments_df = checkpoint_frame(agg_topic_segments(flagged_df))
     topic_stats_df = agg_topic_stats(topic_segments_df, day, interval)
-    group_rows_df = checkpoint_frame(
-        agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day)
-    )
+    group_rows_df = checkpoint_frame(agg_group_rows(agg_group_totals(flagged_df, day, interval), broker_groups_df, day))
     exact_flagged_df = exact_pieces_df.transform(with_queue_flags)
-    exact_runs_df = checkpoint_frame(_agg_exact_runs(exact_flagged_df, exact_broker_data_runs_df, previous_end_df,
-                                                     registered_read_only_df, day))
+    exact_runs_df = checkpoint_frame(
+        _agg_exact_runs(exact_flagged_df, exact_broker_data_runs_df, previous_end_df, registered_read_only_df, day)
+    )
     conditions = {
         "queue_skew": filter_queue_skew(group_rows_df, params),
         "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
@@ -114,12 +113,22 @@ def build_distribution(
     # that the reads neither repeat nor re-plan it
     kind_runs_df = checkpoint_frame(agg_kind_runs(conditions, day, interval))
     findings_df = _union_findings(kind_runs_df, conditions, exact_runs_df, exact_flagged_df, params)
-    return DistributionFrames(topic_segments_df, topic_stats_df, group_rows_df, findings_df,
-                              cached=(topic_segments_df, group_rows_df, kind_runs_df, exact_runs_df))
+    return DistributionFrames(
+        topic_segments_df,
+        topic_stats_df,
+        group_rows_df,
+        findings_df,
+        cached=(topic_segments_df, group_rows_df, kind_runs_df, exact_runs_df),
+    )
 
 
-def _agg_exact_runs(exact_flagged_df: DataFrame, exact_broker_data_runs_df: DataFrame, previous_end_df: DataFrame,
-                    registered_read_only_df: DataFrame | None, day: dt.date) -> DataFrame:
+def _agg_exact_runs(
+    exact_flagged_df: DataFrame,
+    exact_broker_data_runs_df: DataFrame,
+    previous_end_df: DataFrame,
+    registered_read_only_df: DataFrame | None,
+    day: dt.date,
+) -> DataFrame:
     """The exact kinds' runs (:func:`jobs.analytics.distribution.exact.agg_exact_kind_runs`) from the
     flagged exact pieces, as :func:`build_distribution` takes its arguments."""
     previous_flagged_df = previous_end_df.select(
@@ -132,26 +141,31 @@ def _agg_exact_runs(exact_flagged_df: DataFrame, exact_broker_data_runs_df: Data
         # a permission the broker registered is its configuration, not an admin's wipe
         sourced_df = with_registered_read_only(exact_flagged_df, registered_read_only_df)
         exact_conditions["no_writable_queue"] = filter_registered_read_only_topics(
-            exact_conditions["no_writable_queue"], sourced_df)
+            exact_conditions["no_writable_queue"], sourced_df
+        )
         wiped_candidates_df = sourced_df.where(~F.col("registered_read_only")).drop("registered_read_only")
     exact_conditions["write_perm_wiped"] = agg_exact_write_perm_wiped(wiped_candidates_df, previous_flagged_df)
     return agg_exact_kind_runs(exact_conditions, day)
 
 
-def _union_findings(kind_runs_df: DataFrame, kinds: Iterable[str], exact_runs_df: DataFrame,
-                    exact_flagged_df: DataFrame, params: DistributionParams) -> DataFrame:
+def _union_findings(
+    kind_runs_df: DataFrame,
+    kinds: Iterable[str],
+    exact_runs_df: DataFrame,
+    exact_flagged_df: DataFrame,
+    params: DistributionParams,
+) -> DataFrame:
     """The finding rows of every kind (``SEVERITY`` order): the exact kinds from
     :func:`jobs.analytics.distribution.exact.agg_exact_kind_runs` rows, the others (``kinds``) from
     :func:`agg_kind_runs` rows; the details of three kinds gain what their run's end adds."""
+
     def runs(kind: str) -> DataFrame:
         return select_kind_runs(kind_runs_df, kind)
 
     def exact(kind: str) -> DataFrame:
         return select_exact_kind_runs(exact_runs_df, kind)
 
-    enriched: Mapping[str, DataFrame] = {
-        "queue_skew": with_skew_plan(runs("queue_skew"), params),
-    }
+    enriched: Mapping[str, DataFrame] = {"queue_skew": with_skew_plan(runs("queue_skew"), params)}
     by_kind = {kind: select_findings(enriched[kind] if kind in enriched else runs(kind), kind) for kind in kinds}
     for kind in EXACT_KINDS:
         kind_df = exact(kind)

@@ -35,14 +35,25 @@ def filter_queue_skew(group_rows_df: DataFrame, params: DistributionParams) -> D
             F.first("cluster_write_queues_mean").alias("mean"),
             F.first("cluster_write_queues_cv").alias("cv"),
             F.first("cluster_write_queues_max_over_mean").alias("max_over_mean"),
-            F.map_from_entries(F.array_sort(F.collect_list(F.struct("broker_name", "write_queues"))))
-            .alias("write_queues_by_broker"),
+            F.map_from_entries(F.array_sort(F.collect_list(F.struct("broker_name", "write_queues")))).alias(
+                "write_queues_by_broker"
+            ),
         )
-        .select("ns", F.col("cluster").alias("subject"), "snapshot_ts",
-                F.struct("groups", "write_queues", "mean", "cv", "max_over_mean",
-                         F.lit(params.queue_skew_cv).alias("cv_threshold"),
-                         F.lit(params.queue_skew_max_over_mean).alias("max_over_mean_threshold"),
-                         "write_queues_by_broker").alias("detail"))
+        .select(
+            "ns",
+            F.col("cluster").alias("subject"),
+            "snapshot_ts",
+            F.struct(
+                "groups",
+                "write_queues",
+                "mean",
+                "cv",
+                "max_over_mean",
+                F.lit(params.queue_skew_cv).alias("cv_threshold"),
+                F.lit(params.queue_skew_max_over_mean).alias("max_over_mean_threshold"),
+                "write_queues_by_broker",
+            ).alias("detail"),
+        )
     )
 
 
@@ -55,15 +66,19 @@ def with_skew_plan(runs_df: DataFrame, params: DistributionParams) -> DataFrame:
     def plan(by_broker: dict[str, int]) -> dict[str, Any]:
         return suggest_moves(by_broker or {}, cv_max, ratio_max)
 
-    return runs_df.withColumn("_plan", plan(F.col("detail.write_queues_by_broker"))).withColumn(
-        "detail", F.struct("detail.*", "_plan.*")
-    ).drop("_plan")
+    return (
+        runs_df.withColumn("_plan", plan(F.col("detail.write_queues_by_broker")))
+        .withColumn("detail", F.struct("detail.*", "_plan.*"))
+        .drop("_plan")
+    )
 
 
 def filter_queue_data_without_broker(group_rows_df: DataFrame) -> DataFrame:
     """``queue_data_without_broker`` instants: QueueData of a broker name with no BrokerData."""
     return group_rows_df.where((F.col("broker_addrs") == 0) & (F.col("topics") > 0)).select(
-        "ns", F.col("broker_name").alias("subject"), "snapshot_ts",
+        "ns",
+        F.col("broker_name").alias("subject"),
+        "snapshot_ts",
         F.struct("topics", "read_queues", "write_queues", "subscribe_queues").alias("detail"),
     )
 
@@ -93,11 +108,19 @@ def filter_broker_in_two_clusters(
         .groupBy("ns", "broker_name", "snapshot_ts")
         .agg(F.array_sort(F.collect_set("cluster")).alias("clusters"))
         .where(F.size("clusters") > 1)
-        .join(broker_groups_df.select("ns", "broker_name", "snapshot_ts",
-                                      F.col("broker_cluster").alias("broker_data_cluster")),
-              ["ns", "broker_name", "snapshot_ts"], "left")
-        .select("ns", F.col("broker_name").alias("subject"), "snapshot_ts",
-                F.struct("clusters", "broker_data_cluster").alias("detail"))
+        .join(
+            broker_groups_df.select(
+                "ns", "broker_name", "snapshot_ts", F.col("broker_cluster").alias("broker_data_cluster")
+            ),
+            ["ns", "broker_name", "snapshot_ts"],
+            "left",
+        )
+        .select(
+            "ns",
+            F.col("broker_name").alias("subject"),
+            "snapshot_ts",
+            F.struct("clusters", "broker_data_cluster").alias("detail"),
+        )
     )
 
 
@@ -117,6 +140,10 @@ def filter_addr_in_two_groups(broker_addr_df: DataFrame, day: dt.date, snapshot_
             F.array_sort(F.collect_list(F.struct("broker_name", "broker_id", "cluster"))).alias("entries"),
         )
         .where(F.size("broker_names") > 1)
-        .select("ns", F.col("broker_addr").alias("subject"), "snapshot_ts",
-                F.struct("broker_names", "entries").alias("detail"))
+        .select(
+            "ns",
+            F.col("broker_addr").alias("subject"),
+            "snapshot_ts",
+            F.struct("broker_names", "entries").alias("detail"),
+        )
     )

@@ -51,8 +51,9 @@ def agg_exact_pieces(topic_route_df: DataFrame, exact_runs_df: DataFrame, day: d
     return agg_route_pieces(topic_route_df, exact_runs_df, day, MS)
 
 
-def agg_exact_runs(segments_df: DataFrame, keys: Sequence[str], day: dt.date,
-                   details: Sequence[str] = ("detail",)) -> DataFrame:
+def agg_exact_runs(
+    segments_df: DataFrame, keys: Sequence[str], day: dt.date, details: Sequence[str] = ("detail",)
+) -> DataFrame:
     """Merge touching segments (``first_pos``, ``last_pos`` in ms of the day) of each key into runs.
 
     Args:
@@ -78,15 +79,19 @@ def agg_exact_runs(segments_df: DataFrame, keys: Sequence[str], day: dt.date,
         segments_df.withColumn("_new", F.when(continues, 0).otherwise(1))
         .withColumn("_run", F.sum("_new").over(by_pos.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
         .groupBy(*keys, "_run")
-        .agg(F.min("first_pos").alias("first_pos"), F.max("last_pos").alias("last_pos"),
-             *[F.max_by(c, "first_pos").alias(c) for c in details])
+        .agg(
+            F.min("first_pos").alias("first_pos"),
+            F.max("last_pos").alias("last_pos"),
+            *[F.max_by(c, "first_pos").alias(c) for c in details],
+        )
         .select(
             *keys,
             F.timestamp_millis(F.col("first_pos") + start).alias("start_ts"),
             F.timestamp_millis(F.col("last_pos") + 1 + start).alias("end_ts"),
             (F.col("last_pos") + 1 - F.col("first_pos")).alias("duration_ms"),
             (F.col("last_pos") >= DAY_MS - 1).alias("still_open"),
-            "last_pos", *details,
+            "last_pos",
+            *details,
         )
     )
 
@@ -101,28 +106,40 @@ def agg_exact_topic_conditions(topic_segments_df: DataFrame, flagged_df: DataFra
         flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` of the
             millisecond pieces (for ``read_write_mismatch``, whose detail names the QueueData).
     """
+
     def topic_rows(where: Column, *detail: str) -> DataFrame:
         return topic_segments_df.where(where).select(
-            "ns", F.col("topic").alias("subject"), "first_pos", "last_pos", F.struct(*detail).alias("detail"))
+            "ns", F.col("topic").alias("subject"), "first_pos", "last_pos", F.struct(*detail).alias("detail")
+        )
 
     mismatch_df = (
         with_segments(flagged_df.where(F.col("unread_write_queues") > 0), ["ns", "topic"])
         .groupBy("ns", "topic", "seg_first", "seg_last")
         .agg(
             sum_long("unread_write_queues").alias("unread_write_queues"),
-            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums")))
-            .alias("queue_datas"),
+            F.array_sort(F.collect_list(F.struct("broker_name", "read_queue_nums", "write_queue_nums"))).alias(
+                "queue_datas"
+            ),
         )
-        .select("ns", F.col("topic").alias("subject"), F.col("seg_first").alias("first_pos"),
-                F.col("seg_last").alias("last_pos"), F.struct("unread_write_queues", "queue_datas").alias("detail"))
+        .select(
+            "ns",
+            F.col("topic").alias("subject"),
+            F.col("seg_first").alias("first_pos"),
+            F.col("seg_last").alias("last_pos"),
+            F.struct("unread_write_queues", "queue_datas").alias("detail"),
+        )
     )
     return {
         # a producer gets no queue from the route (§3); a topic none of whose QueueData may be read
         # or written is out of service by its configuration (RocketMQ 5 brokers register
         # rmq_sys_SYNC_BROKER_MEMBER_<broker> with perm 1), not a producer's dead end
-        "no_writable_queue": topic_rows((F.col("publish_queues") == 0)
-                                        & ((F.col("writable_brokers") > 0) | (F.col("readable_brokers") > 0)),
-                                        "brokers", "brokers_with_master", "writable_brokers", "write_queues"),
+        "no_writable_queue": topic_rows(
+            (F.col("publish_queues") == 0) & ((F.col("writable_brokers") > 0) | (F.col("readable_brokers") > 0)),
+            "brokers",
+            "brokers_with_master",
+            "writable_brokers",
+            "write_queues",
+        ),
         "read_write_mismatch": mismatch_df,
         "single_broker_topic": topic_rows(F.col("brokers") == 1, "read_queues", "write_queues", "publish_queues"),
     }
@@ -142,9 +159,15 @@ def agg_exact_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date) -> Da
     merged_df: DataFrame | None = None
     for kind, condition_df in conditions.items():
         rows_df = condition_df.select(
-            F.lit(kind).alias("kind"), "ns", "subject", "first_pos", "last_pos",
-            *[(F.col("detail") if other == kind else F.lit(None).cast(types[other])).alias(f"_detail_{other}")
-              for other in conditions],
+            F.lit(kind).alias("kind"),
+            "ns",
+            "subject",
+            "first_pos",
+            "last_pos",
+            *[
+                (F.col("detail") if other == kind else F.lit(None).cast(types[other])).alias(f"_detail_{other}")
+                for other in conditions
+            ],
         )
         merged_df = rows_df if merged_df is None else merged_df.unionByName(rows_df)
     assert merged_df is not None, "no exact kinds"
@@ -154,8 +177,15 @@ def agg_exact_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date) -> Da
 def select_exact_kind_runs(kind_runs_df: DataFrame, kind: str) -> DataFrame:
     """The :func:`agg_exact_runs` rows of one ``kind`` of :func:`agg_exact_kind_runs`."""
     return kind_runs_df.where(F.col("kind") == kind).select(
-        "ns", "subject", "start_ts", "end_ts", "duration_ms", "still_open", "last_pos",
-        F.col(f"_detail_{kind}").alias("detail"))
+        "ns",
+        "subject",
+        "start_ts",
+        "end_ts",
+        "duration_ms",
+        "still_open",
+        "last_pos",
+        F.col(f"_detail_{kind}").alias("detail"),
+    )
 
 
 def agg_exact_no_master(exact_runs_df: DataFrame) -> DataFrame:
@@ -168,16 +198,30 @@ def agg_exact_no_master(exact_runs_df: DataFrame) -> DataFrame:
         exact_runs_df: :func:`agg_exact_broker_data_runs` (runs of one BrokerData value; null
             ``broker_addrs`` where the name has none).
     """
-    lacks_master = F.col("broker_addrs").isNotNull() & (F.size("broker_addrs") > 0) & ~F.map_contains_key(
-        "broker_addrs", F.lit(MASTER_ID).cast("long"))
+    lacks_master = (
+        F.col("broker_addrs").isNotNull()
+        & (F.size("broker_addrs") > 0)
+        & ~F.map_contains_key("broker_addrs", F.lit(MASTER_ID).cast("long"))
+    )
     # a group whose slave registers a moment before its master (a start, not a loss): the
     # BrokerData is new and the master follows within a registration period
     previous = F.lag("broker_addrs").over(Window.partitionBy("ns", "broker_name").orderBy("first_pos"))
-    starting = previous.isNull() & (F.col("last_pos") + 1 - F.col("first_pos") < REGISTRATION_PERIOD_MS) & (
-        F.col("last_pos") < DAY_MS - 1)
-    return exact_runs_df.withColumn("_starting", starting).where(lacks_master & ~F.col("_starting")).select(
-        "ns", F.col("broker_name").alias("subject"), "first_pos", "last_pos",
-        F.struct("cluster", F.col("broker_addrs").alias("addrs")).alias("detail"))
+    starting = (
+        previous.isNull()
+        & (F.col("last_pos") + 1 - F.col("first_pos") < REGISTRATION_PERIOD_MS)
+        & (F.col("last_pos") < DAY_MS - 1)
+    )
+    return (
+        exact_runs_df.withColumn("_starting", starting)
+        .where(lacks_master & ~F.col("_starting"))
+        .select(
+            "ns",
+            F.col("broker_name").alias("subject"),
+            "first_pos",
+            "last_pos",
+            F.struct("cluster", F.col("broker_addrs").alias("addrs")).alias("detail"),
+        )
+    )
 
 
 def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataFrame) -> DataFrame:
@@ -205,23 +249,42 @@ def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataF
     # only (topic, group) cells that lack the write bit somewhere: at most as many as QueueData
     suspects_df = broadcast(wiped_df.select("topic", "broker_name").distinct())
     writable_df = (
-        flagged_df.unionByName(previous_flagged_df).where("writable")
+        flagged_df.unionByName(previous_flagged_df)
+        .where("writable")
         .join(suspects_df, ["topic", "broker_name"], "left_semi")
         .select(*keys, "first_pos", "last_pos")
     )
     first_writable_df = writable_df.groupBy(*keys).agg(F.min("first_pos").alias("_first_writable"))
-    earlier_df = wiped_df.join(first_writable_df, keys).where(F.col("_first_writable") < F.col("first_pos")).select(
-        *keys, "cluster", "first_pos", "last_pos", F.lit(True).alias("earlier"),
-        F.lit(None).cast("string").alias("writable_on"))
+    earlier_df = (
+        wiped_df.join(first_writable_df, keys)
+        .where(F.col("_first_writable") < F.col("first_pos"))
+        .select(
+            *keys,
+            "cluster",
+            "first_pos",
+            "last_pos",
+            F.lit(True).alias("earlier"),
+            F.lit(None).cast("string").alias("writable_on"),
+        )
+    )
     w, o = wiped_df.alias("w"), writable_df.alias("o")
-    overlap = (F.col("w.topic") == F.col("o.topic")) & (F.col("w.broker_name") == F.col("o.broker_name")) & (
-        F.col("w.ns") != F.col("o.ns")) & (F.col("o.first_pos") <= F.col("w.last_pos")) & (
-        F.col("o.last_pos") >= F.col("w.first_pos"))
+    overlap = (
+        (F.col("w.topic") == F.col("o.topic"))
+        & (F.col("w.broker_name") == F.col("o.broker_name"))
+        & (F.col("w.ns") != F.col("o.ns"))
+        & (F.col("o.first_pos") <= F.col("w.last_pos"))
+        & (F.col("o.last_pos") >= F.col("w.first_pos"))
+    )
     elsewhere_df = w.join(o, overlap).select(
-        "w.ns", "w.topic", "w.broker_name", "w.cluster",
+        "w.ns",
+        "w.topic",
+        "w.broker_name",
+        "w.cluster",
         F.greatest("w.first_pos", "o.first_pos").alias("first_pos"),
         F.least("w.last_pos", "o.last_pos").alias("last_pos"),
-        F.lit(False).alias("earlier"), F.col("o.ns").alias("writable_on"))
+        F.lit(False).alias("earlier"),
+        F.col("o.ns").alias("writable_on"),
+    )
     group = ["ns", "broker_name"]
     return (
         with_segments(earlier_df.unionByName(elsewhere_df), group)
@@ -230,15 +293,21 @@ def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataF
             F.min("cluster").alias("cluster"),
             F.count_distinct("topic").alias("topics"),
             F.count_distinct(F.when(F.col("writable_on").isNotNull(), F.col("topic"))).alias(
-                "writable_on_other_servers"),
+                "writable_on_other_servers"
+            ),
             F.count_distinct(F.when(F.col("earlier"), F.col("topic"))).alias("writable_earlier"),
             F.array_sort(F.collect_set("writable_on")).alias("writable_on"),
             F.slice(F.array_sort(F.collect_set("topic")), 1, WIPED_TOPICS_LISTED).alias("topics_listed"),
         )
-        .select("ns", F.col("broker_name").alias("subject"), F.col("seg_first").alias("first_pos"),
-                F.col("seg_last").alias("last_pos"),
-                F.struct("cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on",
-                         "topics_listed").alias("detail"))
+        .select(
+            "ns",
+            F.col("broker_name").alias("subject"),
+            F.col("seg_first").alias("first_pos"),
+            F.col("seg_last").alias("last_pos"),
+            F.struct(
+                "cluster", "topics", "writable_on_other_servers", "writable_earlier", "writable_on", "topics_listed"
+            ).alias("detail"),
+        )
     )
 
 
@@ -246,18 +315,29 @@ def with_last_queue_datas(runs_df: DataFrame, flagged_df: DataFrame) -> DataFram
     """Add to the ``detail`` of topic runs the topic's QueueData at the run's last millisecond
     (``broker_name``, ``cluster``, ``perm``, queue numbers, ``has_master``; by broker name)."""
     # a row per finding: few enough to broadcast
-    keys_df = broadcast(runs_df.select(F.col("ns").alias("_ns"), F.col("subject").alias("_topic"),
-                                         F.col("last_pos").alias("_last")).distinct())
-    covers = (F.col("ns") == F.col("_ns")) & (F.col("topic") == F.col("_topic")) & (
-        F.col("_last").between(F.col("first_pos"), F.col("last_pos")))
+    keys_df = broadcast(
+        runs_df.select(
+            F.col("ns").alias("_ns"), F.col("subject").alias("_topic"), F.col("last_pos").alias("_last")
+        ).distinct()
+    )
+    covers = (
+        (F.col("ns") == F.col("_ns"))
+        & (F.col("topic") == F.col("_topic"))
+        & (F.col("_last").between(F.col("first_pos"), F.col("last_pos")))
+    )
     queue_datas_df = (
         flagged_df.join(keys_df, covers)
         .groupBy("_ns", "_topic", "_last")
-        .agg(F.array_sort(F.collect_list(F.struct(
-            "broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master",
-        ))).alias("queue_datas"))
-        .select(F.col("_ns").alias("ns"), F.col("_topic").alias("subject"), F.col("_last").alias("last_pos"),
-                "queue_datas")
+        .agg(
+            F.array_sort(
+                F.collect_list(
+                    F.struct("broker_name", "cluster", "perm", "read_queue_nums", "write_queue_nums", "has_master")
+                )
+            ).alias("queue_datas")
+        )
+        .select(
+            F.col("_ns").alias("ns"), F.col("_topic").alias("subject"), F.col("_last").alias("last_pos"), "queue_datas"
+        )
     )
     return (
         runs_df.join(queue_datas_df, ["ns", "subject", "last_pos"], "left")
@@ -271,8 +351,12 @@ def select_exact_findings(runs_df: DataFrame, kind: str) -> DataFrame:
     the JSON detail is ``duration_ms`` and ``still_open`` followed by the fields of ``detail``."""
     return runs_df.select(
         *finding_columns(
-            kind=kind, severity=SEVERITY[kind], subject=F.col("subject"), ns=F.col("ns"),
-            start_ts=F.col("start_ts"), end_ts=F.col("end_ts"),
+            kind=kind,
+            severity=SEVERITY[kind],
+            subject=F.col("subject"),
+            ns=F.col("ns"),
+            start_ts=F.col("start_ts"),
+            end_ts=F.col("end_ts"),
             detail=F.struct(F.col("duration_ms"), F.col("still_open"), F.col("detail.*")),
         )
     )

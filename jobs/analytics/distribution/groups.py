@@ -25,17 +25,21 @@ def agg_group_totals(flagged_df: DataFrame, day: dt.date, snapshot_interval_ms: 
     # cluster is the BrokerData's, one per group at an instant: as a key it splits nothing, and
     # it keeps every aggregate numeric (hash aggregation, no sort)
     keys = ["ns", "broker_name", "cluster"]
-    segments_df = with_segments(flagged_df, keys).groupBy(*keys, *segment_positions()).agg(
-        F.max(F.coalesce(F.size("broker_addrs"), F.lit(0))).alias("queue_broker_addrs"),
-        F.max("has_master").alias("queue_has_master"),
-        F.count(F.lit(1)).cast("int").alias("topics"),
-        count_if(F.col("writable")).alias("writable_topics"),
-        count_if(F.col("readable")).alias("readable_topics"),
-        sum_long("read_queue_nums").alias("read_queues"),
-        sum_long("write_queue_nums").alias("write_queues"),
-        sum_long("publish_queues").alias("publish_queues"),
-        sum_long("subscribe_queues").alias("subscribe_queues"),
-        sum_long("unread_write_queues").alias("unread_write_queues"),
+    segments_df = (
+        with_segments(flagged_df, keys)
+        .groupBy(*keys, *segment_positions())
+        .agg(
+            F.max(F.coalesce(F.size("broker_addrs"), F.lit(0))).alias("queue_broker_addrs"),
+            F.max("has_master").alias("queue_has_master"),
+            F.count(F.lit(1)).cast("int").alias("topics"),
+            count_if(F.col("writable")).alias("writable_topics"),
+            count_if(F.col("readable")).alias("readable_topics"),
+            sum_long("read_queue_nums").alias("read_queues"),
+            sum_long("write_queue_nums").alias("write_queues"),
+            sum_long("publish_queues").alias("publish_queues"),
+            sum_long("subscribe_queues").alias("subscribe_queues"),
+            sum_long("unread_write_queues").alias("unread_write_queues"),
+        )
     )
     return explode_pieces(segments_df, day, snapshot_interval_ms)
 
@@ -52,12 +56,16 @@ def agg_broker_groups(broker_data_runs_df: DataFrame, day: dt.date, snapshot_int
     """
     return explode_pieces(
         broker_data_runs_df.where(F.col("broker_addrs").isNotNull()).select(
-            "ns", "broker_name", F.col("cluster").alias("broker_cluster"),
+            "ns",
+            "broker_name",
+            F.col("cluster").alias("broker_cluster"),
             F.size("broker_addrs").alias("broker_addrs"),
             F.map_contains_key("broker_addrs", F.lit(MASTER_ID).cast("long")).alias("has_master"),
-            "first_pos", "last_pos",
+            "first_pos",
+            "last_pos",
         ),
-        day, snapshot_interval_ms,
+        day,
+        snapshot_interval_ms,
     )
 
 
@@ -78,12 +86,12 @@ def with_cluster_stats(groups_df: DataFrame) -> DataFrame:
         .withColumn("cluster_write_queues", F.when(known, total))
         .withColumn("cluster_write_queues_mean", F.when(known, mean))
         # mean 0 (no write queue in the cluster): no ratio; try_divide keeps ANSI mode quiet
-        .withColumn("cluster_write_queues_cv",
-                    F.when(known & (mean > 0), F.try_divide(spread, total.cast("double"))))
-        .withColumn("cluster_write_queues_max_over_mean",
-                    F.when(known & (mean > 0), F.try_divide(F.max("write_queues").over(w).cast("double"), mean)))
-        .withColumn("write_queue_share",
-                    F.when(known & (total > 0), F.try_divide(queues, total.cast("double"))))
+        .withColumn("cluster_write_queues_cv", F.when(known & (mean > 0), F.try_divide(spread, total.cast("double"))))
+        .withColumn(
+            "cluster_write_queues_max_over_mean",
+            F.when(known & (mean > 0), F.try_divide(F.max("write_queues").over(w).cast("double"), mean)),
+        )
+        .withColumn("write_queue_share", F.when(known & (total > 0), F.try_divide(queues, total.cast("double"))))
     )
 
 
@@ -99,19 +107,20 @@ def agg_group_rows(group_totals_df: DataFrame, broker_groups_df: DataFrame, day:
     joined = gt.join(bg, ["snapshot_ts", "ns", "broker_name"], "full_outer")
     # Both sides come from the same broker_addr_history; the snapshot's copy covers a caller that
     # passes no history.
-    return (
-        joined.select(
-            F.lit(day).alias("date"), "snapshot_ts", "ns",
-            F.coalesce(F.col("broker_cluster"), F.col("cluster")).alias("cluster"),
-            "broker_name",
-            F.coalesce(F.col("bg.broker_addrs"), F.col("queue_broker_addrs"), zero_int).alias("broker_addrs"),
-            F.coalesce(F.col("bg.has_master"), F.col("queue_has_master"), F.lit(False)).alias("has_master"),
-            *[F.coalesce(F.col(c), zero_int).alias(c) for c in ("topics", "writable_topics", "readable_topics")],
-            *[F.coalesce(F.col(c), zero_long).alias(c) for c in (
-                "read_queues", "write_queues", "publish_queues", "subscribe_queues", "unread_write_queues")],
-        )
-        .transform(with_cluster_stats)
-    )
+    return joined.select(
+        F.lit(day).alias("date"),
+        "snapshot_ts",
+        "ns",
+        F.coalesce(F.col("broker_cluster"), F.col("cluster")).alias("cluster"),
+        "broker_name",
+        F.coalesce(F.col("bg.broker_addrs"), F.col("queue_broker_addrs"), zero_int).alias("broker_addrs"),
+        F.coalesce(F.col("bg.has_master"), F.col("queue_has_master"), F.lit(False)).alias("has_master"),
+        *[F.coalesce(F.col(c), zero_int).alias(c) for c in ("topics", "writable_topics", "readable_topics")],
+        *[
+            F.coalesce(F.col(c), zero_long).alias(c)
+            for c in ("read_queues", "write_queues", "publish_queues", "subscribe_queues", "unread_write_queues")
+        ],
+    ).transform(with_cluster_stats)
 
 
 def agg_queue_distribution(group_rows_df: DataFrame) -> DataFrame:

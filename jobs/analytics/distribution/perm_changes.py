@@ -58,22 +58,36 @@ def agg_perm_runs(topic_route_df: DataFrame) -> DataFrame:
     """
     cell = Window.partitionBy(*KEYS).orderBy("_from")
     rows_df = topic_route_df.select(
-        *KEYS, "perm", "write_queue_nums", "from_seq", F.unix_millis("valid_from_ts").alias("_from"),
-        F.unix_millis("valid_to_ts").alias("_to"))
+        *KEYS,
+        "perm",
+        "write_queue_nums",
+        "from_seq",
+        F.unix_millis("valid_from_ts").alias("_from"),
+        F.unix_millis("valid_to_ts").alias("_to"),
+    )
     touches = F.lag("_to").over(cell) == F.col("_from")
     new_run = ~F.coalesce(touches & (F.lag("perm").over(cell) == F.col("perm")), F.lit(False))
     runs_df = (
         rows_df.withColumn("_follows", F.coalesce(touches, F.lit(False)))
         .withColumn("_run", F.sum(new_run.cast("int")).over(cell.rowsBetween(Window.unboundedPreceding, 0)))
         .groupBy(*KEYS, "_run")
-        .agg(F.first("perm").alias("perm"), F.min("_from").alias("from_ms"),
-             F.max_by("_to", "_from").alias("to_ms"), F.min_by("from_seq", "_from").alias("first_seq"),
-             F.min_by("write_queue_nums", "_from").alias("write_queue_nums"),
-             F.min_by("_follows", "_from").alias("_follows"))
+        .agg(
+            F.first("perm").alias("perm"),
+            F.min("_from").alias("from_ms"),
+            F.max_by("_to", "_from").alias("to_ms"),
+            F.min_by("from_seq", "_from").alias("first_seq"),
+            F.min_by("write_queue_nums", "_from").alias("write_queue_nums"),
+            F.min_by("_follows", "_from").alias("_follows"),
+        )
     )
     runs = Window.partitionBy(*KEYS).orderBy("from_ms")
     return runs_df.select(
-        *KEYS, "perm", "from_ms", "to_ms", "first_seq", "write_queue_nums",
+        *KEYS,
+        "perm",
+        "from_ms",
+        "to_ms",
+        "first_seq",
+        "write_queue_nums",
         F.when(F.col("_follows"), F.lag("perm").over(runs)).alias("prev_perm"),
     )
 
@@ -101,17 +115,26 @@ def with_perm_sources(runs_df: DataFrame, events_df: DataFrame, observed_df: Dat
         broker-a's ``T`` from 6 to 4 on ns-a and ns-b at 10:00 by a registration: both
         ``registered``; wiped on ns-a alone at 12:00 (205): ``admin``.
     """
-    admin_df = F.broadcast(events_df.where(F.col("type").isin(*ADMIN_PERM_EVENTS)).select(
-        "ns", F.col("seq").alias("first_seq"), F.lit(True).alias("_admin")))
-    poll_df = F.broadcast(observed_df.groupBy("ns").agg(
-        F.coalesce(F.max("resolution_ms"), F.lit(DEFAULT_POLL_MS)).alias("_poll_ms")))
+    admin_df = F.broadcast(
+        events_df.where(F.col("type").isin(*ADMIN_PERM_EVENTS)).select(
+            "ns", F.col("seq").alias("first_seq"), F.lit(True).alias("_admin")
+        )
+    )
+    poll_df = F.broadcast(
+        observed_df.groupBy("ns").agg(F.coalesce(F.max("resolution_ms"), F.lit(DEFAULT_POLL_MS)).alias("_poll_ms"))
+    )
     follows = F.col("prev_perm").isNotNull()
     sourced_df = (
-        runs_df.join(admin_df, ["ns", "first_seq"], "left").join(poll_df, "ns", "left")
+        runs_df.join(admin_df, ["ns", "first_seq"], "left")
+        .join(poll_df, "ns", "left")
         .withColumn("_observed", F.col("_poll_ms").isNotNull())
         # only the event can say so; the other servers are asked below
-        .withColumn("_own_source", F.when(F.coalesce(F.col("_admin"), F.lit(False)), F.lit(ADMIN))
-                    .when(~F.col("_observed") & follows, F.lit(REGISTERED)))
+        .withColumn(
+            "_own_source",
+            F.when(F.coalesce(F.col("_admin"), F.lit(False)), F.lit(ADMIN)).when(
+                ~F.col("_observed") & follows, F.lit(REGISTERED)
+            ),
+        )
     )
     source = F.coalesce(F.col("_own_source"), F.col("_judged"), F.lit(UNKNOWN))
     runs = Window.partitionBy(*KEYS).orderBy("from_ms")
@@ -127,36 +150,58 @@ def _judge_by_other_servers(sourced_df: DataFrame) -> DataFrame:
     """``_judged`` (``KEYS``, ``from_ms``) of the runs the event alone cannot place: an observed
     server's change, and any run that follows none (see :func:`with_perm_sources`)."""
     pending_df = sourced_df.where(F.col("_own_source").isNull()).select(
-        *KEYS, "from_ms", "prev_perm", "perm", F.coalesce(F.col("_poll_ms"), F.lit(0)).alias("_poll_ms"))
+        *KEYS, "from_ms", "prev_perm", "perm", F.coalesce(F.col("_poll_ms"), F.lit(0)).alias("_poll_ms")
+    )
     cells_df = F.broadcast(pending_df.select("topic", "broker_name").distinct())
     others_df = sourced_df.join(cells_df, ["topic", "broker_name"], "left_semi").select(
-        F.col("ns").alias("o_ns"), "topic", "broker_name", F.col("from_ms").alias("o_from"),
-        F.col("to_ms").alias("o_to"), F.col("prev_perm").alias("o_prev"), F.col("perm").alias("o_perm"),
-        F.coalesce(F.col("_own_source"), F.lit(UNKNOWN)).alias("o_source"))
+        F.col("ns").alias("o_ns"),
+        "topic",
+        "broker_name",
+        F.col("from_ms").alias("o_from"),
+        F.col("to_ms").alias("o_to"),
+        F.col("prev_perm").alias("o_prev"),
+        F.col("perm").alias("o_perm"),
+        F.coalesce(F.col("_own_source"), F.lit(UNKNOWN)).alias("o_source"),
+    )
     change = F.col("prev_perm").isNotNull()
     # a change is seen up to a round after it happened on each observed server; a run that
     # follows none is compared where it begins (and up to a round after, on an observed server)
     tolerance = F.when(change, 2 * F.col("_poll_ms") + ROUND_SLACK_MS).otherwise(F.col("_poll_ms"))
-    near = (F.col("o_from") <= F.col("from_ms") + tolerance) & (F.col("o_to").isNull() | (
-        F.col("o_to") > F.when(change, F.col("from_ms") - tolerance).otherwise(F.col("from_ms"))))
+    near = (F.col("o_from") <= F.col("from_ms") + tolerance) & (
+        F.col("o_to").isNull()
+        | (F.col("o_to") > F.when(change, F.col("from_ms") - tolerance).otherwise(F.col("from_ms")))
+    )
     other = (F.col("o_ns") != F.col("ns")) & near
-    same_change = (F.col("o_prev") == F.col("prev_perm")) & (F.col("o_perm") == F.col("perm")) & (
-        F.abs(F.col("o_from") - F.col("from_ms")) <= tolerance) & (F.col("o_source") != ADMIN)
+    same_change = (
+        (F.col("o_prev") == F.col("prev_perm"))
+        & (F.col("o_perm") == F.col("perm"))
+        & (F.abs(F.col("o_from") - F.col("from_ms")) <= tolerance)
+        & (F.col("o_source") != ADMIN)
+    )
     agrees = F.when(change, same_change).otherwise(F.col("o_perm") == F.col("perm"))
     disagrees = F.when(change, F.lit(False)).otherwise(F.col("o_perm") != F.col("perm"))
     # A change on the only server holding the cell has no one to confirm it: unknown, judged as
     # a wipe would be (one observed server cannot tell `updateTopic -p 4` from WIPE_WRITE_PERM).
     # A run that follows none there is the broker's unless another server disagrees.
-    judged = (F.when(change, F.when(F.col("_holders") == 0, F.lit(UNKNOWN))
-                     .when(F.col("_same") == F.col("_holders"), F.lit(REGISTERED)).otherwise(F.lit(ADMIN)))
-              .when(F.col("_disagreeing") == 0, F.lit(REGISTERED)).otherwise(F.lit(UNKNOWN)))
+    judged = (
+        F.when(
+            change,
+            F.when(F.col("_holders") == 0, F.lit(UNKNOWN))
+            .when(F.col("_same") == F.col("_holders"), F.lit(REGISTERED))
+            .otherwise(F.lit(ADMIN)),
+        )
+        .when(F.col("_disagreeing") == 0, F.lit(REGISTERED))
+        .otherwise(F.lit(UNKNOWN))
+    )
     # left: a run on the only server holding the cell has no one to confirm or deny it (0 of 0)
     return (
         pending_df.join(others_df, ["topic", "broker_name"], "left")
         .groupBy(*KEYS, "from_ms", "prev_perm")
-        .agg(F.count_distinct(F.when(other, F.col("o_ns"))).alias("_holders"),
-             F.count_distinct(F.when(other & agrees, F.col("o_ns"))).alias("_same"),
-             F.count(F.when(other & disagrees, 1)).alias("_disagreeing"))
+        .agg(
+            F.count_distinct(F.when(other, F.col("o_ns"))).alias("_holders"),
+            F.count_distinct(F.when(other & agrees, F.col("o_ns"))).alias("_same"),
+            F.count(F.when(other & disagrees, 1)).alias("_disagreeing"),
+        )
         .select(*KEYS, "from_ms", judged.alias("_judged"))
     )
 
@@ -170,18 +215,27 @@ def agg_registered_read_only(sourced_runs_df: DataFrame, day: dt.date) -> DataFr
     positions (0 = 00:00): ``ns``, ``topic``, ``broker_name``, ``ro_first``, ``ro_last``."""
     start = day_start_ms(day)
     return sourced_runs_df.where((F.col("source") == REGISTERED) & ~_writable(F.col("perm"))).select(
-        *KEYS, (F.col("from_ms") - start).alias("ro_first"),
-        (F.coalesce(F.col("to_ms"), F.lit(start + DAY_MS)) - 1 - start).alias("ro_last"))
+        *KEYS,
+        (F.col("from_ms") - start).alias("ro_first"),
+        (F.coalesce(F.col("to_ms"), F.lit(start + DAY_MS)) - 1 - start).alias("ro_last"),
+    )
 
 
 def with_registered_read_only(flagged_df: DataFrame, read_only_df: DataFrame) -> DataFrame:
     """Add ``registered_read_only`` to millisecond pieces
     (:func:`jobs.analytics.distribution.queue_data.with_queue_flags`): the piece lies in a run
     its broker registered without write perm (:func:`agg_registered_read_only`)."""
-    r = F.broadcast(read_only_df.withColumnRenamed("ns", "_ns").withColumnRenamed("topic", "_topic")
-                    .withColumnRenamed("broker_name", "_broker_name"))
-    inside = (F.col("ns") == F.col("_ns")) & (F.col("topic") == F.col("_topic")) & (
-        F.col("broker_name") == F.col("_broker_name")) & F.col("first_pos").between(F.col("ro_first"), F.col("ro_last"))
+    r = F.broadcast(
+        read_only_df.withColumnRenamed("ns", "_ns")
+        .withColumnRenamed("topic", "_topic")
+        .withColumnRenamed("broker_name", "_broker_name")
+    )
+    inside = (
+        (F.col("ns") == F.col("_ns"))
+        & (F.col("topic") == F.col("_topic"))
+        & (F.col("broker_name") == F.col("_broker_name"))
+        & F.col("first_pos").between(F.col("ro_first"), F.col("ro_last"))
+    )
     return (
         flagged_df.join(r, inside, "left")
         .withColumn("registered_read_only", F.col("ro_first").isNotNull())
@@ -206,33 +260,61 @@ def select_topic_perm_changes(sourced_runs_df: DataFrame, topic_route_df: DataFr
         warning per server, ``perm_before`` 6, ``perm`` 4, ``topic_writable`` false.
     """
     changes_df = sourced_runs_df.where(
-        F.col("prev_perm").isNotNull() & (F.col("source") == REGISTERED) & (F.col("prev_source") == REGISTERED))
+        F.col("prev_perm").isNotNull() & (F.col("source") == REGISTERED) & (F.col("prev_source") == REGISTERED)
+    )
     c = changes_df.alias("c")
-    q = topic_route_df.select("ns", "topic", "broker_name", "perm", "write_queue_nums",
-                              F.unix_millis("valid_from_ts").alias("_from"),
-                              F.unix_millis("valid_to_ts").alias("_to")).alias("q")
+    q = topic_route_df.select(
+        "ns",
+        "topic",
+        "broker_name",
+        "perm",
+        "write_queue_nums",
+        F.unix_millis("valid_from_ts").alias("_from"),
+        F.unix_millis("valid_to_ts").alias("_to"),
+    ).alias("q")
     # the topic's other QueueData on that server when the change came
-    then = (F.col("c.ns") == F.col("q.ns")) & (F.col("c.topic") == F.col("q.topic")) & (
-        F.col("c.broker_name") != F.col("q.broker_name")) & (F.col("q._from") <= F.col("c.from_ms")) & (
-        F.col("q._to").isNull() | (F.col("q._to") > F.col("c.from_ms")))
+    then = (
+        (F.col("c.ns") == F.col("q.ns"))
+        & (F.col("c.topic") == F.col("q.topic"))
+        & (F.col("c.broker_name") != F.col("q.broker_name"))
+        & (F.col("q._from") <= F.col("c.from_ms"))
+        & (F.col("q._to").isNull() | (F.col("q._to") > F.col("c.from_ms")))
+    )
     other_writable = F.when(_writable(F.col("q.perm")), F.greatest(F.col("q.write_queue_nums"), F.lit(0)))
-    counted_df = c.join(q, then, "left").groupBy("c.ns", "c.topic", "c.broker_name", "c.from_ms").agg(
-        F.first("c.perm").alias("perm"), F.first("c.prev_perm").alias("perm_before"),
-        F.first("c.write_queue_nums").alias("_own_queues"),
-        F.coalesce(F.sum(other_writable), F.lit(0)).cast("long").alias("_other_queues"),
-        F.count(F.col("q.broker_name")).alias("other_groups"))
+    counted_df = (
+        c.join(q, then, "left")
+        .groupBy("c.ns", "c.topic", "c.broker_name", "c.from_ms")
+        .agg(
+            F.first("c.perm").alias("perm"),
+            F.first("c.prev_perm").alias("perm_before"),
+            F.first("c.write_queue_nums").alias("_own_queues"),
+            F.coalesce(F.sum(other_writable), F.lit(0)).cast("long").alias("_other_queues"),
+            F.count(F.col("q.broker_name")).alias("other_groups"),
+        )
+    )
     own = F.when(_writable(F.col("perm")), F.greatest(F.col("_own_queues"), F.lit(0))).otherwise(F.lit(0))
     writable_queues = (own + F.col("_other_queues")).cast("long")
     at = F.timestamp_millis("from_ms")
-    return counted_df.select(*finding_columns(
-        kind="topic_perm_changed",
-        severity=F.when(writable_queues == 0, F.lit("warning")).otherwise(F.lit(SEVERITY["topic_perm_changed"])),
-        subject=F.col("topic"), ns=F.col("ns"), start_ts=at, end_ts=at,
-        detail={"broker_name": F.col("broker_name"), "perm_before": F.col("perm_before"), "perm": F.col("perm"),
-                "other_groups": F.col("other_groups"), "topic_writable": writable_queues > 0,
-                "write_queues": F.when(writable_queues == 0, F.col("_own_queues").cast("long"))
-                .otherwise(F.lit(0).cast("long"))},
-    ))
+    return counted_df.select(
+        *finding_columns(
+            kind="topic_perm_changed",
+            severity=F.when(writable_queues == 0, F.lit("warning")).otherwise(F.lit(SEVERITY["topic_perm_changed"])),
+            subject=F.col("topic"),
+            ns=F.col("ns"),
+            start_ts=at,
+            end_ts=at,
+            detail={
+                "broker_name": F.col("broker_name"),
+                "perm_before": F.col("perm_before"),
+                "perm": F.col("perm"),
+                "other_groups": F.col("other_groups"),
+                "topic_writable": writable_queues > 0,
+                "write_queues": F.when(writable_queues == 0, F.col("_own_queues").cast("long")).otherwise(
+                    F.lit(0).cast("long")
+                ),
+            },
+        )
+    )
 
 
 def filter_registered_read_only_topics(no_writable_df: DataFrame, flagged_df: DataFrame) -> DataFrame:

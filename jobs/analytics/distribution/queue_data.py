@@ -13,8 +13,17 @@ from pyspark.sql import functions as F
 from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE
 
 # a piece (jobs.snapshots.agg_route_pieces): a route_snapshots row over positions first_pos .. last_pos
-PIECE_COLUMNS = ("ns", "topic", "cluster", "broker_name", "broker_addrs", "read_queue_nums", "write_queue_nums", "perm",
-                 "topic_sys_flag")
+PIECE_COLUMNS = (
+    "ns",
+    "topic",
+    "cluster",
+    "broker_name",
+    "broker_addrs",
+    "read_queue_nums",
+    "write_queue_nums",
+    "perm",
+    "topic_sys_flag",
+)
 
 
 def with_queue_flags(snapshots_df: DataFrame) -> DataFrame:
@@ -45,8 +54,10 @@ def with_queue_flags(snapshots_df: DataFrame) -> DataFrame:
         .withColumn("subscribe_queues", F.when(F.col("readable"), F.greatest(read.cast("long"), zero)).otherwise(zero))
         .withColumn(
             "unread_write_queues",
-            F.when(F.col("readable") & F.col("writable") & (read < write),
-                   (write - F.greatest(read, F.lit(0))).cast("long")).otherwise(zero),
+            F.when(
+                F.col("readable") & F.col("writable") & (read < write),
+                (write - F.greatest(read, F.lit(0))).cast("long"),
+            ).otherwise(zero),
         )
     )
 

@@ -18,8 +18,13 @@ from jobs.lake.findings import finding_columns
 from jobs.snapshots import snapshot_position
 
 
-def agg_runs(condition_df: DataFrame, day: dt.date, snapshot_interval_ms: int,
-             keys: Sequence[str] = ("ns", "subject"), details: Sequence[str] = ("detail",)) -> DataFrame:
+def agg_runs(
+    condition_df: DataFrame,
+    day: dt.date,
+    snapshot_interval_ms: int,
+    keys: Sequence[str] = ("ns", "subject"),
+    details: Sequence[str] = ("detail",),
+) -> DataFrame:
     """Merge per-instant rows of one kind into runs of consecutive instants.
 
     Args:
@@ -73,20 +78,31 @@ def agg_kind_runs(conditions: Mapping[str, DataFrame], day: dt.date, snapshot_in
     merged_df: DataFrame | None = None
     for kind, condition_df in conditions.items():
         rows_df = condition_df.select(
-            F.lit(kind).alias("kind"), "ns", "subject", "snapshot_ts",
-            *[(F.col("detail") if other == kind else F.lit(None).cast(types[other])).alias(_detail_column(other))
-              for other in conditions],
+            F.lit(kind).alias("kind"),
+            "ns",
+            "subject",
+            "snapshot_ts",
+            *[
+                (F.col("detail") if other == kind else F.lit(None).cast(types[other])).alias(_detail_column(other))
+                for other in conditions
+            ],
         )
         merged_df = rows_df if merged_df is None else merged_df.unionByName(rows_df)
     assert merged_df is not None, "no kinds"
-    return agg_runs(merged_df, day, snapshot_interval_ms, keys=("kind", "ns", "subject"),
-                    details=[_detail_column(kind) for kind in conditions])
+    return agg_runs(
+        merged_df,
+        day,
+        snapshot_interval_ms,
+        keys=("kind", "ns", "subject"),
+        details=[_detail_column(kind) for kind in conditions],
+    )
 
 
 def select_kind_runs(kind_runs_df: DataFrame, kind: str) -> DataFrame:
     """The :func:`agg_runs` rows of one ``kind`` of :func:`agg_kind_runs`."""
     return kind_runs_df.where(F.col("kind") == kind).select(
-        "ns", "subject", "start_ts", "end_ts", "snapshots", F.col(_detail_column(kind)).alias("detail"))
+        "ns", "subject", "start_ts", "end_ts", "snapshots", F.col(_detail_column(kind)).alias("detail")
+    )
 
 
 def _detail_column(kind: str) -> str:
@@ -98,8 +114,12 @@ def select_findings(runs_df: DataFrame, kind: str) -> DataFrame:
     detail is ``snapshots`` followed by the fields of ``detail``."""
     return runs_df.select(
         *finding_columns(
-            kind=kind, severity=SEVERITY[kind], subject=F.col("subject"), ns=F.col("ns"),
-            start_ts=F.col("start_ts"), end_ts=F.col("end_ts"),
+            kind=kind,
+            severity=SEVERITY[kind],
+            subject=F.col("subject"),
+            ns=F.col("ns"),
+            start_ts=F.col("start_ts"),
+            end_ts=F.col("end_ts"),
             detail=F.struct(F.col("snapshots"), F.col("detail.*")),
         )
     )

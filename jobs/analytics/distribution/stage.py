@@ -81,15 +81,17 @@ class DistributionResult:
     def counts(self) -> dict[str, int]:
         """The integer figures, for the audit's stage log line."""
         return {
-            "snapshots": self.snapshots, "servers": self.servers,
+            "snapshots": self.snapshots,
+            "servers": self.servers,
             "queue_distribution_rows": self.queue_distribution_rows,
             "topic_distribution_rows": self.topic_distribution_rows,
             "findings": sum(self.findings_by_kind.values()),
         }
 
 
-def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
-                     findings: DayFindings | None = None) -> DistributionResult:
+def run_distribution(
+    spark: SparkSession, lake_dir: str, day: dt.date, config: Config, findings: DayFindings | None = None
+) -> DistributionResult:
     """Compute and write one day's distribution tables and findings (replacing that day's).
 
     Reads the day's ``topic_route_history``, ``broker_addr_history`` and ``cluster_history``
@@ -127,14 +129,22 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where=today)
     perm_runs_df = _perm_runs(spark, lake_dir, day, topic_route_df, events_df)
     frames = build_distribution(
-        pieces_df, _read_previous_end(spark, lake_dir, day), broker_addr_df,
+        pieces_df,
+        _read_previous_end(spark, lake_dir, day),
+        broker_addr_df,
         read_or_empty(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, where=today),
-        day, params, runs_df, exact_pieces_df=exact_pieces_df, exact_broker_data_runs_df=exact_runs_df,
+        day,
+        params,
+        runs_df,
+        exact_pieces_df=exact_pieces_df,
+        exact_broker_data_runs_df=exact_runs_df,
         registered_read_only_df=agg_registered_read_only(perm_runs_df, day),
     )
-    findings_df = frames.findings_df.unionByName(select_topic_deletes(events_df, topic_route_df)).unionByName(
-        select_topic_route_changes(topic_route_df, broker_addr_df, day)).unionByName(
-        select_topic_perm_changes(perm_runs_df, topic_route_df))
+    findings_df = (
+        frames.findings_df.unionByName(select_topic_deletes(events_df, topic_route_df))
+        .unionByName(select_topic_route_changes(topic_route_df, broker_addr_df, day))
+        .unionByName(select_topic_perm_changes(perm_runs_df, topic_route_df))
+    )
     kept = CachedFrames(cached=(*frames.cached, pieces_df, exact_pieces_df, exact_runs_df, runs_df))
     own = findings is None
     findings = findings if findings is not None else DayFindings(day)
@@ -148,45 +158,72 @@ def run_distribution(spark: SparkSession, lake_dir: str, day: dt.date, config: C
     return _result(lake_dir, day, by_kind)
 
 
-def _perm_runs(spark: SparkSession, lake_dir: str, day: dt.date, topic_route_df: DataFrame,
-               events_df: DataFrame) -> DataFrame:
+def _perm_runs(
+    spark: SparkSession, lake_dir: str, day: dt.date, topic_route_df: DataFrame, events_df: DataFrame
+) -> DataFrame:
     """Who set each QueueData's perm: a broker's registration or an admin's 205/327
     (:mod:`jobs.analytics.distribution.perm_changes`), knowing which servers are observed (``ns_state``)."""
-    observed_df = read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where={"date": day}).where(
-        F.col("observed")).select("ns", "resolution_ms")
+    observed_df = (
+        read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where={"date": day})
+        .where(F.col("observed"))
+        .select("ns", "resolution_ms")
+    )
     return with_perm_sources(agg_perm_runs(topic_route_df), events_df, observed_df)
 
 
 def _result(lake_dir: str, day: dt.date, by_kind: dict[str, int]) -> DistributionResult:
     """What the stage wrote, read back (``by_kind``: the findings it wrote itself)."""
     counts = _written_counts(lake_dir, day)
-    notes = [] if counts["rows"] else [
-        f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]
+    notes = (
+        []
+        if counts["rows"]
+        else [f"distribution: no route or broker group on any server at the snapshot instants of {day.isoformat()}"]
+    )
     return DistributionResult(
-        day=day, snapshots=counts["snapshots"], servers=counts["servers"], queue_distribution_rows=counts["rows"],
-        topic_distribution_rows=day_rows(lake_dir, lake.TOPIC_DISTRIBUTION, day), findings_by_kind=by_kind,
+        day=day,
+        snapshots=counts["snapshots"],
+        servers=counts["servers"],
+        queue_distribution_rows=counts["rows"],
+        topic_distribution_rows=day_rows(lake_dir, lake.TOPIC_DISTRIBUTION, day),
+        findings_by_kind=by_kind,
         notes=notes,
     )
 
 
 def _read_previous_end(spark: SparkSession, lake_dir: str, day: dt.date) -> DataFrame:
     """The ``route_snapshots`` rows of the day before's last instant (empty without the table)."""
-    return read_or_empty(spark, lake_dir, lake.ROUTE_SNAPSHOTS, ROUTE_SNAPSHOTS_SCHEMA,
-                         where={"date": day - dt.timedelta(days=1)}).where(
-        F.col("snapshot_ts") == F.timestamp_millis(F.lit(day_start_ms(day) - 1)))
+    return read_or_empty(
+        spark, lake_dir, lake.ROUTE_SNAPSHOTS, ROUTE_SNAPSHOTS_SCHEMA, where={"date": day - dt.timedelta(days=1)}
+    ).where(F.col("snapshot_ts") == F.timestamp_millis(F.lit(day_start_ms(day) - 1)))
 
 
 def _write_tables(frames: DistributionFrames, lake_dir: str, day: dt.date, params: DistributionParams) -> None:
     """Replace the day in ``topic_distribution`` and ``queue_distribution``."""
     # the write tasks make the instant rows of the segments
-    replace_day(frames.topic_segments_df, lake_dir, lake.TOPIC_DISTRIBUTION, day, TOPIC_DISTRIBUTION_SCHEMA,
-                partition_by=PARTITION_BY, expansion=topic_distribution_expansion(day, params.snapshot_interval_ms))
-    replace_day(agg_queue_distribution(frames.group_rows_df), lake_dir, lake.QUEUE_DISTRIBUTION, day,
-                QUEUE_DISTRIBUTION_SCHEMA, partition_by=PARTITION_BY)
+    replace_day(
+        frames.topic_segments_df,
+        lake_dir,
+        lake.TOPIC_DISTRIBUTION,
+        day,
+        TOPIC_DISTRIBUTION_SCHEMA,
+        partition_by=PARTITION_BY,
+        expansion=topic_distribution_expansion(day, params.snapshot_interval_ms),
+    )
+    replace_day(
+        agg_queue_distribution(frames.group_rows_df),
+        lake_dir,
+        lake.QUEUE_DISTRIBUTION,
+        day,
+        QUEUE_DISTRIBUTION_SCHEMA,
+        partition_by=PARTITION_BY,
+    )
 
 
 def _written_counts(lake_dir: str, day: dt.date) -> dict[str, int]:
     """``queue_distribution`` rows, instants and servers, read back from what the stage wrote."""
     rows = read_day_arrow(lake_dir, lake.QUEUE_DISTRIBUTION, day, ["snapshot_ts", "ns"])
-    return {"rows": rows.num_rows, "snapshots": pc.count_distinct(rows.column("snapshot_ts")).as_py(),
-            "servers": pc.count_distinct(rows.column("ns")).as_py()}
+    return {
+        "rows": rows.num_rows,
+        "snapshots": pc.count_distinct(rows.column("snapshot_ts")).as_py(),
+        "servers": pc.count_distinct(rows.column("ns")).as_py(),
+    }

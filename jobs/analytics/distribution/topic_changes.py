@@ -42,28 +42,42 @@ def select_topic_deletes(events_df: DataFrame, topic_route_df: DataFrame) -> Dat
         two groups: a warning, ``ns-a``, 10:00:00.001, ``groups_before`` 2, ``groups_after`` 0.
     """
     deletes_df = events_df.where(F.col("type") == "delete_topic").select(
-        "ns", "topic", "cluster", "remote", F.col("ts_ms").alias("_ms"))
+        "ns", "topic", "cluster", "remote", F.col("ts_ms").alias("_ms")
+    )
     routes_df = topic_route_df.select(
-        "ns", "topic", "broker_name", F.unix_millis("valid_from_ts").alias("_from"),
-        F.unix_millis("valid_to_ts").alias("_to"))
+        "ns",
+        "topic",
+        "broker_name",
+        F.unix_millis("valid_from_ts").alias("_from"),
+        F.unix_millis("valid_to_ts").alias("_to"),
+    )
     d, r = deletes_df.alias("d"), routes_df.alias("r")
     # a QueueData the server held when the delete came (ended by it or not) / still held after it
     held = (F.col("r._from") < F.col("d._ms")) & (F.col("r._to").isNull() | (F.col("r._to") >= F.col("d._ms")))
     kept = held & (F.col("r._to").isNull() | (F.col("r._to") > F.col("d._ms")))
-    joined_df = broadcast(d).join(
-        r, (F.col("d.ns") == F.col("r.ns")) & (F.col("d.topic") == F.col("r.topic")), "left")
+    joined_df = broadcast(d).join(r, (F.col("d.ns") == F.col("r.ns")) & (F.col("d.topic") == F.col("r.topic")), "left")
     counted_df = joined_df.groupBy("d.ns", "d.topic", "d.cluster", "d.remote", "d._ms").agg(
         F.count_distinct(F.when(held, F.col("r.broker_name"))).alias("groups_before"),
         F.count_distinct(F.when(kept, F.col("r.broker_name"))).alias("groups_after"),
     )
     lost = (F.col("groups_before") > 0) & (F.col("groups_after") == 0)
     at = F.timestamp_millis("_ms")
-    return counted_df.select(*finding_columns(
-        kind="topic_deleted", severity=F.when(lost, F.lit("warning")).otherwise(F.lit(SEVERITY["topic_deleted"])),
-        subject=F.col("topic"), ns=F.col("ns"), start_ts=at, end_ts=at,
-        detail={"cluster": F.col("cluster"), "remote": F.col("remote"), "groups_before": F.col("groups_before"),
-                "groups_after": F.col("groups_after")},
-    ))
+    return counted_df.select(
+        *finding_columns(
+            kind="topic_deleted",
+            severity=F.when(lost, F.lit("warning")).otherwise(F.lit(SEVERITY["topic_deleted"])),
+            subject=F.col("topic"),
+            ns=F.col("ns"),
+            start_ts=at,
+            end_ts=at,
+            detail={
+                "cluster": F.col("cluster"),
+                "remote": F.col("remote"),
+                "groups_before": F.col("groups_before"),
+                "groups_after": F.col("groups_after"),
+            },
+        )
+    )
 
 
 def select_topic_route_changes(topic_route_df: DataFrame, broker_addr_df: DataFrame, day: dt.date) -> DataFrame:
@@ -85,30 +99,56 @@ def select_topic_route_changes(topic_route_df: DataFrame, broker_addr_df: DataFr
     """
     per_key = Window.partitionBy("ns", "topic", "broker_name").orderBy("_from")
     routes_df = topic_route_df.select(
-        "ns", "topic", "broker_name", *QUEUE_COLUMNS, F.unix_millis("valid_from_ts").alias("_from"),
-        F.unix_millis("valid_to_ts").alias("_to"))
+        "ns",
+        "topic",
+        "broker_name",
+        *QUEUE_COLUMNS,
+        F.unix_millis("valid_from_ts").alias("_from"),
+        F.unix_millis("valid_to_ts").alias("_to"),
+    )
     for column in ("_to", *QUEUE_COLUMNS):
         routes_df = routes_df.withColumn(f"_prev_{column.lstrip('_')}", F.lag(column).over(per_key))
     follows = F.col("_prev_to") == F.col("_from")
-    differs = ~F.coalesce(F.array(*[F.col(c) for c in QUEUE_COLUMNS])
-                          == F.array(*[F.col(f"_prev_{c}") for c in QUEUE_COLUMNS]), F.lit(False))
-    candidates_df = routes_df.where(F.col("_from") >= day_start_ms(day)).where(
-        ~F.coalesce(follows, F.lit(False)) | differs
-    ).withColumn("action", F.when(F.coalesce(follows, F.lit(False)), F.lit("queues")).otherwise(F.lit("create")))
+    differs = ~F.coalesce(
+        F.array(*[F.col(c) for c in QUEUE_COLUMNS]) == F.array(*[F.col(f"_prev_{c}") for c in QUEUE_COLUMNS]),
+        F.lit(False),
+    )
+    candidates_df = (
+        routes_df.where(F.col("_from") >= day_start_ms(day))
+        .where(~F.coalesce(follows, F.lit(False)) | differs)
+        .withColumn("action", F.when(F.coalesce(follows, F.lit(False)), F.lit("queues")).otherwise(F.lit("create")))
+    )
     masters_df = broker_addr_df.where(F.col("broker_id") == MASTER_ID).select(
-        "ns", "broker_name", F.unix_millis("valid_from_ts").alias("_m_from"),
-        F.unix_millis("valid_to_ts").alias("_m_to"))
+        "ns",
+        "broker_name",
+        F.unix_millis("valid_from_ts").alias("_m_from"),
+        F.unix_millis("valid_to_ts").alias("_m_to"),
+    )
     c, m = candidates_df.alias("c"), masters_df.alias("m")
-    registered = (F.col("c.ns") == F.col("m.ns")) & (F.col("c.broker_name") == F.col("m.broker_name")) & (
-        F.col("m._m_from") < F.col("c._from")) & (F.col("m._m_to").isNull() | (F.col("m._m_to") >= F.col("c._from")))
+    registered = (
+        (F.col("c.ns") == F.col("m.ns"))
+        & (F.col("c.broker_name") == F.col("m.broker_name"))
+        & (F.col("m._m_from") < F.col("c._from"))
+        & (F.col("m._m_to").isNull() | (F.col("m._m_to") >= F.col("c._from")))
+    )
     created_df = c.where(F.col("action") == "create").join(broadcast(m), registered, "left_semi")
     changes_df = c.where(F.col("action") == "queues").unionByName(created_df)
     at = F.timestamp_millis("_from")
-    return changes_df.select(*finding_columns(
-        kind="topic_route_changed", severity=SEVERITY["topic_route_changed"], subject=F.col("topic"),
-        ns=F.col("ns"), start_ts=at, end_ts=at,
-        detail={"broker_name": F.col("broker_name"), "action": F.col("action"),
+    return changes_df.select(
+        *finding_columns(
+            kind="topic_route_changed",
+            severity=SEVERITY["topic_route_changed"],
+            subject=F.col("topic"),
+            ns=F.col("ns"),
+            start_ts=at,
+            end_ts=at,
+            detail={
+                "broker_name": F.col("broker_name"),
+                "action": F.col("action"),
                 "read_queue_nums_before": F.col("_prev_read_queue_nums"),
                 "write_queue_nums_before": F.col("_prev_write_queue_nums"),
-                "read_queue_nums": F.col("read_queue_nums"), "write_queue_nums": F.col("write_queue_nums")},
-    ))
+                "read_queue_nums": F.col("read_queue_nums"),
+                "write_queue_nums": F.col("write_queue_nums"),
+            },
+        )
+    )

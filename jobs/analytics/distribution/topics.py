@@ -37,17 +37,21 @@ def agg_topic_segments(flagged_df: DataFrame) -> DataFrame:
         flagged_df: :func:`jobs.analytics.distribution.queue_data.with_queue_flags` pieces.
     """
     keys = ["ns", "topic"]
-    segments_df = with_segments(flagged_df, keys).groupBy(*keys, *segment_positions()).agg(
-        F.count(F.lit(1)).cast("int").alias("brokers"),
-        count_if(F.col("has_master")).alias("brokers_with_master"),
-        count_if(F.col("writable")).alias("writable_brokers"),
-        count_if(F.col("readable")).alias("readable_brokers"),
-        count_if(F.col("publish_queues") > 0).alias("publishing_brokers"),
-        sum_long("read_queue_nums").alias("read_queues"),
-        sum_long("write_queue_nums").alias("write_queues"),
-        sum_long("publish_queues").alias("publish_queues"),
-        sum_long("subscribe_queues").alias("subscribe_queues"),
-        sum_long("unread_write_queues").alias("unread_write_queues"),
+    segments_df = (
+        with_segments(flagged_df, keys)
+        .groupBy(*keys, *segment_positions())
+        .agg(
+            F.count(F.lit(1)).cast("int").alias("brokers"),
+            count_if(F.col("has_master")).alias("brokers_with_master"),
+            count_if(F.col("writable")).alias("writable_brokers"),
+            count_if(F.col("readable")).alias("readable_brokers"),
+            count_if(F.col("publish_queues") > 0).alias("publishing_brokers"),
+            sum_long("read_queue_nums").alias("read_queues"),
+            sum_long("write_queue_nums").alias("write_queues"),
+            sum_long("publish_queues").alias("publish_queues"),
+            sum_long("subscribe_queues").alias("subscribe_queues"),
+            sum_long("unread_write_queues").alias("unread_write_queues"),
+        )
     )
     # the segments are few, but their instant rows are many (a row per topic and server at each
     # instant): spread the segments, so that as many tasks make them

@@ -67,8 +67,11 @@ def agg_stretches(disagree_df: DataFrame) -> DataFrame:
     upto = by_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     prev_to = F.lag("seg_to").over(by_key)
     new_episode = prev_to.isNull() | (prev_to != F.col("seg_from"))
-    new_stretch = new_episode | (F.lag("views").over(by_key) != F.col("views")) | (
-        F.lag("servers_up").over(by_key) != F.col("servers_up"))
+    new_stretch = (
+        new_episode
+        | (F.lag("views").over(by_key) != F.col("views"))
+        | (F.lag("servers_up").over(by_key) != F.col("servers_up"))
+    )
     return (
         disagree_df.withColumn("_new_ep", new_episode.cast(T.IntegerType()))
         .withColumn("_new_st", new_stretch.cast(T.IntegerType()))

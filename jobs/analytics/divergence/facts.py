@@ -17,14 +17,16 @@ from jobs.spark.profile import broadcast
 _KEY_SEP = "\u0001"
 
 # one interval of a value on one server; ``layer`` says what it is (see the ``agg_*_facts``)
-FACT_TYPE = T.StructType([
-    T.StructField("ns", T.StringType()),
-    T.StructField("from_ms", T.LongType()),
-    T.StructField("to_ms", T.LongType()),
-    T.StructField("layer", T.StringType()),
-    T.StructField("sub", T.LongType()),
-    T.StructField("value", T.StringType()),
-])
+FACT_TYPE = T.StructType(
+    [
+        T.StructField("ns", T.StringType()),
+        T.StructField("from_ms", T.LongType()),
+        T.StructField("to_ms", T.LongType()),
+        T.StructField("layer", T.StringType()),
+        T.StructField("sub", T.LongType()),
+        T.StructField("value", T.StringType()),
+    ]
+)
 
 
 def agg_union_intervals(df: DataFrame, group_cols: list[str]) -> DataFrame:
@@ -49,19 +51,29 @@ def agg_union_intervals(df: DataFrame, group_cols: list[str]) -> DataFrame:
 def _fact(layer: str, value: Column | None = None, sub: Column | None = None) -> Column:
     """One fact (:data:`FACT_TYPE`) from a row's ``ns``, ``from_ms`` and ``to_ms``."""
     return F.struct(
-        F.col("ns").alias("ns"), F.col("from_ms").alias("from_ms"), F.col("to_ms").alias("to_ms"),
-        F.lit(layer).alias("layer"), (sub if sub is not None else F.lit(None)).cast(T.LongType()).alias("sub"),
+        F.col("ns").alias("ns"),
+        F.col("from_ms").alias("from_ms"),
+        F.col("to_ms").alias("to_ms"),
+        F.lit(layer).alias("layer"),
+        (sub if sub is not None else F.lit(None)).cast(T.LongType()).alias("sub"),
         (value if value is not None else F.lit(None)).cast(T.StringType()).alias("value"),
     )
 
 
 def _keyed(df: DataFrame, kind: str, key_cols: tuple[str, ...]) -> DataFrame:
     """:data:`KEYED_COLUMNS` from a frame with the kind's key columns and ``facts``."""
+
     def key_part(name: str) -> Column:
         return (F.col(name) if name in key_cols else F.lit(None)).cast(T.StringType()).alias(name)
 
-    return df.select(F.lit(kind).alias("kind"), F.concat_ws(_KEY_SEP, *key_cols).alias("key"), key_part("topic"),
-                     key_part("broker_name"), key_part("broker_addr"), "facts")
+    return df.select(
+        F.lit(kind).alias("kind"),
+        F.concat_ws(_KEY_SEP, *key_cols).alias("key"),
+        key_part("topic"),
+        key_part("broker_name"),
+        key_part("broker_addr"),
+        "facts",
+    )
 
 
 def agg_topic_facts(queue_df: DataFrame) -> DataFrame:
@@ -80,8 +92,11 @@ def agg_broker_data_facts(addr_df: DataFrame) -> DataFrame:
 
 def agg_broker_live_facts(windows_df: DataFrame) -> DataFrame:
     """``broker_missing`` keys: per address, its liveness windows on each server (layer ``live``)."""
-    return _keyed(windows_df.groupBy("broker_addr").agg(F.collect_list(_fact("live")).alias("facts")),
-                  BROKER_MISSING, ("broker_addr",))
+    return _keyed(
+        windows_df.groupBy("broker_addr").agg(F.collect_list(_fact("live")).alias("facts")),
+        BROKER_MISSING,
+        ("broker_addr",),
+    )
 
 
 def agg_queue_data_facts(queue_df: DataFrame, topic_facts_df: DataFrame, broker_facts_df: DataFrame) -> DataFrame:
@@ -92,7 +107,8 @@ def agg_queue_data_facts(queue_df: DataFrame, topic_facts_df: DataFrame, broker_
     value = F.concat_ws("/", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
     empty = F.array().cast(T.ArrayType(FACT_TYPE))
     keyed_df = (
-        queue_df.groupBy("topic", "broker_name").agg(F.collect_list(_fact("qd", value)).alias("_qd"))
+        queue_df.groupBy("topic", "broker_name")
+        .agg(F.collect_list(_fact("qd", value)).alias("_qd"))
         .join(broadcast(topic_facts_df.withColumnRenamed("facts", "_topic")), "topic", "left")
         .join(broadcast(broker_facts_df.withColumnRenamed("facts", "_broker")), "broker_name", "left")
         .withColumn("facts", F.concat("_qd", F.coalesce("_topic", empty), F.coalesce("_broker", empty)))
@@ -117,7 +133,8 @@ def select_observed_live_windows(addr_df: DataFrame, state_df: DataFrame) -> Dat
     intervals; ``state_df``: ``ns_state`` rows, whose ``observed`` marks those servers)."""
     observed_df = state_df.where(F.col("observed")).select("ns").distinct()
     return addr_df.join(broadcast(observed_df), "ns", "left_semi").select(
-        "date", "ns", "broker_addr", F.col("valid_from_ts").alias("start_ts"), F.col("valid_to_ts").alias("end_ts"))
+        "date", "ns", "broker_addr", F.col("valid_from_ts").alias("start_ts"), F.col("valid_to_ts").alias("end_ts")
+    )
 
 
 def build_keyed_facts(queue_df: DataFrame, addr_df: DataFrame, windows_df: DataFrame, span: Span) -> DataFrame:

@@ -32,8 +32,14 @@ def agg_divergence_findings(episodes_df: DataFrame, span: Span, grace: Grace) ->
     servers_wrong, servers_up, grace_ms (and how it was obtained), began_before_day,
     continues_next_day."""
     key = F.map_filter(
-        F.create_map(F.lit("topic"), F.col("topic"), F.lit("broker_name"), F.col("broker_name"),
-                     F.lit("broker_addr"), F.col("broker_addr")),
+        F.create_map(
+            F.lit("topic"),
+            F.col("topic"),
+            F.lit("broker_name"),
+            F.col("broker_name"),
+            F.lit("broker_addr"),
+            F.col("broker_addr"),
+        ),
         lambda _, v: v.isNotNull(),
     )
     detail = F.struct(
@@ -52,10 +58,15 @@ def agg_divergence_findings(episodes_df: DataFrame, span: Span, grace: Grace) ->
     )
     return episodes_df.select(
         *finding_columns(
-            span.day, CATEGORY, FINDING_KIND,
+            span.day,
+            CATEGORY,
+            FINDING_KIND,
             F.when(F.col("critical"), F.lit("critical")).otherwise(F.lit("warning")),
-            _subject(), F.lit(None).cast(T.StringType()),
-            F.timestamp_millis("start_ms"), F.timestamp_millis("end_ms"), detail,
+            _subject(),
+            F.lit(None).cast(T.StringType()),
+            F.timestamp_millis("start_ms"),
+            F.timestamp_millis("end_ms"),
+            detail,
         )
     )
 
@@ -63,8 +74,9 @@ def agg_divergence_findings(episodes_df: DataFrame, span: Span, grace: Grace) ->
 OBSERVED_BROKER_MISSING = "observed_broker_missing"
 
 
-def agg_observed_broker_missing(episodes_df: DataFrame, observed_df: DataFrame, names_df: DataFrame, span: Span,
-                                grace: Grace) -> DataFrame:
+def agg_observed_broker_missing(
+    episodes_df: DataFrame, observed_df: DataFrame, names_df: DataFrame, span: Span, grace: Grace
+) -> DataFrame:
     """One ``observed_broker_missing`` finding per observed server that is ``absent`` in a
     ``broker_missing`` episode in which a server of nsaudit's own (a shadow name server the brokers
     register with) has the address live: the broker's registrations reach the shadow but not that
@@ -78,25 +90,38 @@ def agg_observed_broker_missing(episodes_df: DataFrame, observed_df: DataFrame, 
         names_df: ``broker_addr``, ``broker_name`` of the addresses in the day's liveness windows.
     """
     observed_ns = F.col("observed_ns")
-    shadows = F.transform(F.filter("views", lambda v: (v["view"] == "live") & ~F.array_contains(observed_ns, v["ns"])),
-                          lambda v: v["ns"])
+    shadows = F.transform(
+        F.filter("views", lambda v: (v["view"] == "live") & ~F.array_contains(observed_ns, v["ns"])), lambda v: v["ns"]
+    )
     missing = F.filter("views", lambda v: (v["view"] == ABSENT) & F.array_contains(observed_ns, v["ns"]))
     detail = F.struct(
-        "broker_addr", "broker_name", F.col("_shadows").alias("shadow_servers"),
+        "broker_addr",
+        "broker_name",
+        F.col("_shadows").alias("shadow_servers"),
         (F.col("end_ms") - F.col("start_ms")).alias("duration_ms"),
-        F.lit(grace.grace_ms).alias("grace_ms"), "began_before_day",
+        F.lit(grace.grace_ms).alias("grace_ms"),
+        "began_before_day",
         (F.col("end_ms") == span.day_end_ms).alias("continues_next_day"),
     )
     return (
-        episodes_df.where(F.col("kind") == BROKER_MISSING).drop("broker_name")
+        episodes_df.where(F.col("kind") == BROKER_MISSING)
+        .drop("broker_name")
         .crossJoin(broadcast(observed_df.agg(F.collect_set("ns").alias("observed_ns"))))
         .join(broadcast(names_df), "broker_addr", "left")
         .withColumn("_shadows", F.array_sort(shadows))
         .where(F.size("_shadows") > 0)
         .select("*", F.explode(missing).alias("_missing"))
-        .select(*finding_columns(
-            span.day, CATEGORY, OBSERVED_BROKER_MISSING, "warning",
-            F.coalesce("broker_name", "broker_addr"), F.col("_missing.ns"),
-            F.timestamp_millis("start_ms"), F.timestamp_millis("end_ms"), detail,
-        ))
+        .select(
+            *finding_columns(
+                span.day,
+                CATEGORY,
+                OBSERVED_BROKER_MISSING,
+                "warning",
+                F.coalesce("broker_name", "broker_addr"),
+                F.col("_missing.ns"),
+                F.timestamp_millis("start_ms"),
+                F.timestamp_millis("end_ms"),
+                detail,
+            )
+        )
     )

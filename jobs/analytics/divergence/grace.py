@@ -94,8 +94,12 @@ def grace_note(grace: Grace) -> str:
     poll = f" + poll interval {grace.poll_interval_ms} (observed servers)" if grace.poll_interval_ms else ""
     if grace.source == "config":
         if grace.poll_interval_ms:
-            return (f"divergence grace {grace.grace_ms} ms = audit.divergence_grace_ms "
-                    f"{grace.grace_ms - grace.poll_interval_ms}{poll}")
+            return (
+                f"divergence grace {grace.grace_ms} ms = audit.divergence_grace_ms "
+                f"{grace.grace_ms - grace.poll_interval_ms}{poll}"
+            )
         return f"divergence grace {grace.grace_ms} ms (audit.divergence_grace_ms)"
-    return (f"divergence grace {grace.grace_ms} ms = heartbeat period {grace.heartbeat_period_ms} + scan interval "
-            f"{grace.scan_interval_ms} + clock skew {grace.clock_skew_ms}{poll} (derived)")
+    return (
+        f"divergence grace {grace.grace_ms} ms = heartbeat period {grace.heartbeat_period_ms} + scan interval "
+        f"{grace.scan_interval_ms} + clock skew {grace.clock_skew_ms}{poll} (derived)"
+    )

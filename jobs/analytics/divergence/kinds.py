@@ -14,6 +14,14 @@ ABSENT = "absent"
 KEY_COLUMNS = ("kind", "key", "topic", "broker_name", "broker_addr")
 KEYED_COLUMNS = (*KEY_COLUMNS, "facts")
 EPISODE_COLUMNS = (
-    *KEY_COLUMNS, "start_ms", "end_ms", "views", "majority", "servers_wrong", "servers_up", "exposure",
-    "critical", "began_before_day",
+    *KEY_COLUMNS,
+    "start_ms",
+    "end_ms",
+    "views",
+    "majority",
+    "servers_wrong",
+    "servers_up",
+    "exposure",
+    "critical",
+    "began_before_day",
 )

@@ -25,12 +25,15 @@ def _views(kind: Column, covering: Column, up_ns: Column) -> Column:
 
     One branch per kind, so a row evaluates only its own kind's expression.
     """
+
     def on(n: Column, layer: str | None = None) -> Column:
         return F.exists(covering, lambda f: (f["ns"] == n) & (F.lit(True) if layer is None else f["layer"] == layer))
 
     def per_server(view: Callable[[Column], Column]) -> Column:
-        return F.filter(F.transform(up_ns, lambda n: F.struct(n.alias("ns"), view(n).alias("view"))),
-                        lambda v: v["view"].isNotNull())
+        return F.filter(
+            F.transform(up_ns, lambda n: F.struct(n.alias("ns"), view(n).alias("view"))),
+            lambda v: v["view"].isNotNull(),
+        )
 
     def queue_data(n: Column) -> Column:
         value = F.get(F.filter(covering, lambda f: (f["ns"] == n) & (f["layer"] == "qd")), 0)["value"]
@@ -38,8 +41,12 @@ def _views(kind: Column, covering: Column, up_ns: Column) -> Column:
 
     def broker_addrs(n: Column) -> Column:
         # brokerAddrs in the standard JSON form: quoted numeric ids, ascending
-        cells = F.sort_array(F.transform(F.filter(covering, lambda f: f["ns"] == n),
-                                         lambda f: F.struct(f["sub"].alias("id"), f["value"].alias("addr"))))
+        cells = F.sort_array(
+            F.transform(
+                F.filter(covering, lambda f: f["ns"] == n),
+                lambda f: F.struct(f["sub"].alias("id"), f["value"].alias("addr")),
+            )
+        )
         text = F.array_join(F.transform(cells, lambda c: F.format_string('"%d":"%s"', c["id"], c["addr"])), ",")
         return F.when(F.size(cells) > 0, F.concat(F.lit("{"), text, F.lit("}")))
 
@@ -77,10 +84,16 @@ def _majority(views: Column) -> Column:
     """The view most servers hold (struct ``n``, ``held``, ``view``); a tie goes to a held value
     over ``absent`` (the broker did register it), then to the greatest value."""
     distinct = F.array_distinct(F.transform(views, lambda v: v["view"]))
-    return F.array_max(F.transform(distinct, lambda d: F.struct(
-        F.size(F.filter(views, lambda v: v["view"] == d)).alias("n"), (d != F.lit(ABSENT)).alias("held"),
-        d.alias("view"),
-    )))
+    return F.array_max(
+        F.transform(
+            distinct,
+            lambda d: F.struct(
+                F.size(F.filter(views, lambda v: v["view"] == d)).alias("n"),
+                (d != F.lit(ABSENT)).alias("held"),
+                d.alias("view"),
+            ),
+        )
+    )
 
 
 def select_disagreeing_segments(keyed_df: DataFrame, periods_df: DataFrame, span: Span) -> DataFrame:
@@ -102,23 +115,38 @@ def select_disagreeing_segments(keyed_df: DataFrame, periods_df: DataFrame, span
     hi = F.array_max(F.transform(facts, lambda f: f["to_ms"]))
     cuts = F.filter(F.transform(periods, lambda p: p["p_from"]), lambda t: (t > lo) & (t < hi))
     ends = F.concat(F.transform(facts, lambda f: f["from_ms"]), F.transform(facts, lambda f: f["to_ms"]), cuts)
-    pairs = F.arrays_zip(F.slice(bounds, 1, F.size(bounds) - 1).alias("seg_from"),
-                         F.slice(bounds, 2, F.size(bounds) - 1).alias("seg_to"))
-    segments = F.transform(pairs, lambda s: F.struct(
-        s["seg_from"].alias("seg_from"),
-        s["seg_to"].alias("seg_to"),
-        F.get(covering_at(periods, s["seg_from"], "p_from", "p_to"), 0)["up_ns"].alias("up_ns"),
-        covering_at(facts, s["seg_from"]).alias("covering"),
-    ))
-    viewed = F.transform("_segments", lambda s: F.struct(
-        s["seg_from"].alias("seg_from"), s["seg_to"].alias("seg_to"), s["up_ns"].alias("up_ns"),
-        _views(F.col("kind"), s["covering"], s["up_ns"]).alias("views"),
-    ))
+    pairs = F.arrays_zip(
+        F.slice(bounds, 1, F.size(bounds) - 1).alias("seg_from"), F.slice(bounds, 2, F.size(bounds) - 1).alias("seg_to")
+    )
+    segments = F.transform(
+        pairs,
+        lambda s: F.struct(
+            s["seg_from"].alias("seg_from"),
+            s["seg_to"].alias("seg_to"),
+            F.get(covering_at(periods, s["seg_from"], "p_from", "p_to"), 0)["up_ns"].alias("up_ns"),
+            covering_at(facts, s["seg_from"]).alias("covering"),
+        ),
+    )
+    viewed = F.transform(
+        "_segments",
+        lambda s: F.struct(
+            s["seg_from"].alias("seg_from"),
+            s["seg_to"].alias("seg_to"),
+            s["up_ns"].alias("up_ns"),
+            _views(F.col("kind"), s["covering"], s["up_ns"]).alias("views"),
+        ),
+    )
     disagreeing = F.filter(viewed, lambda s: F.exists(s["views"], lambda v: v["view"] != s["views"][0]["view"]))
-    ranked = F.transform("_disagreeing", lambda s: F.struct(
-        s["seg_from"].alias("seg_from"), s["seg_to"].alias("seg_to"), s["up_ns"].alias("up_ns"),
-        s["views"].alias("views"), _majority(s["views"]).alias("top"),
-    ))
+    ranked = F.transform(
+        "_disagreeing",
+        lambda s: F.struct(
+            s["seg_from"].alias("seg_from"),
+            s["seg_to"].alias("seg_to"),
+            s["up_ns"].alias("up_ns"),
+            s["views"].alias("views"),
+            _majority(s["views"]).alias("top"),
+        ),
+    )
     # one column per step: an array used several times is built once (Spark does not inline a
     # costly projection into several uses). No row filter on these columns: it would be pushed
     # into the cross join's condition and compute everything twice; explode drops empty arrays.
@@ -128,6 +156,15 @@ def select_disagreeing_segments(keyed_df: DataFrame, periods_df: DataFrame, span
         .withColumn("_segments", segments)
         .withColumn("_disagreeing", disagreeing)
         .select(*KEY_COLUMNS, F.explode(F.transform(ranked, lambda s: _compare(s, span.day_start_ms))).alias("s"))
-        .select(*KEY_COLUMNS, "s.seg_from", "s.seg_to", "s.views", "s.majority", "s.servers_up", "s.servers_wrong",
-                "s.exposure", "s.critical")
+        .select(
+            *KEY_COLUMNS,
+            "s.seg_from",
+            "s.seg_to",
+            "s.views",
+            "s.majority",
+            "s.servers_up",
+            "s.servers_wrong",
+            "s.exposure",
+            "s.critical",
+        )
     )

@@ -52,8 +52,11 @@ def resolve_grace(spark: SparkSession, lake_dir: str, day: dt.date, config: Conf
     """The day's grace (:func:`derive_grace`), reading the day's liveness windows and ``ns_start``
     events only when it is not configured, widened by the observed servers' longest poll interval
     (:func:`with_poll_interval`, from the day's ``ns_runs``)."""
-    polls = [ms for ms in read_day_arrow(lake_dir, lake.NS_RUNS, day, ["resolution_ms"]).column(0).to_pylist()
-             if ms is not None]
+    polls = [
+        ms
+        for ms in read_day_arrow(lake_dir, lake.NS_RUNS, day, ["resolution_ms"]).column(0).to_pylist()
+        if ms is not None
+    ]
     poll_ms = max(polls) if polls else None
     return with_poll_interval(_base_grace(spark, lake_dir, day, config), poll_ms)
 
@@ -69,8 +72,9 @@ def _base_grace(spark: SparkSession, lake_dir: str, day: dt.date, config: Config
     return derive_grace(row["heartbeat_period_ms"], row["scan_interval_ms"], config)
 
 
-def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
-                   findings: DayFindings | None = None) -> DivergenceResult:
+def run_divergence(
+    spark: SparkSession, lake_dir: str, day: dt.date, config: Config, findings: DayFindings | None = None
+) -> DivergenceResult:
     """Compare the name servers for ``day``: replaces the day in ``ns_divergences`` and the day's
     ``consistency`` findings.
 
@@ -103,14 +107,24 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     own = findings is None
     findings = findings if findings is not None else DayFindings(day)
     try:
-        replace_day(select_divergences(episodes_df, day), lake_dir, lake.NS_DIVERGENCES, day, NS_DIVERGENCES_SCHEMA,
-                    few_rows=True)
+        replace_day(
+            select_divergences(episodes_df, day),
+            lake_dir,
+            lake.NS_DIVERGENCES,
+            day,
+            NS_DIVERGENCES_SCHEMA,
+            few_rows=True,
+        )
         # a real server missing a broker a shadow name server has live (docs/audit.md, "Shadow name server")
         names_df = windows_df.groupBy("broker_addr").agg(F.max("broker_name").alias("broker_name"))
         observed_df = state_df.where(F.col("observed")).select("ns").distinct()
-        findings.add(CATEGORY, agg_divergence_findings(episodes_df, span, grace).unionByName(
-            agg_observed_broker_missing(episodes_df, observed_df, names_df, span, grace)).unionByName(
-            agg_unroutable_findings(queue_df, periods_df, span)), keep=kept)  # a topic no live server routes
+        findings.add(
+            CATEGORY,
+            agg_divergence_findings(episodes_df, span, grace)
+            .unionByName(agg_observed_broker_missing(episodes_df, observed_df, names_df, span, grace))
+            .unionByName(agg_unroutable_findings(queue_df, periods_df, span)),
+            keep=kept,
+        )  # a topic no live server routes
         if own:
             findings.write_category(lake_dir, CATEGORY)
     finally:
@@ -119,5 +133,6 @@ def run_divergence(spark: SparkSession, lake_dir: str, day: dt.date, config: Con
     by_kind: dict[str, int] = {}
     for kind in read_day_arrow(lake_dir, lake.NS_DIVERGENCES, day, ["kind"]).column(0).to_pylist():
         by_kind[kind] = by_kind.get(kind, 0) + 1
-    return DivergenceResult(day, grace, grace.grace_ms, sum(by_kind.values()), dict(sorted(by_kind.items())),
-                            [grace_note(grace)])
+    return DivergenceResult(
+        day, grace, grace.grace_ms, sum(by_kind.values()), dict(sorted(by_kind.items())), [grace_note(grace)]
+    )

@@ -32,19 +32,34 @@ def _unroutable_segments(facts: Column, periods: Column, span: Span) -> Column:
     lo = F.array_min(F.transform(facts, lambda f: f["from_ms"]))
     end = F.lit(span.day_end_ms).cast(T.LongType())
     cuts = F.filter(F.transform(periods, lambda p: p["p_from"]), lambda t: (t > lo) & (t < end))
-    bounds = F.sort_array(F.array_distinct(F.concat(
-        F.transform(facts, lambda f: f["from_ms"]), F.transform(facts, lambda f: f["to_ms"]), cuts, F.array(end))))
-    pairs = F.arrays_zip(F.slice(bounds, 1, F.size(bounds) - 1).alias("seg_from"),
-                         F.slice(bounds, 2, F.size(bounds) - 1).alias("seg_to"))
+    bounds = F.sort_array(
+        F.array_distinct(
+            F.concat(
+                F.transform(facts, lambda f: f["from_ms"]), F.transform(facts, lambda f: f["to_ms"]), cuts, F.array(end)
+            )
+        )
+    )
+    pairs = F.arrays_zip(
+        F.slice(bounds, 1, F.size(bounds) - 1).alias("seg_from"), F.slice(bounds, 2, F.size(bounds) - 1).alias("seg_to")
+    )
 
     def segment(s: Column) -> Column:
-        up_ns = F.coalesce(F.get(covering_at(periods, s["seg_from"], "p_from", "p_to"), 0)["up_ns"],
-                           F.array().cast("array<string>"))
+        up_ns = F.coalesce(
+            F.get(covering_at(periods, s["seg_from"], "p_from", "p_to"), 0)["up_ns"], F.array().cast("array<string>")
+        )
         held = F.exists(covering_at(facts, s["seg_from"]), lambda f: F.array_contains(up_ns, f["ns"]))
-        gone = F.array_sort(F.array_distinct(F.transform(
-            F.filter(facts, lambda f: f["to_ms"] == s["seg_from"]), lambda f: f["broker_name"])))
-        return F.struct(s["seg_from"].alias("seg_from"), s["seg_to"].alias("seg_to"), up_ns.alias("up_ns"),
-                        gone.alias("gone"), ((F.size(up_ns) > 0) & ~held).alias("unroutable"))
+        gone = F.array_sort(
+            F.array_distinct(
+                F.transform(F.filter(facts, lambda f: f["to_ms"] == s["seg_from"]), lambda f: f["broker_name"])
+            )
+        )
+        return F.struct(
+            s["seg_from"].alias("seg_from"),
+            s["seg_to"].alias("seg_to"),
+            up_ns.alias("up_ns"),
+            gone.alias("gone"),
+            ((F.size(up_ns) > 0) & ~held).alias("unroutable"),
+        )
 
     return F.filter(F.transform(pairs, segment), lambda s: s["unroutable"])
 
@@ -70,8 +85,11 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
         from ns-b at 10:00:00.004: one finding from 10:00:00.004 to midnight, ``groups``
         ``["broker-s"]``, ``up_servers`` ``["ns-a", "ns-b"]``.
     """
-    facts_df = with_interval_ms(queue_df, "valid_from_ts", "valid_to_ts", span).groupBy("topic").agg(
-        F.collect_list(F.struct("ns", "from_ms", "to_ms", "broker_name")).alias("facts"))
+    facts_df = (
+        with_interval_ms(queue_df, "valid_from_ts", "valid_to_ts", span)
+        .groupBy("topic")
+        .agg(F.collect_list(F.struct("ns", "from_ms", "to_ms", "broker_name")).alias("facts"))
+    )
     segments_df = (
         facts_df.crossJoin(F.broadcast(periods_df))
         .select("topic", F.explode(_unroutable_segments(F.col("facts"), F.col("periods"), span)).alias("s"))
@@ -80,22 +98,38 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
     by_topic = Window.partitionBy("topic").orderBy("seg_from")
     new_run = ~F.coalesce(F.lag("seg_to").over(by_topic) == F.col("seg_from"), F.lit(False))
     runs_df = (
-        segments_df.withColumn("_run", F.sum(new_run.cast("int")).over(
-            by_topic.rowsBetween(Window.unboundedPreceding, 0)))
+        segments_df.withColumn(
+            "_run", F.sum(new_run.cast("int")).over(by_topic.rowsBetween(Window.unboundedPreceding, 0))
+        )
         .groupBy("topic", "_run")
-        .agg(F.min("seg_from").alias("from_ms"), F.max("seg_to").alias("to_ms"),
-             F.min_by("gone", "seg_from").alias("groups"), F.min_by("up_ns", "seg_from").alias("up_servers"))
+        .agg(
+            F.min("seg_from").alias("from_ms"),
+            F.max("seg_to").alias("to_ms"),
+            F.min_by("gone", "seg_from").alias("groups"),
+            F.min_by("up_ns", "seg_from").alias("up_servers"),
+        )
         # it began with the removal of the last live route; a server that comes up empty while
         # the one that held the route is down took nothing away
         .where((F.col("to_ms") > span.day_start_ms) & (F.size("groups") > 0))
     )
     start = F.greatest(F.col("from_ms"), F.lit(span.day_start_ms))
-    return runs_df.select(*finding_columns(
-        date=span.day, category=CATEGORY, kind=FINDING_KIND, severity=SEVERITY, subject=F.col("topic"),
-        ns=F.lit(None).cast(T.StringType()),
-        start_ts=F.timestamp_millis(start), end_ts=F.timestamp_millis("to_ms"),
-        detail={"broker_name": F.get(F.col("groups"), 0), "groups": F.col("groups"),
-                "up_servers": F.col("up_servers"), "duration_ms": F.col("to_ms") - start,
+    return runs_df.select(
+        *finding_columns(
+            date=span.day,
+            category=CATEGORY,
+            kind=FINDING_KIND,
+            severity=SEVERITY,
+            subject=F.col("topic"),
+            ns=F.lit(None).cast(T.StringType()),
+            start_ts=F.timestamp_millis(start),
+            end_ts=F.timestamp_millis("to_ms"),
+            detail={
+                "broker_name": F.get(F.col("groups"), 0),
+                "groups": F.col("groups"),
+                "up_servers": F.col("up_servers"),
+                "duration_ms": F.col("to_ms") - start,
                 "began_before_day": F.col("from_ms") < span.day_start_ms,
-                "still_open": F.col("to_ms") >= span.day_end_ms},
-    ))
+                "still_open": F.col("to_ms") >= span.day_end_ms,
+            },
+        )
+    )

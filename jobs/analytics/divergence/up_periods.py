@@ -23,15 +23,24 @@ def agg_up_periods(runs_df: DataFrame, span: Span) -> DataFrame:
     """
     runs = F.col("runs")
     edges = F.array(*(F.lit(t).cast(T.LongType()) for t in (span.start_ms, span.day_start_ms, span.day_end_ms)))
-    points = F.sort_array(F.array_distinct(F.concat(
-        F.transform(runs, lambda r: r["from_ms"]), F.transform(runs, lambda r: r["to_ms"]), edges)))
-    pairs = F.arrays_zip(F.slice(points, 1, F.size(points) - 1).alias("p_from"),
-                         F.slice(points, 2, F.size(points) - 1).alias("p_to"))
-    periods = F.transform(pairs, lambda p: F.struct(
-        p["p_from"].alias("p_from"),
-        p["p_to"].alias("p_to"),
-        F.sort_array(F.array_distinct(F.transform(covering_at(runs, p["p_from"]), lambda r: r["ns"]))).alias("up_ns"),
-    ))
+    points = F.sort_array(
+        F.array_distinct(
+            F.concat(F.transform(runs, lambda r: r["from_ms"]), F.transform(runs, lambda r: r["to_ms"]), edges)
+        )
+    )
+    pairs = F.arrays_zip(
+        F.slice(points, 1, F.size(points) - 1).alias("p_from"), F.slice(points, 2, F.size(points) - 1).alias("p_to")
+    )
+    periods = F.transform(
+        pairs,
+        lambda p: F.struct(
+            p["p_from"].alias("p_from"),
+            p["p_to"].alias("p_to"),
+            F.sort_array(F.array_distinct(F.transform(covering_at(runs, p["p_from"]), lambda r: r["ns"]))).alias(
+                "up_ns"
+            ),
+        ),
+    )
     return (
         with_interval_ms(runs_df, "start_ts", "stop_ts", span)
         .agg(F.collect_list(F.struct("ns", "from_ms", "to_ms")).alias("runs"))

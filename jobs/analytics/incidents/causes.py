@@ -32,28 +32,42 @@ from jobs.spark.profile import broadcast
 from nameserver.model import PERM_WRITE
 
 # the fields of the details that say what a finding is about (absent fields parse as null)
-DETAIL_FIELDS = T.StructType([
-    T.StructField("broker_name", T.StringType()),
-    T.StructField("broker_id", T.LongType()),
-    T.StructField("kind", T.StringType()),
-    T.StructField("key", T.MapType(T.StringType(), T.StringType())),
-    T.StructField("ns_views", T.MapType(T.StringType(), T.StringType())),
-    T.StructField("majority", T.StringType()),
-    T.StructField("write_queues", T.LongType()),
-    T.StructField("tables_emptied", T.BooleanType()),
-    T.StructField("up_servers", T.ArrayType(T.StringType())),
-    T.StructField("queue_datas", T.ArrayType(T.StructType([
+DETAIL_FIELDS = T.StructType(
+    [
         T.StructField("broker_name", T.StringType()),
-        T.StructField("perm", T.IntegerType()),
-        T.StructField("has_master", T.BooleanType()),
-    ]))),
-])
+        T.StructField("broker_id", T.LongType()),
+        T.StructField("kind", T.StringType()),
+        T.StructField("key", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("ns_views", T.MapType(T.StringType(), T.StringType())),
+        T.StructField("majority", T.StringType()),
+        T.StructField("write_queues", T.LongType()),
+        T.StructField("tables_emptied", T.BooleanType()),
+        T.StructField("up_servers", T.ArrayType(T.StringType())),
+        T.StructField(
+            "queue_datas",
+            T.ArrayType(
+                T.StructType(
+                    [
+                        T.StructField("broker_name", T.StringType()),
+                        T.StructField("perm", T.IntegerType()),
+                        T.StructField("has_master", T.BooleanType()),
+                    ]
+                )
+            ),
+        ),
+    ]
+)
 
 # liveness findings about a broker address (subject), whose detail names its broker
 ADDRESS_KINDS = ("broker_expired", "broker_unregistered", "late_expiry", "broker_flapping", "observed_broker_gone")
 # about a broker name (the subject)
-NAME_KINDS = ("no_master", "write_perm_wiped", "queue_data_without_broker", "broker_in_two_clusters",
-              "observed_broker_missing")
+NAME_KINDS = (
+    "no_master",
+    "write_perm_wiped",
+    "queue_data_without_broker",
+    "broker_in_two_clusters",
+    "observed_broker_missing",
+)
 BROKER_KINDS = ADDRESS_KINDS + NAME_KINDS
 TOPIC_KINDS = ("topic_deleted", "topic_route_changed", "topic_perm_changed")
 UNROUTABLE = "topic_unroutable"  # a topic no live server routes: see with_unroutable_causes
@@ -71,8 +85,12 @@ def _culprit_group() -> Column:
     """The group a ``no_writable_queue`` topic lost its queues on: the first (by name) of its
     QueueData without a master or without write perm; null when every one has both (then the
     queues are 0)."""
-    lost = F.filter("_d.queue_datas", lambda q: ~F.coalesce(q["has_master"], F.lit(False))
-                    | (F.coalesce(q["perm"], F.lit(0)).bitwiseAND(PERM_WRITE) == 0))
+    lost = F.filter(
+        "_d.queue_datas",
+        lambda q: (
+            ~F.coalesce(q["has_master"], F.lit(False)) | (F.coalesce(q["perm"], F.lit(0)).bitwiseAND(PERM_WRITE) == 0)
+        ),
+    )
     return F.array_min(F.transform(lost, lambda q: q["broker_name"]))
 
 
@@ -197,14 +215,20 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         ``ns-a`` back at 14:50:53 after a restart, ``topic-0010`` missing on ``ns-a`` alone from
         14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident.
     """
-    restarts_df = broadcast(findings_df.where(F.col("kind").isin(*RESTART_KINDS)).select(
-        F.col("ns").alias("_r_ns"), F.col("end_ms").alias("_r_end")))
-    episode = (F.col("kind") == "ns_divergence") & (F.col("_d")["kind"] == "route_missing") & (
-        F.size("servers") == 1)
-    after = episode & (F.col("servers")[0] == F.col("_r_ns")) & F.col("event_ms").between(
-        F.col("_r_end"), F.col("_r_end") + gap_ms)
+    restarts_df = broadcast(
+        findings_df.where(F.col("kind").isin(*RESTART_KINDS)).select(
+            F.col("ns").alias("_r_ns"), F.col("end_ms").alias("_r_end")
+        )
+    )
+    episode = (F.col("kind") == "ns_divergence") & (F.col("_d")["kind"] == "route_missing") & (F.size("servers") == 1)
+    after = (
+        episode
+        & (F.col("servers")[0] == F.col("_r_ns"))
+        & F.col("event_ms").between(F.col("_r_end"), F.col("_r_end") + gap_ms)
+    )
     moved_df = findings_df.join(restarts_df, after, "left_semi").select(
-        "finding_id", F.lit(True).alias("_after_restart"))
+        "finding_id", F.lit(True).alias("_after_restart")
+    )
     moved = F.coalesce(F.col("_after_restart"), F.lit(False))
     return (
         findings_df.join(moved_df, "finding_id", "left")
@@ -231,22 +255,37 @@ def with_unroutable_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         10:00:00.003: ``topic`` / ``t-del``, with the three ``topic_deleted``.
     """
     kind = F.col("kind")
-    causes_df = F.broadcast(findings_df.where((kind == "topic_deleted") | kind.isin(*RESTART_KINDS)).select(
-        F.col("kind").alias("_c_kind"), F.col("subject").alias("_c_subject"), F.col("ns").alias("_c_ns"),
-        F.col("start_ms").alias("_c_start"), F.col("end_ms").alias("_c_end")))
-    deleted = (F.col("_c_kind") == "topic_deleted") & (F.col("_c_subject") == F.col("subject")) & F.col(
-        "_c_start").between(F.col("event_ms") - gap_ms, F.col("event_ms"))
+    causes_df = F.broadcast(
+        findings_df.where((kind == "topic_deleted") | kind.isin(*RESTART_KINDS)).select(
+            F.col("kind").alias("_c_kind"),
+            F.col("subject").alias("_c_subject"),
+            F.col("ns").alias("_c_ns"),
+            F.col("start_ms").alias("_c_start"),
+            F.col("end_ms").alias("_c_end"),
+        )
+    )
+    deleted = (
+        (F.col("_c_kind") == "topic_deleted")
+        & (F.col("_c_subject") == F.col("subject"))
+        & F.col("_c_start").between(F.col("event_ms") - gap_ms, F.col("event_ms"))
+    )
     # the tables were emptied within the restart: at the stop (its start) or the start (its end)
     restarting = F.col("_c_kind").isin(*RESTART_KINDS) & F.col("event_ms").between(F.col("_c_start"), F.col("_c_end"))
     moved_df = (
-        findings_df.where(kind == UNROUTABLE).select("finding_id", "subject", "event_ms")
+        findings_df.where(kind == UNROUTABLE)
+        .select("finding_id", "subject", "event_ms")
         .join(causes_df, deleted | restarting)
         .groupBy("finding_id")
-        .agg(F.max(F.when(F.col("_c_kind") == "topic_deleted", F.col("_c_subject"))).alias("_deleted"),
-             F.min(F.when(F.col("_c_kind") != "topic_deleted", F.col("_c_ns"))).alias("_restarted"))
+        .agg(
+            F.max(F.when(F.col("_c_kind") == "topic_deleted", F.col("_c_subject"))).alias("_deleted"),
+            F.min(F.when(F.col("_c_kind") != "topic_deleted", F.col("_c_ns"))).alias("_restarted"),
+        )
     )
-    family = (F.when(F.col("_deleted").isNotNull(), F.lit("topic"))
-              .when(F.col("_restarted").isNotNull(), F.lit("server")).otherwise(F.col("family")))
+    family = (
+        F.when(F.col("_deleted").isNotNull(), F.lit("topic"))
+        .when(F.col("_restarted").isNotNull(), F.lit("server"))
+        .otherwise(F.col("family"))
+    )
     key = F.coalesce(F.col("_deleted"), F.col("_restarted"), F.col("cause_key"))
     return (
         findings_df.join(moved_df, "finding_id", "left")

@@ -39,9 +39,26 @@ def with_incident_ids(findings_df: DataFrame, day: dt.date, gap_ms: int = INCIDE
         findings_df.withColumn("_new", new)
         .withColumn("_session", F.sum("_new").over(ordered.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
         .withColumn("_first_ms", F.min("start_ms").over(session))
-        .withColumn("incident_id", F.concat(F.lit("inc-"), F.substring(F.sha2(F.concat_ws(
-            "|", F.lit(day.isoformat()), F.col("family"), F.col("cause_key"), F.col("_first_ms").cast("string")),
-            256), 1, 12)))
+        .withColumn(
+            "incident_id",
+            F.concat(
+                F.lit("inc-"),
+                F.substring(
+                    F.sha2(
+                        F.concat_ws(
+                            "|",
+                            F.lit(day.isoformat()),
+                            F.col("family"),
+                            F.col("cause_key"),
+                            F.col("_first_ms").cast("string"),
+                        ),
+                        256,
+                    ),
+                    1,
+                    12,
+                ),
+            ),
+        )
         .drop("_new", "_session", "_first_ms")
     )
 
@@ -84,15 +101,21 @@ def _root_cause(n_servers: Column) -> Column:
     )
     return (
         F.when(family == "broker", broker)
-        .when(family == "topic", F.when(has("topic_deleted"), F.lit("topic_deleted"))
-              .when(has("topic_unroutable"), F.lit("topic_unroutable"))
-              .when(F.col("topics_unroutable") > 0, F.lit("topic_divergence"))
-              .when(has("no_writable_queue"), F.lit("no_writable_queue"))
-              .when(has("topic_perm_changed"), F.lit("topic_perm_changed"))
-              .otherwise(F.lit("topic_route_changed")))
-        .when(family == "server", F.when(has("ns_restart") | F.col("tables_emptied"), F.lit("server_restart"))
-              .when(has("observed_server_down"), F.lit("server_unreachable"))
-              .otherwise(F.lit("telemetry")))
+        .when(
+            family == "topic",
+            F.when(has("topic_deleted"), F.lit("topic_deleted"))
+            .when(has("topic_unroutable"), F.lit("topic_unroutable"))
+            .when(F.col("topics_unroutable") > 0, F.lit("topic_divergence"))
+            .when(has("no_writable_queue"), F.lit("no_writable_queue"))
+            .when(has("topic_perm_changed"), F.lit("topic_perm_changed"))
+            .otherwise(F.lit("topic_route_changed")),
+        )
+        .when(
+            family == "server",
+            F.when(has("ns_restart") | F.col("tables_emptied"), F.lit("server_restart"))
+            .when(has("observed_server_down"), F.lit("server_unreachable"))
+            .otherwise(F.lit("telemetry")),
+        )
         .when(family == "layout", F.split(F.col("cause_key"), ":").getItem(0))
         .otherwise(family)
     )
@@ -108,8 +131,10 @@ def _agg_unwritable(linked_df: DataFrame) -> DataFrame:
         .groupBy("incident_id", "subject")
         .agg(F.max(F.coalesce(F.col("_d")["write_queues"], F.lit(0))).alias("_queues"))
         .groupBy("incident_id")
-        .agg(F.count(F.lit(1)).cast("int").alias("topics_unwritable"),
-             F.sum("_queues").cast("long").alias("write_queues_unwritable"))
+        .agg(
+            F.count(F.lit(1)).cast("int").alias("topics_unwritable"),
+            F.sum("_queues").cast("long").alias("write_queues_unwritable"),
+        )
     )
 
 
@@ -120,14 +145,18 @@ def _cause_flags() -> list[Column]:
     kind, detail = F.col("kind"), F.col("_d")
     return [
         F.array_distinct(F.collect_list(F.when(kind == "broker_expired", F.col("ns")))).alias("expired_on"),
-        F.coalesce(F.max(F.when(kind == "broker_expired", detail["broker_id"] == 0)), F.lit(False))
-        .alias("master_expired"),
-        F.coalesce(F.max((kind == "ns_divergence") & (detail["kind"] == "broker_missing")), F.lit(False))
-        .alias("broker_missing"),
-        F.coalesce(F.max(F.when(kind == "observed_broker_gone", detail["broker_id"] == 0)), F.lit(False))
-        .alias("master_gone"),
-        F.coalesce(F.max(F.when(kind == "observed_server_down", detail["tables_emptied"])), F.lit(False))
-        .alias("tables_emptied"),
+        F.coalesce(F.max(F.when(kind == "broker_expired", detail["broker_id"] == 0)), F.lit(False)).alias(
+            "master_expired"
+        ),
+        F.coalesce(F.max((kind == "ns_divergence") & (detail["kind"] == "broker_missing")), F.lit(False)).alias(
+            "broker_missing"
+        ),
+        F.coalesce(F.max(F.when(kind == "observed_broker_gone", detail["broker_id"] == 0)), F.lit(False)).alias(
+            "master_gone"
+        ),
+        F.coalesce(F.max(F.when(kind == "observed_server_down", detail["tables_emptied"])), F.lit(False)).alias(
+            "tables_emptied"
+        ),
     ]
 
 
@@ -161,9 +190,14 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
             F.count(F.lit(1)).cast("int").alias("findings"),
             F.array_sort(F.collect_set("kind")).alias("kinds"),
             F.array_sort(F.collect_list("finding_id")).alias("finding_ids"),
-            F.count_distinct(F.when((is_episode & (F.col("_d")["kind"] == "route_missing"))
-                                    | (kind == "topic_unroutable"), F.col("subject")))
-            .cast("int").alias("topics_unroutable"),
+            F.count_distinct(
+                F.when(
+                    (is_episode & (F.col("_d")["kind"] == "route_missing")) | (kind == "topic_unroutable"),
+                    F.col("subject"),
+                )
+            )
+            .cast("int")
+            .alias("topics_unroutable"),
             *_cause_flags(),
         )
         .join(_agg_unwritable(linked_df), "incident_id", "left")
@@ -176,9 +210,16 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
         incidents_df.withColumn("topics_unroutable", F.coalesce("topics_unroutable", F.lit(0)))
         .withColumn("root_cause", _root_cause(F.col("n_servers")))
         .select(
-            F.lit(day).alias("date"), "incident_id", "root_cause", subject.alias("subject"), "servers",
-            F.timestamp_millis("start_ms").alias("start_ts"), F.timestamp_millis("end_ms").alias("end_ts"),
-            (F.col("end_ms") - F.col("start_ms")).alias("duration_ms"), severity.alias("severity"), "findings",
+            F.lit(day).alias("date"),
+            "incident_id",
+            "root_cause",
+            subject.alias("subject"),
+            "servers",
+            F.timestamp_millis("start_ms").alias("start_ts"),
+            F.timestamp_millis("end_ms").alias("end_ts"),
+            (F.col("end_ms") - F.col("start_ms")).alias("duration_ms"),
+            severity.alias("severity"),
+            "findings",
             "kinds",
             F.coalesce("topics_unwritable", F.lit(0)).cast("int").alias("topics_unwritable"),
             F.coalesce("write_queues_unwritable", F.lit(0)).cast("long").alias("write_queues_unwritable"),

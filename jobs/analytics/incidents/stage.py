@@ -49,12 +49,20 @@ class IncidentsResult:
 
     def counts(self) -> dict[str, int]:
         """The integer figures, for the audit's stage log line."""
-        return {"findings": self.findings, "incidents": sum(self.incidents_by_severity.values()),
-                **{f"incidents_{s}": n for s, n in self.incidents_by_severity.items()}}
+        return {
+            "findings": self.findings,
+            "incidents": sum(self.incidents_by_severity.values()),
+            **{f"incidents_{s}": n for s, n in self.incidents_by_severity.items()},
+        }
 
 
-def link_findings(findings_df: DataFrame, addr_names_df: DataFrame, day: dt.date, snapshot_interval_ms: int,
-                  gap_ms: int = INCIDENT_GAP_MS) -> DataFrame:
+def link_findings(
+    findings_df: DataFrame,
+    addr_names_df: DataFrame,
+    day: dt.date,
+    snapshot_interval_ms: int,
+    gap_ms: int = INCIDENT_GAP_MS,
+) -> DataFrame:
     """The day's findings with what grouping needs (``family``, ``cause_key``, ``servers``,
     ``start_ms``, ``end_ms``, ``_d``) and their ``incident_id`` (see
     :func:`jobs.analytics.incidents.grouping.with_incident_ids`).
@@ -81,8 +89,7 @@ def link_findings(findings_df: DataFrame, addr_names_df: DataFrame, day: dt.date
 def agg_addr_names(broker_addr_df: DataFrame) -> DataFrame:
     """``broker_addr``, ``addr_broker_name``: the broker name each address of the day registered
     under last (a broker name per address)."""
-    return broker_addr_df.groupBy("broker_addr").agg(
-        F.max_by("broker_name", "valid_from_ts").alias("addr_broker_name"))
+    return broker_addr_df.groupBy("broker_addr").agg(F.max_by("broker_name", "valid_from_ts").alias("addr_broker_name"))
 
 
 def agg_server_count(ns_runs_df: DataFrame, findings_df: DataFrame) -> DataFrame:
@@ -91,8 +98,9 @@ def agg_server_count(ns_runs_df: DataFrame, findings_df: DataFrame) -> DataFrame
     return servers_df.agg(F.greatest(F.count_distinct("ns"), F.lit(1)).alias("n_servers"))
 
 
-def run_incidents(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
-                  findings: DayFindings | None = None) -> IncidentsResult:
+def run_incidents(
+    spark: SparkSession, lake_dir: str, day: dt.date, config: Config, findings: DayFindings | None = None
+) -> IncidentsResult:
     """Group the day's findings into incidents; writes ``incidents`` and the day's ``findings``
     with their ``incident_id`` (both replaced, so a rerun gives the same rows).
 
@@ -106,22 +114,32 @@ def run_incidents(spark: SparkSession, lake_dir: str, day: dt.date, config: Conf
     else:
         findings_df = findings.frame(spark)
     addr_names_df = agg_addr_names(
-        read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=today))
+        read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=today)
+    )
     try:
         # small (a row per finding), read by both writes; and it must be read before findings is replaced
-        linked_df = checkpoint_frame(link_findings(findings_df, addr_names_df, day,
-                                                   config.audit.snapshot_interval_ms))
+        linked_df = checkpoint_frame(link_findings(findings_df, addr_names_df, day, config.audit.snapshot_interval_ms))
     finally:
         if findings is not None:
             findings.release()  # every stage's intermediates: their findings are computed now
     try:
         incidents_df = agg_incidents(
-            linked_df, agg_server_count(read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=today),
-                                        linked_df), day)
-        replace_day(incidents_df, lake_dir, lake.INCIDENTS, day, INCIDENTS_SCHEMA, partition_by=PARTITION_BY,
-                    few_rows=True)
-        replace_day(linked_df.select(*FINDINGS_SCHEMA.names), lake_dir, lake.FINDINGS, day, FINDINGS_SCHEMA,
-                    partition_by=FINDINGS_PARTITION_BY, few_rows=True)
+            linked_df,
+            agg_server_count(read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=today), linked_df),
+            day,
+        )
+        replace_day(
+            incidents_df, lake_dir, lake.INCIDENTS, day, INCIDENTS_SCHEMA, partition_by=PARTITION_BY, few_rows=True
+        )
+        replace_day(
+            linked_df.select(*FINDINGS_SCHEMA.names),
+            lake_dir,
+            lake.FINDINGS,
+            day,
+            FINDINGS_SCHEMA,
+            partition_by=FINDINGS_PARTITION_BY,
+            few_rows=True,
+        )
     finally:
         release_frame(linked_df)
     by_severity = {s: 0 for s in SEVERITIES}

@@ -30,7 +30,12 @@ def agg_broker_availability(windows_df: DataFrame, servers_df: DataFrame, day: d
     """
     start, end = day_start_ms(day), day_start_ms(day) + DAY_MS
     spans_df = windows_df.select(
-        "ns", "broker_addr", "start_ts", "cluster", "broker_name", "broker_id",
+        "ns",
+        "broker_addr",
+        "start_ts",
+        "cluster",
+        "broker_name",
+        "broker_id",
         F.greatest(F.unix_millis("start_ts"), F.lit(start)).alias("_from"),
         F.least(F.coalesce(F.unix_millis("end_ts"), F.lit(end)), F.lit(end)).alias("_to"),
     )
@@ -42,7 +47,9 @@ def agg_broker_availability(windows_df: DataFrame, servers_df: DataFrame, day: d
         F.count(F.lit(1)).alias("windows"),
     )
     return (
-        identity_df.join(by_ns_df, "broker_addr").join(cover_df, "broker_addr").crossJoin(n_df)
+        identity_df.join(by_ns_df, "broker_addr")
+        .join(cover_df, "broker_addr")
+        .crossJoin(n_df)
         .select(
             F.lit(day).alias("date"),
             "broker_addr",
@@ -69,16 +76,21 @@ def _agg_live_by_ns(spans_df: DataFrame, servers_df: DataFrame) -> DataFrame:
     return (
         grid_df.join(per_ns_df, ["ns", "broker_addr"], "left")
         .groupBy("broker_addr")
-        .agg(F.map_from_entries(F.array_sort(F.collect_list(F.struct("ns", F.coalesce("live_ms", F.lit(0)).cast(T.LongType())))))
-             .alias("live_ms_by_ns"))
+        .agg(
+            F.map_from_entries(
+                F.array_sort(F.collect_list(F.struct("ns", F.coalesce("live_ms", F.lit(0)).cast(T.LongType()))))
+            ).alias("live_ms_by_ns")
+        )
     )
 
 
 def _agg_live_any_all(spans_df: DataFrame, n_df: DataFrame) -> DataFrame:
     """Per address, ``live_any_ms`` and ``live_all_ms``: a sweep over the window boundaries counts
     the servers holding the address live between consecutive boundaries."""
-    edges = F.array(F.struct(F.col("_from").alias("t"), F.lit(1).alias("d")),
-                    F.struct(F.col("_to").alias("t"), F.lit(-1).alias("d")))
+    edges = F.array(
+        F.struct(F.col("_from").alias("t"), F.lit(1).alias("d")),
+        F.struct(F.col("_to").alias("t"), F.lit(-1).alias("d")),
+    )
     sweep = Window.partitionBy("broker_addr").orderBy("t")
     return (
         spans_df.select("broker_addr", F.explode(edges).alias("e"))
@@ -93,7 +105,8 @@ def _agg_live_any_all(spans_df: DataFrame, n_df: DataFrame) -> DataFrame:
         .groupBy("broker_addr")
         .agg(
             F.sum(F.when(F.col("live_on") > 0, F.col("_len")).otherwise(0)).cast(T.LongType()).alias("live_any_ms"),
-            F.sum(F.when(F.col("live_on") >= F.col("servers"), F.col("_len")).otherwise(0)).cast(T.LongType())
+            F.sum(F.when(F.col("live_on") >= F.col("servers"), F.col("_len")).otherwise(0))
+            .cast(T.LongType())
             .alias("live_all_ms"),
         )
     )

@@ -13,8 +13,19 @@ from pyspark.sql import types as T
 from jobs.analytics.liveness.params import LivenessParams
 
 EXPIRY_CHECK_COLUMNS = (
-    "ns", "broker_addr", "cluster", "broker_name", "broker_id", "seq", "ts_ms", "last_update_ms",
-    "broker_expiry_ms", "scan_interval_ms", "schedule", "expected_ms", "late",
+    "ns",
+    "broker_addr",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "seq",
+    "ts_ms",
+    "last_update_ms",
+    "broker_expiry_ms",
+    "scan_interval_ms",
+    "schedule",
+    "expected_ms",
+    "late",
 )
 
 
@@ -48,8 +59,9 @@ def with_expected_removal(expire_df: DataFrame, runs_df: DataFrame, params: Live
         .withColumn("_k", F.when(F.col("_over") < 0, F.lit(0)).otherwise(F.expr("_over div scan_interval_ms") + 1))
         .withColumn(
             "expected_ms",
-            F.when(F.col("start_ms").isNotNull(),
-                   F.col("start_ms") + params.first_scan_delay_ms + F.col("_k") * scan).otherwise(bound),
+            F.when(
+                F.col("start_ms").isNotNull(), F.col("start_ms") + params.first_scan_delay_ms + F.col("_k") * scan
+            ).otherwise(bound),
         )
         .withColumn("late", (F.col("ts_ms") > F.col("expected_ms") + tolerance) | (F.col("ts_ms") > bound + tolerance))
         .select(*EXPIRY_CHECK_COLUMNS)
@@ -67,18 +79,20 @@ def with_never_expired(windows_df: DataFrame, runs_df: DataFrame, params: Livene
     not at all. ``never`` is ``bound > deadline + tolerance``.
     """
     reason = F.col("end_reason")
-    bound = (
-        F.when(reason.isin("unregister", "channel_close", "ns_stop"), F.unix_millis("end_ts"))
-        .when(reason.isin("open", "ns_restart"), F.col("last_event_ms"))
+    bound = F.when(reason.isin("unregister", "channel_close", "ns_stop"), F.unix_millis("end_ts")).when(
+        reason.isin("open", "ns_restart"), F.col("last_event_ms")
     )
     expiry = F.coalesce(F.col("broker_expiry_ms"), F.lit(params.broker_expiry_ms).cast(T.LongType()))
     scan = F.coalesce(F.col("scan_interval_ms"), F.lit(params.scan_interval_ms).cast(T.LongType()))
     return (
-        windows_df.join(runs_df.select("ns", "run", "broker_expiry_ms", "scan_interval_ms", "last_event_ms"),
-                        ["ns", "run"], "left")
+        windows_df.join(
+            runs_df.select("ns", "run", "broker_expiry_ms", "scan_interval_ms", "last_event_ms"), ["ns", "run"], "left"
+        )
         .withColumn("deadline_ms", F.unix_millis("last_update_ts") + expiry + scan)
         .withColumn("bound_ms", bound)
-        .withColumn("never", F.coalesce(F.col("bound_ms") > F.col("deadline_ms") + params.late_expiry_tolerance_ms,
-                                        F.lit(False)))
+        .withColumn(
+            "never",
+            F.coalesce(F.col("bound_ms") > F.col("deadline_ms") + params.late_expiry_tolerance_ms, F.lit(False)),
+        )
         .drop("broker_expiry_ms", "scan_interval_ms", "last_event_ms")
     )

@@ -11,13 +11,18 @@ CATEGORY = "liveness"
 FINDING_COLUMNS = ("kind", "severity", "subject", "ns", "start_ts", "end_ts", "detail")
 
 
-def liveness_finding(kind: str, severity: Column | str, subject: Column, start_ms: Column, end_ms: Column,
-             detail: Column) -> list[Column]:
+def liveness_finding(
+    kind: str, severity: Column | str, subject: Column, start_ms: Column, end_ms: Column, detail: Column
+) -> list[Column]:
     """The finding columns (``FINDING_COLUMNS``) from column expressions; times in epoch ms."""
     sev = F.lit(severity) if isinstance(severity, str) else severity
     return [
-        F.lit(kind).alias("kind"), sev.alias("severity"), subject.alias("subject"), F.col("ns"),
-        F.timestamp_millis(start_ms).alias("start_ts"), F.timestamp_millis(end_ms).alias("end_ts"),
+        F.lit(kind).alias("kind"),
+        sev.alias("severity"),
+        subject.alias("subject"),
+        F.col("ns"),
+        F.timestamp_millis(start_ms).alias("start_ts"),
+        F.timestamp_millis(end_ms).alias("end_ts"),
         F.to_json(detail, {"ignoreNullFields": "false"}).alias("detail"),
     ]
 
@@ -32,22 +37,42 @@ def agg_late_expiry_findings(checks_df: DataFrame, never_df: DataFrame) -> DataF
     never removed (critical, ``actual`` = "never")."""
     late_df = checks_df.where("late").select(
         *liveness_finding(
-            "late_expiry", "warning", F.col("broker_addr"), F.col("expected_ms"), F.col("ts_ms"),
+            "late_expiry",
+            "warning",
+            F.col("broker_addr"),
+            F.col("expected_ms"),
+            F.col("ts_ms"),
             F.struct(
-                _ts(F.col("last_update_ms")).alias("last_update"), _ts(F.col("expected_ms")).alias("expected"),
+                _ts(F.col("last_update_ms")).alias("last_update"),
+                _ts(F.col("expected_ms")).alias("expected"),
                 _ts(F.col("ts_ms")).alias("actual"),
                 (F.col("ts_ms") - F.col("expected_ms")).alias("delay_ms"),
-                "broker_expiry_ms", "scan_interval_ms", "schedule", "cluster", "broker_name", "broker_id",
+                "broker_expiry_ms",
+                "scan_interval_ms",
+                "schedule",
+                "cluster",
+                "broker_name",
+                "broker_id",
             ),
         )
     )
     never_df = never_df.where("never").select(
         *liveness_finding(
-            "late_expiry", "critical", F.col("broker_addr"), F.col("deadline_ms"), F.col("bound_ms"),
+            "late_expiry",
+            "critical",
+            F.col("broker_addr"),
+            F.col("deadline_ms"),
+            F.col("bound_ms"),
             F.struct(
-                F.col("last_update_ts").alias("last_update"), _ts(F.col("deadline_ms")).alias("expected"),
-                F.lit("never").alias("actual"), (F.col("bound_ms") - F.col("deadline_ms")).alias("delay_ms"),
-                "end_reason", _ts(F.col("bound_ms")).alias("still_live_at"), "cluster", "broker_name", "broker_id",
+                F.col("last_update_ts").alias("last_update"),
+                _ts(F.col("deadline_ms")).alias("expected"),
+                F.lit("never").alias("actual"),
+                (F.col("bound_ms") - F.col("deadline_ms")).alias("delay_ms"),
+                "end_reason",
+                _ts(F.col("bound_ms")).alias("still_live_at"),
+                "cluster",
+                "broker_name",
+                "broker_id",
             ),
         )
     )
@@ -77,10 +102,18 @@ def agg_flapping_findings(windows_df: DataFrame, params: LivenessParams) -> Data
         .where(F.col("windows") > params.flapping_windows_per_day)
         .select(
             *liveness_finding(
-                "broker_flapping", "warning", F.col("broker_addr"), F.unix_millis("first_start"),
+                "broker_flapping",
+                "warning",
+                F.col("broker_addr"),
+                F.unix_millis("first_start"),
                 F.coalesce(F.unix_millis("last_end"), F.unix_millis("last_start")),
-                F.struct("windows", F.lit(params.flapping_windows_per_day).alias("threshold"),
-                         "expired", "unregistered", "channel_closed"),
+                F.struct(
+                    "windows",
+                    F.lit(params.flapping_windows_per_day).alias("threshold"),
+                    "expired",
+                    "unregistered",
+                    "channel_closed",
+                ),
             )
         )
     )
@@ -91,9 +124,19 @@ def agg_broker_expired_findings(checks_df: DataFrame) -> DataFrame:
     unregistering (it died, hung, or lost its link to this server); from last update to removal."""
     return checks_df.select(
         *liveness_finding(
-            "broker_expired", "warning", F.col("broker_addr"), F.col("last_update_ms"), F.col("ts_ms"),
-            F.struct("cluster", "broker_name", "broker_id", _ts(F.col("last_update_ms")).alias("last_update"),
-                     _ts(F.col("expected_ms")).alias("expected"), (F.col("ts_ms") - F.col("last_update_ms")).alias("silent_ms")),
+            "broker_expired",
+            "warning",
+            F.col("broker_addr"),
+            F.col("last_update_ms"),
+            F.col("ts_ms"),
+            F.struct(
+                "cluster",
+                "broker_name",
+                "broker_id",
+                _ts(F.col("last_update_ms")).alias("last_update"),
+                _ts(F.col("expected_ms")).alias("expected"),
+                (F.col("ts_ms") - F.col("last_update_ms")).alias("silent_ms"),
+            ),
         )
     )
 
@@ -102,7 +145,11 @@ def agg_unregistered_findings(windows_df: DataFrame) -> DataFrame:
     """``broker_unregistered`` (info): a live address left cleanly (UNREGISTER_BROKER, 104)."""
     return windows_df.where(F.col("end_reason") == "unregister").select(
         *liveness_finding(
-            "broker_unregistered", "info", F.col("broker_addr"), F.unix_millis("start_ts"), F.unix_millis("end_ts"),
+            "broker_unregistered",
+            "info",
+            F.col("broker_addr"),
+            F.unix_millis("start_ts"),
+            F.unix_millis("end_ts"),
             F.struct("cluster", "broker_name", "broker_id", "last_update_ts", "duration_ms", "carried_in"),
         )
     )
@@ -134,12 +181,12 @@ def agg_ns_restart_findings(resets_df: DataFrame, runs_df: DataFrame, prev_up_df
     prev = F.col("prev")
     had_events = F.col("_before_ms").isNotNull()
     crash = (
-        F.when(prev.isNotNull(), prev["type"] == "ns_start")
-        .when(had_events, F.lit(True))
-        .otherwise(F.col("up_at_end"))
+        F.when(prev.isNotNull(), prev["type"] == "ns_start").when(had_events, F.lit(True)).otherwise(F.col("up_at_end"))
     )
     restarted = prev.isNotNull() | had_events | F.col("up_at_end").isNotNull() | (F.col("reset.seq") > 1)
-    last_life = F.when(prev.isNotNull() | had_events, F.col("_before_ms")).when(~F.col("up_at_end"), F.col("last_stop_ms"))
+    last_life = F.when(prev.isNotNull() | had_events, F.col("_before_ms")).when(
+        ~F.col("up_at_end"), F.col("last_stop_ms")
+    )
     return (
         starts_df.join(before_df, ["ns", "pos"], "left")
         .join(prev_up_df, "ns", "left")
@@ -148,10 +195,17 @@ def agg_ns_restart_findings(resets_df: DataFrame, runs_df: DataFrame, prev_up_df
         .withColumn("_life_ms", last_life)
         .select(
             *liveness_finding(
-                "ns_restart", F.when(F.col("crash"), F.lit("critical")).otherwise(F.lit("warning")), F.col("ns"),
-                F.col("_life_ms"), F.col("reset.ts_ms"),
-                F.struct("crash", F.col("reset.seq").alias("start_seq"), _ts(F.col("_life_ms")).alias("last_seen"),
-                         (F.col("reset.ts_ms") - F.col("_life_ms")).alias("down_ms")),
+                "ns_restart",
+                F.when(F.col("crash"), F.lit("critical")).otherwise(F.lit("warning")),
+                F.col("ns"),
+                F.col("_life_ms"),
+                F.col("reset.ts_ms"),
+                F.struct(
+                    "crash",
+                    F.col("reset.seq").alias("start_seq"),
+                    _ts(F.col("_life_ms")).alias("last_seen"),
+                    (F.col("reset.ts_ms") - F.col("_life_ms")).alias("down_ms"),
+                ),
             )
         )
     )

@@ -30,7 +30,9 @@ def with_window_identity(windows_df: DataFrame, named_df: DataFrame) -> DataFram
         named_df.join(broadcast(keys_df.distinct()), ["ns", "broker_addr", "seq"], "left_semi")
         .groupBy("ns", "broker_addr", "seq")
         .agg(F.max(F.struct(*IDENTITY_COLUMNS)).alias("_id"))
-        .select("ns", "broker_addr", F.col("seq").alias("id_seq"), *[F.col("_id")[c].alias(c) for c in IDENTITY_COLUMNS])
+        .select(
+            "ns", "broker_addr", F.col("seq").alias("id_seq"), *[F.col("_id")[c].alias(c) for c in IDENTITY_COLUMNS]
+        )
     )
     return windows_df.join(ids_df, ["ns", "broker_addr", "id_seq"], "left")
 
@@ -43,10 +45,8 @@ def select_named_rows(events_df: DataFrame, carry_df: DataFrame) -> DataFrame:
         ``ns``, ``broker_addr``, ``seq`` and ``IDENTITY_COLUMNS``.
     """
     proving = (
-        (F.col("type").isin("register", "heartbeat")
-         & (F.col("request_code") == int(RequestCode.REGISTER_BROKER)))
-        | F.col("type").isin("expire", "channel_close")
-    )
+        F.col("type").isin("register", "heartbeat") & (F.col("request_code") == int(RequestCode.REGISTER_BROKER))
+    ) | F.col("type").isin("expire", "channel_close")
     events_df = events_df.where(F.col("broker_addr").isNotNull() & proving)
     return events_df.select("ns", "broker_addr", "seq", *IDENTITY_COLUMNS).unionByName(
         carry_df.select("ns", "broker_addr", F.lit(0).cast(T.LongType()).alias("seq"), *IDENTITY_COLUMNS)

@@ -30,8 +30,9 @@ def _ms(ts: str) -> Column:
 def _known_periods(runs_df: DataFrame, day: dt.date) -> DataFrame:
     """``ns``, ``_run_start_ms``, ``_run_end_ms``: each known period, an open one up to midnight."""
     day_end = F.lit(day_start_ms(day) + DAY_MS).cast("long")
-    return runs_df.select("ns", _ms("start_ts").alias("_run_start_ms"),
-                          F.coalesce(_ms("stop_ts"), day_end).alias("_run_end_ms"))
+    return runs_df.select(
+        "ns", _ms("start_ts").alias("_run_start_ms"), F.coalesce(_ms("stop_ts"), day_end).alias("_run_end_ms")
+    )
 
 
 def agg_observed_broker_gone_findings(addr_df: DataFrame, runs_df: DataFrame, day: dt.date) -> DataFrame:
@@ -60,23 +61,37 @@ def agg_observed_broker_gone_findings(addr_df: DataFrame, runs_df: DataFrame, da
         .where(F.col("_gone_ms").isNotNull() & (F.col("_next_ms").isNull() | (F.col("_next_ms") > F.col("_gone_ms"))))
     )
     runs = _known_periods(runs_df, day)
-    inside = ((ends_df["ns"] == runs["ns"]) & (F.col("_gone_ms") >= F.col("_run_start_ms"))
-              & (F.col("_gone_ms") < F.col("_run_end_ms")))
+    inside = (
+        (ends_df["ns"] == runs["ns"])
+        & (F.col("_gone_ms") >= F.col("_run_start_ms"))
+        & (F.col("_gone_ms") < F.col("_run_end_ms"))
+    )
     returned = F.col("_next_ms").isNotNull() & (F.col("_next_ms") <= F.col("_run_end_ms"))
     end_ms = F.when(returned, F.col("_next_ms")).otherwise(F.col("_run_end_ms"))
     day_end = day_start_ms(day) + DAY_MS
     return (
-        ends_df.join(broadcast(runs), inside).drop(runs["ns"])
+        ends_df.join(broadcast(runs), inside)
+        .drop(runs["ns"])
         .withColumn("_returned", returned)
         .withColumn("_end_ms", end_ms)
-        .select(liveness_finding(
-            OBSERVED_BROKER_GONE, "warning", F.col("broker_addr"), F.col("_gone_ms"), F.col("_end_ms"),
-            F.struct("cluster", "broker_name", "broker_id",
-                     F.col("valid_from_ts").alias("listed_since"),
-                     (F.col("_end_ms") - F.col("_gone_ms")).alias("duration_ms"),
-                     F.col("_returned").alias("returned"),
-                     (~F.col("_returned") & (F.col("_run_end_ms") == day_end)).alias("still_gone")),
-        ))
+        .select(
+            liveness_finding(
+                OBSERVED_BROKER_GONE,
+                "warning",
+                F.col("broker_addr"),
+                F.col("_gone_ms"),
+                F.col("_end_ms"),
+                F.struct(
+                    "cluster",
+                    "broker_name",
+                    "broker_id",
+                    F.col("valid_from_ts").alias("listed_since"),
+                    (F.col("_end_ms") - F.col("_gone_ms")).alias("duration_ms"),
+                    F.col("_returned").alias("returned"),
+                    (~F.col("_returned") & (F.col("_run_end_ms") == day_end)).alias("still_gone"),
+                ),
+            )
+        )
         .select(*FINDING_COLUMNS)
     )
 
@@ -105,9 +120,11 @@ def agg_observed_server_down_findings(runs_df: DataFrame, addr_df: DataFrame, da
     )
     listed = addr_df.select("ns", "broker_addr", _ms("valid_from_ts").alias("_from"), _ms("valid_to_ts").alias("_to"))
     before_df = listed.groupBy("ns", F.col("_to").alias("_down_ms")).agg(
-        F.count_distinct("broker_addr").alias("_before"))
+        F.count_distinct("broker_addr").alias("_before")
+    )
     after_df = listed.groupBy("ns", F.col("_from").alias("_back_ms")).agg(
-        F.count_distinct("broker_addr").alias("_after"))
+        F.count_distinct("broker_addr").alias("_after")
+    )
     back = F.col("_back_ms").isNotNull()
     before = F.coalesce(F.col("_before"), F.lit(0)).cast("long")
     after = F.when(back, F.coalesce(F.col("_after"), F.lit(0))).cast("long")
@@ -115,11 +132,22 @@ def agg_observed_server_down_findings(runs_df: DataFrame, addr_df: DataFrame, da
     return (
         down_df.join(before_df, ["ns", "_down_ms"], "left")
         .join(after_df, ["ns", "_back_ms"], "left")
-        .select(liveness_finding(
-            OBSERVED_SERVER_DOWN, "warning", F.col("ns"), F.col("_down_ms"), end_ms,
-            F.struct((end_ms - F.col("_down_ms")).alias("duration_ms"), back.alias("came_back"),
-                     before.alias("brokers_before"), after.alias("brokers_after"),
-                     (back & (after < before)).alias("tables_emptied"), "resolution_ms"),
-        ))
+        .select(
+            liveness_finding(
+                OBSERVED_SERVER_DOWN,
+                "warning",
+                F.col("ns"),
+                F.col("_down_ms"),
+                end_ms,
+                F.struct(
+                    (end_ms - F.col("_down_ms")).alias("duration_ms"),
+                    back.alias("came_back"),
+                    before.alias("brokers_before"),
+                    after.alias("brokers_after"),
+                    (back & (after < before)).alias("tables_emptied"),
+                    "resolution_ms",
+                ),
+            )
+        )
         .select(*FINDING_COLUMNS)
     )

@@ -27,8 +27,11 @@ class LivenessParams:
         """Take the name-server timers and the audit thresholds of a loaded configuration."""
         ns, audit = config.nameserver, config.audit
         return cls(
-            broker_expiry_ms=ns.broker_expiry_ms, scan_interval_ms=ns.scan_interval_ms,
-            first_scan_delay_ms=ns.first_scan_delay_ms, late_expiry_tolerance_ms=audit.late_expiry_tolerance_ms,
-            heartbeat_period_ms=audit.heartbeat_period_ms, late_heartbeat_slack_ms=audit.late_heartbeat_slack_ms,
+            broker_expiry_ms=ns.broker_expiry_ms,
+            scan_interval_ms=ns.scan_interval_ms,
+            first_scan_delay_ms=ns.first_scan_delay_ms,
+            late_expiry_tolerance_ms=audit.late_expiry_tolerance_ms,
+            heartbeat_period_ms=audit.heartbeat_period_ms,
+            late_heartbeat_slack_ms=audit.late_heartbeat_slack_ms,
             flapping_windows_per_day=audit.flapping_windows_per_day,
         )

@@ -22,8 +22,19 @@ DATA_VERSION_TYPE = T.StructType([T.StructField("timestamp", T.LongType()), T.St
 
 # what the transforms read of an event (epoch-ms times; see with_event_ms)
 EVENT_COLUMNS = (
-    "ns", "seq", "ts_ms", "type", "request_code", "cluster", "broker_name", "broker_id", "broker_addr",
-    "data_version", "last_update_ms", "broker_expiry_ms", "scan_interval_ms",
+    "ns",
+    "seq",
+    "ts_ms",
+    "type",
+    "request_code",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "broker_addr",
+    "data_version",
+    "last_update_ms",
+    "broker_expiry_ms",
+    "scan_interval_ms",
 )
 RUN_COLUMNS = ("ns", "run", "start_ms", "broker_expiry_ms", "scan_interval_ms", "schedule", "last_event_ms")
 
@@ -56,8 +67,11 @@ def agg_resets(events_df: DataFrame) -> DataFrame:
     return (
         events_df.where(_type().isin(*RESET_TYPES))
         .groupBy("ns")
-        .agg(F.array_sort(F.collect_list(F.struct("seq", "ts_ms", "type", "broker_expiry_ms", "scan_interval_ms")))
-             .alias("resets"))
+        .agg(
+            F.array_sort(
+                F.collect_list(F.struct("seq", "ts_ms", "type", "broker_expiry_ms", "scan_interval_ms"))
+            ).alias("resets")
+        )
         .select("ns", "resets")
     )
 
@@ -73,16 +87,15 @@ def agg_run_intervals(resets_df: DataFrame) -> DataFrame:
     resets_type = cast(T.ArrayType, resets_df.schema["resets"].dataType)  # agg_resets: an array of structs
     first = F.array(F.lit(None).cast(resets_type.elementType))
     following = F.get(F.col("resets"), F.col("run"))
-    return (
-        resets_df.select("ns", "resets", F.posexplode(F.concat(first, F.col("resets"))).alias("run", "opened_by"))
-        .select(
-            "ns",
-            "run",
-            F.coalesce(F.col("opened_by.seq"), F.lit(0).cast(T.LongType())).alias("lo_seq"),
-            F.coalesce(following["seq"], F.lit(2**63 - 1)).alias("hi_seq"),
-            "opened_by",
-            following.alias("next_reset"),
-        )
+    return resets_df.select(
+        "ns", "resets", F.posexplode(F.concat(first, F.col("resets"))).alias("run", "opened_by")
+    ).select(
+        "ns",
+        "run",
+        F.coalesce(F.col("opened_by.seq"), F.lit(0).cast(T.LongType())).alias("lo_seq"),
+        F.coalesce(following["seq"], F.lit(2**63 - 1)).alias("hi_seq"),
+        "opened_by",
+        following.alias("next_reset"),
     )
 
 
@@ -107,13 +120,18 @@ def select_carry_rows(prev_windows_df: DataFrame) -> DataFrame:
     """One ``_carry`` row per window open at the end of the day before: ``ns``, ``broker_addr``,
     its identity and ``last_update_ms`` (the window's last refresh)."""
     return prev_windows_df.where(F.col("end_reason") == "open").select(
-        "ns", "broker_addr", "cluster", "broker_name", "broker_id",
+        "ns",
+        "broker_addr",
+        "cluster",
+        "broker_name",
+        "broker_id",
         F.unix_millis("last_update_ts").alias("last_update_ms"),
     )
 
 
-def agg_runs(run_events_df: DataFrame, run_intervals_df: DataFrame, carried_runs_df: DataFrame,
-             params: LivenessParams) -> DataFrame:
+def agg_runs(
+    run_events_df: DataFrame, run_intervals_df: DataFrame, carried_runs_df: DataFrame, params: LivenessParams
+) -> DataFrame:
     """Per (ns, run): the run's start and timers, and the server's last event in the run.
 
     A run ``r >= 1`` opened by an ``ns_start`` starts there, with that event's timers. Run 0 (up
@@ -132,12 +150,20 @@ def agg_runs(run_events_df: DataFrame, run_intervals_df: DataFrame, carried_runs
     last_df = run_events_df.groupBy("ns", "run").agg(F.max("ts_ms").alias("last_event_ms"))
     opened = F.col("opened_by")
     started_df = run_intervals_df.where(opened["type"] == "ns_start").select(
-        "ns", "run", opened["ts_ms"].alias("start_ms"), opened["broker_expiry_ms"].alias("expiry"),
-        opened["scan_interval_ms"].alias("scan"), F.lit("ns_start").alias("schedule"),
+        "ns",
+        "run",
+        opened["ts_ms"].alias("start_ms"),
+        opened["broker_expiry_ms"].alias("expiry"),
+        opened["scan_interval_ms"].alias("scan"),
+        F.lit("ns_start").alias("schedule"),
     )
     carried_df = carried_runs_df.select(
-        "ns", F.lit(0).alias("run"), "start_ms", F.col("broker_expiry_ms").alias("expiry"),
-        F.col("scan_interval_ms").alias("scan"), F.lit("ns_runs").alias("schedule"),
+        "ns",
+        F.lit(0).alias("run"),
+        "start_ms",
+        F.col("broker_expiry_ms").alias("expiry"),
+        F.col("scan_interval_ms").alias("scan"),
+        F.lit("ns_runs").alias("schedule"),
     )
     return (
         last_df.join(started_df.unionByName(carried_df), ["ns", "run"], "full")
@@ -166,13 +192,16 @@ def agg_carried_runs(ns_runs_df: DataFrame, day: dt.date) -> DataFrame:
         ``ns``, ``start_seq``, ``start_ms``, ``start_date``.
     """
     open_df = ns_runs_df.where(
-        (F.col("date") == F.lit(day - dt.timedelta(days=1))) & (F.col("stop_reason") == "open")
+        (F.col("date") == F.lit(day - dt.timedelta(days=1)))
+        & (F.col("stop_reason") == "open")
         & F.col("start_seq").isNotNull()
     ).select("ns", "start_seq")
     return (
         ns_runs_df.join(open_df, ["ns", "start_seq"])
         .groupBy("ns", "start_seq")
-        .agg(F.min_by(F.struct(F.unix_millis("start_ts").alias("ms"), F.col("date").alias("d")), "start_ts").alias("_s"))
+        .agg(
+            F.min_by(F.struct(F.unix_millis("start_ts").alias("ms"), F.col("date").alias("d")), "start_ts").alias("_s")
+        )
         .select("ns", "start_seq", F.col("_s.ms").alias("start_ms"), F.col("_s.d").alias("start_date"))
     )
 

@@ -120,13 +120,15 @@ def build_liveness(
     # stream with its last event, and one per run for the events without an address
     stream_last_df = checkpoint_frame(
         with_run(day_events_df.select("ns", "seq", "ts_ms", "broker_addr"), intervals_df)
-        .groupBy("ns", "run", "broker_addr").agg(F.max("ts_ms").alias("ts_ms"))
+        .groupBy("ns", "run", "broker_addr")
+        .agg(F.max("ts_ms").alias("ts_ms"))
     )
     runs_df = checkpoint_frame(agg_runs(stream_last_df, intervals_df, carried_runs_df, params))
     carry_df = select_carry_rows(prev_windows_df)
     late_gap_ms = params.heartbeat_period_ms + params.late_heartbeat_slack_ms
-    numbered_df, unnamed_df, windows_df = _build_windows(day_events_df, carry_df, stream_last_df, intervals_df,
-                                                         day, late_gap_ms)
+    numbered_df, unnamed_df, windows_df = _build_windows(
+        day_events_df, carry_df, stream_last_df, intervals_df, day, late_gap_ms
+    )
     # expiries need their run, not their window: no sort of the whole stream again
     expire_df = with_run(
         day_events_df.where(F.col("type") == "expire").select(
@@ -138,28 +140,37 @@ def build_liveness(
     findings_df = _union_findings(checks_df, windows_df, resets_df, runs_df, prev_up_df, params)
     # a server with an event today has a run with a last event: no second scan of the events
     servers_df = (
-        runs_df.where(F.col("last_event_ms").isNotNull()).select("ns")
-        .unionByName(carry_df.select("ns"))
-        .distinct()
+        runs_df.where(F.col("last_event_ms").isNotNull()).select("ns").unionByName(carry_df.select("ns")).distinct()
     )
     availability_df = agg_broker_availability(windows_df, servers_df, day)
     return LivenessFrames(
-        windows_df.select(*LIVENESS_WINDOWS_SCHEMA.names), findings_df, availability_df,
+        windows_df.select(*LIVENESS_WINDOWS_SCHEMA.names),
+        findings_df,
+        availability_df,
         cached=(resets_df, intervals_df, stream_last_df, runs_df, numbered_df, unnamed_df, windows_df, checks_df),
     )
 
 
-def _build_windows(day_events_df: DataFrame, carry_df: DataFrame, stream_last_df: DataFrame,
-                   intervals_df: DataFrame, day: dt.date, late_gap_ms: int) -> tuple[DataFrame, DataFrame, DataFrame]:
+def _build_windows(
+    day_events_df: DataFrame,
+    carry_df: DataFrame,
+    stream_last_df: DataFrame,
+    intervals_df: DataFrame,
+    day: dt.date,
+    late_gap_ms: int,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
     """The day's streams numbered, its windows without and with their identity (``WINDOW_COLUMNS``),
     each checkpointed."""
     # a _carry row (seq 0) is in run 0; checkpointed: the address events are tagged with it, and
     # the windows take their strings back from it
-    numbered_df = checkpoint_frame(LW.number_streams(
-        stream_last_df.where(F.col("broker_addr").isNotNull()).select(*LW.STREAM_KEYS)
-        .unionByName(carry_df.select("ns", F.lit(0).alias("run"), "broker_addr")),
-        intervals_df,
-    ))
+    numbered_df = checkpoint_frame(
+        LW.number_streams(
+            stream_last_df.where(F.col("broker_addr").isNotNull())
+            .select(*LW.STREAM_KEYS)
+            .unionByName(carry_df.select("ns", F.lit(0).alias("run"), "broker_addr")),
+            intervals_df,
+        )
+    )
     # computed before the identity lookup, which reads it twice (its keys, then the join)
     unnamed_df = checkpoint_frame(
         LW.select_address_stream(day_events_df)
@@ -169,14 +180,19 @@ def _build_windows(day_events_df: DataFrame, carry_df: DataFrame, stream_last_df
         .transform(lambda df: LW.agg_windows(df, numbered_df, intervals_df, day, late_gap_ms))
     )
     windows_df = checkpoint_frame(
-        with_window_identity(unnamed_df, select_named_rows(day_events_df, carry_df))
-        .select(*WINDOW_COLUMNS)
+        with_window_identity(unnamed_df, select_named_rows(day_events_df, carry_df)).select(*WINDOW_COLUMNS)
     )
     return numbered_df, unnamed_df, windows_df
 
 
-def _union_findings(checks_df: DataFrame, windows_df: DataFrame, resets_df: DataFrame, runs_df: DataFrame,
-                    prev_up_df: DataFrame, params: LivenessParams) -> DataFrame:
+def _union_findings(
+    checks_df: DataFrame,
+    windows_df: DataFrame,
+    resets_df: DataFrame,
+    runs_df: DataFrame,
+    prev_up_df: DataFrame,
+    params: LivenessParams,
+) -> DataFrame:
     """Every ``liveness`` finding of the day (``FINDING_COLUMNS``)."""
     never_df = with_never_expired(windows_df, runs_df, params)
     return (
@@ -189,8 +205,9 @@ def _union_findings(checks_df: DataFrame, windows_df: DataFrame, resets_df: Data
     )
 
 
-def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
-                 findings: DayFindings | None = None) -> LivenessResult:
+def run_liveness(
+    spark: SparkSession, lake_dir: str, day: dt.date, config: Config, findings: DayFindings | None = None
+) -> LivenessResult:
     """Audit liveness for ``day``: replaces the day in ``liveness_windows``, ``broker_availability``
     and the ``liveness`` findings (a rerun gives the same rows).
 
@@ -210,22 +227,26 @@ def run_liveness(spark: SparkSession, lake_dir: str, day: dt.date, config: Confi
     events_df = read_table(
         spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": day}
     ).where(~F.col("type").isin(*OBSERVATION_TYPES))
-    prev_windows_df = read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA,
-                                    where={"date": day - dt.timedelta(days=1)})
+    prev_windows_df = read_or_empty(
+        spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, where={"date": day - dt.timedelta(days=1)}
+    )
     # an observed server's runs are periods its state was known, not runs of a server of ours
     ns_runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA).where(
-        F.col("resolution_ms").isNull() & ~F.col("stop_reason").startswith("observe_"))
+        F.col("resolution_ms").isNull() & ~F.col("stop_reason").startswith("observe_")
+    )
     carried_runs_df = _carried_run_timers(spark, lake_dir, agg_carried_runs(ns_runs_df, day))
-    frames = build_liveness(events_df, prev_windows_df, carried_runs_df, agg_previous_day_up(ns_runs_df, day),
-                            day, params)
+    frames = build_liveness(
+        events_df, prev_windows_df, carried_runs_df, agg_previous_day_up(ns_runs_df, day), day, params
+    )
     own = findings is None
     findings = findings if findings is not None else DayFindings(day)
     kept = False
     try:
         # windows and availability: a row per live entry or broker of the day
         replace_day(frames.windows_df, lake_dir, lake.LIVENESS_WINDOWS, day, LIVENESS_WINDOWS_SCHEMA, few_rows=True)
-        replace_day(frames.availability_df, lake_dir, lake.BROKER_AVAILABILITY, day, BROKER_AVAILABILITY_SCHEMA,
-                    few_rows=True)
+        replace_day(
+            frames.availability_df, lake_dir, lake.BROKER_AVAILABILITY, day, BROKER_AVAILABILITY_SCHEMA, few_rows=True
+        )
         findings.add(CATEGORY, frames.findings_df.unionByName(_observed_findings(spark, lake_dir, day)), keep=frames)
         kept = True
         by_kind = findings.write_category(lake_dir, CATEGORY) if own else {}
@@ -246,13 +267,18 @@ def _observed_findings(spark: SparkSession, lake_dir: str, day: dt.date) -> Data
     """The day's liveness-as-observed findings (:mod:`jobs.analytics.liveness.observed`), from the
     rebuild's tables of the observed servers (none on a day without ``nsaudit collect`` streams)."""
     today = {"date": day}
-    observed_df = broadcast(read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=today)
-                              .where(F.col("observed")).select("ns").distinct())
+    observed_df = broadcast(
+        read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=today)
+        .where(F.col("observed"))
+        .select("ns")
+        .distinct()
+    )
     runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=today)
     addr_df = read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=today)
     runs_df, addr_df = (df.join(observed_df, "ns", "left_semi") for df in (runs_df, addr_df))
     return agg_observed_broker_gone_findings(addr_df, runs_df, day).unionByName(
-        agg_observed_server_down_findings(runs_df, addr_df, day))
+        agg_observed_server_down_findings(runs_df, addr_df, day)
+    )
 
 
 def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFrame) -> DataFrame:
@@ -263,11 +289,21 @@ def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFram
     """
     keys = carried_df.select("ns", "start_date").distinct().collect()  # one row per server at most
     if not keys:
-        return local_frame(spark, [], T.StructType([T.StructField("ns", T.StringType())] + [
-            T.StructField(c, T.LongType()) for c in ("start_ms", "broker_expiry_ms", "scan_interval_ms")]))
+        return local_frame(
+            spark,
+            [],
+            T.StructType(
+                [T.StructField("ns", T.StringType())]
+                + [T.StructField(c, T.LongType()) for c in ("start_ms", "broker_expiry_ms", "scan_interval_ms")]
+            ),
+        )
     starts_df = (
-        read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA,
-                   where={"date": sorted({k["start_date"] for k in keys}), "ns": sorted({k["ns"] for k in keys})})
+        read_table(
+            spark,
+            lake.table_path(lake_dir, lake.EVENTS),
+            EVENTS_TABLE_SCHEMA,
+            where={"date": sorted({k["start_date"] for k in keys}), "ns": sorted({k["ns"] for k in keys})},
+        )
         .where(F.col("type") == "ns_start")
         .select("ns", F.col("seq").alias("start_seq"), "broker_expiry_ms", "scan_interval_ms")
     )

@@ -67,11 +67,13 @@ def event_kind() -> Column:
     type_, code = F.col("type"), F.col("request_code")
     return (
         F.when(type_ == "register", F.when(code == REGISTER_BROKER, REGISTER_103).otherwise(REGISTER_OTHER))
-        .when(type_ == "heartbeat",
-              F.when(code == REGISTER_BROKER, HEARTBEAT_103)
-              .when(code == int(RequestCode.BROKER_HEARTBEAT), HEARTBEAT_904)
-              .when(code == int(RequestCode.QUERY_DATA_VERSION), HEARTBEAT_322)
-              .otherwise(HEARTBEAT_OTHER))
+        .when(
+            type_ == "heartbeat",
+            F.when(code == REGISTER_BROKER, HEARTBEAT_103)
+            .when(code == int(RequestCode.BROKER_HEARTBEAT), HEARTBEAT_904)
+            .when(code == int(RequestCode.QUERY_DATA_VERSION), HEARTBEAT_322)
+            .otherwise(HEARTBEAT_OTHER),
+        )
         .when(type_ == "unregister", UNREGISTER)
         .when(type_ == "expire", EXPIRE)
         .when(type_ == "channel_close", CHANNEL_CLOSE)
@@ -90,8 +92,13 @@ def select_address_stream(events_df: DataFrame) -> DataFrame:
     return events_df.where(
         F.col("type").isin("register", "heartbeat", *REMOVAL_TYPES) & F.col("broker_addr").isNotNull()
     ).select(
-        "ns", "broker_addr", "seq", "ts_ms", event_kind().alias("kind"),
-        dv["timestamp"].alias("dv_ts"), dv["counter"].alias("dv_counter"),
+        "ns",
+        "broker_addr",
+        "seq",
+        "ts_ms",
+        event_kind().alias("kind"),
+        dv["timestamp"].alias("dv_ts"),
+        dv["counter"].alias("dv_counter"),
     )
 
 
@@ -102,9 +109,13 @@ def select_carry_stream(carry_df: DataFrame) -> DataFrame:
     refresh, so the first gap of the day and the expiry check see across midnight.
     """
     return carry_df.select(
-        "ns", "broker_addr", F.lit(0).cast(T.LongType()).alias("seq"), F.col("last_update_ms").alias("ts_ms"),
+        "ns",
+        "broker_addr",
+        F.lit(0).cast(T.LongType()).alias("seq"),
+        F.col("last_update_ms").alias("ts_ms"),
         F.lit(CARRY).cast(T.ByteType()).alias("kind"),
-        F.lit(None).cast(T.LongType()).alias("dv_ts"), F.lit(None).cast(T.LongType()).alias("dv_counter"),
+        F.lit(None).cast(T.LongType()).alias("dv_ts"),
+        F.lit(None).cast(T.LongType()).alias("dv_counter"),
     )
 
 
@@ -123,7 +134,8 @@ def number_streams(streams_df: DataFrame, run_intervals_df: DataFrame) -> DataFr
     """
     ranges_df = run_intervals_df.select("ns", "run", "lo_seq", "hi_seq")
     return (
-        streams_df.select(*STREAM_KEYS).distinct()
+        streams_df.select(*STREAM_KEYS)
+        .distinct()
         .join(broadcast(ranges_df), ["ns", "run"], "left")
         .repartition(1)
         .sortWithinPartitions(*STREAM_KEYS)
@@ -155,8 +167,10 @@ def with_stream_id(address_df: DataFrame, numbered_df: DataFrame) -> DataFrame:
         F.col("ns").alias("_s_ns"), F.col("broker_addr").alias("_s_addr"), "sid", "lo_seq", "hi_seq"
     )
     inside = (
-        (F.col("ns") == F.col("_s_ns")) & (F.col("broker_addr") == F.col("_s_addr"))
-        & (F.col("seq") >= F.col("lo_seq")) & (F.col("seq") < F.col("hi_seq"))
+        (F.col("ns") == F.col("_s_ns"))
+        & (F.col("broker_addr") == F.col("_s_addr"))
+        & (F.col("seq") >= F.col("lo_seq"))
+        & (F.col("seq") < F.col("hi_seq"))
     )
     return address_df.join(broadcast(keys_df), inside, "inner").select(*STREAM_COLUMNS)
 
@@ -255,8 +269,9 @@ def agg_gap_counts(keyed_df: DataFrame) -> DataFrame:
     )
 
 
-def agg_windows(keyed_df: DataFrame, numbered_df: DataFrame, run_intervals_df: DataFrame, day: dt.date,
-                late_gap_ms: int) -> DataFrame:
+def agg_windows(
+    keyed_df: DataFrame, numbered_df: DataFrame, run_intervals_df: DataFrame, day: dt.date, late_gap_ms: int
+) -> DataFrame:
     """One row per liveness window: ``LIVENESS_WINDOWS_SCHEMA`` columns but the identity, plus
     ``run`` and ``id_seq`` (the seq of the event that names the window, see
     :func:`jobs.analytics.liveness.identity.with_window_identity`).
@@ -292,8 +307,9 @@ def agg_windows(keyed_df: DataFrame, numbered_df: DataFrame, run_intervals_df: D
             F.timestamp_millis("_begin_ms").alias("start_ts"),
             F.timestamp_millis("_end_ms").alias("end_ts"),
             end_reason.alias("end_reason"),
-            F.when(leading, F.when(F.col("_carried"), F.lit("previous_day")).otherwise(F.lit("unknown")))
-            .alias("carried_in"),
+            F.when(leading, F.when(F.col("_carried"), F.lit("previous_day")).otherwise(F.lit("unknown"))).alias(
+                "carried_in"
+            ),
             "heartbeats",
             "max_gap_ms",
             F.col("_p50_ms").alias("p50_gap_ms"),
@@ -324,8 +340,9 @@ def _gap_percentile(p: float) -> Column:
     return F.min(F.when(F.col("gap_ms").isNotNull() & (F.col("_at_or_below") >= rank), F.col("gap_ms")))
 
 
-def _agg_window_rows(gaps_df: DataFrame, numbered_df: DataFrame, run_intervals_df: DataFrame,
-                     late_gap_ms: int) -> DataFrame:
+def _agg_window_rows(
+    gaps_df: DataFrame, numbered_df: DataFrame, run_intervals_df: DataFrame, late_gap_ms: int
+) -> DataFrame:
     """One row per window from :func:`_with_gap_ranks` rows, with its stream's keys, the next
     window's start (``_next_register``) and the reset that ends its run (``_next_reset``)."""
     return (
@@ -349,8 +366,11 @@ def _agg_window_rows(gaps_df: DataFrame, numbered_df: DataFrame, run_intervals_d
         .withColumn("_next_register", F.lead("_start_ms").over(Window.partitionBy("sid").orderBy("wkey")))
         .where((F.col("wkey") > 0) | F.col("_carried") | F.col("_proof"))
         .join(broadcast(numbered_df.select("sid", *STREAM_KEYS)), ["sid"], "inner")
-        .join(broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
-              ["ns", "run"], "left")
+        .join(
+            broadcast(run_intervals_df.select("ns", "run", F.col("next_reset").alias("_next_reset"))),
+            ["ns", "run"],
+            "left",
+        )
     )
 
 

@@ -23,8 +23,9 @@ def agg_addr_host_mismatch(pairs_df: DataFrame) -> DataFrame:
         pairs_df: :func:`jobs.analytics.security.columns.agg_registration_pairs` rows of the day
             (``carried`` false).
     """
-    differ = F.col("remote_host").isNotNull() & F.col("addr_host").isNotNull() & (
-        F.col("remote_host") != F.col("addr_host"))
+    differ = (
+        F.col("remote_host").isNotNull() & F.col("addr_host").isNotNull() & (F.col("remote_host") != F.col("addr_host"))
+    )
     return (
         with_hosts(pairs_df)
         # One condition that also names an aggregate (always true): Spark would otherwise push a
@@ -38,14 +39,23 @@ def agg_addr_host_mismatch(pairs_df: DataFrame) -> DataFrame:
             F.first("addr_host").alias("addr_host"),  # one broker_addr: one host
             F.min(F.struct("first_seq", "cluster", "broker_name", "broker_id")).alias("first"),
         )
-        .select(*finding_columns(
-            kind="addr_host_mismatch", severity="warning", subject=F.col("broker_addr"), ns=F.col("ns"),
-            start_ts=to_ts(F.col("start_ms")), end_ts=to_ts(F.col("end_ms")),
-            detail={
-                "broker_addr": F.col("broker_addr"), "addr_host": F.col("addr_host"),
-                "remote_host": F.col("remote_host"), "cluster": F.col("first.cluster"),
-                "broker_name": F.col("first.broker_name"), "broker_id": F.col("first.broker_id"),
-                "registrations": F.col("registrations"),
-            },
-        ))
+        .select(
+            *finding_columns(
+                kind="addr_host_mismatch",
+                severity="warning",
+                subject=F.col("broker_addr"),
+                ns=F.col("ns"),
+                start_ts=to_ts(F.col("start_ms")),
+                end_ts=to_ts(F.col("end_ms")),
+                detail={
+                    "broker_addr": F.col("broker_addr"),
+                    "addr_host": F.col("addr_host"),
+                    "remote_host": F.col("remote_host"),
+                    "cluster": F.col("first.cluster"),
+                    "broker_name": F.col("first.broker_name"),
+                    "broker_id": F.col("first.broker_id"),
+                    "registrations": F.col("registrations"),
+                },
+            )
+        )
     )

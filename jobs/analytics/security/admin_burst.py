@@ -12,10 +12,15 @@ from jobs.lake.findings import finding_columns
 from nameserver.codec import RequestCode
 from schemas.events import ADMIN_TYPES
 
-ADMIN_CODES = tuple(int(code) for code in (
-    RequestCode.UNREGISTER_BROKER, RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.DELETE_TOPIC_IN_NAMESRV,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER,
-))
+ADMIN_CODES = tuple(
+    int(code)
+    for code in (
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+    )
+)
 
 
 def agg_admin_bursts(events_df: DataFrame, params: SecurityParams) -> DataFrame:
@@ -40,27 +45,43 @@ def agg_admin_bursts(events_df: DataFrame, params: SecurityParams) -> DataFrame:
     ordered = per_host.orderBy("ts_ms", "seq")
     bursts_df = (
         marked_df.withColumn("prev_end_ms", F.lag("ts_ms").over(ordered))
-        .withColumn("new_burst", F.when(F.col("prev_end_ms").isNull() | (F.col("window_start_ms") > F.col("prev_end_ms")), 1)
-                    .otherwise(0))
+        .withColumn(
+            "new_burst",
+            F.when(F.col("prev_end_ms").isNull() | (F.col("window_start_ms") > F.col("prev_end_ms")), 1).otherwise(0),
+        )
         .withColumn("burst", F.sum("new_burst").over(ordered.rowsBetween(Window.unboundedPreceding, 0)))
         .groupBy("ns", "remote_host", "burst")
-        .agg(F.min("window_start_ms").alias("start_ms"), F.max("ts_ms").alias("end_ms"),
-             F.max("in_window").alias("max_in_window"))
+        .agg(
+            F.min("window_start_ms").alias("start_ms"),
+            F.max("ts_ms").alias("end_ms"),
+            F.max("in_window").alias("max_in_window"),
+        )
     )
     b_df, a_df = bursts_df.alias("b"), admin_df.alias("a")
-    inside = (F.col("a.ns") == F.col("b.ns")) & (F.col("a.remote_host") == F.col("b.remote_host")) & (
-        F.col("a.ts_ms").between(F.col("b.start_ms"), F.col("b.end_ms")))
+    inside = (
+        (F.col("a.ns") == F.col("b.ns"))
+        & (F.col("a.remote_host") == F.col("b.remote_host"))
+        & (F.col("a.ts_ms").between(F.col("b.start_ms"), F.col("b.end_ms")))
+    )
     return (
         b_df.join(a_df, inside)
         .groupBy("b.ns", "b.remote_host", "b.burst", "b.start_ms", "b.end_ms", "b.max_in_window")
         .agg(F.count(F.lit(1)).alias("changes"), F.array_sort(F.collect_set("a.request_code")).alias("request_codes"))
-        .select(*finding_columns(
-            kind="admin_burst", severity="warning", subject=F.col("remote_host"), ns=F.col("ns"),
-            start_ts=to_ts(F.col("start_ms")), end_ts=to_ts(F.col("end_ms")),
-            detail={
-                "changes": F.col("changes"), "max_in_window": F.col("max_in_window"),
-                "window_ms": F.lit(window_ms), "threshold": F.lit(params.admin_burst_changes),
-                "request_codes": F.col("request_codes"),
-            },
-        ))
+        .select(
+            *finding_columns(
+                kind="admin_burst",
+                severity="warning",
+                subject=F.col("remote_host"),
+                ns=F.col("ns"),
+                start_ts=to_ts(F.col("start_ms")),
+                end_ts=to_ts(F.col("end_ms")),
+                detail={
+                    "changes": F.col("changes"),
+                    "max_in_window": F.col("max_in_window"),
+                    "window_ms": F.lit(window_ms),
+                    "threshold": F.lit(params.admin_burst_changes),
+                    "request_codes": F.col("request_codes"),
+                },
+            )
+        )
     )

@@ -11,8 +11,20 @@ from schemas.findings import FINDINGS_SCHEMA, LINK_COLUMNS
 
 # what the transforms read of an event
 EVENT_COLUMNS = (
-    "ns", "seq", "ts_ms", "type", "request_code", "channel", "remote", "cluster", "broker_name", "broker_id",
-    "broker_addr", "reason", "detail", "access_key",
+    "ns",
+    "seq",
+    "ts_ms",
+    "type",
+    "request_code",
+    "channel",
+    "remote",
+    "cluster",
+    "broker_name",
+    "broker_id",
+    "broker_addr",
+    "reason",
+    "detail",
+    "access_key",
 )
 FINDING_COLUMNS = tuple(n for n in FINDINGS_SCHEMA.names if n not in ("date", "category", *LINK_COLUMNS))
 # a registration's grain in agg_registration_pairs: server, advertised and peer address, identity

@@ -32,8 +32,9 @@ def select_seen_names(registrations_df: DataFrame) -> DataFrame:
     return with_names(registrations_df).distinct()
 
 
-def agg_new_names(pairs_df: DataFrame, known_df: DataFrame, has_history_df: DataFrame,
-                  takeover_rows_df: DataFrame) -> DataFrame:
+def agg_new_names(
+    pairs_df: DataFrame, known_df: DataFrame, has_history_df: DataFrame, takeover_rows_df: DataFrame
+) -> DataFrame:
     """``new_cluster`` / ``new_broker_name`` findings: today's names absent from ``known_df``.
 
     Args:
@@ -60,7 +61,9 @@ def agg_new_names(pairs_df: DataFrame, known_df: DataFrame, has_history_df: Data
     )
     in_takeover_df = select_seen_names(takeover_rows_df).withColumn("in_takeover", F.lit(True))
     takeover_hosts_df = (
-        takeover_rows_df.where(F.col("remote_host").isNotNull()).select(F.col("remote_host").alias("t_host")).distinct()
+        takeover_rows_df.where(F.col("remote_host").isNotNull())
+        .select(F.col("remote_host").alias("t_host"))
+        .distinct()
         .withColumn("from_takeover_host", F.lit(True))
     )
     flagged_df = (
@@ -69,14 +72,20 @@ def agg_new_names(pairs_df: DataFrame, known_df: DataFrame, has_history_df: Data
         .crossJoin(broadcast(has_history_df))
     )
     together = F.coalesce(F.col("in_takeover"), F.col("from_takeover_host"), F.lit(False))
-    return flagged_df.select(*finding_columns(
-        kind=F.concat(F.lit("new_"), F.col("kind")),
-        severity=F.when(F.col("has_history") & together, "warning").otherwise("info"),
-        subject=F.col("name"), ns=F.col("first.ns"),
-        start_ts=to_ts(F.col("start_ms")), end_ts=to_ts(F.col("end_ms")),
-        detail={
-            "first_broker_addr": F.col("first.broker_addr"), "first_remote_host": F.col("first.remote_host"),
-            "registrations": F.col("registrations"), "lake_has_history": F.col("has_history"),
-            "with_takeover": together,
-        },
-    ))
+    return flagged_df.select(
+        *finding_columns(
+            kind=F.concat(F.lit("new_"), F.col("kind")),
+            severity=F.when(F.col("has_history") & together, "warning").otherwise("info"),
+            subject=F.col("name"),
+            ns=F.col("first.ns"),
+            start_ts=to_ts(F.col("start_ms")),
+            end_ts=to_ts(F.col("end_ms")),
+            detail={
+                "first_broker_addr": F.col("first.broker_addr"),
+                "first_remote_host": F.col("first.remote_host"),
+                "registrations": F.col("registrations"),
+                "lake_has_history": F.col("has_history"),
+                "with_takeover": together,
+            },
+        )
+    )

@@ -20,5 +20,9 @@ class SecurityParams:
     def from_config(cls, config: Config) -> SecurityParams:
         """Take the thresholds of a loaded configuration (and the expiry timers for ``carry_ms``)."""
         audit, ns = config.audit, config.nameserver
-        return cls(audit.admin_burst_changes, audit.admin_burst_window_ms, audit.refused_requests_min,
-                   ns.broker_expiry_ms + 2 * ns.scan_interval_ms)
+        return cls(
+            audit.admin_burst_changes,
+            audit.admin_burst_window_ms,
+            audit.refused_requests_min,
+            ns.broker_expiry_ms + 2 * ns.scan_interval_ms,
+        )

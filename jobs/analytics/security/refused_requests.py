@@ -30,12 +30,21 @@ def agg_refused_requests(events_df: DataFrame, params: SecurityParams) -> DataFr
             F.array_sort(F.collect_set("access_key")).alias("access_keys"),
         )
         .where(F.col("refused") >= params.refused_requests_min)
-        .select(*finding_columns(
-            kind="refused_requests", severity="warning", subject=F.col("source"), ns=None,
-            start_ts=to_ts(F.col("start_ms")), end_ts=to_ts(F.col("end_ms")),
-            detail={
-                "refused": F.col("refused"), "ns_ids": F.col("ns_ids"), "request_codes": F.col("request_codes"),
-                "details": F.col("details"), "access_keys": F.col("access_keys"),
-            },
-        ))
+        .select(
+            *finding_columns(
+                kind="refused_requests",
+                severity="warning",
+                subject=F.col("source"),
+                ns=None,
+                start_ts=to_ts(F.col("start_ms")),
+                end_ts=to_ts(F.col("end_ms")),
+                detail={
+                    "refused": F.col("refused"),
+                    "ns_ids": F.col("ns_ids"),
+                    "request_codes": F.col("request_codes"),
+                    "details": F.col("details"),
+                    "access_keys": F.col("access_keys"),
+                },
+            )
+        )
     )

@@ -80,8 +80,13 @@ class SecurityFrames(CachedFrames):
     findings_df: DataFrame
 
 
-def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: DataFrame,
-                   params: SecurityParams, carried_df: DataFrame | None = None) -> SecurityFrames:
+def build_security(
+    events_df: DataFrame,
+    known_df: DataFrame,
+    has_history_df: DataFrame,
+    params: SecurityParams,
+    carried_df: DataFrame | None = None,
+) -> SecurityFrames:
     """Every security finding of a day (without ``date`` / ``category``).
 
     Args:
@@ -101,9 +106,9 @@ def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: Da
         stream_df = carried_df.select(*EVENT_COLUMNS).withColumn("carried", F.lit(True)).unionByName(stream_df)
     registrations_df = filter_registrations(stream_df)
     pairs_df = checkpoint_frame(agg_registration_pairs(registrations_df))
-    shared_registrations_df = checkpoint_frame(with_hosts(
-        filter_shared_addresses(registrations_df, select_shared_addresses(pairs_df))
-    ))
+    shared_registrations_df = checkpoint_frame(
+        with_hosts(filter_shared_addresses(registrations_df, select_shared_addresses(pairs_df)))
+    )
     rare_df = checkpoint_frame(with_hosts(filter_rare_events(stream_df)))
     day_pairs_df, day_rare_df = pairs_df.where(~F.col("carried")), rare_df.where(~F.col("carried"))
     takeovers_df = agg_takeovers(
@@ -120,8 +125,9 @@ def build_security(events_df: DataFrame, known_df: DataFrame, has_history_df: Da
     return SecurityFrames(findings_df, cached=(pairs_df, shared_registrations_df, rare_df))
 
 
-def read_history(spark: SparkSession, lake_dir: str, day: dt.date,
-                 carry_ms: int) -> tuple[DataFrame, DataFrame, DataFrame]:
+def read_history(
+    spark: SparkSession, lake_dir: str, day: dt.date, carry_ms: int
+) -> tuple[DataFrame, DataFrame, DataFrame]:
     """From ``events`` before ``day``: the names registered, whether any earlier day exists, and
     the day before's last ``carry_ms`` of events.
 
@@ -129,9 +135,9 @@ def read_history(spark: SparkSession, lake_dir: str, day: dt.date,
     """
     path = lake.table_path(lake_dir, lake.EVENTS)
     earlier_df = read_table(spark, path, EVENTS_TABLE_SCHEMA).where(F.col("date") < F.lit(day))
-    known_df = select_seen_names(filter_registrations(
-        earlier_df.select("type", "request_code", "broker_addr", "cluster", "broker_name")
-    ))
+    known_df = select_seen_names(
+        filter_registrations(earlier_df.select("type", "request_code", "broker_addr", "cluster", "broker_name"))
+    )
     has_history_df = earlier_df.select("date").limit(1).agg((F.count(F.lit(1)) > 0).alias("has_history"))
     carried_df = read_table(spark, path, EVENTS_TABLE_SCHEMA, where={"date": day - dt.timedelta(days=1)}).where(
         F.col("ts_ms") >= day_start_ms(day) - carry_ms
@@ -139,8 +145,9 @@ def read_history(spark: SparkSession, lake_dir: str, day: dt.date,
     return known_df, has_history_df, carried_df
 
 
-def run_security(spark: SparkSession, lake_dir: str, day: dt.date, config: Config,
-                 findings: DayFindings | None = None) -> SecurityResult:
+def run_security(
+    spark: SparkSession, lake_dir: str, day: dt.date, config: Config, findings: DayFindings | None = None
+) -> SecurityResult:
     """Audit ``day`` for hijacks: replaces the day's ``security`` findings (a rerun gives the same rows).
 
     Args:

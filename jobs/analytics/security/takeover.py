@@ -31,7 +31,8 @@ def select_shared_addresses(pairs_df: DataFrame) -> DataFrame:
         .distinct()
     )
     return (
-        slot_addrs_df.groupBy("ns", "broker_name", "broker_id").agg(F.count(F.lit(1)).alias("_addrs"))
+        slot_addrs_df.groupBy("ns", "broker_name", "broker_id")
+        .agg(F.count(F.lit(1)).alias("_addrs"))
         .where(F.col("_addrs") > 1)
         .join(slot_addrs_df, ["ns", "broker_name", "broker_id"])
         .select("ns", "broker_addr")
@@ -63,14 +64,19 @@ def select_slot_changes(registrations_df: DataFrame) -> DataFrame:
     slot = Window.partitionBy("ns", "broker_name", "broker_id").orderBy("seq")
     address = Window.partitionBy("ns", "broker_addr").orderBy("seq")
     role_switch = (F.lag("broker_name").over(address) == F.col("broker_name")) & (
-        F.lag("broker_id").over(address) != F.col("broker_id"))
+        F.lag("broker_id").over(address) != F.col("broker_id")
+    )
     return (
         registrations_df.where(F.col("broker_name").isNotNull() & F.col("broker_id").isNotNull())
         .withColumn("old_addr", F.lag("broker_addr").over(slot))
         .withColumn("old_seq", F.lag("seq").over(slot))
         .withColumn("role_switch", F.coalesce(role_switch, F.lit(False)))
-        .where(~F.col("carried") & ~F.col("role_switch") & F.col("old_addr").isNotNull()
-               & (F.col("old_addr") != F.col("broker_addr")))
+        .where(
+            ~F.col("carried")
+            & ~F.col("role_switch")
+            & F.col("old_addr").isNotNull()
+            & (F.col("old_addr") != F.col("broker_addr"))
+        )
     )
 
 
@@ -91,16 +97,23 @@ def filter_old_holder_live(changes_df: DataFrame, events_df: DataFrame, registra
     """
     c_df = changes_df.alias("c")
     between = (F.col("o.seq") > F.col("c.old_seq")) & (F.col("o.seq") < F.col("c.seq"))
-    removals_df = events_df.where(F.col("type").isin(*REMOVAL_TYPES) & F.col("broker_addr").isNotNull()).select(
-        "ns", "seq", "broker_addr").alias("o")
+    removals_df = (
+        events_df.where(F.col("type").isin(*REMOVAL_TYPES) & F.col("broker_addr").isNotNull())
+        .select("ns", "seq", "broker_addr")
+        .alias("o")
+    )
     resets_df = events_df.where(F.col("type").isin(*RESET_TYPES)).select("ns", "seq").alias("o")
     moves_df = registrations_df.select("ns", "seq", "broker_addr", "broker_name", "broker_id").alias("o")
     same_ns = F.col("o.ns") == F.col("c.ns")
     of_old = same_ns & (F.col("o.broker_addr") == F.col("c.old_addr"))
-    moved = of_old & ~((F.col("o.broker_name") == F.col("c.broker_name")) & (F.col("o.broker_id") == F.col("c.broker_id")))
+    moved = of_old & ~(
+        (F.col("o.broker_name") == F.col("c.broker_name")) & (F.col("o.broker_id") == F.col("c.broker_id"))
+    )
     return (
-        c_df.join(removals_df, of_old & between, "left_anti").alias("c")
-        .join(resets_df, same_ns & between, "left_anti").alias("c")
+        c_df.join(removals_df, of_old & between, "left_anti")
+        .alias("c")
+        .join(resets_df, same_ns & between, "left_anti")
+        .alias("c")
         .join(moves_df, moved & between, "left_anti")
     )
 
@@ -116,26 +129,45 @@ def agg_takeovers(takeovers_df: DataFrame) -> DataFrame:
             F.min("ts_ms").alias("start_ms"),
             F.max("ts_ms").alias("end_ms"),
             F.count(F.lit(1)).alias("flips"),
-            F.min_by(F.struct("old_addr", "broker_addr", "remote", "remote_host", "cluster", "channel"), "seq")
-            .alias("first"),
+            F.min_by(F.struct("old_addr", "broker_addr", "remote", "remote_host", "cluster", "channel"), "seq").alias(
+                "first"
+            ),
         )
         .select(
-            "ns", "broker_name", "broker_id", "start_ms", "end_ms", "flips",
-            F.col("first.old_addr").alias("old_addr"), F.col("first.broker_addr").alias("new_addr"),
-            F.col("first.remote").alias("remote"), F.col("first.remote_host").alias("remote_host"),
-            F.col("first.cluster").alias("cluster"), F.col("first.channel").alias("channel"),
+            "ns",
+            "broker_name",
+            "broker_id",
+            "start_ms",
+            "end_ms",
+            "flips",
+            F.col("first.old_addr").alias("old_addr"),
+            F.col("first.broker_addr").alias("new_addr"),
+            F.col("first.remote").alias("remote"),
+            F.col("first.remote_host").alias("remote_host"),
+            F.col("first.cluster").alias("cluster"),
+            F.col("first.channel").alias("channel"),
         )
     )
 
 
 def select_takeover_findings(takeover_rows_df: DataFrame) -> DataFrame:
     """``broker_name_takeover`` findings from :func:`agg_takeovers` rows."""
-    return takeover_rows_df.select(*finding_columns(
-        kind="broker_name_takeover", severity="critical", subject=F.col("broker_name"), ns=F.col("ns"),
-        start_ts=to_ts(F.col("start_ms")), end_ts=to_ts(F.col("end_ms")),
-        detail={
-            "broker_id": F.col("broker_id"), "old_addr": F.col("old_addr"), "new_addr": F.col("new_addr"),
-            "remote": F.col("remote"), "cluster": F.col("cluster"), "channel": F.col("channel"),
-            "flips": F.col("flips"),
-        },
-    ))
+    return takeover_rows_df.select(
+        *finding_columns(
+            kind="broker_name_takeover",
+            severity="critical",
+            subject=F.col("broker_name"),
+            ns=F.col("ns"),
+            start_ts=to_ts(F.col("start_ms")),
+            end_ts=to_ts(F.col("end_ms")),
+            detail={
+                "broker_id": F.col("broker_id"),
+                "old_addr": F.col("old_addr"),
+                "new_addr": F.col("new_addr"),
+                "remote": F.col("remote"),
+                "cluster": F.col("cluster"),
+                "channel": F.col("channel"),
+                "flips": F.col("flips"),
+            },
+        )
+    )

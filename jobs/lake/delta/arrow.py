@@ -161,7 +161,7 @@ def _missing_file(exc: FileNotFoundError, root: str) -> str:
     if start < 0:
         return text.splitlines()[0][:200] if text else "?"
     end = text.find("'", start)
-    return os.path.relpath(text[start:end if end > 0 else None], inner)
+    return os.path.relpath(text[start : end if end > 0 else None], inner)
 
 
 def count_table_rows(path: str | os.PathLike[str], filters: list[tuple[str, str, Any]] | None = None) -> int:

@@ -26,7 +26,7 @@ from jobs.storage.stores import make_dirs
 
 # Spark's ExternalCatalogUtils.escapePathName set: these characters are %XX-escaped in partition
 # folder names, so Spark's partition discovery (read_table) unescapes them to the same value.
-_PATH_ESCAPES = frozenset('"#%\'*/:=?\\\x7f{[]^') | frozenset(chr(c) for c in range(1, 32))
+_PATH_ESCAPES = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(chr(c) for c in range(1, 32))
 NULL_PARTITION_DIR = "__HIVE_DEFAULT_PARTITION__"
 
 # Delta stats keep strings to a prefix (delta-spark: 32 characters); a longer max is left out
@@ -72,11 +72,14 @@ def partition_folder(partition_by: tuple[str, ...], key: tuple[Any, ...]) -> str
         'date=2026-11-21/ns=__HIVE_DEFAULT_PARTITION__'
     """
     return "/".join(
-        f"{c}={NULL_PARTITION_DIR if v is None else _escape_path_name(v)}" for c, v in zip(partition_by, key, strict=True)
+        f"{c}={NULL_PARTITION_DIR if v is None else _escape_path_name(v)}"
+        for c, v in zip(partition_by, key, strict=True)
     )
 
 
-def split_by_partition(batch: pa.RecordBatch, partition_by: tuple[str, ...]) -> Iterator[tuple[tuple[Any, ...], pa.RecordBatch]]:
+def split_by_partition(
+    batch: pa.RecordBatch, partition_by: tuple[str, ...]
+) -> Iterator[tuple[tuple[Any, ...], pa.RecordBatch]]:
     """Split a batch by its encoded partition values; one group when unpartitioned.
 
     Example:
@@ -142,7 +145,12 @@ class DataFile:
 
     @classmethod
     def create(
-        cls, fs: pafs.FileSystem, root: str, partition_by: tuple[str, ...], key: tuple[Any, ...], schema: pa.Schema,
+        cls,
+        fs: pafs.FileSystem,
+        root: str,
+        partition_by: tuple[str, ...],
+        key: tuple[Any, ...],
+        schema: pa.Schema,
         prefix: str | None = None,
     ) -> DataFile:
         """Open a new file under ``root`` in the hive-style folder of partition ``key``, named
@@ -219,8 +227,14 @@ class ColumnStats:
         self.type = type_
         self.null_count = 0
         t = type_
-        ranged = (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
-                  or pa.types.is_large_string(t) or pa.types.is_date(t) or pa.types.is_timestamp(t))
+        ranged = (
+            pa.types.is_integer(t)
+            or pa.types.is_floating(t)
+            or pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+            or pa.types.is_date(t)
+            or pa.types.is_timestamp(t)
+        )
         # bounds[0] is min, bounds[1] max; False marks a bound dropped for this file.
         self.bounds: list[object] = [None, None] if ranged else [False, False]
 

@@ -31,8 +31,7 @@ class MissingDataFiles(LakeDamaged):
     def __init__(self, path: str, version: int | None, file: str) -> None:
         self.table, self.version, self.file = os.path.basename(path.rstrip("/")), version, file
         which = "its latest version" if version is None else f"version {version}"
-        super().__init__(f"table {self.table}: {which} names data file {file}, which is gone from disk "
-                         f"({path})")
+        super().__init__(f"table {self.table}: {which} names data file {file}, which is gone from disk ({path})")
 
 
 def problem_line(exc: BaseException) -> str:
@@ -61,8 +60,9 @@ def has_log(path: str) -> bool:
 def damaged(path: str, exc: BaseException) -> LakeDamaged:
     """The :class:`LakeDamaged` for a table whose log ``deltalake`` could not read."""
     name = os.path.basename(path.rstrip("/"))
-    return LakeDamaged(f"table {name}: its _delta_log cannot be read ({problem_line(exc)}); the lake is damaged "
-                       f"({path})")
+    return LakeDamaged(
+        f"table {name}: its _delta_log cannot be read ({problem_line(exc)}); the lake is damaged ({path})"
+    )
 
 
 def open_delta(path: str, version: int | None = None) -> DeltaTable:

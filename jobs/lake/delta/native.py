@@ -26,12 +26,17 @@ def create_native(spark: SparkSession, root: str, schema: StructType, partition_
         return
     from delta.tables import DeltaTable
 
-    DeltaTable.createIfNotExists(spark).location(root).addColumns(delta_spark_schema(schema)) \
-        .partitionedBy(*partition_by).execute()
+    DeltaTable.createIfNotExists(spark).location(root).addColumns(delta_spark_schema(schema)).partitionedBy(
+        *partition_by
+    ).execute()
 
 
 def write_native(
-    df: DataFrame, root: str, mode: str, partition_by: tuple[str, ...], replace_where: Mapping[str, Any] | None,
+    df: DataFrame,
+    root: str,
+    mode: str,
+    partition_by: tuple[str, ...],
+    replace_where: Mapping[str, Any] | None,
     extra_files: Sequence[dict[str, Any]] = (),
 ) -> None:
     """delta-spark's own writer, for sessions that have its jars.

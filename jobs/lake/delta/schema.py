@@ -150,8 +150,11 @@ def check_table_schema(
         partition_by: the partitioning the caller asks for; None to accept the table's.
         what: the table path, for the message.
     """
-    if declared != delta_spark_schema(declared) and _plain_struct(table_schema) == _plain_struct(
-            delta_spark_schema(declared)) and (partition_by is None or tuple(partition_by) == tuple(table_partitions)):
+    if (
+        declared != delta_spark_schema(declared)
+        and _plain_struct(table_schema) == _plain_struct(delta_spark_schema(declared))
+        and (partition_by is None or tuple(partition_by) == tuple(table_partitions))
+    ):
         return  # the declared schema as delta-spark had to create it (delta_spark_schema)
     have = {f.name: f for f in table_schema.fields}
     want = {f.name: f for f in declared.fields}
@@ -208,8 +211,11 @@ def _relaxed_type(dtype: DataType, relax: bool, nested: bool = False) -> DataTyp
     if isinstance(dtype, ArrayType):
         return ArrayType(_relaxed_type(dtype.elementType, True, True), dtype.containsNull or nested)
     if isinstance(dtype, MapType):
-        return MapType(_relaxed_type(dtype.keyType, True, True), _relaxed_type(dtype.valueType, True, True),
-                       dtype.valueContainsNull or nested)
+        return MapType(
+            _relaxed_type(dtype.keyType, True, True),
+            _relaxed_type(dtype.valueType, True, True),
+            dtype.valueContainsNull or nested,
+        )
     return dtype
 
 

@@ -141,8 +141,9 @@ def write_files(df: DataFrame, plan: WritePlan) -> list[dict[str, Any]]:
     try:
         rows = df.mapInArrow(task, WRITTEN_FILES_SCHEMA).collect()
     except BaseException:
-        delete_failed_write(df.sparkSession, jobs_before, plan.path, plan.partition_by, plan.replace_where, write_id,
-                            plan.store)
+        delete_failed_write(
+            df.sparkSession, jobs_before, plan.path, plan.partition_by, plan.replace_where, write_id, plan.store
+        )
         raise
     return [json.loads(r["file"]) for r in rows]
 
@@ -179,8 +180,7 @@ def write_batches(batches: Iterator[pa.RecordBatch], plan: WritePlan, write_id: 
             for key, part in split_by_partition(batch, plan.partition_by):
                 if key not in open_files:
                     _check_replace_where(key, plan)
-                    open_files[key] = DataFile.create(fs, root, plan.partition_by, key, file_schema,
-                                                      prefix=write_id)
+                    open_files[key] = DataFile.create(fs, root, plan.partition_by, key, file_schema, prefix=write_id)
                 open_files[key].write(conform_batch(part.select(file_schema.names), file_schema))
             if sum(f.pending_bytes for f in open_files.values()) > TASK_BUFFER_BYTES:
                 for f in open_files.values():
@@ -211,14 +211,24 @@ def wait_for_tasks(spark: SparkSession, jobs: set[int], timeout_s: float = RUNNI
         if not any((stage := tracker.getStageInfo(s)) and stage.numActiveTasks for s in stages):
             return True
         if time.monotonic() > deadline:
-            log.warning("jobs %s still have tasks running %.0f s after failing; files they write may be left",
-                        sorted(jobs), timeout_s)
+            log.warning(
+                "jobs %s still have tasks running %.0f s after failing; files they write may be left",
+                sorted(jobs),
+                timeout_s,
+            )
             return False
         time.sleep(0.05)
 
 
-def delete_failed_write(spark: SparkSession, jobs_before: set[int], root: str, partition_by: Sequence[str],
-                        where: Mapping[str, object] | None, write_id: str, store: ObjectStore | None = None) -> None:
+def delete_failed_write(
+    spark: SparkSession,
+    jobs_before: set[int],
+    root: str,
+    partition_by: Sequence[str],
+    where: Mapping[str, object] | None,
+    write_id: str,
+    store: ObjectStore | None = None,
+) -> None:
     """Clean up after a write that failed before its commit: once no task of the jobs started
     since ``jobs_before`` (:func:`job_ids`) runs, delete every data file named with ``write_id``.
 
@@ -237,8 +247,13 @@ def delete_failed_write(spark: SparkSession, jobs_before: set[int], root: str, p
         log.warning("could not delete the files of a failed write to %s: %s", root, type(exc).__name__)
 
 
-def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[str, object] | None,
-                       write_id: str, store: ObjectStore | None = None) -> None:
+def delete_files_by_id(
+    root: str,
+    partition_by: Sequence[str],
+    where: Mapping[str, object] | None,
+    write_id: str,
+    store: ObjectStore | None = None,
+) -> None:
     """Delete every data file under ``root`` whose name carries ``write_id`` (a failed write's).
 
     Args:
@@ -255,7 +270,7 @@ def delete_files_by_id(root: str, partition_by: Sequence[str], where: Mapping[st
         if not where or column not in where:
             break
         leading.append(encode_partition_value(where[column]))
-    base = f"{root}/{partition_folder(tuple(partition_by[:len(leading)]), tuple(leading))}" if leading else root
+    base = f"{root}/{partition_folder(tuple(partition_by[: len(leading)]), tuple(leading))}" if leading else root
     try:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except FileNotFoundError:
@@ -324,8 +339,13 @@ def _create_with(plan: WritePlan, schema: Schema, adds: list[AddAction]) -> bool
     props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)})
     try:
         create_table_with_add_actions(
-            plan.path, schema, adds, mode="error", partition_by=list(plan.partition_by),
-            commit_properties=props, storage_options=storage_options(plan.path),
+            plan.path,
+            schema,
+            adds,
+            mode="error",
+            partition_by=list(plan.partition_by),
+            commit_properties=props,
+            storage_options=storage_options(plan.path),
         )
         return True
     except Exception as exc:  # deltalake's own error type
@@ -363,14 +383,23 @@ def _commit_on_latest(plan: WritePlan, schema: Schema, adds: list[AddAction]) ->
             raise ValueError(f"{plan.path}: table schema changed during the write; nothing committed")
         try:
             table.create_write_transaction(
-                cast("list[AddAction | RemoveAction]", adds), mode, schema, list(plan.partition_by), partition_filters=filters, commit_properties=once
+                cast("list[AddAction | RemoveAction]", adds),
+                mode,
+                schema,
+                list(plan.partition_by),
+                partition_filters=filters,
+                commit_properties=once,
             )
             return
         except CommitFailedError:
             if attempt == COMMIT_ATTEMPTS:
                 raise
-            log.info("%s: version %d was taken by a concurrent writer; committing again on the latest (attempt %d)",
-                     plan.path, table.version() + 1, attempt + 1)
+            log.info(
+                "%s: version %d was taken by a concurrent writer; committing again on the latest (attempt %d)",
+                plan.path,
+                table.version() + 1,
+                attempt + 1,
+            )
 
 
 def delete_files(plan: WritePlan, files: list[dict[str, Any]]) -> None:

@@ -28,7 +28,18 @@ from nameserver.codec.fastjson.parser import (
 from nameserver.codec.fastjson.serializer import dumps, java_double_text, quote
 
 __all__ = [
-    "FastjsonError", "dumps", "encode_cluster_info", "encode_data_version", "encode_kv_table", "encode_route",
-    "encode_topic_list", "java_double_text", "loads", "parse_cluster_info", "parse_kv_table", "parse_route",
-    "parse_topic_list", "quote",
+    "FastjsonError",
+    "dumps",
+    "encode_cluster_info",
+    "encode_data_version",
+    "encode_kv_table",
+    "encode_route",
+    "encode_topic_list",
+    "java_double_text",
+    "loads",
+    "parse_cluster_info",
+    "parse_kv_table",
+    "parse_route",
+    "parse_topic_list",
+    "quote",
 ]

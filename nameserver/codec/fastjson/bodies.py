@@ -61,8 +61,7 @@ def _broker_data_text(fields: tuple[Any, ...], standard: bool) -> str:
         entries = ",".join([f"{i}:{quote(a)}" for i, a in _sorted_ids(addrs or {})])
     if name is not None and cluster is not None:  # the usual case, in one step
         return (
-            f'{{"brokerAddrs":{{{entries}}},"brokerName":{quote(name, standard)}'
-            f',"cluster":{quote(cluster, standard)}}}'
+            f'{{"brokerAddrs":{{{entries}}},"brokerName":{quote(name, standard)},"cluster":{quote(cluster, standard)}}}'
         )
     parts = ['{"brokerAddrs":{', entries, "}"]
     if name is not None:  # §10.1 rule 2: null fields are omitted
@@ -105,10 +104,7 @@ def encode_route(route: Any, standard: bool = False) -> bytes:
         for addr, servers in sorted(filters.items())
         if servers is not None
     )
-    text = (
-        '{"brokerDatas":[' + brokers + '],"filterServerTable":{' + filter_text
-        + '},"queueDatas":[' + queues + "]}"
-    )
+    text = '{"brokerDatas":[' + brokers + '],"filterServerTable":{' + filter_text + '},"queueDatas":[' + queues + "]}"
     return text.encode("utf-8", "replace")
 
 

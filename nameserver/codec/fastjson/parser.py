@@ -13,6 +13,7 @@ import orjson
 class FastjsonError(ValueError):
     """Text that is neither JSON nor fastjson's default form, or a body of the wrong shape."""
 
+
 # --- lenient decoder (§10.2) ----------------------------------------------------------------
 
 # A string literal (skipped as is) or a bare integer key after '{' or ','. Outside strings that
@@ -74,10 +75,7 @@ def _int(value: Any, what: str) -> int:
 def _parse_broker_data(obj: Any) -> dict[str, Any]:
     obj = _object(obj, "BrokerData")
     try:
-        addrs = {
-            int(k): v for k, v in _object(obj.get("brokerAddrs") or {}, "brokerAddrs").items()
-            if v is not None
-        }
+        addrs = {int(k): v for k, v in _object(obj.get("brokerAddrs") or {}, "brokerAddrs").items() if v is not None}
     except ValueError:
         raise FastjsonError(f"brokerAddrs has a non-integer key: {obj.get('brokerAddrs')!r}") from None
     return {

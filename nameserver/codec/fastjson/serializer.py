@@ -15,10 +15,7 @@ from typing import Any
 _DEFAULT_SPECIAL = re.compile('["\\\\\x00-\x1f\x7f-\x9f\u2028\u2029]')
 # Standard form (BrowserCompatible): '/' and everything >= U+007F as well.
 _STANDARD_SPECIAL = re.compile('["\\\\/\x00-\x1f\x7f-\U0010ffff]')
-_SHORT_ESCAPES = {
-    '"': '\\"', "\\": "\\\\", "/": "\\/",
-    "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
-}
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "/": "\\/", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _escape_char(match: re.Match[str]) -> str:

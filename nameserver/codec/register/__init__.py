@@ -31,8 +31,21 @@ from nameserver.codec.register.compressed import inflate, parse_topic_config_tex
 from nameserver.codec.register.json_form import decode_data_version_body, parse_data_version
 
 __all__ = [
-    "MAX_INFLATED_BYTES", "NO_LIMITS", "BadBody", "CrcMismatch", "RegisterBrokerBody", "RegisterLimits",
-    "RegisterTooLarge", "body_crc32", "check_body_crc32",
-    "decode_data_version_body", "decode_register_body", "encode_register_body", "inflate", "parse_data_version",
-    "parse_topic_config_text", "topic_config_json", "topic_config_text",
+    "MAX_INFLATED_BYTES",
+    "NO_LIMITS",
+    "BadBody",
+    "CrcMismatch",
+    "RegisterBrokerBody",
+    "RegisterLimits",
+    "RegisterTooLarge",
+    "body_crc32",
+    "check_body_crc32",
+    "decode_data_version_body",
+    "decode_register_body",
+    "encode_register_body",
+    "inflate",
+    "parse_data_version",
+    "parse_topic_config_text",
+    "topic_config_json",
+    "topic_config_text",
 ]

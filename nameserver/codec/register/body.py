@@ -39,14 +39,12 @@ class RegisterLimits:
     def check_topics(self, count: int) -> None:
         """Raise :class:`RegisterTooLarge` when ``count`` topics are too many."""
         if count > self.max_topics:
-            raise RegisterTooLarge(f"register body too large: {count} topics > max_register_topics "
-                                   f"{self.max_topics}")
+            raise RegisterTooLarge(f"register body too large: {count} topics > max_register_topics {self.max_topics}")
 
     def check_bytes(self, size: int, what: str = "bytes") -> None:
         """Raise :class:`RegisterTooLarge` when a body of ``size`` bytes is too large."""
         if size > self.max_body_bytes:
-            raise RegisterTooLarge(f"register body too large: {what} > max_register_body_bytes "
-                                   f"{self.max_body_bytes}")
+            raise RegisterTooLarge(f"register body too large: {what} > max_register_body_bytes {self.max_body_bytes}")
 
 
 class CrcMismatch(RequestError):

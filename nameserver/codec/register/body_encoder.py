@@ -24,10 +24,7 @@ def topic_config_json(config: TopicConfig) -> str:
 
 def topic_config_text(config: TopicConfig, with_attributes: bool = False) -> str:
     """``TopicConfig.encode()`` text (§8.3); 5.x appends the attributes JSON (``{}``)."""
-    text = (
-        f"{config.topic} {config.read_queue_nums} {config.write_queue_nums} "
-        f"{config.perm} {config.topic_filter_type}"
-    )
+    text = f"{config.topic} {config.read_queue_nums} {config.write_queue_nums} {config.perm} {config.topic_filter_type}"
     return text + " {}" if with_attributes else text
 
 

@@ -17,8 +17,10 @@ from nameserver.model import SINGLE_TAG, DataVersion, TopicConfig
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 # A TopicConfig's JSON fields, read in one call (KeyError when one is absent).
-_G7_FIELDS = itemgetter("topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order",
-                        "topicFilterType")
+_G7_FIELDS = itemgetter(
+    "topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order", "topicFilterType"
+)
+
 
 def _json_int(value: Any, name: str, default: int, low: int, high: int) -> int:
     if value is None:
@@ -45,8 +47,12 @@ def _json_bool(value: Any, name: str) -> bool:
 def _data_version_from_obj(obj: Any, now: int) -> DataVersion:
     if type(obj) is dict:  # a broker's own: both fields, plain longs
         timestamp, counter = obj.get("timestamp"), obj.get("counter")
-        if (type(timestamp) is int and type(counter) is int
-                and INT64_MIN <= timestamp <= INT64_MAX and INT64_MIN <= counter <= INT64_MAX):
+        if (
+            type(timestamp) is int
+            and type(counter) is int
+            and INT64_MIN <= timestamp <= INT64_MAX
+            and INT64_MIN <= counter <= INT64_MAX
+        ):
             return DataVersion(timestamp, counter)
     if not isinstance(obj, Mapping):
         raise BadBody("Failed to decode DataVersion: not an object")
@@ -97,10 +103,19 @@ def _topic_from_json(key: str, obj: Any) -> TopicConfig:
             name, read, write, perm, flag, order, filter_type = _G7_FIELDS(obj)
         except KeyError:
             return _topic_from_json_lenient(key, obj)
-        if (type(name) is str and type(read) is int and type(write) is int and type(perm) is int
-                and type(flag) is int and (order is True or order is False) and filter_type in FILTER_TYPES
-                and INT32_MIN <= read <= INT32_MAX and INT32_MIN <= write <= INT32_MAX
-                and INT32_MIN <= perm <= INT32_MAX and INT32_MIN <= flag <= INT32_MAX):
+        if (
+            type(name) is str
+            and type(read) is int
+            and type(write) is int
+            and type(perm) is int
+            and type(flag) is int
+            and (order is True or order is False)
+            and filter_type in FILTER_TYPES
+            and INT32_MIN <= read <= INT32_MAX
+            and INT32_MIN <= write <= INT32_MAX
+            and INT32_MIN <= perm <= INT32_MAX
+            and INT32_MIN <= flag <= INT32_MAX
+        ):
             return TopicConfig(name, read, write, perm, flag, order, filter_type)
     return _topic_from_json_lenient(key, obj)
 
@@ -135,8 +150,9 @@ def sorted_topics(topics: dict[str, TopicConfig]) -> tuple[TopicConfig, ...]:
     return tuple(map(topics.__getitem__, sorted(topics)))
 
 
-def decode_wrapper(obj: Any, now: int,
-                   limits: RegisterLimits = NO_LIMITS) -> tuple[DataVersion, tuple[TopicConfig, ...]]:
+def decode_wrapper(
+    obj: Any, now: int, limits: RegisterLimits = NO_LIMITS
+) -> tuple[DataVersion, tuple[TopicConfig, ...]]:
     """TopicConfigSerializeWrapper JSON; absent parts take Java's constructor defaults.
 
     Raises:

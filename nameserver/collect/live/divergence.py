@@ -144,8 +144,15 @@ class Divergence:
                     self._describe(key, episode, now)
                     self.book.end(("ns_divergence", key), now)
 
-    def evaluate_changed(self, servers: Mapping[str, KnownServer], topics: set[str], brokers: set[str],
-                         addrs: set[str], old_cells: dict[str, set[str]], now: int) -> None:
+    def evaluate_changed(
+        self,
+        servers: Mapping[str, KnownServer],
+        topics: set[str],
+        brokers: set[str],
+        addrs: set[str],
+        old_cells: dict[str, set[str]],
+        now: int,
+    ) -> None:
         """:meth:`evaluate` the keys a change of ``topics``, broker names ``brokers`` and broker
         addresses ``addrs`` may have touched (``old_cells``: each topic's broker names before it),
         and the disagreements in progress on them."""
@@ -205,8 +212,9 @@ class Divergence:
         return list(self.episodes)
 
     def _open(self, key: Key, episode: Episode, now: int) -> None:
-        finding = LiveFinding(FINDING_KIND, None, subject_of(key), episode.start_ms,
-                              "critical" if episode.critical else "warning")
+        finding = LiveFinding(
+            FINDING_KIND, None, subject_of(key), episode.start_ms, "critical" if episode.critical else "warning"
+        )
         episode.finding = self.book.start(("ns_divergence", key), finding)
         self._describe(key, episode, now)
 

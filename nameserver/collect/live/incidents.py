@@ -101,8 +101,17 @@ class LiveIncident:
 
     def event(self, state: str, now: int) -> dict[str, Any]:
         """The ``live_incident`` event of this transition (docs/event-log.md, Live incidents)."""
-        return live_incident_event(now, self.incident_id, state, self.root_cause, self.subject, self.severity,
-                                   self.servers, self.kinds, max(now - self.start_ms, 0))
+        return live_incident_event(
+            now,
+            self.incident_id,
+            state,
+            self.root_cause,
+            self.subject,
+            self.severity,
+            self.servers,
+            self.kinds,
+            max(now - self.start_ms, 0),
+        )
 
 
 def incident_id(family: str, cause_key: str, start_ms: int) -> str:
@@ -126,8 +135,9 @@ class Incidents:
         """A finding opened: into its cause's incident (a new one when none is within the gap)."""
         key = (finding.family, finding.cause_key)
         incident = self.by_key.get(key)
-        if incident is None or (not incident.findings and not incident.is_open
-                                and finding.start_ms > incident.last_end_ms + self.gap_ms):
+        if incident is None or (
+            not incident.findings and not incident.is_open and finding.start_ms > incident.last_end_ms + self.gap_ms
+        ):
             incident = LiveIncident(incident_id(*key, finding.start_ms), *key, finding.start_ms, finding.start_ms)
             self.by_key[key] = incident
         incident.findings[id(finding)] = finding
@@ -177,19 +187,26 @@ class Incidents:
                 incident.stream = incident.stream or (incident.servers[0] if incident.servers else None)
                 out.append((incident.stream, incident.event(OPEN, now)))
             incident.fresh = False
-            if (not incident.findings and incident.is_open and not incident.held and now >= incident.held_until
-                    and (incident.family, incident.cause_key) not in pending):
+            if (
+                not incident.findings
+                and incident.is_open
+                and not incident.held
+                and now >= incident.held_until
+                and (incident.family, incident.cause_key) not in pending
+            ):
                 incident.is_open = False
                 out.append((incident.stream, incident.event(CLOSE, now)))
         self._touched = {}
         # forget the incidents no finding can join any more
-        for key in [k for k, i in self.by_key.items() if not i.findings and not i.is_open
-                    and now > i.last_end_ms + self.gap_ms]:
+        for key in [
+            k for k, i in self.by_key.items() if not i.findings and not i.is_open and now > i.last_end_ms + self.gap_ms
+        ]:
             del self.by_key[key]
         return out
 
     def open_incidents(self) -> list[LiveIncident]:
         """The incidents open now, worst first."""
         found = [i for i in self.by_key.values() if i.is_open]
-        return sorted(found, key=lambda i: (-["info", "warning", "critical"].index(i.severity), i.start_ms,
-                                            i.incident_id))
+        return sorted(
+            found, key=lambda i: (-["info", "warning", "critical"].index(i.severity), i.start_ms, i.incident_id)
+        )

@@ -62,8 +62,9 @@ class LiveJudge:
         perms: who set each QueueData's permission.
     """
 
-    def __init__(self, grace_ms: int, gap_ms: int = INCIDENT_GAP_MS, poll_ms: int = DEFAULT_POLL_MS,
-                 alone: bool = False) -> None:
+    def __init__(
+        self, grace_ms: int, gap_ms: int = INCIDENT_GAP_MS, poll_ms: int = DEFAULT_POLL_MS, alone: bool = False
+    ) -> None:
         self.grace_ms = grace_ms
         self.gap_ms = gap_ms
         self.servers: dict[str, KnownServer] = {}
@@ -84,7 +85,9 @@ class LiveJudge:
 
     # ------------------------------------------------------------------ updates
 
-    def observed(self, ns: str, now: int, view: ServerView, topics: set[str] | None = None, brokers: set[str] | None = None) -> list[StreamEvent]:
+    def observed(
+        self, ns: str, now: int, view: ServerView, topics: set[str] | None = None, brokers: set[str] | None = None
+    ) -> list[StreamEvent]:
         """A round of ``ns`` got every answer.
 
         Args:
@@ -120,7 +123,9 @@ class LiveJudge:
             self.addr_names[addr] = server.addrs[addr][0]
             self.book.end(("observed_broker_gone", ns, addr), now)
         for addr, (name, broker_id) in left.items():
-            self._start("observed_broker_gone", ns, addr, now, {"broker_name": name, "broker_id": broker_id}, "broker", name)
+            self._start(
+                "observed_broker_gone", ns, addr, now, {"broker_name": name, "broker_id": broker_id}, "broker", name
+            )
         dirty = set(topics)
         for name in brokers:
             dirty |= server.topics_of.get(name, set())
@@ -264,8 +269,10 @@ class LiveJudge:
             self._unwritable[topic] = set(unwritable)
             for ns, name in unwritable:
                 touched.add((ns, name))
-                elsewhere = any(o != ns and (other := s.qd.get(topic, {}).get(name)) is not None
-                                and other[2] & PERM_WRITE for o, s in servers)
+                elsewhere = any(
+                    o != ns and (other := s.qd.get(topic, {}).get(name)) is not None and other[2] & PERM_WRITE
+                    for o, s in servers
+                )
                 if elsewhere or (ns, topic, name) in seen:
                     self._wiped.setdefault((ns, name), set()).add(topic)
         for ns, name in touched:
@@ -284,11 +291,18 @@ class LiveJudge:
 
             self._held.verdict(key, Verdict(now, bool(certain), [run for _, run in pending], detail, ("broker", name)))
 
-    def _divergences(self, topics: set[str], brokers: set[str], addrs: set[str], old_cells: dict[str, set[str]], now: int) -> None:
+    def _divergences(
+        self, topics: set[str], brokers: set[str], addrs: set[str], old_cells: dict[str, set[str]], now: int
+    ) -> None:
         self.divergence.evaluate_changed(self.servers, topics, brokers, addrs, old_cells, now)
 
-    def _everything(self, now: int, topics: tuple[str, ...] | set[str] = (), brokers: tuple[str, ...] | set[str] = (),
-                    addrs: tuple[str, ...] | set[str] = ()) -> None:
+    def _everything(
+        self,
+        now: int,
+        topics: tuple[str, ...] | set[str] = (),
+        brokers: tuple[str, ...] | set[str] = (),
+        addrs: tuple[str, ...] | set[str] = (),
+    ) -> None:
         """A server joined or left the comparison: every key and every wiped cell again."""
         topics, brokers, addrs = set(topics) | set(self._unwritable), set(brokers), set(addrs)
         for server in self.servers.values():
@@ -363,8 +377,13 @@ class LiveJudge:
         for (ns, name), (start, pending, _) in list(self._runs.items()):
             if pending and ns in self.servers:  # reaches the end of the day: not a start
                 self._open_no_master(ns, name, start)
-        self._writable_seen = {(ns, t, b) for ns, s in self.servers.items() for t, cells in s.qd.items()
-                               for b, v in cells.items() if v[2] & PERM_WRITE}
+        self._writable_seen = {
+            (ns, t, b)
+            for ns, s in self.servers.items()
+            for t, cells in s.qd.items()
+            for b, v in cells.items()
+            if v[2] & PERM_WRITE
+        }
         held = set(self.servers) | set(self.down)
         for ns in list(self.servers):
             del self.servers[ns]

@@ -190,8 +190,9 @@ class PermSources:
         if run.prev_perm is not None:
             near = [o for o in others if o.end_ms is None or o.end_ms > f - tol]
             holders = {o.ns for o in near}
-            same = {o.ns for o in near if o.prev_perm == run.prev_perm and o.perm == run.perm
-                    and abs(o.start_ms - f) <= tol}
+            same = {
+                o.ns for o in near if o.prev_perm == run.prev_perm and o.perm == run.perm and abs(o.start_ms - f) <= tol
+            }
             if not holders:  # the only server holding the cell: no one to confirm the change
                 return UNKNOWN
             return REGISTERED if same == holders else ADMIN
@@ -205,8 +206,14 @@ class Verdict:
 
     __slots__ = ("at", "certain", "pending", "detail", "cause")
 
-    def __init__(self, at: int, certain: bool, pending: list[PermRun], detail: Callable[[], Detail] | None,
-                 cause: tuple[str, str]) -> None:
+    def __init__(
+        self,
+        at: int,
+        certain: bool,
+        pending: list[PermRun],
+        detail: Callable[[], Detail] | None,
+        cause: tuple[str, str],
+    ) -> None:
         self.at, self.certain, self.pending, self.detail, self.cause = at, certain, pending, detail, cause
 
     def known(self) -> bool:
@@ -229,8 +236,15 @@ def perm_changed_finding(run: PermRun) -> tuple[FindingKey, LiveFinding]:
     own, others, other_queues = run.change
     writable_queues = (max(own, 0) if run.writable else 0) + other_queues
     key = ("topic_perm_changed", run.ns, run.topic, run.name, run.start_ms)
-    detail = {"broker_name": run.name, "perm_before": run.prev_perm, "perm": run.perm, "other_groups": others,
-              "topic_writable": writable_queues > 0, "write_queues": own if writable_queues == 0 else 0}
+    detail = {
+        "broker_name": run.name,
+        "perm_before": run.prev_perm,
+        "perm": run.perm,
+        "other_groups": others,
+        "topic_writable": writable_queues > 0,
+        "write_queues": own if writable_queues == 0 else 0,
+    }
     severity = "warning" if writable_queues == 0 else SEVERITY["topic_perm_changed"]
-    return key, LiveFinding("topic_perm_changed", run.ns, run.topic, run.start_ms, severity, detail,
-                            "topic", run.topic, (run.ns,))
+    return key, LiveFinding(
+        "topic_perm_changed", run.ns, run.topic, run.start_ms, severity, detail, "topic", run.topic, (run.ns,)
+    )

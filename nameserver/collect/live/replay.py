@@ -94,13 +94,13 @@ def replay(events_dir: str | Path, streams: Iterable[str], grace_ms: int) -> Rep
         elif "observe_snapshot" in types:
             written += judge.observed(ns, now, views[ns], None, None)
         out.events += written
-    out.findings = [f for f in judge.book.log
-                    if f.end_ms is None or f.end_ms > f.start_ms or f.kind in INSTANT_KINDS]
+    out.findings = [f for f in judge.book.log if f.end_ms is None or f.end_ms > f.start_ms or f.kind in INSTANT_KINDS]
     return out
 
 
-def _applied(view: ServerView, entries: list[dict[str, Any]], topics: set[str] | None,
-             brokers: set[str] | None) -> ServerView:
+def _applied(
+    view: ServerView, entries: list[dict[str, Any]], topics: set[str] | None, brokers: set[str] | None
+) -> ServerView:
     """``view`` with a round's ``observed_broker`` / ``observed_route`` entries applied; the
     brokers and topics they name are added to ``brokers`` and ``topics`` (None: a snapshot round)."""
     table, routes = dict(view.broker_addr_table), dict(view.routes)
@@ -111,11 +111,17 @@ def _applied(view: ServerView, entries: list[dict[str, Any]], topics: set[str] |
             if e["broker_addrs"] is None:
                 table.pop(e["broker_name"], None)
             else:
-                table[e["broker_name"]] = {"cluster": e["cluster"], "broker_name": e["broker_name"],
-                                           "broker_addrs": e["broker_addrs"]}
+                table[e["broker_name"]] = {
+                    "cluster": e["cluster"],
+                    "broker_name": e["broker_name"],
+                    "broker_addrs": e["broker_addrs"],
+                }
         else:
             if topics is not None:
                 topics.add(e["topic"])
-            routes[e["topic"]] = None if e["queue_datas"] is None else {
-                k: e[k] for k in ("queue_datas", "broker_datas", "filter_server_table")}
+            routes[e["topic"]] = (
+                None
+                if e["queue_datas"] is None
+                else {k: e[k] for k in ("queue_datas", "broker_datas", "filter_server_table")}
+            )
     return ServerView(table, routes)

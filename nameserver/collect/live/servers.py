@@ -138,15 +138,25 @@ class KnownServer:
                 lost.append(name)
         if publish or not (writable or readable):
             return None
-        return {"brokers": len(cells), "brokers_with_master": masters, "writable_brokers": writable,
-                "write_queues": write_queues, "culprit": min(lost) if lost else None}
+        return {
+            "brokers": len(cells),
+            "brokers_with_master": masters,
+            "writable_brokers": writable,
+            "write_queues": write_queues,
+            "culprit": min(lost) if lost else None,
+        }
 
     def read_write_mismatch(self, topic: str) -> dict[str, Any] | None:
         """The detail of ``read_write_mismatch`` when a readable and writable QueueData has fewer
         read than write queues (messages nobody reads); None otherwise."""
-        unread = [(name, read, write) for name, (read, write, perm, _, _) in sorted(self.qd.get(topic, {}).items())
-                  if perm & PERM_READ and perm & PERM_WRITE and read < write]
+        unread = [
+            (name, read, write)
+            for name, (read, write, perm, _, _) in sorted(self.qd.get(topic, {}).items())
+            if perm & PERM_READ and perm & PERM_WRITE and read < write
+        ]
         if not unread:
             return None
-        return {"unread_write_queues": sum(w - max(r, 0) for _, r, w in unread),
-                "queue_datas": [{"broker_name": n, "read_queue_nums": r, "write_queue_nums": w} for n, r, w in unread]}
+        return {
+            "unread_write_queues": sum(w - max(r, 0) for _, r, w in unread),
+            "queue_datas": [{"broker_name": n, "read_queue_nums": r, "write_queue_nums": w} for n, r, w in unread],
+        }

@@ -9,6 +9,14 @@ from nameserver.server.processor.request_processor import ROUTE_CHANGE_CODES, SU
 from nameserver.server.processor.route_answers import ROUTE_CACHE_ENTRIES, TOPIC_NOT_EXIST_REMARK, RouteAnswers
 
 __all__ = [
-    "ROUTE_CACHE_ENTRIES", "ROUTE_CHANGE_CODES", "SUPPORTED_CODES", "TOPIC_NOT_EXIST_REMARK", "ConnectionContext", "Outcome",
-    "RequestProcessor", "RouteAnswers", "connection_event", "malformed_frame_event",
+    "ROUTE_CACHE_ENTRIES",
+    "ROUTE_CHANGE_CODES",
+    "SUPPORTED_CODES",
+    "TOPIC_NOT_EXIST_REMARK",
+    "ConnectionContext",
+    "Outcome",
+    "RequestProcessor",
+    "RouteAnswers",
+    "connection_event",
+    "malformed_frame_event",
 ]

@@ -62,7 +62,12 @@ def request_context(conn: ConnectionContext, cmd: RemotingCommand) -> RequestCon
     return RequestContext(conn.channel, conn.remote, cmd.code)
 
 
-_BROKER_KEYS = (("clusterName", "cluster"), ("brokerName", "broker_name"), ("brokerAddr", "broker_addr"), ("topic", "topic"))
+_BROKER_KEYS = (
+    ("clusterName", "cluster"),
+    ("brokerName", "broker_name"),
+    ("brokerAddr", "broker_addr"),
+    ("topic", "topic"),
+)
 
 
 def decoded_keys(cmd: RemotingCommand) -> dict[str, Any]:
@@ -75,4 +80,3 @@ def decoded_keys(cmd: RemotingCommand) -> dict[str, Any]:
         pass
     decoded["request_version"] = cmd.version
     return decoded
-

@@ -52,8 +52,9 @@ class LookupHandlers:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.GET_BROKER_MEMBER_GROUP])
         broker_data = self.routes.broker_addr_table.get(h["brokerName"])
         addrs = dict(broker_data.broker_addrs) if broker_data is not None else {}
-        body = fastjson.dumps({"brokerMemberGroup": {"brokerAddrs": addrs, "brokerName": h["brokerName"],
-                                                     "cluster": h["clusterName"]}})
+        body = fastjson.dumps(
+            {"brokerMemberGroup": {"brokerAddrs": addrs, "brokerName": h["brokerName"], "cluster": h["clusterName"]}}
+        )
         return Outcome(make_response(cmd, ResponseCode.SUCCESS, remark="not set any response code", body=body))
 
     TABLE: ClassVar[HandlerTable] = {

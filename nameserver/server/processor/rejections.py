@@ -22,11 +22,16 @@ def malformed_frame_event(now: int, conn: ConnectionContext, exc: MalformedFrame
     detail = exc.reason
     if decoded:
         detail += " (" + ", ".join(f"{k}={v}" for k, v in sorted(decoded.items())) + ")"
-    return rejected_event(now, "malformed_frame", RequestContext(conn.channel, conn.remote, code), detail=detail,
-                          request_version=version, **shape)
+    return rejected_event(
+        now,
+        "malformed_frame",
+        RequestContext(conn.channel, conn.remote, code),
+        detail=detail,
+        request_version=version,
+        **shape,
+    )
 
 
 def connection_event(now: int, conn: ConnectionContext, reason: str, **extra: Any) -> Event:
     """A ``rejected`` event for a connection the server refused or cut (limit, slowloris, slow reader)."""
     return rejected_event(now, reason, RequestContext(conn.channel, conn.remote, None), **extra)
-

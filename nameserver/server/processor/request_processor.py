@@ -97,7 +97,9 @@ class RequestProcessor:
             ConfigHandlers(self.kv, self.namesrv_config),
         )
         self._dispatch: dict[int, Handler] = {
-            code: handler for owner in handlers for code, handler in bind_table(owner).items()
+            code: handler
+            for owner in handlers
+            for code, handler in bind_table(owner).items()
             if code not in _RELEASE_CODES or code in self.profile.extra_codes
         }
 
@@ -128,7 +130,11 @@ class RequestProcessor:
             self.route_answers.invalidate()  # a handler that failed midway may have touched a table
             outcome = Outcome(
                 make_response(cmd, ResponseCode.SYSTEM_ERROR, remark=f"{type(exc).__name__}: {exc}"),
-                [rejected_event(now, "internal_error", request_context(conn, cmd), detail=f"{type(exc).__name__}: {exc}")],
+                [
+                    rejected_event(
+                        now, "internal_error", request_context(conn, cmd), detail=f"{type(exc).__name__}: {exc}"
+                    )
+                ],
                 True,
             )
         if flag & RPC_ONEWAY:
@@ -162,8 +168,16 @@ class RequestProcessor:
         # NO_PERMISSION (§9.2) with the reason; the event names the key id, never a secret.
         return Outcome(
             make_response(cmd, ResponseCode.NO_PERMISSION, remark=denial.remark),
-            [rejected_event(now, "no_permission", request_context(conn, cmd), detail=denial.detail,
-                            access_key=denial.access_key, **decoded_keys(cmd))],
+            [
+                rejected_event(
+                    now,
+                    "no_permission",
+                    request_context(conn, cmd),
+                    detail=denial.detail,
+                    access_key=denial.access_key,
+                    **decoded_keys(cmd),
+                )
+            ],
         )
 
     def _refused(self, cmd: RemotingCommand, conn: ConnectionContext, now: int, exc: RequestError) -> Outcome:

@@ -47,9 +47,18 @@ class RouteHandlers:
             cmd.body, version=cmd.version, compressed=h["compressed"], body_crc32=h["bodyCrc32"], now=now
         )
         result = self.routes.register_broker(
-            h["clusterName"], h["brokerAddr"], h["brokerName"], h["brokerId"], h["haServerAddr"],
-            body.data_version, body.topics, body.filter_servers, now, request_context(conn, cmd),
-            request_version=cmd.version, digest=digest,
+            h["clusterName"],
+            h["brokerAddr"],
+            h["brokerName"],
+            h["brokerId"],
+            h["haServerAddr"],
+            body.data_version,
+            body.topics,
+            body.filter_servers,
+            now,
+            request_context(conn, cmd),
+            request_version=cmd.version,
+            digest=digest,
         )
         ext: dict[str, str] = {}
         # a slave learns its live master (docs/nameserver-semantics.md §2.1 step 8)
@@ -70,14 +79,22 @@ class RouteHandlers:
 
     def _broker_heartbeat(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.BROKER_HEARTBEAT])
-        events = self.routes.broker_heartbeat(h["clusterName"], h["brokerAddr"], h["brokerName"], now, request_context(conn, cmd))
+        events = self.routes.broker_heartbeat(
+            h["clusterName"], h["brokerAddr"], h["brokerName"], now, request_context(conn, cmd)
+        )
         return Outcome(make_response(cmd, ResponseCode.SUCCESS), events, True)
 
     def _query_data_version(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.QUERY_DATA_VERSION])
         data_version = decode_data_version_body(cmd.body, now)
         changed, stored, events = self.routes.query_data_version(
-            h["clusterName"], h["brokerAddr"], h["brokerName"], h["brokerId"], data_version, now, request_context(conn, cmd)
+            h["clusterName"],
+            h["brokerAddr"],
+            h["brokerName"],
+            h["brokerId"],
+            data_version,
+            now,
+            request_context(conn, cmd),
         )
         body = fastjson.encode_data_version(stored) if stored is not None else None
         ext = {"changed": "true" if changed else "false"}
@@ -88,7 +105,9 @@ class RouteHandlers:
     def _wipe_write_perm(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.WIPE_WRITE_PERM_OF_BROKER])
         count, events = self.routes.wipe_write_perm_of_broker(h["brokerName"], now, request_context(conn, cmd))
-        return Outcome(make_response(cmd, ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": str(count)}), events, True)
+        return Outcome(
+            make_response(cmd, ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": str(count)}), events, True
+        )
 
     def _add_write_perm(self, cmd: RemotingCommand, conn: ConnectionContext, now: int) -> Outcome:
         h = decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.ADD_WRITE_PERM_OF_BROKER])

@@ -84,8 +84,16 @@ class BrokerFaults(FaultCore):
         group = rng.choice(groups)
         old = group.master()
         assert old is not None
-        record = new_record("promotion", group.broker_name, now, cluster=group.cluster, old_master=old.addr,
-                            new_master=None, promote_ms=None, rejoin_ms=None)
+        record = new_record(
+            "promotion",
+            group.broker_name,
+            now,
+            cluster=group.cluster,
+            old_master=old.addr,
+            new_master=None,
+            promote_ms=None,
+            rejoin_ms=None,
+        )
         self.sim.crash(now, old, record)
         promote = now + rng.randint(10_000, 60_000)
         rejoin = promote + rng.randint(5 * MINUTE_MS, 30 * MINUTE_MS) if rng.random() < 0.7 else None

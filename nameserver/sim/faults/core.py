@@ -91,8 +91,10 @@ class FaultCore:
         record = self._read_lt_write.get(topic)
         if record is None:
             return
-        if not any(topic in g.topics and g.topics[topic].read_queue_nums < g.topics[topic].write_queue_nums
-                   for g in self.sim.groups):
+        if not any(
+            topic in g.topics and g.topics[topic].read_queue_nums < g.topics[topic].write_queue_nums
+            for g in self.sim.groups
+        ):
             record["end_ms"] = now
             del self._read_lt_write[topic]
 
@@ -104,11 +106,15 @@ class FaultCore:
         """Servers that are up, reachable by the broker and have it live (one-server faults)."""
         if broker is None:
             return []
-        return [s for s in self.sim.servers
-                if s.up and not broker.cut[s.index] and broker.addr in s.routes.broker_live_table]
+        return [
+            s
+            for s in self.sim.servers
+            if s.up and not broker.cut[s.index] and broker.addr in s.routes.broker_live_table
+        ]
 
-    def _maybe_restart(self, now: int, rng: random.Random, broker: SimBroker, record: Record, chance: float,
-                       minutes: tuple[int, int]) -> None:
+    def _maybe_restart(
+        self, now: int, rng: random.Random, broker: SimBroker, record: Record, chance: float, minutes: tuple[int, int]
+    ) -> None:
         """Restart the broker later with probability ``chance``; hold its group until then."""
         if rng.random() < chance:
             at = now + rng.randint(minutes[0] * MINUTE_MS, minutes[1] * MINUTE_MS)
@@ -135,13 +141,25 @@ class FaultCore:
             deadline = live.last_update + cfg.broker_expiry_ms  # removed strictly after this
             origin = server.start_ts + cfg.first_scan_delay_ms
             tick = origin + max(0, (deadline - origin) // cfg.scan_interval_ms + 1) * cfg.scan_interval_ms
-            effect = {"event": "expire", "broker_addr": addr, "last_update_ts": live.last_update,
-                      "window": [deadline, deadline + cfg.scan_interval_ms], "scan_ts": tick}
+            effect = {
+                "event": "expire",
+                "broker_addr": addr,
+                "last_update_ts": live.last_update,
+                "window": [deadline, deadline + cfg.scan_interval_ms],
+                "scan_ts": tick,
+            }
             note_effect(record, server.ns_id, effect)
             server.pending_expiries[addr] = effect
 
 
 def broker_record(kind: str, broker: SimBroker, now: int, **detail: Any) -> Record:
     """A truth record about one broker, naming its cluster, group and id."""
-    return new_record(kind, broker.addr, now, cluster=broker.group.cluster, broker_name=broker.group.broker_name,
-                      broker_id=broker.broker_id, **detail)
+    return new_record(
+        kind,
+        broker.addr,
+        now,
+        cluster=broker.group.cluster,
+        broker_name=broker.group.broker_name,
+        broker_id=broker.broker_id,
+        **detail,
+    )

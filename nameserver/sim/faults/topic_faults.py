@@ -48,9 +48,16 @@ class TopicFaults(FaultCore):
                 config = dataclasses.replace(old, read_queue_nums=queues, write_queue_nums=queues)
             action = "queues"
         chosen.sort(key=lambda g: g.broker_name)
-        record = new_record("topic_change", topic, now, action=action, broker_names=[g.broker_name for g in chosen],
-                            read_queue_nums=config.read_queue_nums, write_queue_nums=config.write_queue_nums,
-                            data_versions={})
+        record = new_record(
+            "topic_change",
+            topic,
+            now,
+            action=action,
+            broker_names=[g.broker_name for g in chosen],
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            data_versions={},
+        )
         record["end_ms"] = now
         for group in chosen:
             topics = dict(group.topics)
@@ -75,8 +82,14 @@ class TopicFaults(FaultCore):
         groups = holders[topic]
         cluster = rng.choice(sorted({g.cluster for g in groups})) if rng.random() < 0.5 else None
         affected = [g for g in groups if cluster is None or g.cluster == cluster]
-        record = new_record("delete_topic", topic, now, cluster=cluster,
-                            broker_names=[g.broker_name for g in affected], data_versions={})
+        record = new_record(
+            "delete_topic",
+            topic,
+            now,
+            cluster=cluster,
+            broker_names=[g.broker_name for g in affected],
+            data_versions={},
+        )
         record["end_ms"] = now
         # mqadmin deleteTopic: first the brokers (DELETE_TOPIC_IN_BROKER: the topic goes and the
         # data version moves on, no registration is sent), then every name server (216)

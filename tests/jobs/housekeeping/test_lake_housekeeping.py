@@ -65,9 +65,21 @@ def built_lake(spark, tmp_path_factory) -> Path:
     from nameserver.sim.run import SimOptions, simulate
 
     root = tmp_path_factory.mktemp("housekeeping")
-    simulate(SimOptions(events_dir=root / "events", ns=len(SERVERS), brokers=2, slaves=1, topics=len(TOPICS),
-                        start_ms=day_start_ms(DAYS[0]), hours=24.0 * len(DAYS), seed=11, faults=("topic_change",),
-                        fault_rate=4.0, quiet=True))
+    simulate(
+        SimOptions(
+            events_dir=root / "events",
+            ns=len(SERVERS),
+            brokers=2,
+            slaves=1,
+            topics=len(TOPICS),
+            start_ms=day_start_ms(DAYS[0]),
+            hours=24.0 * len(DAYS),
+            seed=11,
+            faults=("topic_change",),
+            fault_rate=4.0,
+            quiet=True,
+        )
+    )
     with writing_through(spark, "delta-rs"):
         _audit_days(spark, root / "events", root / "lake")
     return root / "lake"
@@ -98,8 +110,9 @@ def answers(capsys, lake: Path, *extra) -> list[str]:
     for ns in SERVERS:
         for topic in TOPICS:
             for at in INSTANTS:
-                code, out, err = run(capsys, "route", "--lake", lake, "--ns", ns, "--topic", topic, "--at", iso(at),
-                                     *extra)
+                code, out, err = run(
+                    capsys, "route", "--lake", lake, "--ns", ns, "--topic", topic, "--at", iso(at), *extra
+                )
                 assert (code, err) == (0, ""), err
                 lines.append(out)
     return lines
@@ -144,8 +157,7 @@ def test_vacuum_refuses_a_short_retention_unless_forced_then_frees_the_replaced_
     assert err.count("\n") == 1 and "below Delta's safety default of 168 h" in err and "--force" in err
     assert _parquet_on_disk(lake, "route_snapshots") == on_disk
 
-    code, out, err = run(capsys, "lake", "vacuum", "--lake", lake, "--config", config, "--retain-hours", "0",
-                         "--force")
+    code, out, err = run(capsys, "lake", "vacuum", "--lake", lake, "--config", config, "--retain-hours", "0", "--force")
     assert (code, err) == (0, "")
     line = next(line for line in out.splitlines() if line.startswith("route_snapshots "))
     assert f"deleted {on_disk - table_files(str(lake / 'route_snapshots')).files} files" in line
@@ -194,13 +206,26 @@ def test_route_version_answers_from_the_lake_as_it_was(lake, capsys):
     latest = answers(capsys, lake)
     # audit_runs versions: running and ok per day, so version 2 * len(DAYS) - 2 is the last day's
     # running commit, when that day was not audited yet, and the version before it the day before's ok
-    code, out, _ = run(capsys, "route", "--lake", lake, "--ns", "ns-a", "--topic", TOPICS[0], "--at", at,
-                       "--version", 2 * len(DAYS) - 3)
+    code, out, _ = run(
+        capsys,
+        "route",
+        "--lake",
+        lake,
+        "--ns",
+        "ns-a",
+        "--topic",
+        TOPICS[0],
+        "--at",
+        at,
+        "--version",
+        2 * len(DAYS) - 3,
+    )
     assert code == 0 and '"audited":false' in out and f"{last_day} has not been audited" in out
     assert answers(capsys, lake, "--version", 2 * len(DAYS) - 1) == latest
 
-    code, out, err = run(capsys, "route", "--lake", lake, "--ns", "ns-a", "--topic", TOPICS[0], "--at", at,
-                         "--version", 99)
+    code, out, err = run(
+        capsys, "route", "--lake", lake, "--ns", "ns-a", "--topic", TOPICS[0], "--at", at, "--version", 99
+    )
     assert (code, out) == (2, "") and "audit_runs has versions 0 to 7" in err
 
 
@@ -209,8 +234,9 @@ def test_the_same_housekeeping_through_delta_spark(spark, lake, capsys):
     on the two tables that grow most; the lake's other tables take the same operations."""
     from functools import partial
 
-    engine = Engine("native", partial(native.optimize, spark), partial(native.vacuum, spark),
-                    partial(native.delete_before, spark))
+    engine = Engine(
+        "native", partial(native.optimize, spark), partial(native.vacuum, spark), partial(native.delete_before, spark)
+    )
     before = answers(capsys, lake)
     for table in ("events", "route_snapshots"):
         path = str(lake / table)

@@ -82,9 +82,16 @@ def _touch(path, data: bytes = b"") -> None:
 
 def test_list_day_segments_finds_every_kind_and_skips_the_rest(tmp_path):
     day_dir = tmp_path / "ns-a" / "2026-11-21"
-    for name in ("events-00000000000000000001.jsonl", "events-00000000000000000009.jsonl.gz",
-                 "events-00000000000000000020.jsonl.open", "events-copy.jsonl",
-                 "_events-x.jsonl", ".events-y.jsonl", "events-1.jsonl.gz.tmp", "notes.txt"):
+    for name in (
+        "events-00000000000000000001.jsonl",
+        "events-00000000000000000009.jsonl.gz",
+        "events-00000000000000000020.jsonl.open",
+        "events-copy.jsonl",
+        "_events-x.jsonl",
+        ".events-y.jsonl",
+        "events-1.jsonl.gz.tmp",
+        "notes.txt",
+    ):
         _touch(day_dir / name, b"x\n")
     _touch(tmp_path / "ns-a" / "2026-11-22" / "events-00000000000000000030.jsonl", b"x\n")
     _touch(tmp_path / "_scratch" / "2026-11-21" / "events-00000000000000000001.jsonl", b"x\n")
@@ -179,8 +186,11 @@ def test_files_frame_gives_a_large_file_its_own_task_and_small_ones_one_largest_
     by_task: dict[int, set[str]] = {}
     for r in rows:
         by_task.setdefault(r.task, set()).add(r.file.rsplit("-", 1)[1])
-    assert by_task == {0: {"00000000000000000002.jsonl"}, 1: {"00000000000000000005.jsonl"},
-                       2: {f"{i:020d}.jsonl" for i in (1, 3, 4, 6, 7)}}
+    assert by_task == {
+        0: {"00000000000000000002.jsonl"},
+        1: {"00000000000000000005.jsonl"},
+        2: {f"{i:020d}.jsonl" for i in (1, 3, 4, 6, 7)},
+    }
     assert files_df.schema == SEGMENT_FILES_SCHEMA
     # no Python RDD under it: converting its rows would take a second Python worker per task
     query = files_df._jdf.queryExecution()
@@ -205,8 +215,10 @@ REASON_CASES = [
     (REG, None),
     (" " + GOOD + " \t", None),  # JSON whitespace around the object is fine
     ('{"v":1,"ns":"ns-a","seq":3,"ts":5,"type":"channel_close","broker_addr":null}', None),
-    ('{"v":1,"ns":"ns-a","seq":3,"ts":5,"type":"channel_close"}',
-     "missing_key: broker_addr (required by channel_close)"),
+    (
+        '{"v":1,"ns":"ns-a","seq":3,"ts":5,"type":"channel_close"}',
+        "missing_key: broker_addr (required by channel_close)",
+    ),
     ("", "empty_line"),
     ("   ", "empty_line"),
     ("garbage", "not_json"),
@@ -243,7 +255,9 @@ REASON_CASES = [
 
 def _lines_df(spark, texts, problems=None):
     problems = problems or [None] * len(texts)
-    rows = [(DAY, "ns-a", F_, i + 1, text, problem) for i, (text, problem) in enumerate(zip(texts, problems, strict=True))]
+    rows = [
+        (DAY, "ns-a", F_, i + 1, text, problem) for i, (text, problem) in enumerate(zip(texts, problems, strict=True))
+    ]
     return spark.createDataFrame(rows, LINES_SCHEMA)
 
 
@@ -278,7 +292,9 @@ def test_with_event_parses_with_the_explicit_schema(spark):
 def test_select_checked_keeps_the_event_or_the_raw_line(spark):
     checked_df = (
         _lines_df(spark, [GOOD + "\n", "garbage\n", REG + "\n", GOOD[:10]], [None, None, None, "truncated_line"])
-        .transform(with_event).transform(with_reason).transform(select_checked)
+        .transform(with_event)
+        .transform(with_reason)
+        .transform(select_checked)
     )
     rows = {r.line: r for r in checked_df.collect()}
     assert rows[1].reason is None and rows[1].raw is None and rows[1].event.seq == 1 and rows[1].event_hash is not None
@@ -328,14 +344,18 @@ def _status_df(spark, rows):
 
 @pytest.mark.spark
 def test_select_kept_pairs_links_the_first_event_to_the_previous_day(spark):
-    status_df = _status_df(spark, [
-        ("ns-a", 7, 700, "d.jsonl", 1, STATUS_KEEP, None, None, None, None, None),
-        ("ns-a", 8, 800, "d.jsonl", 2, STATUS_KEEP, None, None, 7, 700, "d.jsonl"),
-        ("ns-a", 8, 800, "d.gz", 2, STATUS_DUPLICATE, "d.jsonl", 2, None, None, None),
-        ("ns-b", 1, 100, "e.jsonl", 1, STATUS_KEEP, None, None, None, None, None),  # nothing before it
-    ])
-    previous_df = spark.createDataFrame([("ns-a", 5, 500, "p.jsonl"), ("ns-c", 9, 900, "q.jsonl")],
-                                        "ns string, seq long, ts_ms long, file string")
+    status_df = _status_df(
+        spark,
+        [
+            ("ns-a", 7, 700, "d.jsonl", 1, STATUS_KEEP, None, None, None, None, None),
+            ("ns-a", 8, 800, "d.jsonl", 2, STATUS_KEEP, None, None, 7, 700, "d.jsonl"),
+            ("ns-a", 8, 800, "d.gz", 2, STATUS_DUPLICATE, "d.jsonl", 2, None, None, None),
+            ("ns-b", 1, 100, "e.jsonl", 1, STATUS_KEEP, None, None, None, None, None),  # nothing before it
+        ],
+    )
+    previous_df = spark.createDataFrame(
+        [("ns-a", 5, 500, "p.jsonl"), ("ns-c", 9, 900, "q.jsonl")], "ns string, seq long, ts_ms long, file string"
+    )
 
     actual_df = select_kept_pairs(status_df, previous_df)
 
@@ -352,20 +372,23 @@ def test_agg_last_events_takes_the_highest_seq(spark):
         [("ns-a", 3, 300, "a"), ("ns-a", 9, 100, "b"), ("ns-b", 1, None, "c")],  # null ts: edge of the type
         "ns string, seq long, ts_ms long, file string",
     )
-    expected_df = spark.createDataFrame([("ns-a", 9, 100, "b"), ("ns-b", 1, None, "c")],
-                                        "ns string, seq long, ts_ms long, file string")
+    expected_df = spark.createDataFrame(
+        [("ns-a", 9, 100, "b"), ("ns-b", 1, None, "c")], "ns string, seq long, ts_ms long, file string"
+    )
     assert_df_equality(agg_last_events(events_df), expected_df, ignore_nullable=True, ignore_row_order=True)
 
 
 @pytest.mark.spark
 def test_agg_dropped_line_ranges_joins_runs_of_lines(spark):
-    status_df = _status_df(spark, [
-        ("ns-a", s, 0, "x.gz", s, STATUS_DUPLICATE, "x", s, None, None, None) for s in (1, 2, 3, 5)
-    ] + [
-        ("ns-a", 4, 0, "x.gz", 4, STATUS_CONFLICT, "x", 4, None, None, None),
-        ("ns-a", 9, 0, "x.gz", 9, STATUS_KEEP, None, None, None, None, None),  # kept: not dropped
-        ("ns-a", 9, 0, "y", 1, STATUS_DUPLICATE, "x.gz", 9, None, None, None),
-    ])
+    status_df = _status_df(
+        spark,
+        [("ns-a", s, 0, "x.gz", s, STATUS_DUPLICATE, "x", s, None, None, None) for s in (1, 2, 3, 5)]
+        + [
+            ("ns-a", 4, 0, "x.gz", 4, STATUS_CONFLICT, "x", 4, None, None, None),
+            ("ns-a", 9, 0, "x.gz", 9, STATUS_KEEP, None, None, None, None, None),  # kept: not dropped
+            ("ns-a", 9, 0, "y", 1, STATUS_DUPLICATE, "x.gz", 9, None, None, None),
+        ],
+    )
     expected_df = spark.createDataFrame([("x.gz", 1, 5), ("y", 1, 1)], "file string, first_line long, last_line long")
     assert_df_equality(agg_dropped_line_ranges(status_df), expected_df, ignore_nullable=True, ignore_row_order=True)
 
@@ -373,20 +396,26 @@ def test_agg_dropped_line_ranges_joins_runs_of_lines(spark):
 @pytest.mark.spark
 def test_agg_ingest_files_balances_every_file(spark):
     listing_df = spark.createDataFrame(
-        [(DAY, "ns-a", "a", 100, False, False), (DAY, "ns-a", "a.gz", 40, True, False),
-         (DAY, "ns-a", "empty", 0, False, True)],
+        [
+            (DAY, "ns-a", "a", 100, False, False),
+            (DAY, "ns-a", "a.gz", 40, True, False),
+            (DAY, "ns-a", "empty", 0, False, True),
+        ],
         T.StructType([INGEST_FILES_SCHEMA[c] for c in ("date", "ns", "file", "bytes", "compressed", "open_segment")]),
     )
     checked_df = spark.createDataFrame(
         [("a", 1, None), ("a", 2, None), ("a", 3, "not_json"), ("a.gz", 1, None), ("a.gz", 2, None)],
         "file string, line long, reason string",
     )
-    status_df = _status_df(spark, [
-        ("ns-a", 1, 0, "a", 1, STATUS_KEEP, None, None, None, None, None),
-        ("ns-a", 2, 0, "a", 2, STATUS_KEEP, None, None, None, None, None),
-        ("ns-a", 1, 0, "a.gz", 1, STATUS_DUPLICATE, "a", 1, None, None, None),
-        ("ns-a", 2, 0, "a.gz", 2, STATUS_CONFLICT, "a", 2, None, None, None),
-    ])
+    status_df = _status_df(
+        spark,
+        [
+            ("ns-a", 1, 0, "a", 1, STATUS_KEEP, None, None, None, None, None),
+            ("ns-a", 2, 0, "a", 2, STATUS_KEEP, None, None, None, None, None),
+            ("ns-a", 1, 0, "a.gz", 1, STATUS_DUPLICATE, "a", 1, None, None, None),
+            ("ns-a", 2, 0, "a.gz", 2, STATUS_CONFLICT, "a", 2, None, None, None),
+        ],
+    )
     expected_df = spark.createDataFrame(
         [
             (DAY, "ns-a", "a", 100, False, False, 3, 2, 1, 0, 1, 2),
@@ -438,36 +467,50 @@ def test_seq_gap_and_clock_step_back_findings(spark):
         {"after_seq": 4, "next_seq": 9, "missing": 4, "files": ["p", "c"]},
     ]
     assert [(r.kind, r.subject) for r in steps_df.orderBy("ns").collect()] == [
-        ("clock_step_back", "ns-a"), ("clock_step_back", "ns-b"),
+        ("clock_step_back", "ns-a"),
+        ("clock_step_back", "ns-b"),
     ]
     assert _detail(steps_df)[0] == {
-        "seq": 6, "ts": "2026-11-21T00:00:04.000Z", "previous_seq": 5, "previous_ts": "2026-11-21T00:00:05.000Z",
-        "step_ms": 1000, "file": "b", "line": 2,
+        "seq": 6,
+        "ts": "2026-11-21T00:00:04.000Z",
+        "previous_seq": 5,
+        "previous_ts": "2026-11-21T00:00:05.000Z",
+        "step_ms": 1000,
+        "file": "b",
+        "line": 2,
     }
 
 
 @pytest.mark.spark
 def test_quarantined_lines_and_duplicate_events_findings(spark):
     quarantine_df = spark.createDataFrame(
-        [("f1", 3, "x", "not_json", "ns-a", DAY), ("f1", 9, "y", "wrong_type: seq", "ns-a", DAY),
-         ("f1", 7, "z", "wrong_type: ts", "ns-a", DAY), ("f2", 1, "", "empty_line", "ns-b", DAY)],
+        [
+            ("f1", 3, "x", "not_json", "ns-a", DAY),
+            ("f1", 9, "y", "wrong_type: seq", "ns-a", DAY),
+            ("f1", 7, "z", "wrong_type: ts", "ns-a", DAY),
+            ("f2", 1, "", "empty_line", "ns-b", DAY),
+        ],
         QUARANTINE_SCHEMA,
     )
     findings_df = agg_quarantined_lines_findings(quarantine_df)
     assert [(r.kind, r.severity, r.subject, r.start_ts) for r in findings_df.orderBy("subject").collect()] == [
-        ("quarantined_lines", "warning", "ns-a", None), ("quarantined_lines", "warning", "ns-b", None),
+        ("quarantined_lines", "warning", "ns-a", None),
+        ("quarantined_lines", "warning", "ns-b", None),
     ]
     assert _detail(findings_df) == [
         {"file": "f1", "count": 3, "reasons": {"not_json": 1, "wrong_type": 2}, "first_line": 3},
         {"file": "f2", "count": 1, "reasons": {"empty_line": 1}, "first_line": 1},
     ]
 
-    status_df = _status_df(spark, [
-        ("ns-a", 1, 0, "a.gz", 1, STATUS_DUPLICATE, "a", 1, None, None, None),
-        ("ns-a", 2, 0, "a.gz", 2, STATUS_DUPLICATE, "b", 1, None, None, None),
-        ("ns-a", 3, 0, "a.gz", 3, STATUS_CONFLICT, "a", 3, None, None, None),  # not a duplicate
-        ("ns-a", 4, 0, "a", 4, STATUS_KEEP, None, None, None, None, None),
-    ])
+    status_df = _status_df(
+        spark,
+        [
+            ("ns-a", 1, 0, "a.gz", 1, STATUS_DUPLICATE, "a", 1, None, None, None),
+            ("ns-a", 2, 0, "a.gz", 2, STATUS_DUPLICATE, "b", 1, None, None, None),
+            ("ns-a", 3, 0, "a.gz", 3, STATUS_CONFLICT, "a", 3, None, None, None),  # not a duplicate
+            ("ns-a", 4, 0, "a", 4, STATUS_KEEP, None, None, None, None, None),
+        ],
+    )
     dups_df = agg_duplicate_events_findings(status_df)
     assert [(r.kind, r.severity, r.subject) for r in dups_df.collect()] == [("duplicate_events", "info", "ns-a")]
     assert _detail(dups_df) == [{"file": "a.gz", "count": 2, "first_seq": 1, "last_seq": 2, "duplicate_of": ["a", "b"]}]
@@ -477,14 +520,24 @@ def test_quarantined_lines_and_duplicate_events_findings(spark):
 def test_finding_columns_and_write_findings_replace_only_their_partition(spark, tmp_path):
     rows_df = spark.createDataFrame([("t1", None), ("t2", 5)], "topic string, n long")
     # the positional form, with date and category, and the keyword form without them
-    positional_df = rows_df.select(*finding_columns(
-        DAY, "distribution", "single_broker_topic", "warning", F.col("topic"), None, None, None,
-        F.struct(F.col("n")),
-    ))
+    positional_df = rows_df.select(
+        *finding_columns(
+            DAY,
+            "distribution",
+            "single_broker_topic",
+            "warning",
+            F.col("topic"),
+            None,
+            None,
+            None,
+            F.struct(F.col("n")),
+        )
+    )
     # every column but the links, which write_findings adds
     assert positional_df.columns == [n for n in FINDINGS_SCHEMA.names if n not in ("finding_id", "incident_id")]
-    keyword_df = rows_df.select(*finding_columns(kind="queue_skew", severity=F.lit("info"), subject=F.col("topic"),
-                                                 detail={"n": F.col("n")}))
+    keyword_df = rows_df.select(
+        *finding_columns(kind="queue_skew", severity=F.lit("info"), subject=F.col("topic"), detail={"n": F.col("n")})
+    )
     write_findings(positional_df, tmp_path, DAY, "distribution")
     write_findings(keyword_df, tmp_path, DAY, "consistency")
     write_findings(keyword_df.where("subject = 't1'"), tmp_path, DAY, "consistency")  # replaces its own
@@ -525,13 +578,18 @@ def damaged(tmp_path_factory):
     day_events = [register(T0 + 1000, BROKER_A, "heartbeat"), register(T0 + 2000, BROKER_B)]
     day_events += [register(T0 + 30_000 * i, BROKER_A, "heartbeat") for i in range(1, 8)]
     day_events[7]["ts"] = day_events[6]["ts"] - 20_000  # seq 11
-    write_log(events, "ns-a", [ns_start(T0 - 7_200_000), register(T0 - 7_100_000, BROKER_A),
-                               register(T0 - 7_000_000, BROKER_A, "heartbeat")] + day_events)
+    write_log(
+        events,
+        "ns-a",
+        [ns_start(T0 - 7_200_000), register(T0 - 7_100_000, BROKER_A), register(T0 - 7_000_000, BROKER_A, "heartbeat")]
+        + day_events,
+    )
     closed = events / "ns-a" / "2026-11-21" / "events-00000000000000000004.jsonl"
     drop_lines(closed, 1, 5, 6)
     # seqs 13-15 in the segment still open, then garbage, a wrong type and a line cut short
-    opened = write_log(events, "ns-a", [register(T0 + 300_000 + i, BROKER_A, "heartbeat") for i in range(3)],
-                       close=False)[-1]
+    opened = write_log(
+        events, "ns-a", [register(T0 + 300_000 + i, BROKER_A, "heartbeat") for i in range(3)], close=False
+    )[-1]
     append_lines(opened, b"garbage", WRONG_TYPE_LINE)
     append_lines(opened, b'{"v":1,"ns":"ns-a","seq":16,"ts":17952', newline=False)
     # after the writer's last start: it would take a .gz beside its plain segment for a finished
@@ -542,10 +600,20 @@ def damaged(tmp_path_factory):
     first_b = write_log(events, "ns-b", [ns_start(T0 + 10), register(T0 + 20, BROKER_A), ns_stop(T0 + 30)])[0]
     other_b = first_b.with_name("events-00000000000000000003.jsonl")
     stop = line_of(first_b, 3)
-    append_lines(other_b, stop.replace(b'"ts":1795219200030', b'"ts":1795219200031'),
-                 stop.replace(b'"seq":3', b'"seq":4').replace(b'"ts":1795219200030', b'"ts":1795219200040'))
-    return {"events": events, "closed": closed, "gz": gz, "copy": copy, "opened": opened,
-            "first_b": first_b, "other_b": other_b}
+    append_lines(
+        other_b,
+        stop.replace(b'"ts":1795219200030', b'"ts":1795219200031'),
+        stop.replace(b'"seq":3', b'"seq":4').replace(b'"ts":1795219200030', b'"ts":1795219200040'),
+    )
+    return {
+        "events": events,
+        "closed": closed,
+        "gz": gz,
+        "copy": copy,
+        "opened": opened,
+        "first_b": first_b,
+        "other_b": other_b,
+    }
 
 
 def _day_rows(spark, lake_dir, name, schema, day=DAY):
@@ -563,8 +631,12 @@ def ingested(spark, damaged, tmp_path_factory):
         result = run_ingest(spark, damaged["events"], lake_dir, DAY)
         tables = {
             name: _day_rows(spark, lake_dir, name, schema)
-            for name, schema in ((lake.EVENTS, EVENTS_TABLE_SCHEMA), (lake.QUARANTINE, QUARANTINE_SCHEMA),
-                                 (lake.INGEST_FILES, INGEST_FILES_SCHEMA), (lake.FINDINGS, FINDINGS_SCHEMA))
+            for name, schema in (
+                (lake.EVENTS, EVENTS_TABLE_SCHEMA),
+                (lake.QUARANTINE, QUARANTINE_SCHEMA),
+                (lake.INGEST_FILES, INGEST_FILES_SCHEMA),
+                (lake.FINDINGS, FINDINGS_SCHEMA),
+            )
         }
         runs.append((result, tables))
     return {"lake": lake_dir, "runs": runs, **damaged}
@@ -585,8 +657,10 @@ def test_every_line_is_accounted_for(ingested):
     files = {row[2]: dict(zip(INGEST_FILES_SCHEMA.names, row, strict=True)) for row in tables[lake.INGEST_FILES]}
     for f in files.values():
         assert f["accepted"] + f["quarantined"] == f["lines_read"], f
-    counts = {k: (f["lines_read"], f["accepted"], f["quarantined"], f["duplicates"], f["first_seq"], f["last_seq"])
-              for k, f in files.items()}
+    counts = {
+        k: (f["lines_read"], f["accepted"], f["quarantined"], f["duplicates"], f["first_seq"], f["last_seq"])
+        for k, f in files.items()
+    }
     assert counts == {
         _rel(ingested, "closed"): (6, 6, 0, 0, 5, 12),
         _rel(ingested, "gz"): (6, 6, 0, 6, 5, 12),
@@ -596,8 +670,14 @@ def test_every_line_is_accounted_for(ingested):
         _rel(ingested, "other_b"): (2, 1, 1, 0, 4, 4),
     }
     assert files[_rel(ingested, "gz")]["compressed"] and files[_rel(ingested, "opened")]["open_segment"]
-    assert (result.files, result.lines_read, result.accepted, result.duplicates, result.quarantined,
-            result.events_written) == (6, 29, 25, 12, 4, 13)
+    assert (
+        result.files,
+        result.lines_read,
+        result.accepted,
+        result.duplicates,
+        result.quarantined,
+        result.events_written,
+    ) == (6, 29, 25, 12, 4, 13)
 
 
 @e2e
@@ -640,23 +720,71 @@ def test_findings_name_each_problem(ingested):
     got = _canonical((f["kind"], f["severity"], f["subject"], f["ns"], json.loads(f["detail"])) for f in findings)
     previous = "ns-a/2026-11-20/events-00000000000000000001.jsonl"
     closed, gz, copy = _rel(ingested, "closed"), _rel(ingested, "gz"), _rel(ingested, "copy")
-    assert got == _canonical([
-        ("seq_gap", "warning", "ns-a", "ns-a",
-         {"after_seq": 3, "next_seq": 5, "missing": 1, "files": [previous, closed]}),
-        ("seq_gap", "warning", "ns-a", "ns-a", {"after_seq": 7, "next_seq": 10, "missing": 2, "files": [closed]}),
-        ("clock_step_back", "warning", "ns-a", "ns-a", {
-            "seq": 11, "ts": "2026-11-21T00:02:10.000Z", "previous_seq": 10, "previous_ts": "2026-11-21T00:02:30.000Z",
-            "step_ms": 20_000, "file": closed, "line": 5}),
-        ("quarantined_lines", "warning", "ns-a", "ns-a", {
-            "file": _rel(ingested, "opened"), "count": 3, "first_line": 4,
-            "reasons": {"not_json": 1, "truncated_line": 1, "wrong_type": 1}}),
-        ("quarantined_lines", "warning", "ns-b", "ns-b", {
-            "file": _rel(ingested, "other_b"), "count": 1, "first_line": 1, "reasons": {"duplicate_seq_conflict": 1}}),
-        ("duplicate_events", "info", "ns-a", "ns-a", {
-            "file": gz, "count": 6, "first_seq": 5, "last_seq": 12, "duplicate_of": [closed]}),
-        ("duplicate_events", "info", "ns-a", "ns-a", {
-            "file": copy, "count": 6, "first_seq": 5, "last_seq": 12, "duplicate_of": [closed]}),
-    ])
+    assert got == _canonical(
+        [
+            (
+                "seq_gap",
+                "warning",
+                "ns-a",
+                "ns-a",
+                {"after_seq": 3, "next_seq": 5, "missing": 1, "files": [previous, closed]},
+            ),
+            ("seq_gap", "warning", "ns-a", "ns-a", {"after_seq": 7, "next_seq": 10, "missing": 2, "files": [closed]}),
+            (
+                "clock_step_back",
+                "warning",
+                "ns-a",
+                "ns-a",
+                {
+                    "seq": 11,
+                    "ts": "2026-11-21T00:02:10.000Z",
+                    "previous_seq": 10,
+                    "previous_ts": "2026-11-21T00:02:30.000Z",
+                    "step_ms": 20_000,
+                    "file": closed,
+                    "line": 5,
+                },
+            ),
+            (
+                "quarantined_lines",
+                "warning",
+                "ns-a",
+                "ns-a",
+                {
+                    "file": _rel(ingested, "opened"),
+                    "count": 3,
+                    "first_line": 4,
+                    "reasons": {"not_json": 1, "truncated_line": 1, "wrong_type": 1},
+                },
+            ),
+            (
+                "quarantined_lines",
+                "warning",
+                "ns-b",
+                "ns-b",
+                {
+                    "file": _rel(ingested, "other_b"),
+                    "count": 1,
+                    "first_line": 1,
+                    "reasons": {"duplicate_seq_conflict": 1},
+                },
+            ),
+            (
+                "duplicate_events",
+                "info",
+                "ns-a",
+                "ns-a",
+                {"file": gz, "count": 6, "first_seq": 5, "last_seq": 12, "duplicate_of": [closed]},
+            ),
+            (
+                "duplicate_events",
+                "info",
+                "ns-a",
+                "ns-a",
+                {"file": copy, "count": 6, "first_seq": 5, "last_seq": 12, "duplicate_of": [closed]},
+            ),
+        ]
+    )
     result, _ = ingested["runs"][0]
     assert result.findings == {"clock_step_back": 1, "duplicate_events": 2, "quarantined_lines": 2, "seq_gap": 2}
 
@@ -692,15 +820,17 @@ def test_a_failed_scan_leaves_the_previous_version_and_no_data_file(spark, tmp_p
 
     events, lake_dir = tmp_path / "events", tmp_path / "lake"
     for ns in ("ns-a", "ns-b", "ns-c"):
-        write_log(events, ns, [ns_start(T0)] + [register(T0 + 30_000 * i, BROKER_A, "heartbeat")
-                                                for i in range(1, 2_000)])
+        write_log(
+            events, ns, [ns_start(T0)] + [register(T0 + 30_000 * i, BROKER_A, "heartbeat") for i in range(1, 2_000)]
+        )
     run_ingest(spark, events, lake_dir, DAY)
     table_dir = lake_dir / lake.EVENTS
     version, files_before = DeltaTable(str(table_dir)).version(), _data_files(table_dir)
 
     listed = ingest.list_day_segments(events, DAY)
-    gone = replace(listed[0], file="ns-a/2026-11-21/events-gone.jsonl", path=str(events / "gone.jsonl"),
-                   bytes=1 << 40)  # listed, then removed: the largest, so its task starts first
+    gone = replace(
+        listed[0], file="ns-a/2026-11-21/events-gone.jsonl", path=str(events / "gone.jsonl"), bytes=1 << 40
+    )  # listed, then removed: the largest, so its task starts first
     monkeypatch.setattr(ingest, "list_day_segments", lambda *_: [gone, *listed])
     with pytest.raises(Exception, match="gone.jsonl"):
         run_ingest(spark, events, lake_dir, DAY)

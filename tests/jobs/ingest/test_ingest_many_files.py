@@ -45,21 +45,33 @@ def test_hundreds_of_one_line_segments_are_each_accounted_for(spark, tmp_path):
 
     result = run_ingest(spark, events, lake_dir, DAY)
 
-    files = {r.file: r for r in read_table(spark, lake.table_path(lake_dir, lake.INGEST_FILES),
-                                           INGEST_FILES_SCHEMA).collect()}
+    files = {
+        r.file: r
+        for r in read_table(spark, lake.table_path(lake_dir, lake.INGEST_FILES), INGEST_FILES_SCHEMA).collect()
+    }
     assert len(files) == 240 + 120  # one row per file
     assert all(f.accepted + f.quarantined == f.lines_read for f in files.values())
     for seq, path in [*enumerate(a, 1), *enumerate(b, 1)]:
         f = files[relative(events, path)]
         expected = (2, 1, 1) if path in bad else (1, 1, 0)
         assert (f.lines_read, f.accepted, f.quarantined, f.duplicates, f.first_seq, f.last_seq) == (
-            *expected, 0, seq, seq)
+            *expected,
+            0,
+            seq,
+            seq,
+        )
     assert (result.files, result.lines_read, result.quarantined, result.duplicates, result.events_written) == (
-        360, 366, 6, 0, 360)
+        360,
+        366,
+        6,
+        0,
+        360,
+    )
 
     quarantined = read_table(spark, lake.table_path(lake_dir, lake.QUARANTINE), QUARANTINE_SCHEMA).collect()
     assert sorted((q.file, q.line, q.raw) for q in quarantined) == sorted(
-        (relative(events, p), 2, "garbage") for p in bad)
+        (relative(events, p), 2, "garbage") for p in bad
+    )
     # each event once, with the file and line it came from
     events_df = read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA)
     rows = events_df.select("ns", "seq", "file", "line").collect()

@@ -35,22 +35,45 @@ def observation_log() -> list[dict]:
         return [event for _, event in events]
 
     a = {"cluster": "DefaultCluster", "broker_name": "broker-a", "broker_addrs": {0: BROKER_A.broker_addr}}
-    b = {"cluster": "DefaultCluster", "broker_name": "broker-b", "broker_addrs": {0: "10.0.0.6:10911", 1: "10.0.0.7:10911"}}
+    b = {
+        "cluster": "DefaultCluster",
+        "broker_name": "broker-b",
+        "broker_addrs": {0: "10.0.0.6:10911", 1: "10.0.0.7:10911"},
+    }
 
     def route(perm: int) -> dict:
-        return route_entry({"broker_datas": [a], "filter_server_table": {BROKER_A.broker_addr: ["10.0.0.5:30000"]},
-                            "queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8,
-                                             "perm": perm, "topic_sys_flag": 0}]})
+        return route_entry(
+            {
+                "broker_datas": [a],
+                "filter_server_table": {BROKER_A.broker_addr: ["10.0.0.5:30000"]},
+                "queue_datas": [
+                    {
+                        "broker_name": "broker-a",
+                        "read_queue_nums": 8,
+                        "write_queue_nums": 8,
+                        "perm": perm,
+                        "topic_sys_flag": 0,
+                    }
+                ],
+            }
+        )
 
-    full = ServerView({"broker-a": broker_entry(a), "broker-b": broker_entry(b)},
-                      {"TopicTest": route(6), "Unrouted": None})
+    full = ServerView(
+        {"broker-a": broker_entry(a), "broker-b": broker_entry(b)}, {"TopicTest": route(6), "Unrouted": None}
+    )
     wiped = ServerView({"broker-a": broker_entry(a)}, {"TopicTest": route(4), "Unrouted": None})
-    return (server.start(T0 + 1000) + server.observed(full, T0 + 1100, 1) + live(judge.observed(OBSERVED, T0 + 1100, full))
-            + server.observed(wiped, T0 + 11_100, 2) + live(judge.observed(OBSERVED, T0 + 11_100, wiped))
-            + server.failed(T0 + 21_100, 3, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
-            + live(judge.failed(OBSERVED, T0 + 21_100))
-            + server.observed(wiped, T0 + 31_100, 4) + live(judge.observed(OBSERVED, T0 + 31_100, wiped))
-            + server.stop(T0 + 40_000, "SIGTERM"))
+    return (
+        server.start(T0 + 1000)
+        + server.observed(full, T0 + 1100, 1)
+        + live(judge.observed(OBSERVED, T0 + 1100, full))
+        + server.observed(wiped, T0 + 11_100, 2)
+        + live(judge.observed(OBSERVED, T0 + 11_100, wiped))
+        + server.failed(T0 + 21_100, 3, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
+        + live(judge.failed(OBSERVED, T0 + 21_100))
+        + server.observed(wiped, T0 + 31_100, 4)
+        + live(judge.observed(OBSERVED, T0 + 31_100, wiped))
+        + server.stop(T0 + 40_000, "SIGTERM")
+    )
 
 
 def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_left_out_of_liveness(spark, tmp_path):
@@ -60,7 +83,11 @@ def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_
     write_log(events, OBSERVED, observations)
 
     result = run_ingest(spark, events, lake_dir, DAY)
-    assert (result.quarantined, result.accepted, result.events_written) == (0, 3 + len(observations), 3 + len(observations))
+    assert (result.quarantined, result.accepted, result.events_written) == (
+        0,
+        3 + len(observations),
+        3 + len(observations),
+    )
 
     events_df = read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA, where={"date": DAY})
     observed = {r["seq"]: r for r in events_df.where(F.col("ns") == OBSERVED).collect()}
@@ -69,7 +96,8 @@ def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_
     # (the perm without write on the only server observed is no wipe: no other server denies that
     # the broker registered it, and the outage came before its round was over)
     assert {(r["root_cause"], r["subject"], r["incident_state"]) for r in incidents} >= {
-        ("master_lost", "broker-b", "open")}
+        ("master_lost", "broker-b", "open")
+    }
     assert all(r["servers"] == [OBSERVED] for r in incidents)
     wipe = next(r for r in observed.values() if r["type"] == "observed_route" and r["round"] == 2)
     assert (wipe["topic"], wipe["queue_datas"][0]["perm"]) == ("TopicTest", 4)
@@ -77,24 +105,35 @@ def test_observation_streams_are_ingested_whole_rebuilt_as_observed_servers_and_
     gone = next(r for r in observed.values() if r["type"] == "observed_broker" and r["round"] == 2)
     assert (gone["broker_name"], gone["broker_addrs"], gone["cluster"]) == ("broker-b", None, None)
     snapshot = next(r for r in observed.values() if r["type"] == "observed_broker" and r["broker_name"] == "broker-b")
-    assert [(x["broker_id"], x["broker_addr"]) for x in snapshot["broker_addrs"]] == [(0, "10.0.0.6:10911"),
-                                                                                     (1, "10.0.0.7:10911")]
+    assert [(x["broker_id"], x["broker_addr"]) for x in snapshot["broker_addrs"]] == [
+        (0, "10.0.0.6:10911"),
+        (1, "10.0.0.7:10911"),
+    ]
     unrouted = next(r for r in observed.values() if r["type"] == "observed_route" and r["topic"] == "Unrouted")
     assert unrouted["queue_datas"] is None and unrouted["broker_datas"] is None
 
     run_rebuild(spark, str(lake_dir), DAY, Config())
-    routes_df = read_table(spark, lake.table_path(lake_dir, lake.TOPIC_ROUTE_HISTORY), TOPIC_ROUTE_HISTORY_SCHEMA,
-                           where={"date": DAY})
+    routes_df = read_table(
+        spark, lake.table_path(lake_dir, lake.TOPIC_ROUTE_HISTORY), TOPIC_ROUTE_HISTORY_SCHEMA, where={"date": DAY}
+    )
     rows = {(r["ns"], r["topic"], r["broker_name"], r["perm"]) for r in routes_df.collect()}
     # the observed server's tables are a step function of its observations (tests/jobs/rebuild/test_observed.py)
-    assert rows == {("ns-a", "TopicTest", "broker-a", 6), (OBSERVED, "TopicTest", "broker-a", 6),
-                    (OBSERVED, "TopicTest", "broker-a", 4)}
+    assert rows == {
+        ("ns-a", "TopicTest", "broker-a", 6),
+        (OBSERVED, "TopicTest", "broker-a", 6),
+        (OBSERVED, "TopicTest", "broker-a", 4),
+    }
     for table, table_schema in ((lake.NS_RUNS, NS_RUNS_SCHEMA), (lake.NS_STATE, NS_STATE_SCHEMA)):
-        servers = {r["ns"] for r in read_table(spark, lake.table_path(lake_dir, table), table_schema,
-                                               where={"date": DAY}).select("ns").collect()}
+        servers = {
+            r["ns"]
+            for r in read_table(spark, lake.table_path(lake_dir, table), table_schema, where={"date": DAY})
+            .select("ns")
+            .collect()
+        }
         assert servers == {"ns-a", OBSERVED}, table
     # nor of the liveness stage: broker-a's availability is over the one real server
     run_liveness(spark, str(lake_dir), DAY, Config())
-    (row,) = read_table(spark, lake.table_path(lake_dir, lake.BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA,
-                        where={"date": DAY}).collect()
+    (row,) = read_table(
+        spark, lake.table_path(lake_dir, lake.BROKER_AVAILABILITY), BROKER_AVAILABILITY_SCHEMA, where={"date": DAY}
+    ).collect()
     assert (row["broker_addr"], row["servers"], sorted(row["live_ms_by_ns"])) == (BROKER_A.broker_addr, 1, ["ns-a"])

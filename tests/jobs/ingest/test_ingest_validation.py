@@ -49,20 +49,43 @@ TOO_BIG = {(-(2**31), 2**31 - 1): 2**31, (-(2**63), 2**63 - 1): 2**63}
 def _full_event(seq: int) -> dict:
     """A valid ``rejected`` event that carries every v1 key (a rejected event may log any)."""
     values = {
-        "v": 1, "ns": NS, "seq": seq, "ts": T0 + seq, "type": "rejected", "request_code": 103,
-        "data_version": {"timestamp": T0, "counter": 3}, "topics_digest": "0" * 64,
-        "topics": [{"topic": "TopicTest", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
-                    "topic_sys_flag": 0, "order": False, "topic_filter_type": "SINGLE_TAG"}],
-        "filter_servers": ["10.0.0.7:1"], "last_update_ts": T0,
+        "v": 1,
+        "ns": NS,
+        "seq": seq,
+        "ts": T0 + seq,
+        "type": "rejected",
+        "request_code": 103,
+        "data_version": {"timestamp": T0, "counter": 3},
+        "topics_digest": "0" * 64,
+        "topics": [
+            {
+                "topic": "TopicTest",
+                "read_queue_nums": 8,
+                "write_queue_nums": 8,
+                "perm": 6,
+                "topic_sys_flag": 0,
+                "order": False,
+                "topic_filter_type": "SINGLE_TAG",
+            }
+        ],
+        "filter_servers": ["10.0.0.7:1"],
+        "last_update_ts": T0,
         # the observation keys (nsaudit collect), nested arrays of objects
         "broker_addrs": [{"broker_id": 0, "broker_addr": "10.0.0.5:10911"}],
-        "queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
-                         "topic_sys_flag": 0}],
-        "broker_datas": [{"cluster": "C1", "broker_name": "broker-a",
-                          "broker_addrs": [{"broker_id": 0, "broker_addr": "10.0.0.5:10911"}]}],
+        "queue_datas": [
+            {"broker_name": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6, "topic_sys_flag": 0}
+        ],
+        "broker_datas": [
+            {
+                "cluster": "C1",
+                "broker_name": "broker-a",
+                "broker_addrs": [{"broker_id": 0, "broker_addr": "10.0.0.5:10911"}],
+            }
+        ],
         "filter_server_table": [{"broker_addr": "10.0.0.5:10911", "filter_servers": ["10.0.0.5:30000"]}],
         # the live incident keys (nsaudit collect), arrays of strings
-        "servers": ["obs-10.0.0.5-9876"], "kinds": ["write_perm_wiped"],
+        "servers": ["obs-10.0.0.5-9876"],
+        "kinds": ["write_perm_wiped"],
         # the refreshes a log outage refused (rejected log_unavailable), an array of objects
         "refreshes": [{"broker_addr": "10.0.0.5:10911", "last_update_ts": T0}],
     }
@@ -121,8 +144,12 @@ def _bad_cases() -> list[tuple[str, dict, str]]:
     out = [(what, _set(_full_event(100), what.split("=")[0], value), reason) for what, value, reason in cases]
     for prefix in ("", "data_version.", "topics[].", "broker_datas[].broker_addrs[]."):
         event = _full_event(100)
-        holder = {"": event, "data_version.": event["data_version"], "topics[].": event["topics"][0],
-                  "broker_datas[].broker_addrs[].": event["broker_datas"][0]["broker_addrs"][0]}[prefix]
+        holder = {
+            "": event,
+            "data_version.": event["data_version"],
+            "topics[].": event["topics"][0],
+            "broker_datas[].broker_addrs[].": event["broker_datas"][0]["broker_addrs"][0],
+        }[prefix]
         holder["junk"] = 1
         out.append((f"{prefix}junk", event, f"unknown_key: {prefix}junk"))
     return out
@@ -139,8 +166,12 @@ def _plan(tmp_path):
 
 def _fast(lines: list[str], plan) -> np.ndarray:
     data = ("\n".join(lines) + "\n").encode()
-    return np.concatenate([classify_lines(b.column(4), b.column(5), NS, plan)[0]
-                           for b in line_batches(data, DAY, NS, f"{NS}/{DAY}/f.jsonl")])
+    return np.concatenate(
+        [
+            classify_lines(b.column(4), b.column(5), NS, plan)[0]
+            for b in line_batches(data, DAY, NS, f"{NS}/{DAY}/f.jsonl")
+        ]
+    )
 
 
 def test_the_rules_cover_every_key_and_the_writers_longest_line():
@@ -184,8 +215,9 @@ def _force(monkeypatch, reader: str) -> None:
         monkeypatch.setattr(ingest_module, "lake_writer", lambda spark: "native")
         seen = []
         real = ingest_module.build_plan
-        monkeypatch.setattr(ingest_module, "build_plan",
-                            lambda *a, **kw: seen.append(kw["write_events"]) or real(*a, **kw))
+        monkeypatch.setattr(
+            ingest_module, "build_plan", lambda *a, **kw: seen.append(kw["write_events"]) or real(*a, **kw)
+        )
         monkeypatch.setattr(ingest_module, "_seen_write_events", seen, raising=False)
 
 
@@ -199,10 +231,14 @@ def test_every_wrong_type_and_unknown_key_is_quarantined_whichever_path_reads_it
 
     if reader == "jvm":
         assert ingest_module._seen_write_events == [False]
-    quarantined = {r["line"]: r["reason"] for r in _day(spark, tmp_path / "lake", lake.QUARANTINE, QUARANTINE_SCHEMA)
-                   if r["file"] == file}
-    mismatched = {line: (quarantined.get(line), reason) for line, reason in expected.items()
-                  if quarantined.get(line) != reason}
+    quarantined = {
+        r["line"]: r["reason"]
+        for r in _day(spark, tmp_path / "lake", lake.QUARANTINE, QUARANTINE_SCHEMA)
+        if r["file"] == file
+    }
+    mismatched = {
+        line: (quarantined.get(line), reason) for line, reason in expected.items() if quarantined.get(line) != reason
+    }
     assert not mismatched, mismatched
     assert set(quarantined) == set(expected)
     events_lines = {r["line"] for r in _day(spark, tmp_path / "lake", lake.EVENTS, EVENTS_TABLE_SCHEMA)}
@@ -214,15 +250,17 @@ def test_every_wrong_type_and_unknown_key_is_quarantined_whichever_path_reads_it
 
 @pytest.mark.spark
 @pytest.mark.parametrize("reader", ["fast", "jvm"])
-def test_a_giant_line_with_an_unknown_key_and_a_line_over_the_maximum_are_quarantined(spark, tmp_path, monkeypatch,
-                                                                                      reader):
+def test_a_giant_line_with_an_unknown_key_and_a_line_over_the_maximum_are_quarantined(
+    spark, tmp_path, monkeypatch, reader
+):
     events = tmp_path / "events"
     path = write_log(events, NS, [ns_start(T0), register(T0 + 1, BROKER_A)])[0]
     stop = {"v": 1, "ns": NS, "seq": 3, "ts": T0 + 2, "type": "ns_stop", "reason": "SIGTERM"}
     junk = _dump({**stop, "junk": "j" * 30_000_000})  # 30 MB, under the maximum
     # the broker address as a JSON number, in a heartbeat of the address registered above
-    heartbeat = _dump({**json.loads(path.read_bytes().splitlines()[1]), "seq": 4, "type": "heartbeat",
-                       "broker_addr": 12345})
+    heartbeat = _dump(
+        {**json.loads(path.read_bytes().splitlines()[1]), "seq": 4, "type": "heartbeat", "broker_addr": 12345}
+    )
     too_long = _dump({**stop, "seq": 5, "reason": "r" * 41_000_000})  # a valid event, over the maximum
     append_lines(path, junk.encode(), heartbeat.encode(), too_long.encode(), _dump({**stop, "seq": 6}).encode())
     monkeypatch.setattr(validation, "MAX_LINE_BYTES", 40_000_000)

@@ -63,15 +63,43 @@ def _good_events() -> list[dict]:
         heartbeat_904(T0 + 3, BROKER_A),
         expire(T0 + 4, BROKER_B, T0 - 200_000),
         {"ts": T0 + 5, "type": "channel_close", "channel": "c9", "broker_addr": None},
-        {"ts": T0 + 6, "type": "wipe_write_perm", "request_code": 205, "channel": "c2", "remote": "10.0.0.9:1",
-         "broker_name": "broker-a", "topic_count": 3},
-        {"ts": T0 + 7, "type": "delete_topic", "request_code": 216, "channel": "c2", "remote": "10.0.0.9:1",
-         "topic": "TopicTest", "cluster": None},
-        {"ts": T0 + 8, "type": "rejected", "reason": "malformed_frame", "detail": "bad length",
-         "frame_length": -5, "serialize_type": 0, "header_length": 3},
-        {"ts": T0 + 9, "type": "rejected", "reason": "log_unavailable", "detail": "[Errno 28] No space left on device",
-         "refused_count": 12, "unlogged_count": 0, "outage_ms": 1943,
-         "refreshes": [{"broker_addr": "10.0.0.5:10911", "last_update_ts": T0 + 8}]},
+        {
+            "ts": T0 + 6,
+            "type": "wipe_write_perm",
+            "request_code": 205,
+            "channel": "c2",
+            "remote": "10.0.0.9:1",
+            "broker_name": "broker-a",
+            "topic_count": 3,
+        },
+        {
+            "ts": T0 + 7,
+            "type": "delete_topic",
+            "request_code": 216,
+            "channel": "c2",
+            "remote": "10.0.0.9:1",
+            "topic": "TopicTest",
+            "cluster": None,
+        },
+        {
+            "ts": T0 + 8,
+            "type": "rejected",
+            "reason": "malformed_frame",
+            "detail": "bad length",
+            "frame_length": -5,
+            "serialize_type": 0,
+            "header_length": 3,
+        },
+        {
+            "ts": T0 + 9,
+            "type": "rejected",
+            "reason": "log_unavailable",
+            "detail": "[Errno 28] No space left on device",
+            "refused_count": 12,
+            "unlogged_count": 0,
+            "outage_ms": 1943,
+            "refreshes": [{"broker_addr": "10.0.0.5:10911", "last_update_ts": T0 + 8}],
+        },
         {**ns_stop(T0 + 10), "silent_closes": 32852},
     ]
     out = []
@@ -82,9 +110,15 @@ def _good_events() -> list[dict]:
             event["data_version"] = {"timestamp": dv.timestamp, "counter": dv.counter}
         if "topics" in event:
             event["topics"] = [
-                {"topic": t.topic, "read_queue_nums": t.read_queue_nums, "write_queue_nums": t.write_queue_nums,
-                 "perm": t.perm, "topic_sys_flag": t.topic_sys_flag, "order": t.order,
-                 "topic_filter_type": t.topic_filter_type}
+                {
+                    "topic": t.topic,
+                    "read_queue_nums": t.read_queue_nums,
+                    "write_queue_nums": t.write_queue_nums,
+                    "perm": t.perm,
+                    "topic_sys_flag": t.topic_sys_flag,
+                    "order": t.order,
+                    "topic_filter_type": t.topic_filter_type,
+                }
                 for t in event["topics"]
             ]
         out.append(event)
@@ -110,10 +144,28 @@ def _mutations(rng: random.Random):
             topics = [dict(t) for t in e["topics"]]
             edit(topics)
             return _dump({**e, "topics": topics})
+
         return apply
 
-    key = rng.choice(["v", "ns", "seq", "ts", "type", "broker_addr", "broker_id", "cluster", "ha_addr",
-                      "request_code", "topics", "data_version", "filter_servers", "last_update_ts", "reason"])
+    key = rng.choice(
+        [
+            "v",
+            "ns",
+            "seq",
+            "ts",
+            "type",
+            "broker_addr",
+            "broker_id",
+            "cluster",
+            "ha_addr",
+            "request_code",
+            "topics",
+            "data_version",
+            "filter_servers",
+            "last_update_ts",
+            "reason",
+        ]
+    )
     return [
         drop_key(key),
         set_key(key, None),
@@ -155,10 +207,10 @@ def _mutations(rng: random.Random):
         lambda e: _dump(e).replace('"', "'"),
         lambda e: _dump(e)[:-1] + ",}",
         lambda e: _dump(e)[: len(_dump(e)) // 2],
-        lambda e: _dump(e).replace(':1,', ':01,', 1),
+        lambda e: _dump(e).replace(":1,", ":01,", 1),
         lambda e: _dump(e).replace('"ns-a"', '"ns-\\u0061"'),
         lambda e: _dump(e).replace('"ns-a"', '"ns\ta"'),
-        lambda e: _dump({**e, "detail": "caf\u00e9 \\ \" \u2603"}),
+        lambda e: _dump({**e, "detail": 'caf\u00e9 \\ " \u2603'}),
         lambda e: "",
         lambda e: "   ",
         lambda e: "[1,2]",
@@ -190,6 +242,7 @@ def _fast_path(lines: list[str], plan) -> tuple[np.ndarray, list[dict]]:
         if parsed is not None:
             numbers = batch.column(3).filter(pa.array(fast))
             rows += event_batch(parsed, numbers, "ns-a/2026-11-21/f.jsonl", plan).to_pylist()
+
     # as Spark hands them back: naive UTC datetimes
     def naive(v):
         return v.replace(tzinfo=None) if isinstance(v, dt.datetime) else v
@@ -265,8 +318,12 @@ def test_the_fast_path_accepts_only_what_the_jvm_accepts_and_reads_it_alike(spar
 
 def _tables(spark, lake_dir):
     out = {}
-    for name, schema in ((lake.EVENTS, EVENTS_TABLE_SCHEMA), (lake.QUARANTINE, QUARANTINE_SCHEMA),
-                         (lake.INGEST_FILES, INGEST_FILES_SCHEMA), (lake.FINDINGS, FINDINGS_SCHEMA)):
+    for name, schema in (
+        (lake.EVENTS, EVENTS_TABLE_SCHEMA),
+        (lake.QUARANTINE, QUARANTINE_SCHEMA),
+        (lake.INGEST_FILES, INGEST_FILES_SCHEMA),
+        (lake.FINDINGS, FINDINGS_SCHEMA),
+    ):
         df = read_table(spark, lake.table_path(lake_dir, name), schema, where={"date": DAY})
         out[name] = sorted((tuple(r) for r in df.collect()), key=repr)
     return out
@@ -333,7 +390,9 @@ def test_a_line_only_the_jvm_accepts_is_committed_with_the_fast_ones(spark, tmp_
     from jobs.lake.tables import table_version
 
     events = tmp_path / "events"
-    path = write_log(events, "ns-a", [ns_start(T0), register(T0 + 1, BROKER_A), register(T0 + 2, BROKER_A, "heartbeat")])[0]
+    path = write_log(
+        events, "ns-a", [ns_start(T0), register(T0 + 1, BROKER_A), register(T0 + 2, BROKER_A, "heartbeat")]
+    )[0]
     # seq 4 repeats its seq key: pyarrow refuses the line, the JVM reads it
     odd = _dump({**json.loads(path.read_bytes().splitlines()[2]), "seq": 4, "ts": T0 + 3})
     append_lines(path, (odd[:-1] + ',"seq":4}').encode())
@@ -341,7 +400,9 @@ def test_a_line_only_the_jvm_accepts_is_committed_with_the_fast_ones(spark, tmp_
     result = run_ingest(spark, events, lake_dir, DAY)
     assert (result.lines_read, result.accepted, result.quarantined, result.events_written) == (4, 4, 0, 4)
     assert table_version(lake.table_path(lake_dir, lake.EVENTS)) == 0  # one commit for both kinds
-    rows = {r["seq"]: r for r in read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA).collect()}
+    rows = {
+        r["seq"]: r for r in read_table(spark, lake.table_path(lake_dir, lake.EVENTS), EVENTS_TABLE_SCHEMA).collect()
+    }
     assert sorted(rows) == [1, 2, 3, 4]
     assert rows[4]["remote"] == rows[3]["remote"] == "10.0.0.5:50112"
     assert not result.findings  # no gap: the JVM's line sits between the fast ones in seq order

@@ -32,34 +32,86 @@ def _tables(day: dt.date, perm: int) -> dict[str, pa.Table]:
     """One day of the tables the commands read: broker-a with topic T on ``ns-a`` all day."""
     start = day_start_ms(day)
     ts = pa.timestamp("us", tz="UTC")
-    interval = {"valid_from_ts": pa.array([_ts(start)], ts), "valid_to_ts": pa.array([None], ts),
-                "ns": [NS], "date": pa.array([day])}
+    interval = {
+        "valid_from_ts": pa.array([_ts(start)], ts),
+        "valid_to_ts": pa.array([None], ts),
+        "ns": [NS],
+        "date": pa.array([day]),
+    }
     return {
         "audit_runs": pa.table({"date": pa.array([day]), "status": ["ok"]}),
-        "ns_state": pa.table({"date": pa.array([day]), "ns": [NS], "up": [True], "up_at_start": [True],
-                              "observed": pa.array([False]), "resolution_ms": pa.array([None], pa.int64())}),
-        "ns_runs": pa.table({"ns": [NS], "start_ts": pa.array([_ts(start)], ts), "stop_ts": pa.array([None], ts),
-                             "start_seq": pa.array([1], pa.int64()), "stop_seq": pa.array([None], pa.int64()),
-                             "stop_reason": ["open"], "date": pa.array([day])}),
-        "topic_route_history": pa.table({"topic": ["T"], "broker_name": ["broker-a"],
-                                         "read_queue_nums": pa.array([4], pa.int32()),
-                                         "write_queue_nums": pa.array([4], pa.int32()),
-                                         "perm": pa.array([perm], pa.int32()),
-                                         "topic_sys_flag": pa.array([0], pa.int32()), **interval}),
-        "broker_addr_history": pa.table({"broker_name": ["broker-a"], "broker_id": pa.array([0], pa.int64()),
-                                         "cluster": ["C"], "broker_addr": ["10.0.0.1:10911"], **interval}),
+        "ns_state": pa.table(
+            {
+                "date": pa.array([day]),
+                "ns": [NS],
+                "up": [True],
+                "up_at_start": [True],
+                "observed": pa.array([False]),
+                "resolution_ms": pa.array([None], pa.int64()),
+            }
+        ),
+        "ns_runs": pa.table(
+            {
+                "ns": [NS],
+                "start_ts": pa.array([_ts(start)], ts),
+                "stop_ts": pa.array([None], ts),
+                "start_seq": pa.array([1], pa.int64()),
+                "stop_seq": pa.array([None], pa.int64()),
+                "stop_reason": ["open"],
+                "date": pa.array([day]),
+            }
+        ),
+        "topic_route_history": pa.table(
+            {
+                "topic": ["T"],
+                "broker_name": ["broker-a"],
+                "read_queue_nums": pa.array([4], pa.int32()),
+                "write_queue_nums": pa.array([4], pa.int32()),
+                "perm": pa.array([perm], pa.int32()),
+                "topic_sys_flag": pa.array([0], pa.int32()),
+                **interval,
+            }
+        ),
+        "broker_addr_history": pa.table(
+            {
+                "broker_name": ["broker-a"],
+                "broker_id": pa.array([0], pa.int64()),
+                "cluster": ["C"],
+                "broker_addr": ["10.0.0.1:10911"],
+                **interval,
+            }
+        ),
         "cluster_history": pa.table({"cluster": ["C"], "broker_name": ["broker-a"], **interval}),
-        "filter_server_history": pa.table({"broker_addr": pa.array([], pa.string()),
-                                           "filter_servers": pa.array([], pa.list_(pa.string())),
-                                           "valid_from_ts": pa.array([], ts), "valid_to_ts": pa.array([], ts),
-                                           "ns": pa.array([], pa.string()), "date": pa.array([], pa.date32())}),
-        "incidents": pa.table({
-            "date": pa.array([day]), "incident_id": ["inc-000000000001"], "root_cause": ["write_perm_wiped"],
-            "subject": ["broker-a"], "servers": [[NS]], "start_ts": pa.array([_ts(start)], ts),
-            "end_ts": pa.array([_ts(start + 60_000)], ts), "duration_ms": pa.array([60_000], pa.int64()),
-            "severity": ["warning"], "findings": pa.array([1], pa.int32()), "kinds": [["write_perm_wiped"]],
-            "topics_unwritable": pa.array([0], pa.int32()), "write_queues_unwritable": pa.array([0], pa.int64()),
-            "topics_unroutable": pa.array([0], pa.int32()), "client_share": [1.0], "finding_ids": [["f1"]]}),
+        "filter_server_history": pa.table(
+            {
+                "broker_addr": pa.array([], pa.string()),
+                "filter_servers": pa.array([], pa.list_(pa.string())),
+                "valid_from_ts": pa.array([], ts),
+                "valid_to_ts": pa.array([], ts),
+                "ns": pa.array([], pa.string()),
+                "date": pa.array([], pa.date32()),
+            }
+        ),
+        "incidents": pa.table(
+            {
+                "date": pa.array([day]),
+                "incident_id": ["inc-000000000001"],
+                "root_cause": ["write_perm_wiped"],
+                "subject": ["broker-a"],
+                "servers": [[NS]],
+                "start_ts": pa.array([_ts(start)], ts),
+                "end_ts": pa.array([_ts(start + 60_000)], ts),
+                "duration_ms": pa.array([60_000], pa.int64()),
+                "severity": ["warning"],
+                "findings": pa.array([1], pa.int32()),
+                "kinds": [["write_perm_wiped"]],
+                "topics_unwritable": pa.array([0], pa.int32()),
+                "write_queues_unwritable": pa.array([0], pa.int64()),
+                "topics_unroutable": pa.array([0], pa.int32()),
+                "client_share": [1.0],
+                "finding_ids": [["f1"]],
+            }
+        ),
     }
 
 
@@ -107,8 +159,7 @@ def _corrupt(lake: Path, table: str) -> None:
 
 def _listing(lake: Path) -> dict[str, tuple[int, int]]:
     """Every file of the lake with its size and modification time."""
-    return {str(p.relative_to(lake)): (p.stat().st_size, p.stat().st_mtime_ns) for p in lake.rglob("*")
-            if p.is_file()}
+    return {str(p.relative_to(lake)): (p.stat().st_size, p.stat().st_mtime_ns) for p in lake.rglob("*") if p.is_file()}
 
 
 def _one_damage_line(err: str, table: str) -> None:
@@ -117,12 +168,15 @@ def _one_damage_line(err: str, table: str) -> None:
     assert "at ./nptl" not in err and "   0: " not in err  # no Rust backtrace either
 
 
-@pytest.mark.parametrize("argv", [
-    ("lake", "optimize"),
-    ("lake", "vacuum", "--retain-hours", "0", "--force"),
-    ("lake", "retention"),
-    ("lake", "retention", "--keep-days", "1"),
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("lake", "optimize"),
+        ("lake", "vacuum", "--retain-hours", "0", "--force"),
+        ("lake", "retention"),
+        ("lake", "retention", "--keep-days", "1"),
+    ],
+)
 def test_a_lake_command_stops_at_a_damaged_table_and_changes_nothing(lake, config, capsys, argv):
     # topic_route_history comes after most tables by name: nothing before it may be touched either
     _corrupt(lake, "topic_route_history")
@@ -162,13 +216,15 @@ def test_the_lake_commands_work_on_the_undamaged_lake(lake, config, capsys):
 AT = iso(day_start_ms(DAYS[1]) + 3_600_000)
 
 
-@pytest.mark.parametrize("table", ["ns_state", "audit_runs", "topic_route_history", "broker_addr_history",
-                                   "ns_runs"])
-@pytest.mark.parametrize("argv", [
-    ("route", "--ns", NS, "--topic", "T", "--at", AT),
-    ("cluster", "--ns", NS, "--at", AT),
-    ("diff", "--ns", NS, "--from", iso(day_start_ms(DAYS[1])), "--to", AT),
-])
+@pytest.mark.parametrize("table", ["ns_state", "audit_runs", "topic_route_history", "broker_addr_history", "ns_runs"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("route", "--ns", NS, "--topic", "T", "--at", AT),
+        ("cluster", "--ns", NS, "--at", AT),
+        ("diff", "--ns", NS, "--from", iso(day_start_ms(DAYS[1])), "--to", AT),
+    ],
+)
 def test_a_query_on_a_damaged_table_is_one_line_and_exit_1(lake, capsys, table, argv):
     code, out, err = run(capsys, *argv[:1], "--lake", lake, *argv[1:])
     assert code == 0, err  # answered before the damage
@@ -197,8 +253,7 @@ def test_a_version_vacuum_removed_says_so(lake, config, capsys):
     code, out, err = run(capsys, *argv, "--version", old)
     assert code == 0 and '"perm":6' in out, err
     _write_day(lake, DAYS[1], 4)  # the rerun
-    code, out, err = run(capsys, "lake", "vacuum", "--lake", lake, "--config", config, "--retain-hours", "0",
-                         "--force")
+    code, out, err = run(capsys, "lake", "vacuum", "--lake", lake, "--config", config, "--retain-hours", "0", "--force")
     assert code == 0, err
     code, out, err = run(capsys, *argv, "--version", old)
     assert (code, out) == (2, "") and err.count("\n") == 1, err
@@ -209,8 +264,11 @@ def test_a_version_vacuum_removed_says_so(lake, config, capsys):
 
 
 def test_a_file_of_the_latest_version_gone_is_damage(lake, capsys):
-    data = next(p for p in (lake / "topic_route_history" / f"date={DAYS[1]}").glob("*.parquet")
-                if p.name in {os.path.basename(u) for u in DeltaTable(str(lake / "topic_route_history")).file_uris()})
+    data = next(
+        p
+        for p in (lake / "topic_route_history" / f"date={DAYS[1]}").glob("*.parquet")
+        if p.name in {os.path.basename(u) for u in DeltaTable(str(lake / "topic_route_history")).file_uris()}
+    )
     data.unlink()
     code, out, err = run(capsys, "route", "--lake", lake, "--ns", NS, "--topic", "T", "--at", AT)
     assert (code, out) == (1, "") and err.count("\n") == 1, err

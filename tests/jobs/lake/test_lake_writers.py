@@ -37,7 +37,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1500)]
 
 DAY = dt.date(2026, 11, 21)
 WRITERS = ("delta-rs", "native")
-_spec = importlib.util.spec_from_file_location("lake_diff", Path(__file__).resolve().parents[3] / "bench" / "lake_diff.py")
+_spec = importlib.util.spec_from_file_location(
+    "lake_diff", Path(__file__).resolve().parents[3] / "bench" / "lake_diff.py"
+)
 lake_diff = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(lake_diff)
 
@@ -48,8 +50,21 @@ def lakes(spark, tmp_path_factory) -> dict[str, Path]:
     from nameserver.sim.run import FAULTS, SimOptions, simulate
 
     root = tmp_path_factory.mktemp("writers")
-    simulate(SimOptions(events_dir=root / "events", ns=3, brokers=4, slaves=1, topics=6, start_ms=day_start_ms(DAY),
-                        hours=0.5, seed=5, faults=FAULTS, fault_rate=12.0, quiet=True))
+    simulate(
+        SimOptions(
+            events_dir=root / "events",
+            ns=3,
+            brokers=4,
+            slaves=1,
+            topics=6,
+            start_ms=day_start_ms(DAY),
+            hours=0.5,
+            seed=5,
+            faults=FAULTS,
+            fault_rate=12.0,
+            quiet=True,
+        )
+    )
     for writer in WRITERS:
         with writing_through(spark, writer):
             nightly_audit.run(spark, Config(), str(root / "events"), str(root / writer), DAY, lambda line: None)
@@ -58,15 +73,31 @@ def lakes(spark, tmp_path_factory) -> dict[str, Path]:
 
 def _audit_at_once(events: str, lake: str, config: Path, logs: Path) -> list[subprocess.CompletedProcess]:
     """Two ``nsaudit audit`` of the day into one lake, started together."""
-    argv = [sys.executable, "-m", "nsaudit.cli", "audit", "--events", events, "--lake", lake, "--date",
-            DAY.isoformat(), "--config", str(config)]
+    argv = [
+        sys.executable,
+        "-m",
+        "nsaudit.cli",
+        "audit",
+        "--events",
+        events,
+        "--lake",
+        lake,
+        "--date",
+        DAY.isoformat(),
+        "--config",
+        str(config),
+    ]
     procs = []
     for n in (1, 2):
         with open(logs / f"audit{n}.out", "wb") as out, open(logs / f"audit{n}.err", "wb") as err:
             procs.append(subprocess.Popen(argv, stdout=out, stderr=err, env=subprocess_env()))
     codes = [p.wait(900) for p in procs]
-    return [subprocess.CompletedProcess(argv, code, (logs / f"audit{n}.out").read_text(),
-                                        (logs / f"audit{n}.err").read_text()) for n, code in zip((1, 2), codes, strict=True)]
+    return [
+        subprocess.CompletedProcess(
+            argv, code, (logs / f"audit{n}.out").read_text(), (logs / f"audit{n}.err").read_text()
+        )
+        for n, code in zip((1, 2), codes, strict=True)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +147,16 @@ def test_the_queries_answer_the_same_from_a_bucket(s3_server, lakes, s3_lakes):
     def answers(lake) -> list:
         route_lake = RouteLake(str(lake))
         instants = [int(dt.datetime(2026, 11, 21, 0, m, tzinfo=dt.UTC).timestamp() * 1000) for m in (5, 17, 29)]
-        return ([route_answer(route_lake, ns, f"topic-000{t}", at) for ns in ("ns-a", "ns-b", "ns-c")
-                 for t in range(3) for at in instants]
-                + [cluster_answer(route_lake, ns, at) for ns in ("ns-a", "ns-b", "ns-c") for at in instants]
-                + [day_incidents(str(lake), DAY)])
+        return (
+            [
+                route_answer(route_lake, ns, f"topic-000{t}", at)
+                for ns in ("ns-a", "ns-b", "ns-c")
+                for t in range(3)
+                for at in instants
+            ]
+            + [cluster_answer(route_lake, ns, at) for ns in ("ns-a", "ns-b", "ns-c") for at in instants]
+            + [day_incidents(str(lake), DAY)]
+        )
 
     for writer in WRITERS:
         local = answers(lakes[writer])
@@ -161,8 +198,12 @@ def test_each_engine_reads_the_other_writers_tables(spark, lakes, reader):
     from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA, TOPIC_ROUTE_HISTORY_SCHEMA
 
     writer = "native" if reader == "delta-rs" else "delta-rs"
-    for name, schema in (("events", EVENTS_TABLE_SCHEMA), ("topic_route_history", TOPIC_ROUTE_HISTORY_SCHEMA),
-                         ("route_snapshots", ROUTE_SNAPSHOTS_SCHEMA), ("findings", FINDINGS_SCHEMA)):
+    for name, schema in (
+        ("events", EVENTS_TABLE_SCHEMA),
+        ("topic_route_history", TOPIC_ROUTE_HISTORY_SCHEMA),
+        ("route_snapshots", ROUTE_SNAPSHOTS_SCHEMA),
+        ("findings", FINDINGS_SCHEMA),
+    ):
         with writing_through(spark, writer):
             own = _rows(read_table(spark, lakes[writer] / name, schema, where={"date": DAY}))
         with writing_through(spark, reader):
@@ -180,12 +221,14 @@ def test_each_engine_reads_the_other_writers_older_versions(spark, lakes, reader
     committed = {c["version"]: c["timestamp"] for c in load_table(str(path)).history()}
     versions = sorted(committed)
     with writing_through(spark, reader):
-        statuses = [[r["status"] for r in read_table(spark, path, AUDIT_RUNS_SCHEMA, version=v).collect()]
-                    for v in versions]
+        statuses = [
+            [r["status"] for r in read_table(spark, path, AUDIT_RUNS_SCHEMA, version=v).collect()] for v in versions
+        ]
         # by commit time as well: the last version committed at or before the first status
         running_ms = committed[versions[-2]]
-        at_time = read_table(spark, path, AUDIT_RUNS_SCHEMA,
-                             timestamp=dt.datetime.fromtimestamp(running_ms / 1000, dt.UTC)).collect()
+        at_time = read_table(
+            spark, path, AUDIT_RUNS_SCHEMA, timestamp=dt.datetime.fromtimestamp(running_ms / 1000, dt.UTC)
+        ).collect()
     # a run records the day running before its first write and ok after its last (native tables
     # start with an empty CREATE TABLE commit)
     assert [s for s in statuses if s] == [["running"], ["ok"]]
@@ -198,8 +241,11 @@ def test_no_credential_reaches_a_log_the_report_or_audit_runs(s3_server, s3_lake
 
     with on_s3(s3_server):
         lake = s3_lakes["lakes"]["delta-rs"]
-        texts = {relative: files.read_text(f"{lake}/{folder}/{relative}") for folder in ("_logs", "reports")
-                 for relative, _ in files.list_files(f"{lake}/{folder}")}
+        texts = {
+            relative: files.read_text(f"{lake}/{folder}/{relative}")
+            for folder in ("_logs", "reports")
+            for relative, _ in files.list_files(f"{lake}/{folder}")
+        }
         texts["audit_runs"] = json.dumps(read_table_arrow(f"{lake}/audit_runs").to_pylist(), default=str)
     assert f"{DAY}.log" in texts and f"{DAY}/summary.json" in texts  # the run's log is in the lake
     texts["stderr"] = "".join(r.stderr + r.stdout for r in s3_lakes["concurrent"])

@@ -34,10 +34,12 @@ def _server_a() -> list[dict]:
     routes, out = RouteInfoManager(), []
     ctx = RequestContext("c1", "10.0.0.1:50000", 103)
     out.append(ns_start_event(T0 + 1000, 120_000, 10_000, "0.1.0"))
-    out += routes.register_broker("C1", M, "broker-a", 0, "10.0.0.1:10912", dv1, [A], ["10.0.1.1:40001"], T0 + 2000,
-                                  ctx).events
-    out += routes.register_broker("C1", S, "broker-a", 1, "10.0.0.2:10912", dv1, [A], [], T0 + 3000,
-                                  RequestContext("c2", "10.0.0.2:50000", 103)).events
+    out += routes.register_broker(
+        "C1", M, "broker-a", 0, "10.0.0.1:10912", dv1, [A], ["10.0.1.1:40001"], T0 + 2000, ctx
+    ).events
+    out += routes.register_broker(
+        "C1", S, "broker-a", 1, "10.0.0.2:10912", dv1, [A], [], T0 + 3000, RequestContext("c2", "10.0.0.2:50000", 103)
+    ).events
     out += routes.wipe_write_perm_of_broker("broker-a", T0 + 5000, RequestContext("a", "x:1", 205))[1]
     out.append(ns_stop_event(T0 + 10_000, "SIGTERM"))
     routes.clear()
@@ -50,8 +52,9 @@ def _server_a() -> list[dict]:
 def _server_b() -> list[dict]:
     routes = RouteInfoManager()
     out = [ns_start_event(T0 + 500, 120_000, 10_000, "0.1.0")]
-    out += routes.register_broker("C2", N, "broker-b", 0, None, dv1, [A, B], None, T0 + 4000,
-                                  RequestContext("c7", "10.0.0.3:50000", 103)).events
+    out += routes.register_broker(
+        "C2", N, "broker-b", 0, None, dv1, [A, B], None, T0 + 4000, RequestContext("c7", "10.0.0.3:50000", 103)
+    ).events
     return out  # nothing on day 2: its tables carry on
 
 
@@ -71,8 +74,9 @@ def run(capsys, *argv):
 
 
 def test_route_prints_one_line_in_the_standard_json_form(lake_dir, capsys):
-    code, out, err = run(capsys, "route", "--lake", lake_dir, "--ns", "ns-a", "--topic", "TopicA",
-                         "--at", iso(T0 + 3000))
+    code, out, err = run(
+        capsys, "route", "--lake", lake_dir, "--ns", "ns-a", "--topic", "TopicA", "--at", iso(T0 + 3000)
+    )
     assert (code, err) == (0, "")
     assert out == (
         '{"ns":"ns-a","topic":"TopicA","at":' + str(T0 + 3000) + ',"route":{"brokerDatas":[{"brokerAddrs":'
@@ -84,8 +88,9 @@ def test_route_prints_one_line_in_the_standard_json_form(lake_dir, capsys):
 
 def test_state_at_t_includes_the_events_at_t_and_not_after(lake_dir, capsys):
     def perm(at):
-        return orjson.loads(run(capsys, "route", "--lake", lake_dir, "--ns", "ns-a", "--topic", "TopicA",
-                                "--at", str(at))[1])["route"]["queueDatas"][0]["perm"]
+        return orjson.loads(
+            run(capsys, "route", "--lake", lake_dir, "--ns", "ns-a", "--topic", "TopicA", "--at", str(at))[1]
+        )["route"]["queueDatas"][0]["perm"]
 
     assert (perm(T0 + 4999), perm(T0 + 5000)) == (6, 4)  # the wipe at T0 + 5000
 
@@ -128,10 +133,13 @@ def test_a_server_without_events_today_keeps_yesterdays_tables(lake_dir):
     ]
 
 
-@pytest.mark.parametrize("at, day", [
-    (T0 - 1, "2026-11-20"),  # before the first audited day
-    (T1 + 40 * DAY_MS, "2027-01-01"),  # long after the last
-])
+@pytest.mark.parametrize(
+    "at, day",
+    [
+        (T0 - 1, "2026-11-20"),  # before the first audited day
+        (T1 + 40 * DAY_MS, "2027-01-01"),  # long after the last
+    ],
+)
 def test_an_instant_no_audited_day_covers_is_not_answered_as_a_live_server(lake_dir, capsys, at, day):
     for command, extra, empty in (("route", ["--topic", "TopicA"], "route"), ("cluster", [], "cluster_info")):
         code, out, err = run(capsys, command, "--lake", lake_dir, "--ns", "ns-a", *extra, "--at", str(at))
@@ -142,19 +150,23 @@ def test_an_instant_no_audited_day_covers_is_not_answered_as_a_live_server(lake_
 
 
 def test_a_diff_reaching_past_the_audited_days_has_no_tables(lake_dir, capsys):
-    code, out, _ = run(capsys, "diff", "--lake", lake_dir, "--ns", "ns-a", "--from", str(T0 + 5000),
-                       "--to", "2030-01-01T00:00:00Z")
+    code, out, _ = run(
+        capsys, "diff", "--lake", lake_dir, "--ns", "ns-a", "--from", str(T0 + 5000), "--to", "2030-01-01T00:00:00Z"
+    )
     answer = orjson.loads(out)
     assert code == 0
     assert (answer["up"], answer["tables"], answer["audited"]) == ({"from": True, "to": None}, None, False)
     assert answer["reason"].startswith("2030-01-01 has not been audited")
 
 
-@pytest.mark.parametrize("command, extra", [
-    ("route", ["--topic", "TopicA", "--at", str(T0 + 3000)]),
-    ("cluster", ["--at", str(T0 + 3000)]),
-    ("diff", ["--from", str(T0), "--to", str(T0 + 3000)]),
-])
+@pytest.mark.parametrize(
+    "command, extra",
+    [
+        ("route", ["--topic", "TopicA", "--at", str(T0 + 3000)]),
+        ("cluster", ["--at", str(T0 + 3000)]),
+        ("diff", ["--from", str(T0), "--to", str(T0 + 3000)]),
+    ],
+)
 def test_a_server_the_lake_never_saw_is_a_bad_argument(lake_dir, capsys, command, extra):
     code, out, err = run(capsys, command, "--lake", lake_dir, "--ns", "ns-zz", *extra)
     assert (code, out) == (2, "")
@@ -162,18 +174,31 @@ def test_a_server_the_lake_never_saw_is_a_bad_argument(lake_dir, capsys, command
 
 
 def test_diff_lists_what_changed_per_table(lake_dir, capsys):
-    code, out, _ = run(capsys, "diff", "--lake", lake_dir, "--ns", "ns-a", "--from", str(T0 + 2500),
-                       "--to", str(T0 + 5000))
+    code, out, _ = run(
+        capsys, "diff", "--lake", lake_dir, "--ns", "ns-a", "--from", str(T0 + 2500), "--to", str(T0 + 5000)
+    )
     assert code == 0
     answer = orjson.loads(out)
     assert (answer["ns"], answer["from"], answer["to"], answer["up"], answer["audited"]) == (
-        "ns-a", T0 + 2500, T0 + 5000, {"from": True, "to": True}, True)
+        "ns-a",
+        T0 + 2500,
+        T0 + 5000,
+        {"from": True, "to": True},
+        True,
+    )
     tables = answer["tables"]
-    assert tables["topicQueueTable"] == {"added": [], "removed": [], "changed": [{
-        "brokerName": "broker-a", "topic": "TopicA",
-        "before": {"perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8},
-        "after": {"perm": 4, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8},
-    }]}
+    assert tables["topicQueueTable"] == {
+        "added": [],
+        "removed": [],
+        "changed": [
+            {
+                "brokerName": "broker-a",
+                "topic": "TopicA",
+                "before": {"perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8},
+                "after": {"perm": 4, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 8},
+            }
+        ],
+    }
     assert tables["brokerAddrTable"]["added"] == [
         {"brokerId": 1, "brokerName": "broker-a", "after": {"brokerAddr": S, "cluster": "C1"}}
     ]
@@ -181,8 +206,9 @@ def test_diff_lists_what_changed_per_table(lake_dir, capsys):
 
 
 def test_diff_across_a_restart_and_midnight(lake_dir, capsys):
-    answer = orjson.loads(run(capsys, "diff", "--lake", lake_dir, "--ns", "ns-a", "--from", str(T0 + 5000),
-                              "--to", iso(T1 + 2000))[1])
+    answer = orjson.loads(
+        run(capsys, "diff", "--lake", lake_dir, "--ns", "ns-a", "--from", str(T0 + 5000), "--to", iso(T1 + 2000))[1]
+    )
     assert answer["up"] == {"from": True, "to": True}
     assert [e["brokerId"] for e in answer["tables"]["brokerAddrTable"]["removed"]] == [1]  # S never came back
     assert answer["tables"]["filterServerTable"]["removed"] == [
@@ -219,8 +245,9 @@ def test_a_lake_written_before_the_observed_columns_reads_them_as_null(tmp_path)
     from jobs.query.reads import read_day
 
     day = dt.date(2026, 11, 26)
-    older = pa.table({"date": pa.array([day, day]), "ns": ["ns-a", "ns-b"], "up": [True, False],
-                      "up_at_start": [True, True]})
+    older = pa.table(
+        {"date": pa.array([day, day]), "ns": ["ns-a", "ns-b"], "up": [True, False], "up_at_start": [True, True]}
+    )
     write_deltalake(str(tmp_path / "ns_state"), older, partition_by=["date"])
     table = read_day(str(tmp_path / "ns_state"), ["up", "up_at_start", "observed", "resolution_ms"], day, "ns-b")
     assert table.to_pylist() == [{"up": False, "up_at_start": True, "observed": None, "resolution_ms": None}]

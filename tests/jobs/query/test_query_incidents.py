@@ -28,11 +28,24 @@ def _ts(h: int, m: int = 0) -> dt.datetime:
 
 
 def _incident(iid, severity, cause, subject, servers, start, end, topics=0, share=1.0, unroutable=0):
-    return {"date": DAY, "incident_id": iid, "root_cause": cause, "subject": subject, "servers": servers,
-            "start_ts": start, "end_ts": end, "duration_ms": int((end - start).total_seconds() * 1000),
-            "severity": severity, "findings": 3, "kinds": ["no_master"], "topics_unwritable": topics,
-            "write_queues_unwritable": 8 * topics, "topics_unroutable": unroutable, "client_share": share,
-            "finding_ids": ["f1", "f2", "f3"]}
+    return {
+        "date": DAY,
+        "incident_id": iid,
+        "root_cause": cause,
+        "subject": subject,
+        "servers": servers,
+        "start_ts": start,
+        "end_ts": end,
+        "duration_ms": int((end - start).total_seconds() * 1000),
+        "severity": severity,
+        "findings": 3,
+        "kinds": ["no_master"],
+        "topics_unwritable": topics,
+        "write_queues_unwritable": 8 * topics,
+        "topics_unroutable": unroutable,
+        "client_share": share,
+        "finding_ids": ["f1", "f2", "f3"],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +57,14 @@ def lake_dir(tmp_path_factory):
         _incident("inc-c", "info", "telemetry", "ns-b", [], _ts(0), _ts(0), share=0.0),  # no server, no span
         _incident("inc-d", "critical", "master_lost", "broker-3", ["ns-a", "ns-b", "ns-c"], _ts(1), _ts(2), 1),
         # its topics on no server at all: the widest impact, whatever it left unwritable
-        _incident("inc-e", "critical", "broker_shutdown", "broker-5", ["ns-a", "ns-b", "ns-c"], _ts(20), _ts(23),
-                  unroutable=3),
+        _incident(
+            "inc-e", "critical", "broker_shutdown", "broker-5", ["ns-a", "ns-b", "ns-c"], _ts(20), _ts(23), unroutable=3
+        ),
     ]
     schema = to_arrow_schema(INCIDENTS_SCHEMA)
-    write_deltalake(lake.table_path(root, lake.INCIDENTS), pa.Table.from_pylist(rows, schema=schema),
-                    partition_by=["date"])
+    write_deltalake(
+        lake.table_path(root, lake.INCIDENTS), pa.Table.from_pylist(rows, schema=schema), partition_by=["date"]
+    )
     runs = pa.table({"date": pa.array([DAY, UNFINISHED], pa.date32()), "status": ["ok", "running"]})
     write_deltalake(lake.table_path(root, lake.AUDIT_RUNS), runs, partition_by=["date"])
     return str(root)
@@ -74,8 +89,9 @@ def test_json_lists_the_days_incidents_worst_and_widest_first(lake_dir, capsys):
 
 
 def test_min_severity_leaves_out_the_lesser_ones_but_counts_all(lake_dir, capsys):
-    code, out, _ = _run(capsys, "--lake", lake_dir, "--date", DAY.isoformat(), "--min-severity", "critical",
-                        "--format", "json")
+    code, out, _ = _run(
+        capsys, "--lake", lake_dir, "--date", DAY.isoformat(), "--min-severity", "critical", "--format", "json"
+    )
     answer = json.loads(out)
     assert code == 0 and [i["severity"] for i in answer["incidents"]] == ["critical"] * 3
     assert sum(answer["counts"].values()) == 5

@@ -63,8 +63,10 @@ def _route(*queues: dict) -> dict:
 def view(ns: str, round_no: int) -> ServerView:
     """What server ``ns`` answers in round ``round_no``."""
     wiped = ns == OBS1 and WIPE[0] <= round_no < WIPE[1]
-    routes = {"TopicA": _route(_queue("broker-a", 4 if wiped else 6), _queue("broker-b")),
-              "TopicB": None if ns == OBS2 and round_no >= DELETED else _route(_queue("broker-a"))}
+    routes = {
+        "TopicA": _route(_queue("broker-a", 4 if wiped else 6), _queue("broker-b")),
+        "TopicB": None if ns == OBS2 and round_no >= DELETED else _route(_queue("broker-a")),
+    }
     if round_no >= CREATED[ns]:
         routes["TopicC"] = _route(_queue("broker-b"))
     brokers = {"broker-a": broker_entry(A), "broker-b": broker_entry(B)}
@@ -82,7 +84,12 @@ def shadow_events() -> list[dict]:
     b_created = dataclasses.replace(b, topics=(topic_a, topic_c), data_version=DataVersion(1795219300000, 4))
     created = round_ts(OBS1, CREATED[OBS1]) - 5000
     c = Broker("DefaultCluster", "broker-c", 0, "10.0.0.7:10911", "10.0.0.7:10912", ())
-    out = [ns_start(T0), register(T0 + 500, a), register(T0 + 600, b, channel="c2"), register(T0 + 700, c, channel="c3")]
+    out = [
+        ns_start(T0),
+        register(T0 + 500, a),
+        register(T0 + 600, b, channel="c2"),
+        register(T0 + 700, c, channel="c3"),
+    ]
     for t in range(T0 + 30_000, T0 + 1_000_000, 30_000):
         out += [heartbeat_904(t, a), heartbeat_904(t + 100, b, channel="c2"), heartbeat_904(t + 200, c, channel="c3")]
         if t < created <= t + 30_000:
@@ -116,15 +123,20 @@ def lake_dir(spark, tmp_path_factory):
     run_ingest(spark, events, lake_path, DAY)
     result = run_rebuild(spark, str(lake_path), DAY, Config())
     assert (result.servers, result.observed) == ((SHADOW,), (OBS1, OBS2))
-    assert result.notes == [f"observed name servers, tables as exact as their poll interval: {OBS1} (10000 ms), "
-                            f"{OBS2} (10000 ms)"]
+    assert result.notes == [
+        f"observed name servers, tables as exact as their poll interval: {OBS1} (10000 ms), {OBS2} (10000 ms)"
+    ]
     audit_runs.record(spark, str(lake_path), DAY, "ok", [], {})
     return str(lake_path)
 
 
 def _rows(spark, lake_dir: str, name: str, schema, ns: str) -> list:
-    return read_table(spark, lake.table_path(lake_dir, name), schema, where={"date": DAY}).where(
-        F.col("ns") == ns).drop("date").collect()
+    return (
+        read_table(spark, lake.table_path(lake_dir, name), schema, where={"date": DAY})
+        .where(F.col("ns") == ns)
+        .drop("date")
+        .collect()
+    )
 
 
 def _ms(ts) -> int | None:
@@ -132,8 +144,10 @@ def _ms(ts) -> int | None:
 
 
 def test_a_wipe_seen_on_one_server_is_an_interval_of_its_topic_route_history(spark, lake_dir):
-    rows = sorted((r["topic"], r["broker_name"], r["perm"], _ms(r["valid_from_ts"]), _ms(r["valid_to_ts"]))
-                  for r in _rows(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, OBS1))
+    rows = sorted(
+        (r["topic"], r["broker_name"], r["perm"], _ms(r["valid_from_ts"]), _ms(r["valid_to_ts"]))
+        for r in _rows(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, OBS1)
+    )
     stop = round_ts(OBS1, ROUNDS) + 1000
     assert [r for r in rows if r[:2] == ("TopicA", "broker-a")] == [
         ("TopicA", "broker-a", 4, round_ts(OBS1, WIPE[0]), round_ts(OBS1, WIPE[1])),
@@ -144,32 +158,48 @@ def test_a_wipe_seen_on_one_server_is_an_interval_of_its_topic_route_history(spa
 
 
 def test_an_outage_ends_every_entry_and_the_known_period(spark, lake_dir):
-    topic_b = [(_ms(r["valid_from_ts"]), _ms(r["valid_to_ts"]), r["from_seq"] < r["to_seq"])
-               for r in _rows(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, OBS2)
-               if r["topic"] == "TopicB"]
+    topic_b = [
+        (_ms(r["valid_from_ts"]), _ms(r["valid_to_ts"]), r["from_seq"] < r["to_seq"])
+        for r in _rows(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, OBS2)
+        if r["topic"] == "TopicB"
+    ]
     assert topic_b == [(round_ts(OBS2, 1), round_ts(OBS2, DELETED), True)]  # deleted, and not listed again
-    addrs = sorted((r["broker_name"], r["broker_id"], r["broker_addr"], _ms(r["valid_from_ts"]), _ms(r["valid_to_ts"]))
-                   for r in _rows(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, OBS2))
+    addrs = sorted(
+        (r["broker_name"], r["broker_id"], r["broker_addr"], _ms(r["valid_from_ts"]), _ms(r["valid_to_ts"]))
+        for r in _rows(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, OBS2)
+    )
     stop = round_ts(OBS2, ROUNDS) + 1000
     assert [a for a in addrs if a[0] == "broker-a"] == [
         ("broker-a", 0, "10.0.0.5:10911", round_ts(OBS2, 1), round_ts(OBS2, OUTAGE[0])),
         ("broker-a", 0, "10.0.0.5:10911", round_ts(OBS2, OUTAGE[1]), stop),
     ]
-    clusters = {(r["cluster"], r["broker_name"])
-                for r in _rows(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, OBS2)}
+    clusters = {
+        (r["cluster"], r["broker_name"])
+        for r in _rows(spark, lake_dir, lake.CLUSTER_HISTORY, CLUSTER_HISTORY_SCHEMA, OBS2)
+    }
     assert clusters == {("DefaultCluster", "broker-a"), ("DefaultCluster", "broker-b")}  # never broker-c
-    runs = sorted((_ms(r["start_ts"]), _ms(r["stop_ts"]), r["stop_reason"], r["resolution_ms"])
-                  for r in _rows(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, OBS2))
-    assert runs == [(round_ts(OBS2, 1), round_ts(OBS2, OUTAGE[0]), "observe_error", INTERVAL),
-                    (round_ts(OBS2, OUTAGE[1]), stop, "observe_stop", INTERVAL)]
+    runs = sorted(
+        (_ms(r["start_ts"]), _ms(r["stop_ts"]), r["stop_reason"], r["resolution_ms"])
+        for r in _rows(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, OBS2)
+    )
+    assert runs == [
+        (round_ts(OBS2, 1), round_ts(OBS2, OUTAGE[0]), "observe_error", INTERVAL),
+        (round_ts(OBS2, OUTAGE[1]), stop, "observe_stop", INTERVAL),
+    ]
 
 
 def test_ns_state_marks_observed_servers_with_their_resolution(spark, lake_dir):
-    states = {r["ns"]: (r["observed"], r["resolution_ms"], r["up"], r["up_at_start"])
-              for r in read_table(spark, lake.table_path(lake_dir, lake.NS_STATE), NS_STATE_SCHEMA,
-                                  where={"date": DAY}).collect()}
-    assert states == {SHADOW: (False, None, True, True), OBS1: (True, INTERVAL, False, False),
-                      OBS2: (True, INTERVAL, False, False)}
+    states = {
+        r["ns"]: (r["observed"], r["resolution_ms"], r["up"], r["up_at_start"])
+        for r in read_table(
+            spark, lake.table_path(lake_dir, lake.NS_STATE), NS_STATE_SCHEMA, where={"date": DAY}
+        ).collect()
+    }
+    assert states == {
+        SHADOW: (False, None, True, True),
+        OBS1: (True, INTERVAL, False, False),
+        OBS2: (True, INTERVAL, False, False),
+    }
     (own,) = _rows(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, SHADOW)
     assert own["resolution_ms"] is None
 
@@ -186,13 +216,18 @@ def test_route_answers_what_the_server_answered_and_when_it_was_seen(lake_dir, c
     answer = run(capsys, "route", "--lake", lake_dir, "--ns", OBS1, "--topic", "TopicA", "--at", iso(at))
     perms = {q["brokerName"]: q["perm"] for q in answer["route"]["queueDatas"]}
     assert (perms, answer["up"], answer["observed_ts"], answer["resolution_ms"]) == (
-        {"broker-a": 4, "broker-b": 6}, True, round_ts(OBS1, WIPE[0]), INTERVAL)
+        {"broker-a": 4, "broker-b": 6},
+        True,
+        round_ts(OBS1, WIPE[0]),
+        INTERVAL,
+    )
     # the other server was not wiped
     other = run(capsys, "route", "--lake", lake_dir, "--ns", OBS2, "--topic", "TopicA", "--at", iso(at))
     assert {q["brokerName"]: q["perm"] for q in other["route"]["queueDatas"]} == {"broker-a": 6, "broker-b": 6}
     # a moment before the wipe was seen, the server still answered perm 6 (resolution: one interval)
-    before = run(capsys, "route", "--lake", lake_dir, "--ns", OBS1, "--topic", "TopicA",
-                 "--at", iso(round_ts(OBS1, WIPE[0]) - 1))
+    before = run(
+        capsys, "route", "--lake", lake_dir, "--ns", OBS1, "--topic", "TopicA", "--at", iso(round_ts(OBS1, WIPE[0]) - 1)
+    )
     assert {q["brokerName"]: q["perm"] for q in before["route"]["queueDatas"]}["broker-a"] == 6
     assert before["observed_ts"] == round_ts(OBS1, 1)
     # an own server's answer has no observation keys
@@ -209,12 +244,25 @@ def test_nothing_is_known_outside_a_known_period(lake_dir, capsys):
         assert (cluster["up"], cluster["observed_ts"]) == (False, None)
     back = run(capsys, "cluster", "--lake", lake_dir, "--ns", OBS2, "--at", iso(round_ts(OBS2, OUTAGE[1])))
     assert (sorted(back["cluster_info"]["brokerAddrTable"]), back["up"], back["observed_ts"]) == (
-        ["broker-a", "broker-b"], True, round_ts(OBS2, OUTAGE[1]))
+        ["broker-a", "broker-b"],
+        True,
+        round_ts(OBS2, OUTAGE[1]),
+    )
 
 
 def test_diff_shows_a_topic_deleted_on_one_server(lake_dir, capsys):
-    answer = run(capsys, "diff", "--lake", lake_dir, "--ns", OBS2, "--from", iso(round_ts(OBS2, DELETED) - 1),
-                 "--to", iso(round_ts(OBS2, DELETED)))
+    answer = run(
+        capsys,
+        "diff",
+        "--lake",
+        lake_dir,
+        "--ns",
+        OBS2,
+        "--from",
+        iso(round_ts(OBS2, DELETED) - 1),
+        "--to",
+        iso(round_ts(OBS2, DELETED)),
+    )
     assert answer["up"] == {"from": True, "to": True}
     assert answer["observed_ts"] == {"from": round_ts(OBS2, 1), "to": round_ts(OBS2, DELETED)}
     queues = answer["tables"]["topicQueueTable"]
@@ -244,21 +292,27 @@ def audited(spark, lake_dir):
 def _episodes(spark, lake_dir: str) -> list:
     from schemas.divergence import NS_DIVERGENCES_SCHEMA
 
-    return read_table(spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA,
-                      where={"date": DAY}).collect()
+    return read_table(
+        spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA, where={"date": DAY}
+    ).collect()
 
 
 def test_the_grace_covers_one_poll_interval(audited):
     assert audited.grace.poll_interval_ms == INTERVAL
-    assert audited.grace.grace_ms == audited.grace.heartbeat_period_ms + audited.grace.scan_interval_ms \
-        + audited.grace.clock_skew_ms + INTERVAL
+    assert (
+        audited.grace.grace_ms
+        == audited.grace.heartbeat_period_ms + audited.grace.scan_interval_ms + audited.grace.clock_skew_ms + INTERVAL
+    )
     assert "poll interval 10000 (observed servers)" in audited.notes[0]
 
 
 def test_a_wipe_on_one_observed_server_is_a_divergence_naming_it(spark, lake_dir, audited):
     (wipe,) = [e for e in _episodes(spark, lake_dir) if e["kind"] == "queue_data_mismatch" and e["topic"] == "TopicA"]
     assert (wipe["broker_name"], _ms(wipe["start_ts"]), _ms(wipe["end_ts"])) == (
-        "broker-a", round_ts(OBS1, WIPE[0]), round_ts(OBS1, WIPE[1]))
+        "broker-a",
+        round_ts(OBS1, WIPE[0]),
+        round_ts(OBS1, WIPE[1]),
+    )
     assert wipe["ns_views"] == {OBS1: "8/8/4/0", OBS2: "8/8/6/0", SHADOW: "8/8/6/0"}
 
 
@@ -280,10 +334,14 @@ def test_a_change_seen_one_round_apart_and_an_outage_are_no_episode(spark, lake_
 def test_the_wipe_is_a_write_perm_wiped_finding_of_the_observed_server(spark, lake_dir, audited):
     from schemas.findings import FINDINGS_SCHEMA
 
-    findings = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA,
-                          where={"date": DAY}).where(F.col("kind") == "write_perm_wiped").collect()
+    findings = (
+        read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY})
+        .where(F.col("kind") == "write_perm_wiped")
+        .collect()
+    )
     assert [(f["subject"], f["ns"], orjson.loads(f["detail"])["writable_on"]) for f in findings] == [
-        ("broker-a", OBS1, [SHADOW, OBS2])]
+        ("broker-a", OBS1, [SHADOW, OBS2])
+    ]
     # inside the wipe's rounds, at the first route snapshot it covers
     assert round_ts(OBS1, WIPE[0]) <= _ms(findings[0]["start_ts"]) < round_ts(OBS1, WIPE[1])
 
@@ -291,8 +349,12 @@ def test_the_wipe_is_a_write_perm_wiped_finding_of_the_observed_server(spark, la
 def test_a_broker_missing_on_a_real_server_that_the_shadow_has_live_is_a_finding(spark, lake_dir, audited):
     from schemas.findings import FINDINGS_SCHEMA
 
-    findings = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY}).where(
-        F.col("kind") == "observed_broker_missing").orderBy("start_ts").collect()
+    findings = (
+        read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY})
+        .where(F.col("kind") == "observed_broker_missing")
+        .orderBy("start_ts")
+        .collect()
+    )
     # obs-2 is known from its first round to its outage, and from its recovery to its stop
     assert [(f["subject"], f["ns"], f["severity"], _ms(f["start_ts"]), _ms(f["end_ts"])) for f in findings] == [
         ("broker-c", OBS2, "warning", round_ts(OBS2, 1), round_ts(OBS2, OUTAGE[0])),

@@ -36,8 +36,10 @@ MARK_SCHEMA = T.StructType(
         T.StructField("broker_addr", T.StringType()),
         T.StructField("ha_addr", T.StringType()),
         T.StructField("channel", T.StringType()),
-        T.StructField("data_version", T.StructType([T.StructField("timestamp", T.LongType()),
-                                                    T.StructField("counter", T.LongType())])),
+        T.StructField(
+            "data_version",
+            T.StructType([T.StructField("timestamp", T.LongType()), T.StructField("counter", T.LongType())]),
+        ),
         T.StructField("topics_digest", T.StringType()),
         T.StructField("filter_servers", T.ArrayType(T.StringType(), False)),
     ]
@@ -45,14 +47,36 @@ MARK_SCHEMA = T.StructType(
 DV1, DV2 = (100, 1), (100, 2)
 
 
-def ev(seq, kind, code=None, addr=None, name="broker-a", broker_id=0, dv=DV1, channel="c1", digest="d1",
-       filters=(), cluster="C1", ns="ns-a"):
+def ev(
+    seq,
+    kind,
+    code=None,
+    addr=None,
+    name="broker-a",
+    broker_id=0,
+    dv=DV1,
+    channel="c1",
+    digest="d1",
+    filters=(),
+    cluster="C1",
+    ns="ns-a",
+):
     """One marking input row; ``filters=None`` is the pre-3.0.11 body (no filter list)."""
     request = kind in ("register", "heartbeat")
     return (
-        ns, seq, T0 + 1000 * seq, kind, code, cluster if request else None, name if request else None,
-        broker_id if request else None, addr, addr.replace("10911", "10912") if request and addr else None,
-        channel if request else None, dv if request else None, digest if request else None,
+        ns,
+        seq,
+        T0 + 1000 * seq,
+        kind,
+        code,
+        cluster if request else None,
+        name if request else None,
+        broker_id if request else None,
+        addr,
+        addr.replace("10911", "10912") if request and addr else None,
+        channel if request else None,
+        dv if request else None,
+        digest if request else None,
         (list(filters) if filters is not None else None) if request else None,
     )
 
@@ -63,8 +87,13 @@ def marked(spark, rows):
 
 
 def expected(spark, pairs, ns="ns-a"):
-    schema = T.StructType([T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()),
-                           T.StructField("interesting", T.BooleanType())])
+    schema = T.StructType(
+        [
+            T.StructField("ns", T.StringType()),
+            T.StructField("seq", T.LongType()),
+            T.StructField("interesting", T.BooleanType()),
+        ]
+    )
     return spark.createDataFrame([(ns, s, i) for s, i in pairs], schema)
 
 
@@ -79,8 +108,11 @@ def test_unchanged_heartbeats_between_first_and_last_are_skipped(spark):
         ev(4, "heartbeat", 103, M),
         ev(5, "heartbeat", 103, M),  # last of its kind: fixes last_update in the end-of-day state
     ]
-    assert_df_equality(marked(spark, rows), expected(spark, [(1, True), (2, True), (3, False), (4, False), (5, True)]),
-                       ignore_nullable=True)
+    assert_df_equality(
+        marked(spark, rows),
+        expected(spark, [(1, True), (2, True), (3, False), (4, False), (5, True)]),
+        ignore_nullable=True,
+    )
 
 
 def test_w8_old_master_heartbeat_after_another_address_took_its_slot_is_interesting(spark):
@@ -97,8 +129,9 @@ def test_w8_old_master_heartbeat_after_another_address_took_its_slot_is_interest
     ]
     assert_df_equality(
         marked(spark, rows),
-        expected(spark, [(1, True), (2, True), (3, False), (4, True), (5, True), (6, False), (7, True), (8, True),
-                         (9, True)]),
+        expected(
+            spark, [(1, True), (2, True), (3, False), (4, True), (5, True), (6, False), (7, True), (8, True), (9, True)]
+        ),
         ignore_nullable=True,
     )
 
@@ -118,8 +151,21 @@ def test_any_changed_field_makes_a_heartbeat_interesting(spark):
     ]
     assert_df_equality(
         marked(spark, rows),
-        expected(spark, [(1, True), (2, True), (3, True), (4, True), (5, True), (6, True), (7, False), (8, True),
-                         (9, True), (10, True)]),
+        expected(
+            spark,
+            [
+                (1, True),
+                (2, True),
+                (3, True),
+                (4, True),
+                (5, True),
+                (6, True),
+                (7, False),
+                (8, True),
+                (9, True),
+                (10, True),
+            ],
+        ),
         ignore_nullable=True,
     )
 
@@ -132,8 +178,11 @@ def test_null_filter_list_changes_nothing_but_a_list_after_null_is_interesting(s
         ev(4, "heartbeat", 103, M, filters=[]),
         ev(5, "heartbeat", 103, M, filters=[]),
     ]
-    assert_df_equality(marked(spark, rows), expected(spark, [(1, True), (2, False), (3, True), (4, False), (5, True)]),
-                       ignore_nullable=True)
+    assert_df_equality(
+        marked(spark, rows),
+        expected(spark, [(1, True), (2, False), (3, True), (4, False), (5, True)]),
+        ignore_nullable=True,
+    )
 
 
 def test_null_and_edge_rows(spark):
@@ -156,25 +205,54 @@ def test_null_and_edge_rows(spark):
     ]
     assert_df_equality(
         marked(spark, rows),
-        expected(spark, [(1, True), (2, True), (3, False), (4, True), (5, False), (6, True), (7, False), (8, True),
-                         (9, True), (10, True), (11, True), (12, True), (13, True), (14, True), (15, True)]),
+        expected(
+            spark,
+            [
+                (1, True),
+                (2, True),
+                (3, False),
+                (4, True),
+                (5, False),
+                (6, True),
+                (7, False),
+                (8, True),
+                (9, True),
+                (10, True),
+                (11, True),
+                (12, True),
+                (13, True),
+                (14, True),
+                (15, True),
+            ],
+        ),
         ignore_nullable=True,
     )
 
 
 def test_servers_are_marked_independently(spark):
-    rows = [ev(1, "register", 103, M, ns="ns-b"), ev(1, "register", 103, M), ev(2, "heartbeat", 103, M),
-            ev(3, "heartbeat", 103, M)]
+    rows = [
+        ev(1, "register", 103, M, ns="ns-b"),
+        ev(1, "register", 103, M),
+        ev(2, "heartbeat", 103, M),
+        ev(3, "heartbeat", 103, M),
+    ]
     want = expected(spark, [(1, True), (2, False), (3, True)]).unionByName(expected(spark, [(1, True)], ns="ns-b"))
     assert_df_equality(marked(spark, rows), want.orderBy("ns", "seq"), ignore_nullable=True)
 
 
 def test_with_run_counts_starts_and_stops(spark):
-    rows = [ev(1, "register", 103, M), ev(2, "ns_stop"), ev(3, "ns_start"), ev(4, "register", 103, M),
-            ev(5, "ns_start"), ev(1, "register", 103, M, ns="ns-b")]
+    rows = [
+        ev(1, "register", 103, M),
+        ev(2, "ns_stop"),
+        ev(3, "ns_start"),
+        ev(4, "register", 103, M),
+        ev(5, "ns_start"),
+        ev(1, "register", 103, M, ns="ns-b"),
+    ]
     got = with_run(spark.createDataFrame(rows, MARK_SCHEMA)).select("ns", "seq", "run").orderBy("ns", "seq")
-    want_schema = T.StructType([T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()),
-                                T.StructField("run", T.IntegerType())])
+    want_schema = T.StructType(
+        [T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()), T.StructField("run", T.IntegerType())]
+    )
     want = spark.createDataFrame(
         [("ns-a", 1, 0), ("ns-a", 2, 1), ("ns-a", 3, 2), ("ns-a", 4, 2), ("ns-a", 5, 3), ("ns-b", 1, 0)], want_schema
     )
@@ -182,13 +260,19 @@ def test_with_run_counts_starts_and_stops(spark):
 
 
 # the event keys with_topics reads, and a topic list of two fields
-TOPIC_EVENTS_SCHEMA = T.StructType([
-    T.StructField("ns", T.StringType()), T.StructField("seq", T.LongType()),
-    T.StructField("type", T.StringType()), T.StructField("request_code", T.IntegerType()),
-    T.StructField("topics_digest", T.StringType()),
-    T.StructField("topics", T.ArrayType(T.StructType([T.StructField("topic", T.StringType()),
-                                                      T.StructField("perm", T.IntegerType())]))),
-])
+TOPIC_EVENTS_SCHEMA = T.StructType(
+    [
+        T.StructField("ns", T.StringType()),
+        T.StructField("seq", T.LongType()),
+        T.StructField("type", T.StringType()),
+        T.StructField("request_code", T.IntegerType()),
+        T.StructField("topics_digest", T.StringType()),
+        T.StructField(
+            "topics",
+            T.ArrayType(T.StructType([T.StructField("topic", T.StringType()), T.StructField("perm", T.IntegerType())])),
+        ),
+    ]
+)
 
 
 def test_topics_are_resolved_by_digest_from_any_event_of_the_day(spark):
@@ -205,8 +289,9 @@ def test_topics_are_resolved_by_digest_from_any_event_of_the_day(spark):
     )
     interesting = events.where("ns = 'ns-a'").drop("topics")
     got = with_topics(interesting, events).select("seq", "topics").orderBy("seq")
-    want = spark.createDataFrame([(9, [("TopicA", 6)]), (10, None), (11, None), (12, None)],
-                                 T.StructType([schema["seq"], schema["topics"]]))
+    want = spark.createDataFrame(
+        [(9, [("TopicA", 6)]), (10, None), (11, None), (12, None)], T.StructType([schema["seq"], schema["topics"]])
+    )
     assert_df_equality(got, want, ignore_nullable=True)
 
 
@@ -228,8 +313,15 @@ def test_with_topics_first_only_gives_each_servers_first_103_of_a_digest_the_lis
     got = with_topics(interesting, events, first_only=True).select("ns", "seq", "topics").orderBy("ns", "seq")
     a, b = [("TopicA", 6)], [("TopicB", 2)]
     want = spark.createDataFrame(
-        [("ns-a", 3, None), ("ns-a", 5, a), ("ns-a", 9, None), ("ns-a", 10, b), ("ns-a", 11, None),
-         ("ns-b", 4, a), ("ns-b", 6, None)],
+        [
+            ("ns-a", 3, None),
+            ("ns-a", 5, a),
+            ("ns-a", 9, None),
+            ("ns-a", 10, b),
+            ("ns-a", 11, None),
+            ("ns-b", 4, a),
+            ("ns-b", 6, None),
+        ],
         T.StructType([schema["ns"], schema["seq"], schema["topics"]]),
     )
     assert_df_equality(got, want, ignore_nullable=True)
@@ -393,12 +485,27 @@ def test_the_previous_state_of_a_lake_written_before_the_observed_columns_reads_
 
     older = T.StructType([f for f in NS_STATE_SCHEMA.fields if f.name not in ("observed", "resolution_ms")])
     day = dt.date(2026, 11, 21)
-    row = {"date": day - dt.timedelta(days=1), "ns": "ns-a", "up": True, "up_at_start": True, "last_seq": 7,
-           "last_ts": None, "events": 7, "interesting_events": 2, "started_without_state": False,
-           "unresolved_topics": 0, "state_json": "{}"}
+    row = {
+        "date": day - dt.timedelta(days=1),
+        "ns": "ns-a",
+        "up": True,
+        "up_at_start": True,
+        "last_seq": 7,
+        "last_ts": None,
+        "events": 7,
+        "interesting_events": 2,
+        "started_without_state": False,
+        "unresolved_topics": 0,
+        "state_json": "{}",
+    }
     path = lake.table_path(str(tmp_path), lake.NS_STATE)
-    write_table(local_frame(spark, [tuple(row[f.name] for f in older.fields)], older), path, mode="overwrite",
-                partition_by=("date",), schema=older)
+    write_table(
+        local_frame(spark, [tuple(row[f.name] for f in older.fields)], older),
+        path,
+        mode="overwrite",
+        partition_by=("date",),
+        schema=older,
+    )
     assert "resolution_ms" not in table_schema(path)[0].names
 
     rows = [r.asDict() for r in read_previous_state(spark, str(tmp_path), day).collect()]

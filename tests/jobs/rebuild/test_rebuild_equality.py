@@ -85,8 +85,9 @@ def pick_instants(events: list[dict], rng: random.Random, changes: int, randoms:
     around = change_instants(events)
     first, last = events[0]["ts"], events[-1]["ts"]
     edges = [first - 1, first, MIDNIGHT - 1, MIDNIGHT, MIDNIGHT + 1, last, last + 1, day_start_ms(DAY1)]
-    picked = rng.sample(around, min(changes, len(around))) + [rng.randint(first - 1000, last + 1000)
-                                                               for _ in range(randoms)]
+    picked = rng.sample(around, min(changes, len(around))) + [
+        rng.randint(first - 1000, last + 1000) for _ in range(randoms)
+    ]
     return sorted(set(picked + edges))
 
 
@@ -102,11 +103,15 @@ def compare(route_lake: RouteLake, ns: str, events: list[dict], instants: list[i
         lake_state = route_lake.state_at(ns, at)
         where = f"{ns} at {at} (after seq {events[i - 1]['seq'] if i else None})"
         assert lake_state.up == replayer.up, where
-        assert cluster_info_view(lake_state.tables) == cluster_info_view_of(replayer.routes.get_all_cluster_info()), where
-        for topic in sorted(set(replayer.routes.topic_queue_table) | set(lake_state.tables.topic_queue_table)
-                            | set(TOPICS[:2])):
-            assert route_view(lake_state.tables, topic) == route_view_of(replayer.routes.pickup_topic_route_data(topic)), (
-                where, topic)
+        assert cluster_info_view(lake_state.tables) == cluster_info_view_of(replayer.routes.get_all_cluster_info()), (
+            where
+        )
+        for topic in sorted(
+            set(replayer.routes.topic_queue_table) | set(lake_state.tables.topic_queue_table) | set(TOPICS[:2])
+        ):
+            assert route_view(lake_state.tables, topic) == route_view_of(
+                replayer.routes.pickup_topic_route_data(topic)
+            ), (where, topic)
         assert lake_state.tables.filter_server_table == replayer.routes.filter_server_table, where
         python_state = table_state_from_routes(replayer.routes)
         if previous is not None:  # diff between consecutive instants, both ways of building it
@@ -126,8 +131,17 @@ def check_snapshots(spark, lake_dir: Path, by_ns: dict[str, list[dict]], rng: ra
     for r in rows:
         at = int(r["snapshot_ts"].replace(tzinfo=dt.UTC).timestamp() * 1000)
         got.setdefault((r["ns"], at), set()).add(
-            (r["topic"], r["broker_name"], r["cluster"], tuple(sorted((r["broker_addrs"] or {}).items())),
-             r["read_queue_nums"], r["write_queue_nums"], r["perm"], r["topic_sys_flag"]))
+            (
+                r["topic"],
+                r["broker_name"],
+                r["cluster"],
+                tuple(sorted((r["broker_addrs"] or {}).items())),
+                r["read_queue_nums"],
+                r["write_queue_nums"],
+                r["perm"],
+                r["topic_sys_flag"],
+            )
+        )
     instants = snapshot_instants_ms(DAY1, SNAPSHOT_MS) + snapshot_instants_ms(DAY2, SNAPSHOT_MS)
     for ns, events in by_ns.items():
         chosen = sorted(rng.sample(instants, 40) + [MIDNIGHT - 1, MIDNIGHT])
@@ -141,8 +155,18 @@ def check_snapshots(spark, lake_dir: Path, by_ns: dict[str, list[dict]], rng: ra
             for topic, queues in routes.topic_queue_table.items():
                 for name, qd in queues.items():
                     bd = routes.broker_addr_table.get(name)
-                    want.add((topic, name, bd.cluster if bd else None, tuple(sorted(bd.broker_addrs.items())) if bd else (),
-                              qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag))
+                    want.add(
+                        (
+                            topic,
+                            name,
+                            bd.cluster if bd else None,
+                            tuple(sorted(bd.broker_addrs.items())) if bd else (),
+                            qd.read_queue_nums,
+                            qd.write_queue_nums,
+                            qd.perm,
+                            qd.topic_sys_flag,
+                        )
+                    )
             assert got.get((ns, at), set()) == want, (ns, at)
 
 
@@ -150,8 +174,9 @@ def compare_logs(lake_dir: Path, by_ns: dict[str, list[dict]], seed: int, change
     """:func:`compare` every server of ``by_ns`` at instants picked by :func:`pick_instants`; returns the count."""
     rng = random.Random(seed)
     route_lake = RouteLake(str(lake_dir))
-    return sum(compare(route_lake, ns, events, pick_instants(events, rng, changes, randoms))
-               for ns, events in by_ns.items())
+    return sum(
+        compare(route_lake, ns, events, pick_instants(events, rng, changes, randoms)) for ns, events in by_ns.items()
+    )
 
 
 # ---------------------------------------------------------------------------- one lake, three kinds of log
@@ -168,13 +193,41 @@ def logs(spark, tmp_path_factory):
     of three real servers under a live fleet, across midnight too."""
     root = tmp_path_factory.mktemp("equality")
     events_dir, lake_dir = root / "events", root / "lake"
-    code = main(["simulate", "--events", str(events_dir), "--ns", "3", "--brokers", "8", "--slaves", "1",
-                 "--topics", "30", "--start", "2026-11-21T21:00:00Z", "--hours", "6", "--seed", "11",
-                 "--faults", "all", "--fault-rate", "4", "--quiet"])
+    code = main(
+        [
+            "simulate",
+            "--events",
+            str(events_dir),
+            "--ns",
+            "3",
+            "--brokers",
+            "8",
+            "--slaves",
+            "1",
+            "--topics",
+            "30",
+            "--start",
+            "2026-11-21T21:00:00Z",
+            "--hours",
+            "6",
+            "--seed",
+            "11",
+            "--faults",
+            "all",
+            "--fault-rate",
+            "4",
+            "--quiet",
+        ]
+    )
     assert code == 0
     for seed in SEEDS:
-        events = generate_events(seed, ns_ids=(f"g{seed}-a", f"g{seed}-b"), start_ms=MIDNIGHT - 2 * 3_600_000,
-                                 duration_ms=4 * 3_600_000, midnight_ms=MIDNIGHT)
+        events = generate_events(
+            seed,
+            ns_ids=(f"g{seed}-a", f"g{seed}-b"),
+            start_ms=MIDNIGHT - 2 * 3_600_000,
+            duration_ms=4 * 3_600_000,
+            midnight_ms=MIDNIGHT,
+        )
         write_log(events_dir, events, lose_rate=0.02 if seed % 2 else 0.0, seed=seed)
     asyncio.run(asyncio.wait_for(run_real_servers(events_dir), 120))
     results = build_lake(spark, events_dir, lake_dir)
@@ -197,18 +250,29 @@ async def run_real_servers(events_dir: Path) -> None:
     from nameserver.server.controller import NameServerController
 
     origin = time.monotonic_ns() // 1_000_000
+
     def clock():
         return MIDNIGHT - 3_000 + time.monotonic_ns() // 1_000_000 - origin
 
-    config = NameServerConfig(listen="127.0.0.1:0", broker_expiry_ms=3_000, scan_interval_ms=1_000,
-                              first_scan_delay_ms=1_000)
-    servers = [NameServerController(ns, events_dir, config, EventLogConfig(durability="none"), clock=clock)
-               for ns in REAL_NS]
+    config = NameServerConfig(
+        listen="127.0.0.1:0", broker_expiry_ms=3_000, scan_interval_ms=1_000, first_scan_delay_ms=1_000
+    )
+    servers = [
+        NameServerController(ns, events_dir, config, EventLogConfig(durability="none"), clock=clock) for ns in REAL_NS
+    ]
     for server in servers:
         await server.start()
     try:
-        options = FleetOptions(servers=tuple((s.host, s.port) for s in servers), brokers=8, slaves=1, topics=12,
-                               duration_s=6.0, period_ms=1000, faults=FAULTS, seed=5)
+        options = FleetOptions(
+            servers=tuple((s.host, s.port) for s in servers),
+            brokers=8,
+            slaves=1,
+            topics=12,
+            duration_s=6.0,
+            period_ms=1000,
+            faults=FAULTS,
+            seed=5,
+        )
         fleet = Fleet(options, out=io.StringIO())
         await fleet.start()
         await fleet.run()
@@ -226,8 +290,10 @@ def test_simulated_fleet_with_every_fault_equals_the_replay(logs):
     from jobs import lake
     from jobs.lake.delta.arrow import read_table_arrow
 
-    states = read_table_arrow(lake.table_path(str(lake_dir), lake.NS_STATE),
-                              columns=["ns", "events", "interesting_events", "unresolved_topics"]).to_pylist()
+    states = read_table_arrow(
+        lake.table_path(str(lake_dir), lake.NS_STATE),
+        columns=["ns", "events", "interesting_events", "unresolved_topics"],
+    ).to_pylist()
     fleet = [r for r in states if r["ns"] in SIMULATED_NS]
     assert len(fleet) == 2 * len(SIMULATED_NS)  # both days
     assert sum(r["interesting_events"] for r in fleet) < 0.2 * sum(r["events"] for r in fleet)
@@ -247,7 +313,8 @@ def test_real_servers_logs_equal_the_replay(logs):
     lake_dir, _, _, _, real = logs
     assert {utc_date(e["ts"]) for events in real.values() for e in events} == {DAY1, DAY2}
     assert {"expire", "unregister", "channel_close", "wipe_write_perm", "delete_topic"} <= {
-        e["type"] for events in real.values() for e in events}
+        e["type"] for events in real.values() for e in events
+    }
     assert compare_logs(lake_dir, real, seed=5, changes=200, randoms=150) >= 500
 
 
@@ -264,8 +331,14 @@ def test_route_snapshots_equal_the_replay(spark, logs):
 @given(seed=st.integers(0, 2**31), lose=st.sampled_from([0.0, 0.05]))
 def test_walking_every_event_equals_the_replay_at_any_instant(tmp_path_factory, seed, lose):
     events_dir = tmp_path_factory.mktemp("walk") / "events"
-    write_log(events_dir, generate_events(seed, ns_ids=("w",), start_ms=MIDNIGHT - 3_600_000,
-                                          duration_ms=2 * 3_600_000, midnight_ms=MIDNIGHT), lose_rate=lose, seed=seed)
+    write_log(
+        events_dir,
+        generate_events(
+            seed, ns_ids=("w",), start_ms=MIDNIGHT - 3_600_000, duration_ms=2 * 3_600_000, midnight_ms=MIDNIGHT
+        ),
+        lose_rate=lose,
+        seed=seed,
+    )
     events = log_of(events_dir)["w"]
     intervals, state = {}, None
     for day in (DAY1, DAY2):

@@ -23,8 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 VIEWPORT = {"width": 1400, "height": 900}
 # what loads a resource: an attribute naming a URL, or CSS
-_BY_URL = re.compile(r"""(?:\b(?:src|href|xlink:href|action|srcset)\s*=\s*["']?\s*(?:https?:)?//)|url\(\s*["']?\s*(?:https?:)?//|@import""",
-                     re.IGNORECASE)
+_BY_URL = re.compile(
+    r"""(?:\b(?:src|href|xlink:href|action|srcset)\s*=\s*["']?\s*(?:https?:)?//)|url\(\s*["']?\s*(?:https?:)?//|@import""",
+    re.IGNORECASE,
+)
 
 
 class RenderedReport:
@@ -101,12 +103,17 @@ def test_a_liveness_timeline_per_server(report, audited_lake):  # noqa: F811  (t
     subjects = sorted(plots.evaluate_all("figs => figs.map(f => f.dataset.subject)"))
     assert subjects == list(audited_lake.servers)
     for ns in audited_lake.servers:
-        image = _assert_shown(report, report.page.locator(f"figure.plot[data-plot=liveness][data-subject='{ns}'] svg"),
-                              f"liveness on {ns}")
+        image = _assert_shown(
+            report,
+            report.page.locator(f"figure.plot[data-plot=liveness][data-subject='{ns}'] svg"),
+            f"liveness on {ns}",
+        )
         # the windows are drawn: bars in the colour of still-open windows (brokers alive at the end)
         assert _colours(image).get(_rgb(END_REASON_COLORS["open"]), 0) > 100, ns
         # its words are text, not glyph outlines: the browser's search finds servers and addresses
-        words = report.page.locator(f"figure.plot[data-plot=liveness][data-subject='{ns}'] svg text").all_text_contents()
+        words = report.page.locator(
+            f"figure.plot[data-plot=liveness][data-subject='{ns}'] svg text"
+        ).all_text_contents()
         assert any(w.startswith(f"Liveness on {ns}") for w in words), words[:5]
         assert any(re.fullmatch(r"[\d.]+:\d+", w) for w in words), words[:20]  # a broker address as a row label
 
@@ -124,7 +131,8 @@ def test_a_queue_heatmap_per_cluster(report, audited_lake):  # noqa: F811  (the 
     assert subjects == list(audited_lake.clusters)
     for cluster in audited_lake.clusters:
         image = _assert_shown(
-            report, report.page.locator(f"figure.plot[data-plot=distribution][data-subject='{cluster}'] svg"),
+            report,
+            report.page.locator(f"figure.plot[data-plot=distribution][data-subject='{cluster}'] svg"),
             f"heatmap of {cluster}",
         )
         assert len(_colours(image)) > 30, cluster  # cells and a colour bar, not only axes

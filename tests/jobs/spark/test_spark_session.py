@@ -38,7 +38,8 @@ def test_session_has_lake_settings(spark):
 def test_the_session_has_delta_sparks_jars_from_set_up_and_the_configured_writer(spark):
     jars = delta_jars()
     assert [j.rsplit("/", 1)[1] for j in jars] == ["delta-spark_2.13-4.0.1.jar", "delta-storage-4.0.1.jar"], (
-        "run bash jars/fetch.sh delta-spark")
+        "run bash jars/fetch.sh delta-spark"
+    )
     assert spark.sparkContext.getConf().get("spark.jars").split(",") == jars  # no resolve at start
     assert is_native_delta_available(spark)
     assert lake_writer(spark) == "delta-rs"  # tests/conftest.py: the suite writes through delta-rs
@@ -116,11 +117,13 @@ def test_the_configured_java_options_are_the_default():
     assert load_config(None).spark.java_options == DEFAULT_JAVA_OPTIONS  # conf/nsaudit.toml
 
 
-_LOCAL_SCHEMA = T.StructType([
-    T.StructField("ns", T.StringType(), False),
-    T.StructField("day", T.DateType(), True),
-    T.StructField("n", T.LongType(), True),
-])
+_LOCAL_SCHEMA = T.StructType(
+    [
+        T.StructField("ns", T.StringType(), False),
+        T.StructField("day", T.DateType(), True),
+        T.StructField("n", T.LongType(), True),
+    ]
+)
 
 
 @pytest.mark.spark
@@ -140,8 +143,12 @@ def test_local_frame_takes_tuples_or_dicts_and_stays_in_the_jvm(spark):
 @pytest.mark.spark
 def test_a_query_over_an_empty_local_frame_is_folded_away(spark):
     empty = local_frame(spark, [], _LOCAL_SCHEMA)
-    query = (empty.where(F.col("n") > 1).groupBy("ns").agg(F.count("n").alias("c"))
-             .join(spark.range(5).withColumnRenamed("id", "c"), "c"))
+    query = (
+        empty.where(F.col("n") > 1)
+        .groupBy("ns")
+        .agg(F.count("n").alias("c"))
+        .join(spark.range(5).withColumnRenamed("id", "c"), "c")
+    )
 
     assert query.collect() == []
     plan = query._jdf.queryExecution().optimizedPlan().toString()

@@ -38,8 +38,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[3]
 DAY = date(2026, 11, 21)
-TABLES = ("events", "topic_route_history", "broker_addr_history", "liveness_windows", "ns_divergences",
-          "route_snapshots", "findings")
+TABLES = (
+    "events",
+    "topic_route_history",
+    "broker_addr_history",
+    "liveness_windows",
+    "ns_divergences",
+    "route_snapshots",
+    "findings",
+)
 # the finding categories of the stages the shared audited day ran (it skips distribution, security)
 AUDITED_CATEGORIES = {"telemetry", "liveness", "consistency"}
 AUDIT_TIMEOUT_S = 900  # the machine is shared: a 2-hour day takes minutes under load
@@ -49,8 +56,13 @@ def _subprocess_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     # The audit must pick the executors' Python itself (build_session), not inherit the one a
     # test session may have set; nor may it think it runs under spark-submit.
-    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET",
-                 "SPARK_MASTER_URL"):
+    for name in (
+        "PYSPARK_PYTHON",
+        "PYSPARK_DRIVER_PYTHON",
+        "PYSPARK_GATEWAY_PORT",
+        "PYSPARK_GATEWAY_SECRET",
+        "SPARK_MASTER_URL",
+    ):
         env.pop(name, None)
     # Every JVM of the cluster (master, workers, driver, executors) compiles with the JIT's first
     # tier only, as a small day's audit does: the optimizing tier spends minutes of the two cores'
@@ -66,15 +78,33 @@ def cluster(tmp_path_factory):
     work = tmp_path_factory.mktemp("standalone")
     with open(work / "cli.log", "wb") as cli_log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "jobs.spark.standalone", "--work-dir", str(work), "--worker-memory", "1g",
-             "--worker-cores", "1", "--workers", "2", "--timeout", "180"],
-            cwd=REPO, env=_subprocess_env(), stdout=subprocess.PIPE, stderr=cli_log, text=True,
+            [
+                sys.executable,
+                "-m",
+                "jobs.spark.standalone",
+                "--work-dir",
+                str(work),
+                "--worker-memory",
+                "1g",
+                "--worker-cores",
+                "1",
+                "--workers",
+                "2",
+                "--timeout",
+                "180",
+            ],
+            cwd=REPO,
+            env=_subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=cli_log,
+            text=True,
             start_new_session=True,  # the master and worker JVMs join this group: one kill takes all
         )
     try:
         url = proc.stdout.readline().strip()  # "" if the script gave up (it exits 1 then)
         assert url.startswith("spark://127.0.0.1:"), (
-            f"standalone cluster did not start (exit {proc.poll()}):\n{(work / 'cli.log').read_text()}")
+            f"standalone cluster did not start (exit {proc.poll()}):\n{(work / 'cli.log').read_text()}"
+        )
         yield url, work
     finally:
         proc.terminate()  # SIGTERM: the script stops the worker, then the master
@@ -102,12 +132,31 @@ def _zip_of_the_project(path: Path) -> Path:
 def _start_audit(events: str, lake: str, config: Path, master: str, log_dir: Path) -> subprocess.Popen:
     jars = hadoop_aws_jars()
     assert jars, "hadoop-aws's jars are missing: bash jars/fetch.sh hadoop-aws"
-    argv = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", master,
-            "--py-files", str(_zip_of_the_project(log_dir / "nsaudit.zip")), "--jars", ",".join(jars),
-            "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
-            "--driver-memory", "1g",
-            str(REPO / "jobs" / "nightly_audit.py"), "--events", events, "--lake", lake, "--date", DAY.isoformat(),
-            "--config", str(config), "--verbose"]  # Spark's log on stderr too
+    argv = [
+        os.path.join(spark_home(), "bin", "spark-submit"),
+        "--master",
+        master,
+        "--py-files",
+        str(_zip_of_the_project(log_dir / "nsaudit.zip")),
+        "--jars",
+        ",".join(jars),
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
+        "--driver-memory",
+        "1g",
+        str(REPO / "jobs" / "nightly_audit.py"),
+        "--events",
+        events,
+        "--lake",
+        lake,
+        "--date",
+        DAY.isoformat(),
+        "--config",
+        str(config),
+        "--verbose",
+    ]  # Spark's log on stderr too
     with open(log_dir / "cluster.out", "wb") as out, open(log_dir / "cluster.err", "wb") as err:
         return subprocess.Popen(argv, cwd=log_dir, env=_subprocess_env(), stdout=out, stderr=err)
 
@@ -158,9 +207,12 @@ def test_audit_on_a_two_worker_cluster_with_a_bucket_equals_local(
     config = config_file(s3_server, tmp_path / "audit.toml")
     # Spark's own plan settings on the cluster (adaptive execution, broadcasts, code generation),
     # not the small-day ones the session's reference ran with (jobs.spark.profile)
-    config.write_text(config.read_text().replace('driver_memory = "1g"\nshuffle_partitions = 2',
-                                                 'driver_memory = "1g"\nshuffle_partitions = 3\n'
-                                                 'small_day_bytes = 0'))
+    config.write_text(
+        config.read_text().replace(
+            'driver_memory = "1g"\nshuffle_partitions = 2',
+            'driver_memory = "1g"\nshuffle_partitions = 3\nsmall_day_bytes = 0',
+        )
+    )
     proc = _start_audit(events, lake, config, url, tmp_path)
     try:
         _wait_audit(proc, url, tmp_path)
@@ -183,4 +235,5 @@ def test_audit_on_a_two_worker_cluster_with_a_bucket_equals_local(
             assert cluster_rows == local_rows, (
                 f"{table}: {sum(cluster_rows.values())} rows on the cluster, {sum(local_rows.values())} on "
                 f"local[2]; only on the cluster: {list((cluster_rows - local_rows).elements())[:3]}; "
-                f"only on local: {list((local_rows - cluster_rows).elements())[:3]}")
+                f"only on local: {list((local_rows - cluster_rows).elements())[:3]}"
+            )

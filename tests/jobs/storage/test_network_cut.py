@@ -31,18 +31,43 @@ def test_a_network_cut_mid_stage_leaves_committed_versions_and_the_rerun_complet
     from jobs.lake.delta.arrow import is_table, read_table_arrow
     from nameserver.sim.run import FAULTS, SimOptions, simulate
 
-    simulate(SimOptions(events_dir=tmp_path / "events", ns=2, brokers=2, slaves=1, topics=3,
-                        start_ms=day_start_ms(DAY), hours=0.2, seed=11, faults=FAULTS, quiet=True))
+    simulate(
+        SimOptions(
+            events_dir=tmp_path / "events",
+            ns=2,
+            brokers=2,
+            slaves=1,
+            topics=3,
+            start_ms=day_start_ms(DAY),
+            hours=0.2,
+            seed=11,
+            faults=FAULTS,
+            quiet=True,
+        )
+    )
     server = S3ProxyServer(tmp_path / "s3", buckets=(BUCKET,))
     server.start()
     try:
         events = upload(server, tmp_path / "events", "cut/events")
         lake = f"s3a://{BUCKET}/cut/lake"
         config = config_file(server, tmp_path / "audit.toml")
-        argv = [sys.executable, "-m", "nsaudit.cli", "audit", "--events", events, "--lake", lake,
-                "--date", DAY.isoformat(), "--config", str(config)]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
-                                cwd=REPO)
+        argv = [
+            sys.executable,
+            "-m",
+            "nsaudit.cli",
+            "audit",
+            "--events",
+            events,
+            "--lake",
+            lake,
+            "--date",
+            DAY.isoformat(),
+            "--config",
+            str(config),
+        ]
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(), cwd=REPO
+        )
         seen = []
         for line in proc.stderr:
             seen.append(line)

@@ -28,23 +28,29 @@ DAY = dt.date(2026, 11, 21)
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("text, normalised", [
-    ("s3a://audit-lake/prod/", "s3a://audit-lake/prod"),
-    ("s3://audit-lake//prod/lake", "s3a://audit-lake/prod/lake"),
-    ("s3a://audit-lake", "s3a://audit-lake"),
-    ("file:///var/lib/nsaudit/lake", "/var/lib/nsaudit/lake"),
-])
+@pytest.mark.parametrize(
+    "text, normalised",
+    [
+        ("s3a://audit-lake/prod/", "s3a://audit-lake/prod"),
+        ("s3://audit-lake//prod/lake", "s3a://audit-lake/prod/lake"),
+        ("s3a://audit-lake", "s3a://audit-lake"),
+        ("file:///var/lib/nsaudit/lake", "/var/lib/nsaudit/lake"),
+    ],
+)
 def test_locations_are_normalised_once(text, normalised):
     assert locations.check(text) == normalised
     assert locations.join(normalised, "events") == normalised + "/events"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("hdfs://nn/lake", "unsupported scheme hdfs://"),
-    ("s3a://Bad_Bucket/x", "is not an S3 bucket name"),
-    ("s3a://", "is not an S3 bucket name"),
-    ("s3a://AKIAEXAMPLE:topsecret@bucket/lake", "credentials in an s3a:// URI are not accepted"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("hdfs://nn/lake", "unsupported scheme hdfs://"),
+        ("s3a://Bad_Bucket/x", "is not an S3 bucket name"),
+        ("s3a://", "is not an S3 bucket name"),
+        ("s3a://AKIAEXAMPLE:topsecret@bucket/lake", "credentials in an s3a:// URI are not accepted"),
+    ],
+)
 def test_a_location_that_cannot_be_used_is_refused(text, message):
     with pytest.raises(ValueError, match=message) as raised:
         locations.check(text)
@@ -52,20 +58,35 @@ def test_a_location_that_cannot_be_used_is_refused(text, message):
 
 
 def test_settings_come_from_the_config_else_the_aws_environment(tmp_path):
-    environ = {"AWS_ENDPOINT_URL": "http://env:9000", "AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "env-key",
-               "AWS_SECRET_ACCESS_KEY": "env-secret"}
+    environ = {
+        "AWS_ENDPOINT_URL": "http://env:9000",
+        "AWS_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "env-key",
+        "AWS_SECRET_ACCESS_KEY": "env-secret",
+    }
     from_env = settings.resolve(StorageConfig(), environ)
     assert (from_env.store.endpoint, from_env.store.region, from_env.store.access_key) == (
-        "http://env:9000", "eu-west-1", "env-key")
+        "http://env:9000",
+        "eu-west-1",
+        "env-key",
+    )
     assert from_env.credentials_from == "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 
     credentials = tmp_path / "credentials"
     credentials.write_text("[audit]\naws_access_key_id = file-key\naws_secret_access_key = file-secret\n")
-    config = StorageConfig(endpoint="http://cfg:9000", region="us-west-2", path_style=True,
-                           credentials_file=str(credentials), profile="audit")
+    config = StorageConfig(
+        endpoint="http://cfg:9000",
+        region="us-west-2",
+        path_style=True,
+        credentials_file=str(credentials),
+        profile="audit",
+    )
     from_config = settings.resolve(config, environ)
     assert (from_config.store.endpoint, from_config.store.region, from_config.store.secret_key) == (
-        "http://cfg:9000", "us-west-2", "file-secret")
+        "http://cfg:9000",
+        "us-west-2",
+        "file-secret",
+    )
     options = from_config.delta_options()
     assert options["aws_conditional_put"] == "etag"  # commits never overwrite a version (docs/audit.md)
     assert (options["AWS_ALLOW_HTTP"], options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"]) == ("true", "false")
@@ -77,11 +98,14 @@ def test_settings_come_from_the_config_else_the_aws_environment(tmp_path):
     assert settings.redact("key file-key, secret file-secret", from_config) == "key ***, secret ***"
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "No such file"),
-    ("[other]\naws_access_key_id = k\naws_secret_access_key = s3cr3t\n", "no [default] profile"),
-    ("[default]\naws_access_key_id = k\n", "needs aws_access_key_id and aws_secret_access_key"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "No such file"),
+        ("[other]\naws_access_key_id = k\naws_secret_access_key = s3cr3t\n", "no [default] profile"),
+        ("[default]\naws_access_key_id = k\n", "needs aws_access_key_id and aws_secret_access_key"),
+    ],
+)
 def test_a_bad_credentials_file_names_the_file_not_a_key(tmp_path, content, message):
     path = tmp_path / "credentials"
     if content is not None:
@@ -105,10 +129,16 @@ def test_a_bucket_day_lists_closed_segments_and_says_what_it_skips(s3_server, tm
     with on_s3(s3_server), caplog.at_level(logging.WARNING):
         found = list_day_segments(events, DAY)
         assert [(s.file, s.compressed, s.path) for s in found] == [
-            ("ns-a/2026-11-21/events-00000000000000000001.jsonl", False,
-             f"{events}/ns-a/2026-11-21/events-00000000000000000001.jsonl"),
-            ("ns-a/2026-11-21/events-00000000000000000009.jsonl.gz", True,
-             f"{events}/ns-a/2026-11-21/events-00000000000000000009.jsonl.gz"),
+            (
+                "ns-a/2026-11-21/events-00000000000000000001.jsonl",
+                False,
+                f"{events}/ns-a/2026-11-21/events-00000000000000000001.jsonl",
+            ),
+            (
+                "ns-a/2026-11-21/events-00000000000000000009.jsonl.gz",
+                True,
+                f"{events}/ns-a/2026-11-21/events-00000000000000000009.jsonl.gz",
+            ),
         ]
         warned = " ".join(r.getMessage() for r in caplog.records)
         assert "skipped 2 objects" in warned
@@ -123,13 +153,17 @@ def test_a_missing_bucket_refused_credentials_or_a_dead_endpoint_is_said_in_one_
         check_reachable(f"s3a://{BUCKET}/anything")  # the bucket is there, the prefix need not be
         with pytest.raises(StorageError, match=r"^s3a://no-such-bucket/lake: bucket no-such-bucket does not exist"):
             check_reachable("s3a://no-such-bucket/lake")
-    wrong = settings.resolve(s3_server.storage_config(credentials_file=str(s3_server.credentials_file(
-        secret="wrong-secret-value"))), {})
+    wrong = settings.resolve(
+        s3_server.storage_config(credentials_file=str(s3_server.credentials_file(secret="wrong-secret-value"))), {}
+    )
     previous = settings._current
     try:
         settings.use(wrong)
-        with pytest.raises(StorageError, match=r"^s3a://nsaudit/lake: access denied \(credentials from "
-                                               r"\[storage\] credentials_file .*\)$") as raised:
+        with pytest.raises(
+            StorageError,
+            match=r"^s3a://nsaudit/lake: access denied \(credentials from "
+            r"\[storage\] credentials_file .*\)$",
+        ) as raised:
             check_reachable(f"s3a://{BUCKET}/lake")
         assert s3_server.access_key not in str(raised.value)
         settings.use(settings.resolve(s3_server.storage_config(endpoint=f"http://127.0.0.1:{free_port()}"), {}))
@@ -140,8 +174,14 @@ def test_a_missing_bucket_refused_credentials_or_a_dead_endpoint_is_said_in_one_
 
 
 def _audit(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nsaudit.cli", *argv], capture_output=True, text=True,
-                          timeout=120, env=subprocess_env(), cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "nsaudit.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=subprocess_env(),
+        cwd=REPO,
+    )
 
 
 def _lake_objects(server, prefix: str) -> list[str]:
@@ -181,7 +221,20 @@ def test_bad_input_is_one_line_exit_2_and_leaves_the_lake_as_it_was(s3_server, t
         assert secret not in audit.stderr + audit.stdout
     assert _lake_objects(s3_server, f"bad-input/{case.replace(' ', '-')}/lake") == []
     if case != "no events that day":
-        route = _audit(["route", "--lake", lake, "--ns", "ns-a", "--topic", "t", "--at", f"{date}T01:00:00Z",
-                        "--config", str(config)])
+        route = _audit(
+            [
+                "route",
+                "--lake",
+                lake,
+                "--ns",
+                "ns-a",
+                "--topic",
+                "t",
+                "--at",
+                f"{date}T01:00:00Z",
+                "--config",
+                str(config),
+            ]
+        )
         assert route.returncode == 2 and route.stderr.count("\n") == 1, route.stderr
         assert expected.replace(events, lake).split(" (")[0] in route.stderr, route.stderr

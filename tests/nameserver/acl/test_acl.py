@@ -56,8 +56,9 @@ def hmac_sha1_b64(secret: str, content: bytes) -> str:
 
 
 def register(addr: str = M, cluster: str = "C1", name: str = "broker-a", broker_id: int = 0, **kw):
-    return register_broker_request(cluster, addr, name, broker_id, addr.replace("10911", "10912"),
-                                   DataVersion(100, 1), TOPICS, **kw)
+    return register_broker_request(
+        cluster, addr, name, broker_id, addr.replace("10911", "10912"), DataVersion(100, 1), TOPICS, **kw
+    )
 
 
 def signed(cmd, creds: Credentials = CREDS, at: int = NOW):
@@ -75,8 +76,13 @@ def test_rocketmq_acl_signer_vector():
 
 
 def test_worked_vector_of_the_module_docstring():
-    ext = {"clusterName": "DefaultCluster", "brokerName": "broker-a", "brokerAddr": "10.0.0.5:10911",
-           "brokerId": "0", "AccessKey": "rocketmq2"}
+    ext = {
+        "clusterName": "DefaultCluster",
+        "brokerName": "broker-a",
+        "brokerAddr": "10.0.0.5:10911",
+        "brokerId": "0",
+        "AccessKey": "rocketmq2",
+    }
     body = b'{"counter":3,"timestamp":1700000000000}'
     # Java TreeMap order: "AccessKey" < "brokerAddr" < "brokerId" < "brokerName" < "clusterName"
     content = b"rocketmq2" + b"10.0.0.5:10911" + b"0" + b"broker-a" + b"DefaultCluster" + body
@@ -93,9 +99,9 @@ def test_content_skips_signature_and_none_and_sorts_like_java():
     assert rocketmq_content({"b": "2", "a": "1", "Signature": "x", "c": None}, None) == b"12"
     assert rocketmq_content(None, b"body") == b"body"
     # U+1F600 is a surrogate pair (D83D DE00): before U+FFFF in Java's UTF-16 order, after it in Python's
-    ext = {"\U0001F600": "emoji", "\uFFFF": "last"}
+    ext = {"\U0001f600": "emoji", "\uffff": "last"}
     assert rocketmq_content(ext, None) == b"emojilast"
-    assert sorted(ext) == ["\uFFFF", "\U0001F600"]  # what a naive sort would have signed
+    assert sorted(ext) == ["\uffff", "\U0001f600"]  # what a naive sort would have signed
     # a lone surrogate (JSON "\ud800") is written "?" as Java's getBytes does, never an error
     assert rocketmq_content({"a": "x\ud800y"}, None) == b"x?y"
 
@@ -134,12 +140,15 @@ def test_secrets_file_and_env_formats():
     assert env.access_keys == ("a", "b") and env.secret_for("b") == "2"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("broker-ak:" + SECRET, "entry 1: expected accessKey=secretKey"),
-    ("ok=1\n=" + SECRET, "entry 2: expected accessKey=secretKey"),
-    ("ok=1\nbroker-ak=", "entry 2: expected accessKey=secretKey"),
-    ("broker-ak=" + SECRET + "\nbroker-ak=" + SECRET + "x", "access key 'broker-ak' is given twice"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("broker-ak:" + SECRET, "entry 1: expected accessKey=secretKey"),
+        ("ok=1\n=" + SECRET, "entry 2: expected accessKey=secretKey"),
+        ("ok=1\nbroker-ak=", "entry 2: expected accessKey=secretKey"),
+        ("broker-ak=" + SECRET + "\nbroker-ak=" + SECRET + "x", "access key 'broker-ak' is given twice"),
+    ],
+)
 def test_bad_secrets_are_named_without_their_values(text, message):
     with pytest.raises(SecretsError) as info:
         parse_secrets_file_text(text, "secrets file 'k'")
@@ -204,10 +213,14 @@ PROTECTED = {
     RequestCode.DELETE_TOPIC_IN_NAMESRV: simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"}),
     RequestCode.UPDATE_NAMESRV_CONFIG: simple_request(RequestCode.UPDATE_NAMESRV_CONFIG, None, b"a=b"),
     RequestCode.ADD_WRITE_PERM_OF_BROKER: simple_request(RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": "b"}),
-    RequestCode.QUERY_DATA_VERSION: simple_request(RequestCode.QUERY_DATA_VERSION, {
-        "clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a", "brokerId": 0}, b'{"counter":1,"timestamp":100}'),
-    RequestCode.BROKER_HEARTBEAT: simple_request(RequestCode.BROKER_HEARTBEAT, {
-        "clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a"}),
+    RequestCode.QUERY_DATA_VERSION: simple_request(
+        RequestCode.QUERY_DATA_VERSION,
+        {"clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a", "brokerId": 0},
+        b'{"counter":1,"timestamp":100}',
+    ),
+    RequestCode.BROKER_HEARTBEAT: simple_request(
+        RequestCode.BROKER_HEARTBEAT, {"clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a"}
+    ),
 }
 
 
@@ -222,9 +235,11 @@ def test_every_change_needs_a_valid_signature(controller, code):
     assert controller.check(fresh(code), PEER.remote, NOW) == Denial("unsigned")
     assert controller.check(signed(fresh(code)), PEER.remote, NOW) is None
     assert controller.check(signed(fresh(code), Credentials("who", SECRET)), PEER.remote, NOW) == Denial(
-        "unknown access key", "who")
+        "unknown access key", "who"
+    )
     assert controller.check(signed(fresh(code), Credentials("broker-ak", "wrong")), PEER.remote, NOW) == Denial(
-        "bad signature", "broker-ak")
+        "bad signature", "broker-ak"
+    )
     half = fresh(code)
     half.ext_fields = {**(half.ext_fields or {}), "AccessKey": "broker-ak"}  # key without signature
     assert controller.check(half, PEER.remote, NOW) == Denial("unsigned", "broker-ak")
@@ -252,16 +267,19 @@ def test_a_secret_sent_as_the_access_key_is_not_logged(controller):
     assert controller.check(cmd, PEER.remote, NOW).access_key == "k" * acl.MAX_LOGGED_ACCESS_KEY
 
 
-@pytest.mark.parametrize("cmd, remote, detail", [
-    (register(cluster="Evil"), PEER.remote, "cluster Evil not allowed"),
-    (register(addr="10.9.9.9:10911"), PEER.remote, "address 10.9.9.9 not allowed"),
-    (register(addr="broker.example:10911"), PEER.remote, "address broker.example not allowed"),
-    (register(), "10.9.9.9:50001", "peer 10.9.9.9 not allowed"),
-    (register(), "::ffff:10.0.0.1:50001", None),  # a dual-stack socket's IPv4 peer
-    (register(addr="[fd00::5]:10911"), "fd00::7:50001", None),
-    (register(addr="[fd01::5]:10911"), "fd00::7:50001", "address fd01::5 not allowed"),
-    (unregister_broker_request("Evil", "10.9.9.9:10911", "b", 0), "10.9.9.9:1", None),  # registrations only
-])
+@pytest.mark.parametrize(
+    "cmd, remote, detail",
+    [
+        (register(cluster="Evil"), PEER.remote, "cluster Evil not allowed"),
+        (register(addr="10.9.9.9:10911"), PEER.remote, "address 10.9.9.9 not allowed"),
+        (register(addr="broker.example:10911"), PEER.remote, "address broker.example not allowed"),
+        (register(), "10.9.9.9:50001", "peer 10.9.9.9 not allowed"),
+        (register(), "::ffff:10.0.0.1:50001", None),  # a dual-stack socket's IPv4 peer
+        (register(addr="[fd00::5]:10911"), "fd00::7:50001", None),
+        (register(addr="[fd01::5]:10911"), "fd00::7:50001", "address fd01::5 not allowed"),
+        (unregister_broker_request("Evil", "10.9.9.9:10911", "b", 0), "10.9.9.9:1", None),  # registrations only
+    ],
+)
 def test_registration_allowlists(cmd, remote, detail):
     controller = AccessController(SecretStore({"broker-ak": SECRET}), ["10.0.0.0/24", "fd00::/64"], ["C1"])
     denial = controller.check(signed(cmd), remote, NOW)
@@ -287,8 +305,11 @@ def test_processor_refuses_unsigned_changes_with_no_permission_and_logs_them():
     before = processor.routes.get_all_cluster_info()
     cases = [
         (register(addr="10.0.0.9:10911"), "unsigned", None),
-        (signed(unregister_broker_request("C1", M, "broker-a", 0), Credentials("broker-ak", "bad")),
-         "bad signature", "broker-ak"),
+        (
+            signed(unregister_broker_request("C1", M, "broker-a", 0), Credentials("broker-ak", "bad")),
+            "bad signature",
+            "broker-ak",
+        ),
         (fresh(RequestCode.WIPE_WRITE_PERM_OF_BROKER), "unsigned", None),
     ]
     for n, (cmd, detail, key) in enumerate(cases):
@@ -305,7 +326,11 @@ def test_processor_refuses_unsigned_changes_with_no_permission_and_logs_them():
     assert processor.routes.get_all_cluster_info() == before
     first = processor.process(cases[0][0], PEER, NOW + 3000).events[0]
     assert (first["cluster"], first["broker_name"], first["broker_addr"], first["broker_id"]) == (
-        "C1", "broker-a", "10.0.0.9:10911", 0)
+        "C1",
+        "broker-a",
+        "10.0.0.9:10911",
+        0,
+    )
     # lookups need nothing
     route = processor.process(make_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"}), PEER, NOW + 4000)
     assert route.response.code == ResponseCode.SUCCESS
@@ -322,8 +347,13 @@ def test_a_refused_oneway_request_is_silent_but_logged():
 def test_signed_requests_run_exactly_as_without_access_control():
     open_proc = RequestProcessor(RouteInfoManager())
     guarded = RequestProcessor(RouteInfoManager(), access=AccessController(SecretStore({"broker-ak": SECRET})))
-    script = [register(), register(addr="10.0.0.2:10911", broker_id=1), fresh(RequestCode.WIPE_WRITE_PERM_OF_BROKER),
-              fresh(RequestCode.PUT_KV_CONFIG), fresh(RequestCode.UNREGISTER_BROKER)]
+    script = [
+        register(),
+        register(addr="10.0.0.2:10911", broker_id=1),
+        fresh(RequestCode.WIPE_WRITE_PERM_OF_BROKER),
+        fresh(RequestCode.PUT_KV_CONFIG),
+        fresh(RequestCode.UNREGISTER_BROKER),
+    ]
     for n, cmd in enumerate(script):
         plain = make_request(cmd.code, dict(cmd.ext_fields) if cmd.ext_fields else None, cmd.body, opaque=n)
         sig = signed(make_request(cmd.code, dict(cmd.ext_fields) if cmd.ext_fields else None, cmd.body, opaque=n))
@@ -332,10 +362,13 @@ def test_signed_requests_run_exactly_as_without_access_control():
 
 def test_access_control_off_ignores_acl_keys_byte_for_byte():
     a, b = RequestProcessor(RouteInfoManager()), RequestProcessor(RouteInfoManager())
-    for n, cmd in enumerate([register(), fresh(RequestCode.WIPE_WRITE_PERM_OF_BROKER), fresh(RequestCode.DELETE_KV_CONFIG)]):
+    for n, cmd in enumerate(
+        [register(), fresh(RequestCode.WIPE_WRITE_PERM_OF_BROKER), fresh(RequestCode.DELETE_KV_CONFIG)]
+    ):
         plain = make_request(cmd.code, dict(cmd.ext_fields) if cmd.ext_fields else None, cmd.body, opaque=n)
-        forged = make_request(cmd.code, {**(cmd.ext_fields or {}), "AccessKey": "x", "Signature": "junk"}, cmd.body,
-                              opaque=n)
+        forged = make_request(
+            cmd.code, {**(cmd.ext_fields or {}), "AccessKey": "x", "Signature": "junk"}, cmd.body, opaque=n
+        )
         assert outcome_key(a.process(plain, PEER, 1000 + n)) == outcome_key(b.process(forged, PEER, 1000 + n))
 
 
@@ -344,22 +377,27 @@ def test_access_control_off_ignores_acl_keys_byte_for_byte():
 
 def test_security_section_of_the_config(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text('[security]\nenabled = true\nallowed_networks = ["10.0.0.0/8", "fd00::/8"]\n'
-                    'allowed_clusters = ["C1"]\nsecrets_env = "NSA_KEYS"\naccess_key = "broker-ak"\n'
-                    '[audit]\nadmin_burst_changes = 5\n')
+    path.write_text(
+        '[security]\nenabled = true\nallowed_networks = ["10.0.0.0/8", "fd00::/8"]\n'
+        'allowed_clusters = ["C1"]\nsecrets_env = "NSA_KEYS"\naccess_key = "broker-ak"\n'
+        "[audit]\nadmin_burst_changes = 5\n"
+    )
     config = load_config(path)
     assert config.security == SecurityConfig(True, ("10.0.0.0/8", "fd00::/8"), ("C1",), "", "NSA_KEYS", "broker-ak")
     assert config.audit.admin_burst_changes == 5
     assert load_config(None).security == SecurityConfig()  # conf/nsaudit.toml: off
 
 
-@pytest.mark.parametrize("body, message", [
-    ('allowed_networks = ["10.0.0.1/8"]', "is not a CIDR network"),
-    ('allowed_networks = "10.0.0.0/8"', "security.allowed_networks must be tuple[str, ...]"),
-    ("allowed_clusters = [1]", "security.allowed_clusters must be"),
-    ("enabled = true", "needs security.secrets_file or security.secrets_env"),
-    ('secret = "x"', "unknown key security.'secret'"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('allowed_networks = ["10.0.0.1/8"]', "is not a CIDR network"),
+        ('allowed_networks = "10.0.0.0/8"', "security.allowed_networks must be tuple[str, ...]"),
+        ("allowed_clusters = [1]", "security.allowed_clusters must be"),
+        ("enabled = true", "needs security.secrets_file or security.secrets_env"),
+        ('secret = "x"', "unknown key security.'secret'"),
+    ],
+)
 def test_bad_security_sections(tmp_path, body, message):
     path = tmp_path / "c.toml"
     path.write_text("[security]\n" + body + "\n")
@@ -370,16 +408,27 @@ def test_bad_security_sections(tmp_path, body, message):
 # ------------------------------------------------------------------------- bind notice
 
 
-@pytest.mark.parametrize("host, where", [
-    ("127.0.0.1", None), ("::1", None), ("localhost", None), ("127.8.0.1", None),
-    ("0.0.0.0", "all interfaces"), ("::", "all interfaces"), ("", "all interfaces"),
-    ("10.1.2.3", "a non-loopback address (10.1.2.3)"), ("ns.example", "a non-loopback address (ns.example)"),
-])
+@pytest.mark.parametrize(
+    "host, where",
+    [
+        ("127.0.0.1", None),
+        ("::1", None),
+        ("localhost", None),
+        ("127.8.0.1", None),
+        ("0.0.0.0", "all interfaces"),
+        ("::", "all interfaces"),
+        ("", "all interfaces"),
+        ("10.1.2.3", "a non-loopback address (10.1.2.3)"),
+        ("ns.example", "a non-loopback address (ns.example)"),
+    ],
+)
 def test_exposure_notice(host, where):
     off, on = exposure_notice(host, False), exposure_notice(host, True)
     if where is None:
         assert off is None and on is None
         return
-    assert off == (f"listening on {where}; brokers and clients on the network can reach it; "
-                   "enable [security] to restrict route changes")
+    assert off == (
+        f"listening on {where}; brokers and clients on the network can reach it; "
+        "enable [security] to restrict route changes"
+    )
     assert on.startswith(f"listening on {where};") and "[security] is enabled" in on

@@ -49,8 +49,9 @@ def signed(cmd: RemotingCommand, at: int = NOW, creds: Credentials = CREDS) -> R
 
 
 def register(addr: str = M, broker_id: int = 0) -> RemotingCommand:
-    return register_broker_request("C1", addr, "broker-a", broker_id, "10.0.0.1:10912", DataVersion(100, 1),
-                                   [TopicConfig("TopicA", 8, 8)])
+    return register_broker_request(
+        "C1", addr, "broker-a", broker_id, "10.0.0.1:10912", DataVersion(100, 1), [TopicConfig("TopicA", 8, 8)]
+    )
 
 
 def copy(cmd: RemotingCommand, **ext: str) -> RemotingCommand:
@@ -66,24 +67,30 @@ def controller() -> AccessController:
 
 
 def test_canonical_vector():
-    cmd = simple_request(RequestCode.UNREGISTER_BROKER, {"brokerName": "broker-a", "brokerAddr": "10.0.0.5:10911"},
-                         b"{}", version=407)
+    cmd = simple_request(
+        RequestCode.UNREGISTER_BROKER, {"brokerName": "broker-a", "brokerAddr": "10.0.0.5:10911"}, b"{}", version=407
+    )
     sign_request(cmd, Credentials("ak", "12345678"), 1700000000000, "n1")
-    content = (b"nsaudit-acl-v1\n104 407\n"
-               b"AccessKey=ak\nNonce=n1\nTimestamp=1700000000000\nbrokerAddr=10.0.0.5:10911\nbrokerName=broker-a\n"
-               b"\n" + hashlib.sha256(b"{}").hexdigest().encode())
+    content = (
+        b"nsaudit-acl-v1\n104 407\n"
+        b"AccessKey=ak\nNonce=n1\nTimestamp=1700000000000\nbrokerAddr=10.0.0.5:10911\nbrokerName=broker-a\n"
+        b"\n" + hashlib.sha256(b"{}").hexdigest().encode()
+    )
     assert canonical_content(cmd.code, cmd.version, cmd.ext_fields, cmd.body) == content
     assert cmd.ext_fields["Signature"] == hmac_sha256_b64("12345678", content)
     assert set(cmd.ext_fields) == {"AccessKey", "Nonce", "Timestamp", "Signature", "brokerAddr", "brokerName"}
 
 
-@pytest.mark.parametrize("one, other", [
-    ({"brokerAddr": "h:10911", "brokerId": "0"}, {"brokerAddr": "h:1091", "brokerId": "10"}),  # value shift
-    ({"a=b": "c"}, {"a": "b=c"}),  # "=" moving from key to value
-    ({"a": "x\nb=y"}, {"a": "x", "b": "y"}),  # a newline forging a line
-    ({"a": "%3D"}, {"a": "="}),  # an escape written out
-    ({"a": "1", "b": ""}, {"a": "1"}),  # an empty value is still signed
-])
+@pytest.mark.parametrize(
+    "one, other",
+    [
+        ({"brokerAddr": "h:10911", "brokerId": "0"}, {"brokerAddr": "h:1091", "brokerId": "10"}),  # value shift
+        ({"a=b": "c"}, {"a": "b=c"}),  # "=" moving from key to value
+        ({"a": "x\nb=y"}, {"a": "x", "b": "y"}),  # a newline forging a line
+        ({"a": "%3D"}, {"a": "="}),  # an escape written out
+        ({"a": "1", "b": ""}, {"a": "1"}),  # an empty value is still signed
+    ],
+)
 def test_different_fields_never_sign_alike(one, other):
     assert canonical_content(103, 1, one, None) != canonical_content(103, 1, other, None)
 
@@ -91,25 +98,32 @@ def test_different_fields_never_sign_alike(one, other):
 def test_code_version_and_body_are_signed(controller):
     for change in (dict(code=RequestCode.UNREGISTER_BROKER), dict(version=1), dict(body=b"other")):
         cmd = signed(register())
-        forged = RemotingCommand(**{"code": cmd.code, "version": cmd.version, "ext_fields": cmd.ext_fields,
-                                    "body": cmd.body, **change})
+        forged = RemotingCommand(
+            **{"code": cmd.code, "version": cmd.version, "ext_fields": cmd.ext_fields, "body": cmd.body, **change}
+        )
         assert controller.check(forged, PEER.remote, NOW) == Denial("bad signature", "broker-ak")
 
 
 def test_a_value_shift_is_refused_and_the_original_passes(controller):
     cmd = signed(register("10.0.0.1:10911", 0))
     assert controller.check(copy(cmd, brokerAddr="10.0.0.1:1091", brokerId="10"), PEER.remote, NOW).detail == (
-        "bad signature")
+        "bad signature"
+    )
     assert controller.check(cmd, PEER.remote, NOW) is None
 
 
 # ------------------------------------------------------------------------- freshness, replay
 
 
-@pytest.mark.parametrize("stamped, detail", [
-    (NOW - SKEW, None), (NOW + SKEW, None),
-    (NOW - SKEW - 1, "timestamp outside window"), (NOW + SKEW + 1, "timestamp outside window"),
-])
+@pytest.mark.parametrize(
+    "stamped, detail",
+    [
+        (NOW - SKEW, None),
+        (NOW + SKEW, None),
+        (NOW - SKEW - 1, "timestamp outside window"),
+        (NOW + SKEW + 1, "timestamp outside window"),
+    ],
+)
 def test_the_freshness_window(controller, stamped, detail):
     denial = controller.check(signed(register(), at=stamped), PEER.remote, NOW)
     assert (denial.detail if denial else None) == detail
@@ -121,8 +135,9 @@ def test_a_canonical_signature_without_a_usable_timestamp_is_refused(controller,
     cmd.ext_fields = {**cmd.ext_fields, "AccessKey": "broker-ak"}
     if stamp is not None:
         cmd.ext_fields["Timestamp"] = stamp
-    cmd.ext_fields["Signature"] = hmac_sha256_b64(SECRET, canonical_content(cmd.code, cmd.version, cmd.ext_fields,
-                                                                            cmd.body))
+    cmd.ext_fields["Signature"] = hmac_sha256_b64(
+        SECRET, canonical_content(cmd.code, cmd.version, cmd.ext_fields, cmd.body)
+    )
     assert controller.check(cmd, PEER.remote, NOW) == Denial("no timestamp", "broker-ak")
 
 
@@ -172,21 +187,25 @@ def test_rocketmq_signatures_pass_only_in_the_compatibility_mode():
     assert compat.check(ours, PEER.remote, NOW) is None
     assert compat.check(ours, PEER.remote, NOW) == Denial("replayed", "broker-ak")
     assert compat.check(sign_request_rocketmq(register(), Credentials("broker-ak", "x")), PEER.remote, NOW) == (
-        Denial("bad signature", "broker-ak"))
+        Denial("bad signature", "broker-ak")
+    )
 
 
 # ------------------------------------------------------------------- liveness in the processor
 
 
 def heartbeat() -> RemotingCommand:
-    return simple_request(RequestCode.BROKER_HEARTBEAT, {"clusterName": "C1", "brokerAddr": M,
-                                                          "brokerName": "broker-a"})
+    return simple_request(
+        RequestCode.BROKER_HEARTBEAT, {"clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a"}
+    )
 
 
 def query_data_version() -> RemotingCommand:
-    return simple_request(RequestCode.QUERY_DATA_VERSION, {"clusterName": "C1", "brokerAddr": M,
-                                                           "brokerName": "broker-a", "brokerId": 0},
-                          fastjson.encode_data_version(DataVersion(100, 1)))
+    return simple_request(
+        RequestCode.QUERY_DATA_VERSION,
+        {"clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a", "brokerId": 0},
+        fastjson.encode_data_version(DataVersion(100, 1)),
+    )
 
 
 @pytest.mark.parametrize("sign", [False, True])
@@ -211,24 +230,37 @@ def test_only_signed_liveness_requests_keep_a_broker_alive(sign):
 
 def test_freshness_keys_of_the_config(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text('[security]\nsignature_skew_ms = 60000\nreplay_cache_entries = 10\n'
-                    'accept_rocketmq_signatures = true\n')
+    path.write_text(
+        "[security]\nsignature_skew_ms = 60000\nreplay_cache_entries = 10\naccept_rocketmq_signatures = true\n"
+    )
     security = load_config(path).security
     assert (security.signature_skew_ms, security.replay_cache_entries, security.accept_rocketmq_signatures) == (
-        60000, 10, True)
+        60000,
+        10,
+        True,
+    )
     access = AccessController.from_config(security, SecretStore({"broker-ak": SECRET}))
     assert (access.skew_ms, access.replays.max_entries, access.accept_rocketmq_signatures) == (60000, 10, True)
     defaults = load_config(None).security  # conf/nsaudit.toml states the defaults
-    assert (defaults.signature_skew_ms, defaults.replay_cache_entries, defaults.accept_rocketmq_signatures) == (
-        300_000, 200_000, False) == (SecurityConfig().signature_skew_ms, SecurityConfig().replay_cache_entries,
-                                     SecurityConfig().accept_rocketmq_signatures)
+    assert (
+        (defaults.signature_skew_ms, defaults.replay_cache_entries, defaults.accept_rocketmq_signatures)
+        == (300_000, 200_000, False)
+        == (
+            SecurityConfig().signature_skew_ms,
+            SecurityConfig().replay_cache_entries,
+            SecurityConfig().accept_rocketmq_signatures,
+        )
+    )
 
 
-@pytest.mark.parametrize("body, message", [
-    ("signature_skew_ms = 0", "security.signature_skew_ms must be >= 1"),
-    ("replay_cache_entries = 0", "security.replay_cache_entries must be >= 1"),
-    ('accept_rocketmq_signatures = "yes"', "security.accept_rocketmq_signatures must be bool"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("signature_skew_ms = 0", "security.signature_skew_ms must be >= 1"),
+        ("replay_cache_entries = 0", "security.replay_cache_entries must be >= 1"),
+        ('accept_rocketmq_signatures = "yes"', "security.accept_rocketmq_signatures must be bool"),
+    ],
+)
 def test_bad_freshness_keys(tmp_path, body, message):
     path = tmp_path / "c.toml"
     path.write_text("[security]\n" + body + "\n")

@@ -55,8 +55,10 @@ G1 = hx(
     "2c22666c6167223a302c226c616e6775616765223a224a415641222c226f7061717565223a312c2273657269616c697a655479706543"
     "757272656e74525043223a224a534f4e222c2276657273696f6e223a3430317d"
 )
-G2 = hx("0000002d 01000029 | 0069 00 0191 00000001 00000000 | 00000000 | "
-        "00000014 0005 746f706963 00000009 546f70696354657374")
+G2 = hx(
+    "0000002d 01000029 | 0069 00 0191 00000001 00000000 | 00000000 | "
+    "00000014 0005 746f706963 00000009 546f70696354657374"
+)
 G3 = hx("0000001c 01000016 | 0011 00 0191 00000001 00000001 | 00000001 78 | 00000000 | 7b7d")
 G5 = (
     '{"brokerId":"0","bodyCrc32":"1308328594","clusterName":"DefaultCluster","brokerAddr":"192.168.0.10:10911",'
@@ -93,8 +95,13 @@ G9_CONTENT = hx(
 TOPIC_TEST = TopicConfig("TopicTest", 4, 4, 6, 0, False, "SINGLE_TAG")
 G_RESULT = RegisterBrokerBody(DataVersion(1700000000000, 3), (TOPIC_TEST,), [])
 D2B_EXT = {
-    "bodyCrc32": "416932168", "brokerAddr": "192.168.0.10:10911", "brokerId": "0", "brokerName": "broker-a",
-    "clusterName": "DefaultCluster", "compressed": "false", "haServerAddr": "192.168.0.10:10912",
+    "bodyCrc32": "416932168",
+    "brokerAddr": "192.168.0.10:10911",
+    "brokerId": "0",
+    "brokerName": "broker-a",
+    "clusterName": "DefaultCluster",
+    "compressed": "false",
+    "haServerAddr": "192.168.0.10:10912",
 }
 D2B_HEADER = (
     b'{"code":103,"extFields":{"bodyCrc32":"416932168","brokerAddr":"192.168.0.10:10911","brokerId":"0",'
@@ -124,17 +131,27 @@ def test_g3_rocketmq_response_frame():
 @pytest.mark.parametrize(
     "cmd, header, frame_hex",
     [
-        (make_response(make_request(105, opaque=1), ResponseCode.SUCCESS, version=401),
-         b'{"code":0,"flag":1,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":401}',
-         "00000063 0000005f"),
-        (make_response(make_request(105, opaque=1), ResponseCode.TOPIC_NOT_EXIST, version=401,
-                       remark="No topic route info in name server for the topic: TopicTest"),
-         b'{"code":17,"flag":1,"language":"JAVA","opaque":1,"remark":"No topic route info in name server '
-         b'for the topic: TopicTest","serializeTypeCurrentRPC":"JSON","version":401}',
-         "000000ab 000000a7"),
-        (make_request(RequestCode.BROKER_HEARTBEAT, opaque=7, version=479, oneway=True),
-         b'{"code":904,"flag":2,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}',
-         "00000065 00000061"),
+        (
+            make_response(make_request(105, opaque=1), ResponseCode.SUCCESS, version=401),
+            b'{"code":0,"flag":1,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":401}',
+            "00000063 0000005f",
+        ),
+        (
+            make_response(
+                make_request(105, opaque=1),
+                ResponseCode.TOPIC_NOT_EXIST,
+                version=401,
+                remark="No topic route info in name server for the topic: TopicTest",
+            ),
+            b'{"code":17,"flag":1,"language":"JAVA","opaque":1,"remark":"No topic route info in name server '
+            b'for the topic: TopicTest","serializeTypeCurrentRPC":"JSON","version":401}',
+            "000000ab 000000a7",
+        ),
+        (
+            make_request(RequestCode.BROKER_HEARTBEAT, opaque=7, version=479, oneway=True),
+            b'{"code":904,"flag":2,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":479}',
+            "00000065 00000061",
+        ),
     ],
     ids=["D1a", "D1b", "D1c"],
 )
@@ -144,19 +161,28 @@ def test_g4_d1_json_headers_framed(cmd, header, frame_hex):
 
 
 def test_d2a_5x_register_frame_decodes():
-    header = ('{"code":103,"extFields":' + G5 + ',"flag":0,"language":"JAVA","opaque":2,'
-              '"serializeTypeCurrentRPC":"JSON","version":479}').encode()
+    header = (
+        '{"code":103,"extFields":' + G5 + ',"flag":0,"language":"JAVA","opaque":2,'
+        '"serializeTypeCurrentRPC":"JSON","version":479}'
+    ).encode()
     assert len(header) == 326 and len(G6) == 449
     raw = frame(JSON, header, G6)
     assert raw[:8] == hx("0000030b 00000146")
     cmd = decode_frame(raw)
     assert (cmd.code, cmd.version, cmd.opaque, cmd.flag, cmd.body) == (103, 479, 2, 0, G6)
     fields = codec.decode_custom_header(cmd.ext_fields, REQUEST_HEADERS[RequestCode.REGISTER_BROKER])
-    assert fields == {"brokerName": "broker-a", "brokerAddr": "192.168.0.10:10911", "clusterName": "DefaultCluster",
-                      "haServerAddr": "192.168.0.10:10912", "brokerId": 0, "compressed": False,
-                      "bodyCrc32": 1308328594}
-    body = decode_register_body(cmd.body, version=cmd.version, compressed=fields["compressed"], now=NOW,
-                                body_crc32=fields["bodyCrc32"])
+    assert fields == {
+        "brokerName": "broker-a",
+        "brokerAddr": "192.168.0.10:10911",
+        "clusterName": "DefaultCluster",
+        "haServerAddr": "192.168.0.10:10912",
+        "brokerId": 0,
+        "compressed": False,
+        "bodyCrc32": 1308328594,
+    }
+    body = decode_register_body(
+        cmd.body, version=cmd.version, compressed=fields["compressed"], now=NOW, body_crc32=fields["bodyCrc32"]
+    )
     assert body == G_RESULT  # stateVersion and mapping sections dropped
 
 
@@ -172,11 +198,15 @@ def test_d2b_responses_exact():
     request = decode_frame(frame(JSON, D2B_HEADER, G7))
     ok = encode_frame(make_response(request, ResponseCode.SUCCESS, ext_fields={}))
     assert ok[:8] == hx("00000072 0000006e")
-    assert ok[8:] == (b'{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":3,'
-                      b'"serializeTypeCurrentRPC":"JSON","version":407}')
+    assert ok[8:] == (
+        b'{"code":0,"extFields":{},"flag":1,"language":"JAVA","opaque":3,'
+        b'"serializeTypeCurrentRPC":"JSON","version":407}'
+    )
     error = encode_frame(make_response(request, ResponseCode.SYSTEM_ERROR, remark="crc32 not match", ext_fields={}))
-    assert error[8:] == (b'{"code":1,"extFields":{},"flag":1,"language":"JAVA","opaque":3,"remark":"crc32 not match",'
-                         b'"serializeTypeCurrentRPC":"JSON","version":407}')
+    assert error[8:] == (
+        b'{"code":1,"extFields":{},"flag":1,"language":"JAVA","opaque":3,"remark":"crc32 not match",'
+        b'"serializeTypeCurrentRPC":"JSON","version":407}'
+    )
     assert len(error) - 8 == 137
 
 
@@ -234,7 +264,9 @@ def test_d3_route_response_frame_prefix():
     body = b"x" * 238
     raw = encode_frame(make_response(request, ResponseCode.SUCCESS, body=body))
     assert raw[:8] == hx("00000151 0000005f")
-    assert raw[8:103] == b'{"code":0,"flag":1,"language":"JAVA","opaque":5,"serializeTypeCurrentRPC":"JSON","version":407}'
+    assert (
+        raw[8:103] == b'{"code":0,"flag":1,"language":"JAVA","opaque":5,"serializeTypeCurrentRPC":"JSON","version":407}'
+    )
 
 
 def test_d4_query_data_version_body():
@@ -242,7 +274,9 @@ def test_d4_query_data_version_body():
     assert len(body) == 39
     assert codec.decode_data_version_body(body, NOW) == DataVersion(1700000000000, 3)
     assert encode_data_version(codec.decode_data_version_body(body, NOW)) == body
-    assert codec.decode_data_version_body(b'{"counter":4,"timestamp":1700000000000}', NOW) != DataVersion(1700000000000, 3)
+    assert codec.decode_data_version_body(b'{"counter":4,"timestamp":1700000000000}', NOW) != DataVersion(
+        1700000000000, 3
+    )
 
 
 # --- §11.1 vectors from RocketMQ's tests --------------------------------------------------------
@@ -273,15 +307,30 @@ def test_t5_encode_decode_with_and_without_body(serialize_type):
 
 
 def test_t6_t7_custom_header_fields():
-    fields = (HeaderField("stringValue", required=True), HeaderField("intValue", codec.INT32, required=True),
-              HeaderField("longValue", codec.INT64, required=True), HeaderField("booleanValue", codec.BOOL),
-              HeaderField("doubleValue", codec.DOUBLE))
-    typed = {"stringValue": "bilibili", "intValue": 2333, "longValue": 23333333, "booleanValue": True,
-             "doubleValue": 0.618}
+    fields = (
+        HeaderField("stringValue", required=True),
+        HeaderField("intValue", codec.INT32, required=True),
+        HeaderField("longValue", codec.INT64, required=True),
+        HeaderField("booleanValue", codec.BOOL),
+        HeaderField("doubleValue", codec.DOUBLE),
+    )
+    typed = {
+        "stringValue": "bilibili",
+        "intValue": 2333,
+        "longValue": 23333333,
+        "booleanValue": True,
+        "doubleValue": 0.618,
+    }
     ext = codec.to_ext_fields(typed)
     ext["key"] = "value"
-    assert ext == {"stringValue": "bilibili", "intValue": "2333", "longValue": "23333333", "booleanValue": "true",
-                   "doubleValue": "0.618", "key": "value"}
+    assert ext == {
+        "stringValue": "bilibili",
+        "intValue": "2333",
+        "longValue": "23333333",
+        "booleanValue": "true",
+        "doubleValue": "0.618",
+        "key": "value",
+    }
     cmd = decode_frame(encode_frame(make_request(1, ext)))
     assert codec.decode_custom_header(cmd.ext_fields, fields) == typed
     # T7: parent-class and own fields both written; None fields omitted.
@@ -290,10 +339,18 @@ def test_t6_t7_custom_header_fields():
 
 T8_T11 = [
     ("T8", {}, "0067 00 091d 01020304 00000000 00000000 00000000", 21),
-    ("T9", {"remark": "Sample Remark"},
-     "0067 00 091d 01020304 00000000 0000000d 53616d706c652052656d61726b 00000000", 34),
-    ("T10", {"ext_fields": {"key": "value"}},
-     "0067 00 091d 01020304 00000000 00000000 0000000e 0003 6b6579 00000005 76616c7565", 35),
+    (
+        "T9",
+        {"remark": "Sample Remark"},
+        "0067 00 091d 01020304 00000000 0000000d 53616d706c652052656d61726b 00000000",
+        34,
+    ),
+    (
+        "T10",
+        {"ext_fields": {"key": "value"}},
+        "0067 00 091d 01020304 00000000 00000000 0000000e 0003 6b6579 00000005 76616c7565",
+        35,
+    ),
 ]
 
 
@@ -311,8 +368,10 @@ def test_t8_t10_rocketmq_header_bytes(name, extra, header_hex, size):
 def test_t11_rocketmq_header_sorted_entries_round_trip():
     cmd = RemotingCommand(1, LanguageCode.JAVA, 99, 1001, 3, "remark", {"str": "s1", "num": "100"}, None, ROCKETMQ)
     header = codec.encode_header(cmd)
-    assert header == hx("0001 00 0063 000003e9 00000003 00000006 72656d61726b 00000017 0003 6e756d 00000003 313030"
-                        " 0003 737472 00000002 7331")
+    assert header == hx(
+        "0001 00 0063 000003e9 00000003 00000006 72656d61726b 00000017 0003 6e756d 00000003 313030"
+        " 0003 737472 00000002 7331"
+    )
     assert len(header) == 50 and decode_frame(encode_frame(cmd)) == cmd
 
 
@@ -338,14 +397,30 @@ def test_t18_ten_thousand_default_topics_compressed():
 D5 = [
     ("D5a", "00000002 0000", codec.REASON_LENGTH_TOO_SMALL, {"frame_length": 2}),
     ("D5b", "00fffffd", codec.REASON_FRAME_TOO_LARGE, {"frame_length": 16777213}),
-    ("D5c", "00000008 00000010 7b7d7b7d", codec.REASON_HEADER_LENGTH_OVERRUN,
-     {"frame_length": 8, "serialize_type": 0, "header_length": 16}),
-    ("D5d", "00000006 02000002 7b7d", codec.REASON_UNKNOWN_SERIALIZE_TYPE,
-     {"frame_length": 6, "serialize_type": 2, "header_length": 2}),
-    ("D5e", "00000006 00000002 5b5d", codec.REASON_JSON_HEADER_NOT_OBJECT,
-     {"frame_length": 6, "serialize_type": 0, "header_length": 2}),
-    ("D5f", "00000008 01000004 00690000", codec.REASON_ROCKETMQ_HEADER_SHORT,
-     {"frame_length": 8, "serialize_type": 1, "header_length": 4}),
+    (
+        "D5c",
+        "00000008 00000010 7b7d7b7d",
+        codec.REASON_HEADER_LENGTH_OVERRUN,
+        {"frame_length": 8, "serialize_type": 0, "header_length": 16},
+    ),
+    (
+        "D5d",
+        "00000006 02000002 7b7d",
+        codec.REASON_UNKNOWN_SERIALIZE_TYPE,
+        {"frame_length": 6, "serialize_type": 2, "header_length": 2},
+    ),
+    (
+        "D5e",
+        "00000006 00000002 5b5d",
+        codec.REASON_JSON_HEADER_NOT_OBJECT,
+        {"frame_length": 6, "serialize_type": 0, "header_length": 2},
+    ),
+    (
+        "D5f",
+        "00000008 01000004 00690000",
+        codec.REASON_ROCKETMQ_HEADER_SHORT,
+        {"frame_length": 8, "serialize_type": 1, "header_length": 4},
+    ),
 ]
 
 
@@ -404,8 +479,16 @@ def rmq(fixed_tail: str) -> bytes:
         (rmq("00000000 00000004 ffff 0000"), codec.REASON_ROCKETMQ_HEADER_LENGTH),  # negative key length
         (rmq("00000000 00000000 00"), codec.REASON_ROCKETMQ_HEADER_LEFTOVER),  # a byte left over
     ],
-    ids=["negative-remark", "remark-overrun", "negative-ext", "ext-overrun", "value-overrun", "half-key-length",
-         "negative-key", "leftover"],
+    ids=[
+        "negative-remark",
+        "remark-overrun",
+        "negative-ext",
+        "ext-overrun",
+        "value-overrun",
+        "half-key-length",
+        "negative-key",
+        "leftover",
+    ],
 )
 def test_rocketmq_header_strictness(header, reason):
     with pytest.raises(MalformedFrame) as info:
@@ -464,8 +547,13 @@ def test_end_of_stream_mid_frame_is_just_buffered():
 
 
 def test_json_header_defaults_unknown_keys_and_coercions():
-    cmd = decode_frame(frame(JSON, b'{"extFields":{"n":5,"b":true,"f":0.5,"gone":null,"s":"x"},"language":"KLINGON",'
-                                   b'"serializeTypeCurrentRPC":"ROCKETMQ","extra":[1]}'))
+    cmd = decode_frame(
+        frame(
+            JSON,
+            b'{"extFields":{"n":5,"b":true,"f":0.5,"gone":null,"s":"x"},"language":"KLINGON",'
+            b'"serializeTypeCurrentRPC":"ROCKETMQ","extra":[1]}',
+        )
+    )
     assert (cmd.code, cmd.flag, cmd.opaque, cmd.version, cmd.remark) == (0, 0, 0, 0, None)
     assert cmd.language == codec.UNKNOWN_LANGUAGE and cmd.serialize_type == JSON
     assert cmd.ext_fields == {"n": "5", "b": "true", "f": "0.5", "s": "x"}
@@ -479,8 +567,9 @@ def test_json_header_invalid_utf8_is_replaced():
 
 
 def test_rocketmq_header_null_entries_unknown_language_and_bad_utf8():
-    header = hx("0069 c8 0191 ffffffff 00000002 00000002 61ff 00000017"
-                " 0000 00000001 76 0001 6b 00000000 0001 6b 00000002 7676")
+    header = hx(
+        "0069 c8 0191 ffffffff 00000002 00000002 61ff 00000017 0000 00000001 76 0001 6b 00000000 0001 6b 00000002 7676"
+    )
     cmd = decode_frame(frame(ROCKETMQ, header))
     assert cmd.language == 200 and cmd.opaque == -1 and cmd.flag == 2
     assert cmd.remark == "a\ufffd" and cmd.ext_fields == {"k": "vv"}
@@ -527,12 +616,28 @@ _ext = st.none() | st.dictionaries(_text, _text, max_size=5)
 _body = st.none() | st.binary(min_size=1, max_size=64)
 
 _json_commands = st.builds(
-    RemotingCommand, code=_int32, language=st.sampled_from(list(LanguageCode)), version=_int32, opaque=_int32,
-    flag=_int32, remark=st.none() | _text, ext_fields=_ext, body=_body, serialize_type=st.just(JSON),
+    RemotingCommand,
+    code=_int32,
+    language=st.sampled_from(list(LanguageCode)),
+    version=_int32,
+    opaque=_int32,
+    flag=_int32,
+    remark=st.none() | _text,
+    ext_fields=_ext,
+    body=_body,
+    serialize_type=st.just(JSON),
 )
 _rocketmq_commands = st.builds(
-    RemotingCommand, code=_int16, language=st.integers(0, 255), version=_int16, opaque=_int32, flag=_int32,
-    remark=st.none() | _text, ext_fields=_ext, body=_body, serialize_type=st.just(ROCKETMQ),
+    RemotingCommand,
+    code=_int16,
+    language=st.integers(0, 255),
+    version=_int16,
+    opaque=_int32,
+    flag=_int32,
+    remark=st.none() | _text,
+    ext_fields=_ext,
+    body=_body,
+    serialize_type=st.just(ROCKETMQ),
 )
 
 
@@ -542,8 +647,9 @@ def _after_round_trip(cmd: RemotingCommand) -> RemotingCommand:
         return cmd
     ext = {k: v for k, v in (cmd.ext_fields or {}).items() if k and v} or None
     language = LanguageCode(cmd.language) if cmd.language < len(LanguageCode) else cmd.language
-    return RemotingCommand(cmd.code, language, cmd.version, cmd.opaque, cmd.flag, cmd.remark or None, ext,
-                           cmd.body, cmd.serialize_type)
+    return RemotingCommand(
+        cmd.code, language, cmd.version, cmd.opaque, cmd.flag, cmd.remark or None, ext, cmd.body, cmd.serialize_type
+    )
 
 
 @given(st.lists(_json_commands | _rocketmq_commands, min_size=1, max_size=6), st.data())
@@ -573,8 +679,10 @@ def test_byte_by_byte_feeding(cmd):
 # --- custom header parsing (§6) -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, value", [("2333", 2333), ("+5", 5), ("-0", 0), ("007", 7),
-                                         ("2147483647", 2**31 - 1), ("-2147483648", -(2**31))])
+@pytest.mark.parametrize(
+    "text, value",
+    [("2333", 2333), ("+5", 5), ("-0", 0), ("007", 7), ("2147483647", 2**31 - 1), ("-2147483648", -(2**31))],
+)
 def test_parse_int32_accepts(text, value):
     assert codec.parse_int32(text) == value
 
@@ -592,14 +700,35 @@ def test_parse_int64_range():
         codec.parse_int64("9223372036854775808")
 
 
-@pytest.mark.parametrize("text, value", [("true", True), ("TRUE", True), ("tRuE", True), ("yes", False),
-                                         ("1", False), (" true", False), ("", False), (None, False)])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("true", True),
+        ("TRUE", True),
+        ("tRuE", True),
+        ("yes", False),
+        ("1", False),
+        (" true", False),
+        ("", False),
+        (None, False),
+    ],
+)
 def test_parse_bool_is_java_parse_boolean(text, value):
     assert codec.parse_bool(text) is value
 
 
-@pytest.mark.parametrize("text, value", [("0.618", 0.618), (" 1e3 ", 1000.0), ("5.", 5.0), (".5", 0.5),
-                                         ("2.5f", 2.5), ("-Infinity", float("-inf")), ("0x1p3", 8.0)])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("0.618", 0.618),
+        (" 1e3 ", 1000.0),
+        ("5.", 5.0),
+        (".5", 0.5),
+        ("2.5f", 2.5),
+        ("-Infinity", float("-inf")),
+        ("0x1p3", 8.0),
+    ],
+)
 def test_parse_double_like_java(text, value):
     assert codec.parse_double(text) == value
 
@@ -623,15 +752,18 @@ def test_required_field_unparsable_and_optional_unparsable():
     with pytest.raises(BadHeader) as info:
         codec.decode_custom_header(ext, REQUEST_HEADERS[RequestCode.REGISTER_BROKER])
     assert info.value.field == "brokerId" and "brokerId" in info.value.remark
-    lenient = codec.decode_custom_header(dict(D2B_EXT, bodyCrc32="-", compressed="yes"),
-                                         REQUEST_HEADERS[RequestCode.REGISTER_BROKER])
+    lenient = codec.decode_custom_header(
+        dict(D2B_EXT, bodyCrc32="-", compressed="yes"), REQUEST_HEADERS[RequestCode.REGISTER_BROKER]
+    )
     assert lenient["bodyCrc32"] == 0 and lenient["compressed"] is False  # defaults kept
 
 
 def test_route_request_header_accept_standard_json_only():
     fields = REQUEST_HEADERS[RequestCode.GET_ROUTEINFO_BY_TOPIC]
     assert codec.decode_custom_header({"topic": "T", "acceptStandardJsonOnly": "True"}, fields) == {
-        "topic": "T", "acceptStandardJsonOnly": True}
+        "topic": "T",
+        "acceptStandardJsonOnly": True,
+    }
     assert codec.decode_custom_header({"topic": "T", "lo": "x"}, fields)["acceptStandardJsonOnly"] is False
 
 
@@ -645,8 +777,12 @@ def test_format_ext_value():
 
 
 def test_no_body_in_either_format():
-    assert decode_register_body(None, version=407, compressed=True, now=NOW) == RegisterBrokerBody(ZERO_DATA_VERSION, (), [])
-    assert decode_register_body(b"", version=0, compressed=False, now=NOW) == RegisterBrokerBody(ZERO_DATA_VERSION, (), None)
+    assert decode_register_body(None, version=407, compressed=True, now=NOW) == RegisterBrokerBody(
+        ZERO_DATA_VERSION, (), []
+    )
+    assert decode_register_body(b"", version=0, compressed=False, now=NOW) == RegisterBrokerBody(
+        ZERO_DATA_VERSION, (), None
+    )
 
 
 def test_negative_version_is_a_bad_header():
@@ -669,26 +805,36 @@ def test_json_body_defaults_and_topic_name_from_key():
     body = b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"K":{"topicSysFlag":1,"order":true},"Z":null}}}'
     decoded = decode_register_body(body, version=407, compressed=False, now=NOW)
     assert decoded == RegisterBrokerBody(DataVersion(NOW, 0), (TopicConfig("K", 16, 16, 6, 1, True),), [])
-    assert decode_register_body(b"{}", version=407, compressed=False, now=NOW) == RegisterBrokerBody(DataVersion(NOW, 0), (), [])
+    assert decode_register_body(b"{}", version=407, compressed=False, now=NOW) == RegisterBrokerBody(
+        DataVersion(NOW, 0), (), []
+    )
     null_filter = decode_register_body(b'{"filterServerList":null}', version=407, compressed=False, now=NOW)
     assert null_filter.filter_servers is None
 
 
 def test_json_body_with_5x_unquoted_mapping_keys_and_filter_servers():
-    body = (b'{"filterServerList":["10.0.0.1:1"],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":2},'
-            b'"topicConfigTable":{},"topicQueueMappingInfoMap":{"S":{"currIdMap":{0:0,1:1}}}}}')
+    body = (
+        b'{"filterServerList":["10.0.0.1:1"],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":2},'
+        b'"topicConfigTable":{},"topicQueueMappingInfoMap":{"S":{"currIdMap":{0:0,1:1}}}}}'
+    )
     decoded = decode_register_body(body, version=479, compressed=False, now=NOW)
     assert decoded == RegisterBrokerBody(DataVersion(2, 1), (), ["10.0.0.1:1"])
 
 
 @pytest.mark.parametrize(
     "body",
-    [b"not json", b"[]", b'{"topicConfigSerializeWrapper":[]}', b'{"topicConfigSerializeWrapper":{"dataVersion":5}}',
-     b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"perm":"x"}}}}',
-     b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"perm":4294967296}}}}',
-     b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"topicFilterType":"ALL"}}}}',
-     b'{"topicConfigSerializeWrapper":{"topicConfigTable":[]}}', b'{"filterServerList":"a"}',
-     b'{"filterServerList":[["a"]]}'],
+    [
+        b"not json",
+        b"[]",
+        b'{"topicConfigSerializeWrapper":[]}',
+        b'{"topicConfigSerializeWrapper":{"dataVersion":5}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"perm":"x"}}}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"perm":4294967296}}}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"topicFilterType":"ALL"}}}}',
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":[]}}',
+        b'{"filterServerList":"a"}',
+        b'{"filterServerList":[["a"]]}',
+    ],
 )
 def test_undecodable_json_bodies(body):
     with pytest.raises(BadBody) as info:
@@ -704,6 +850,7 @@ def test_deflated_body_labelled_uncompressed_is_a_bad_body():
 def _content(*blocks: bytes, count: int | None = None, tail: bytes = b"") -> bytes:
     """Inflated §8.3 content: DataVersion, topic count, topics, filter list."""
     dv, *topics, filters = blocks
+
     def block(b):
         return len(b).to_bytes(4, "big") + b
 
@@ -717,9 +864,11 @@ def _decode_content(content: bytes) -> RegisterBrokerBody:
 
 def test_compressed_lenient_parts():
     dv = b'{"counter":1,"timestamp":2}'
-    five_x = _content(dv, b"A 1 2 6 MULTI_TAG {\"k\":\"v\"} extra", b"B 1 1 6 SINGLE_TAG  ", b"[]", tail=b"\0\0\0\1junk")
-    assert _decode_content(five_x).topics == (TopicConfig("A", 1, 2, 6, topic_filter_type="MULTI_TAG"),
-                                              TopicConfig("B", 1, 1, 6))
+    five_x = _content(dv, b'A 1 2 6 MULTI_TAG {"k":"v"} extra', b"B 1 1 6 SINGLE_TAG  ", b"[]", tail=b"\0\0\0\1junk")
+    assert _decode_content(five_x).topics == (
+        TopicConfig("A", 1, 2, 6, topic_filter_type="MULTI_TAG"),
+        TopicConfig("B", 1, 1, 6),
+    )
     assert _decode_content(_content(dv, b"A 1 1 6 SINGLE_TAG", b"{oops")).filter_servers == []
     assert _decode_content(_content(dv, b"null")).filter_servers is None
     duplicate = _content(dv, b"A 1 1 6 SINGLE_TAG", b"A 2 2 6 SINGLE_TAG", b"[]")
@@ -767,7 +916,9 @@ def _topics(n: int) -> list[TopicConfig]:
 def test_a_registration_at_the_topic_cap_passes_and_one_more_is_refused(version, compressed):
     limits = codec.RegisterLimits(max_topics=50, max_body_bytes=1 << 20)
     at_cap = encode_register_body(DataVersion(1, 1), _topics(50), [], version=version, compressed=compressed)
-    assert len(decode_register_body(at_cap, version=version, compressed=compressed, now=NOW, limits=limits).topics) == 50
+    assert (
+        len(decode_register_body(at_cap, version=version, compressed=compressed, now=NOW, limits=limits).topics) == 50
+    )
     over = encode_register_body(DataVersion(1, 1), _topics(51), [], version=version, compressed=compressed)
     with pytest.raises(codec.RegisterTooLarge, match="51 topics > max_register_topics 50") as err:
         decode_register_body(over, version=version, compressed=compressed, now=NOW, limits=limits)
@@ -823,10 +974,18 @@ def test_crc_zero_means_no_check_and_no_body_has_crc_zero():
 
 
 @given(
-    st.lists(st.builds(TopicConfig, topic=st.from_regex(r"[%|a-zA-Z0-9_-]{1,20}", fullmatch=True),
-                       read_queue_nums=_int32, write_queue_nums=_int32, perm=st.integers(0, 15),
-                       topic_filter_type=st.sampled_from(["SINGLE_TAG", "MULTI_TAG"])),
-             max_size=5, unique_by=lambda t: t.topic),
+    st.lists(
+        st.builds(
+            TopicConfig,
+            topic=st.from_regex(r"[%|a-zA-Z0-9_-]{1,20}", fullmatch=True),
+            read_queue_nums=_int32,
+            write_queue_nums=_int32,
+            perm=st.integers(0, 15),
+            topic_filter_type=st.sampled_from(["SINGLE_TAG", "MULTI_TAG"]),
+        ),
+        max_size=5,
+        unique_by=lambda t: t.topic,
+    ),
     st.builds(DataVersion, st.integers(0, 2**62), st.integers(0, 2**62)),
     st.none() | st.lists(st.text(max_size=10), max_size=3),
     st.sampled_from([37, 315, 407, 413, 479]),
@@ -834,8 +993,9 @@ def test_crc_zero_means_no_check_and_no_body_has_crc_zero():
 )
 def test_register_body_round_trip(topics, data_version, filters, version, compressed):
     body = encode_register_body(data_version, topics, filters, version=version, compressed=compressed)
-    decoded = decode_register_body(body, version=version, compressed=compressed, now=NOW,
-                                   body_crc32=codec.body_crc32(body))
+    decoded = decode_register_body(
+        body, version=version, compressed=compressed, now=NOW, body_crc32=codec.body_crc32(body)
+    )
     assert decoded.data_version == data_version
     assert decoded.topics == tuple(sorted(topics, key=lambda t: t.topic))
     assert decoded.filter_servers == (filters if filters is not None else ([] if not compressed else None))
@@ -861,8 +1021,16 @@ def test_parse_properties_rules():
         "trail=end\\"
     )
     assert codec.parse_properties(text.encode()) == {
-        "a": "last", "b": "2", "c": "3", "d": "spaced value  ", "e": "linecontinuedagain",
-        "f=g:h": "x\tyé\\", "empty": "", "lonekey": "", "surrogate": "😀", "trail": "end",
+        "a": "last",
+        "b": "2",
+        "c": "3",
+        "d": "spaced value  ",
+        "e": "linecontinuedagain",
+        "f=g:h": "x\tyé\\",
+        "empty": "",
+        "lonekey": "",
+        "surrogate": "😀",
+        "trail": "end",
     }
 
 

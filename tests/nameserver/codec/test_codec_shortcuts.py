@@ -35,8 +35,15 @@ _text = st.text(max_size=20)
 _ext = st.none() | st.dictionaries(_text, _text, max_size=4)
 _body = st.none() | st.binary(min_size=1, max_size=64)
 _responses = st.builds(
-    RemotingCommand, code=_int16, language=st.sampled_from(list(LanguageCode)), version=_int16, opaque=_int32,
-    flag=_int32, remark=st.none() | _text, ext_fields=_ext, body=_body,
+    RemotingCommand,
+    code=_int16,
+    language=st.sampled_from(list(LanguageCode)),
+    version=_int16,
+    opaque=_int32,
+    flag=_int32,
+    remark=st.none() | _text,
+    ext_fields=_ext,
+    body=_body,
     serialize_type=st.sampled_from([JSON, ROCKETMQ]),
 )
 
@@ -90,8 +97,10 @@ def test_response_frame_refuses_what_encode_frame_refuses():
 
 # ---------------------------------------------------------------------- HeaderMemo
 
-LOOKUP = (b'{"code":105,"extFields":{"topic":"TopicA"},"flag":0,"language":"JAVA","opaque":%s,'
-          b'"serializeTypeCurrentRPC":"JSON","version":407}')
+LOOKUP = (
+    b'{"code":105,"extFields":{"topic":"TopicA"},"flag":0,"language":"JAVA","opaque":%s,'
+    b'"serializeTypeCurrentRPC":"JSON","version":407}'
+)
 
 
 def test_memo_recalls_a_header_that_differs_only_in_the_opaque():
@@ -137,8 +146,21 @@ TRICKS = [
     b'{"code":105,"language":"GO","remark":7,"opaque":%s,"version":2147483648}',
     b'[{"opaque":%s}]',
 ]
-DIGITS = [b"5", b"6", b"0", b"-0", b"007", b"12", b"2147483647", b"2147483648", b"-2147483649", b"99999999999",
-          b"1.0", b"1e2", b""]
+DIGITS = [
+    b"5",
+    b"6",
+    b"0",
+    b"-0",
+    b"007",
+    b"12",
+    b"2147483647",
+    b"2147483648",
+    b"-2147483649",
+    b"99999999999",
+    b"1.0",
+    b"1e2",
+    b"",
+]
 
 
 @pytest.mark.parametrize("header", TRICKS)
@@ -150,12 +172,25 @@ def test_memo_is_never_fooled(header):
             assert decode_all(stream, memo) == decode_all(stream, None), (first, second)
 
 
-@given(st.lists(st.tuples(st.sampled_from([105, 103, 34]), st.sampled_from(["TopicA", "Topic\u00e9", 'T"q']),
-                          st.sampled_from(list(LanguageCode)), _int32, st.none() | _text), min_size=1, max_size=8),
-       st.integers(1, 3))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([105, 103, 34]),
+            st.sampled_from(["TopicA", "Topic\u00e9", 'T"q']),
+            st.sampled_from(list(LanguageCode)),
+            _int32,
+            st.none() | _text,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(1, 3),
+)
 def test_memo_decodes_like_no_memo(requests, bound):
-    stream = b"".join(encode_frame(RemotingCommand(code, language, 407, opaque, 0, remark, {"topic": topic}))
-                      for code, topic, language, opaque, remark in requests)
+    stream = b"".join(
+        encode_frame(RemotingCommand(code, language, 407, opaque, 0, remark, {"topic": topic}))
+        for code, topic, language, opaque, remark in requests
+    )
     assert decode_all(stream, HeaderMemo(max_entries=bound)) == decode_all(stream, None)
 
 
@@ -205,8 +240,9 @@ def known_from(data: bytes) -> dict:
     return known
 
 
-def answered_known(data: bytes, known: dict, max_frames: int = 1000,
-                   max_bytes: int = 1 << 30) -> tuple[int, bytes, FrameDecoder]:
+def answered_known(
+    data: bytes, known: dict, max_frames: int = 1000, max_bytes: int = 1 << 30
+) -> tuple[int, bytes, FrameDecoder]:
     decoder = FrameDecoder(memo=HeaderMemo())
     decoder.feed(data)
     out: list[bytes] = []
@@ -233,10 +269,16 @@ def check_known_answers(seen: bytes, stream: bytes) -> int:
 
 
 def test_answer_known_answers_requests_seen_before_as_the_full_path():
-    lookups = [RemotingCommand(105, LanguageCode.JAVA, version, 1, 0, None, ext, None, serialize_type)
-               for version in (317, 400, 407) for serialize_type in (JSON, ROCKETMQ)
-               for ext in ({"topic": "TopicA"}, {"topic": "TopicA", "acceptStandardJsonOnly": "true"},
-                           {"topic": "Topic\u00e9"})]
+    lookups = [
+        RemotingCommand(105, LanguageCode.JAVA, version, 1, 0, None, ext, None, serialize_type)
+        for version in (317, 400, 407)
+        for serialize_type in (JSON, ROCKETMQ)
+        for ext in (
+            {"topic": "TopicA"},
+            {"topic": "TopicA", "acceptStandardJsonOnly": "true"},
+            {"topic": "Topic\u00e9"},
+        )
+    ]
     seen = b"".join(encode_frame(cmd) for cmd in lookups)
     opaques = [0, 7, -1, 10, 2**31 - 1, -(2**31), 123456]
     stream = b"".join(encode_frame(dataclasses.replace(cmd, opaque=opaque)) for opaque in opaques for cmd in lookups)
@@ -271,27 +313,41 @@ def test_answer_known_is_never_fooled(header):
 
 
 _lookups = st.builds(
-    RemotingCommand, code=st.sampled_from([105, 34]), language=st.sampled_from(list(LanguageCode)),
-    version=_int16, opaque=_int32, flag=st.sampled_from([0, 1, 2]), remark=st.none() | _text,
-    ext_fields=st.none() | st.dictionaries(st.sampled_from(["topic", "acceptStandardJsonOnly", "x"]), _text,
-                                           max_size=3),
+    RemotingCommand,
+    code=st.sampled_from([105, 34]),
+    language=st.sampled_from(list(LanguageCode)),
+    version=_int16,
+    opaque=_int32,
+    flag=st.sampled_from([0, 1, 2]),
+    remark=st.none() | _text,
+    ext_fields=st.none()
+    | st.dictionaries(st.sampled_from(["topic", "acceptStandardJsonOnly", "x"]), _text, max_size=3),
     serialize_type=st.sampled_from([JSON, ROCKETMQ]),
 )
 
 
-@given(st.lists(_lookups, min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 3), _int32), max_size=8),
-       st.binary(max_size=12))
+@given(
+    st.lists(_lookups, min_size=1, max_size=4),
+    st.lists(st.tuples(st.integers(0, 3), _int32), max_size=8),
+    st.binary(max_size=12),
+)
 def test_answer_known_answers_like_the_full_path(requests, picks, junk):
     seen = b"".join(encode_frame(cmd) for cmd in requests)
-    stream = b"".join(encode_frame(dataclasses.replace(requests[i % len(requests)], opaque=opaque))
-                      for i, opaque in picks) + junk
+    stream = (
+        b"".join(encode_frame(dataclasses.replace(requests[i % len(requests)], opaque=opaque)) for i, opaque in picks)
+        + junk
+    )
     check_known_answers(seen, stream)
 
 
 def test_last_key_is_kept_only_when_exact():
     decoder = FrameDecoder(memo=HeaderMemo())
-    decoder.feed(frame(LOOKUP % b"1") + frame(TRICKS[0] % b"1") + frame(LOOKUP % b"2", b"x")
-                 + encode_frame(RemotingCommand(105, opaque=3, serialize_type=ROCKETMQ)))
+    decoder.feed(
+        frame(LOOKUP % b"1")
+        + frame(TRICKS[0] % b"1")
+        + frame(LOOKUP % b"2", b"x")
+        + encode_frame(RemotingCommand(105, opaque=3, serialize_type=ROCKETMQ))
+    )
     keys = [(cmd.opaque, decoder.last_key) for cmd in decoder]
     assert keys[0][1] == tuple(LOOKUP.split(b'"opaque":%s'))  # the header around the opaque
     assert keys[1][1] is None and keys[2][1] is None  # "opaque" twice; a body

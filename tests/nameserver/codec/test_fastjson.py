@@ -59,11 +59,14 @@ D3_DEFAULT = D3_STANDARD.replace(b'{"0":', b"{0:")
 
 ROUTE_A = {
     "broker_datas": [
-        {"cluster": "DefaultCluster", "broker_name": "broker-a",
-         "broker_addrs": {0: "127.0.0.1:10911", 1: "127.0.0.1:10921"}},
+        {
+            "cluster": "DefaultCluster",
+            "broker_name": "broker-a",
+            "broker_addrs": {0: "127.0.0.1:10911", 1: "127.0.0.1:10921"},
+        }
     ],
     "queue_datas": [
-        {"broker_name": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0},
+        {"broker_name": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0}
     ],
     "filter_server_table": {},
 }
@@ -71,9 +74,7 @@ ROUTE_A = {
 
 def d3_route() -> TopicRouteData:
     return TopicRouteData(
-        [BrokerData("DefaultCluster", "broker-a", {0: "192.168.0.10:10911"})],
-        [QueueData("broker-a", 4, 4, 6, 0)],
-        {},
+        [BrokerData("DefaultCluster", "broker-a", {0: "192.168.0.10:10911"})], [QueueData("broker-a", 4, 4, 6, 0)], {}
     )
 
 
@@ -88,8 +89,12 @@ def test_d3_route_bodies_exact_in_both_forms():
 
 def test_route_from_plain_dicts_equals_route_from_dataclasses():
     as_dicts = {
-        "broker_datas": [{"cluster": "DefaultCluster", "broker_name": "broker-a", "broker_addrs": {0: "192.168.0.10:10911"}}],
-        "queue_datas": [{"broker_name": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0}],
+        "broker_datas": [
+            {"cluster": "DefaultCluster", "broker_name": "broker-a", "broker_addrs": {0: "192.168.0.10:10911"}}
+        ],
+        "queue_datas": [
+            {"broker_name": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0}
+        ],
         "filter_server_table": {},
     }
     assert fj.encode_route(as_dicts, standard=True) == D3_STANDARD
@@ -116,9 +121,13 @@ def test_g10d_static_topic_mapping_parses_leniently():
 
 def test_g10e_topic_list_and_kv_table():
     assert fj.encode_topic_list(["TopicTest"]) == b'{"topicList":["TopicTest"]}'
-    assert fj.encode_kv_table({"TopicTest": "broker-a:4;broker-b:4"}) == b'{"table":{"TopicTest":"broker-a:4;broker-b:4"}}'
+    assert (
+        fj.encode_kv_table({"TopicTest": "broker-a:4;broker-b:4"}) == b'{"table":{"TopicTest":"broker-a:4;broker-b:4"}}'
+    )
     assert fj.parse_topic_list(b'{"topicList":["TopicTest"]}') == {"topic_list": ["TopicTest"], "broker_addr": None}
-    assert fj.parse_kv_table(b'{"table":{"TopicTest":"broker-a:4;broker-b:4"}}') == {"TopicTest": "broker-a:4;broker-b:4"}
+    assert fj.parse_kv_table(b'{"table":{"TopicTest":"broker-a:4;broker-b:4"}}') == {
+        "TopicTest": "broker-a:4;broker-b:4"
+    }
 
 
 def test_topic_list_sorted_with_broker_addr_for_304():
@@ -143,8 +152,13 @@ def test_g10g_cluster_info_always_default_form():
         b'"brokerName":"broker-a","cluster":"DefaultCluster"}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}'
     )
     assert fj.parse_cluster_info(body) == {
-        "broker_addr_table": {"broker-a": {"cluster": "DefaultCluster", "broker_name": "broker-a",
-                                           "broker_addrs": {0: "127.0.0.1:10911", 1: "127.0.0.1:10921"}}},
+        "broker_addr_table": {
+            "broker-a": {
+                "cluster": "DefaultCluster",
+                "broker_name": "broker-a",
+                "broker_addrs": {0: "127.0.0.1:10911", 1: "127.0.0.1:10921"},
+            }
+        },
         "cluster_addr_table": {"DefaultCluster": ["broker-a"]},
     }
 
@@ -183,8 +197,13 @@ def test_t16_route_json_round_trip(standard):
         {},
     )
     parsed = fj.parse_route(fj.encode_route(route, standard))
-    assert parsed["broker_datas"] == [{"cluster": "DefaultCluster", "broker_name": "broker-a",
-                                       "broker_addrs": {0: "192.168.0.47:10911", 1: "192.168.0.47:10921"}}]
+    assert parsed["broker_datas"] == [
+        {
+            "cluster": "DefaultCluster",
+            "broker_name": "broker-a",
+            "broker_addrs": {0: "192.168.0.47:10911", 1: "192.168.0.47:10921"},
+        }
+    ]
     assert [QueueData(**q) for q in parsed["queue_datas"]] == route.queue_datas
     assert parsed["filter_server_table"] == {}
 
@@ -206,9 +225,15 @@ def test_route_lists_sorted_by_broker_name_and_ids_numerically():
 
 
 def test_null_fields_and_null_map_values_are_omitted():
-    route = {"broker_datas": [{"cluster": None, "broker_name": "b", "broker_addrs": {0: "a", 1: None}}],
-             "queue_datas": [], "filter_server_table": None}
-    assert fj.encode_route(route) == b'{"brokerDatas":[{"brokerAddrs":{0:"a"},"brokerName":"b"}],"filterServerTable":{},"queueDatas":[]}'
+    route = {
+        "broker_datas": [{"cluster": None, "broker_name": "b", "broker_addrs": {0: "a", 1: None}}],
+        "queue_datas": [],
+        "filter_server_table": None,
+    }
+    assert (
+        fj.encode_route(route)
+        == b'{"brokerDatas":[{"brokerAddrs":{0:"a"},"brokerName":"b"}],"filterServerTable":{},"queueDatas":[]}'
+    )
     assert fj.encode_kv_table({"k": "v", "gone": None}) == b'{"table":{"k":"v"}}'
     assert fj.dumps({"b": None, "a": [None, 1]}) == b'{"a":[null,1]}'
 
@@ -238,9 +263,21 @@ def test_standard_form_route_with_non_ascii_is_ascii_only():
 
 @pytest.mark.parametrize(
     "value, text",
-    [(0.618, "0.618"), (5.0, "5.0"), (1e7, "1.0E7"), (1e10, "1.0E10"), (1.5e-5, "1.5E-5"), (0.001, "0.001"),
-     (-2.5e-4, "-2.5E-4"), (123456789.125, "1.23456789125E8"), (0.0, "0.0"), (-0.0, "-0.0"),
-     (float("nan"), "NaN"), (float("inf"), "Infinity"), (float("-inf"), "-Infinity")],
+    [
+        (0.618, "0.618"),
+        (5.0, "5.0"),
+        (1e7, "1.0E7"),
+        (1e10, "1.0E10"),
+        (1.5e-5, "1.5E-5"),
+        (0.001, "0.001"),
+        (-2.5e-4, "-2.5E-4"),
+        (123456789.125, "1.23456789125E8"),
+        (0.0, "0.0"),
+        (-0.0, "-0.0"),
+        (float("nan"), "NaN"),
+        (float("inf"), "Infinity"),
+        (float("-inf"), "-Infinity"),
+    ],
 )
 def test_java_double_text(value, text):
     assert fj.java_double_text(value) == text
@@ -261,7 +298,7 @@ def test_dumps_refuses_unknown_types():
         ('{ 0 : "a" ,\n\t1\t:"b"}', {"0": "a", "1": "b"}),
         ('{"k":"{0:1,2:3}",5:"x"}', {"k": "{0:1,2:3}", "5": "x"}),
         ('{"k":"\\",0:"}', {"k": '",0:'}),
-        ('[{1:[{2:3}]}]', [{"1": [{"2": 3}]}]),
+        ("[{1:[{2:3}]}]", [{"1": [{"2": 3}]}]),
         ('{"a":[1,2],"b":{}}', {"a": [1, 2], "b": {}}),
     ],
 )
@@ -281,8 +318,10 @@ def test_loads_replaces_invalid_utf8_and_takes_lone_surrogate_escapes():
     assert fj.loads(b'{"a":"\\ud800"}') == {"a": "\ud800"}
 
 
-@pytest.mark.parametrize("text", ["[]", '{"brokerDatas":[1]}', '{"brokerDatas":[{"brokerAddrs":{"x":"a"}}]}',
-                                  '{"queueDatas":[{"perm":"6"}]}'])
+@pytest.mark.parametrize(
+    "text",
+    ["[]", '{"brokerDatas":[1]}', '{"brokerDatas":[{"brokerAddrs":{"x":"a"}}]}', '{"queueDatas":[{"perm":"6"}]}'],
+)
 def test_parse_route_rejects_wrong_shapes(text):
     with pytest.raises(fj.FastjsonError):
         fj.parse_route(text)
@@ -342,9 +381,7 @@ _names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_si
 
 @given(
     st.dictionaries(
-        _names,
-        st.tuples(_names, st.dictionaries(st.integers(0, 2**40), _names, min_size=1, max_size=3)),
-        max_size=4,
+        _names, st.tuples(_names, st.dictionaries(st.integers(0, 2**40), _names, min_size=1, max_size=3)), max_size=4
     ),
     st.booleans(),
 )

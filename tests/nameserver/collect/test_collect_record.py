@@ -22,12 +22,22 @@ def broker(name: str = "broker-a", addrs=None, cluster: str = "C1") -> dict:
 
 
 def route(perm: int = 6, queues: int = 8, brokers=("broker-a",)) -> dict:
-    return route_entry({
-        "broker_datas": [broker(b) for b in brokers],
-        "queue_datas": [{"broker_name": b, "read_queue_nums": queues, "write_queue_nums": queues, "perm": perm,
-                         "topic_sys_flag": 0} for b in brokers],
-        "filter_server_table": {},
-    })
+    return route_entry(
+        {
+            "broker_datas": [broker(b) for b in brokers],
+            "queue_datas": [
+                {
+                    "broker_name": b,
+                    "read_queue_nums": queues,
+                    "write_queue_nums": queues,
+                    "perm": perm,
+                    "topic_sys_flag": 0,
+                }
+                for b in brokers
+            ],
+            "filter_server_table": {},
+        }
+    )
 
 
 def view(brokers=("broker-a",), **routes) -> ServerView:
@@ -52,8 +62,11 @@ def replayed(events: list[dict]) -> ServerView | None:
                 brokers[event["broker_name"]] = {k: event[k] for k in ("cluster", "broker_name", "broker_addrs")}
         elif kind == "observed_route":
             assert routes is not None, "a change before any snapshot"
-            value = None if event["queue_datas"] is None else {
-                k: event[k] for k in ("queue_datas", "broker_datas", "filter_server_table")}
+            value = (
+                None
+                if event["queue_datas"] is None
+                else {k: event[k] for k in ("queue_datas", "broker_datas", "filter_server_table")}
+            )
             routes[event["topic"]] = value
     if brokers is None:
         return None
@@ -70,8 +83,13 @@ def test_the_first_round_logs_the_full_state_and_an_unchanged_round_logs_nothing
     log = server.start(T0)
     first = view(TopicA=route(), TopicB=None)
     log += server.observed(first, T0 + 10, 1)
-    assert [e["type"] for e in log] == ["observe_start", "observe_snapshot", "observed_broker", "observed_route",
-                                        "observed_route"]
+    assert [e["type"] for e in log] == [
+        "observe_start",
+        "observe_snapshot",
+        "observed_broker",
+        "observed_route",
+        "observed_route",
+    ]
     snap = log[1]
     assert (snap["reason"], snap["round"], snap["brokers_observed"], snap["topics_observed"]) == ("start", 1, 1, 2)
     assert server.observed(view(TopicA=route(), TopicB=None), T0 + 20, 2) == []
@@ -82,12 +100,17 @@ def test_changes_are_logged_one_entry_each_and_replay_to_the_new_state():
     server = ObservedServer("10.0.0.2:9876", 10_000)
     log = server.start(T0) + server.observed(view(TopicA=route(), TopicB=route()), T0 + 1, 1)
     # wipeWritePerm on broker-a (perm 6 -> 4), TopicB deleted, a new broker group and topic
-    after = ServerView({"broker-a": broker_entry(broker()), "broker-b": broker_entry(broker("broker-b", {0: B}))},
-                       {"TopicA": route(perm=4), "TopicC": route(brokers=("broker-b",))})
+    after = ServerView(
+        {"broker-a": broker_entry(broker()), "broker-b": broker_entry(broker("broker-b", {0: B}))},
+        {"TopicA": route(perm=4), "TopicC": route(brokers=("broker-b",))},
+    )
     changed = server.observed(after, T0 + 2, 2)
     assert [(e["type"], e.get("topic") or e.get("broker_name")) for e in changed] == [
-        ("observed_broker", "broker-b"), ("observed_route", "TopicA"), ("observed_route", "TopicB"),
-        ("observed_route", "TopicC")]
+        ("observed_broker", "broker-b"),
+        ("observed_route", "TopicA"),
+        ("observed_route", "TopicB"),
+        ("observed_route", "TopicC"),
+    ]
     assert changed[1]["queue_datas"][0]["perm"] == 4
     assert changed[2]["queue_datas"] is None and changed[2]["broker_datas"] is None
     assert all(e["round"] == 2 and e["ts"] == T0 + 2 for e in changed)
@@ -111,7 +134,9 @@ def test_a_failure_is_logged_once_and_the_next_answer_is_a_full_snapshot():
     server = ObservedServer("10.0.0.2:9876", 10_000)
     log = server.start(T0) + server.observed(view(TopicA=route()), T0 + 1, 1)
     failed = server.failed(T0 + 2, 2, "timeout", "no answer to GET_BROKER_CLUSTER_INFO within 5 s")
-    assert [(e["type"], e["reason"], e["namesrv_addr"]) for e in failed] == [("observe_error", "timeout", "10.0.0.2:9876")]
+    assert [(e["type"], e["reason"], e["namesrv_addr"]) for e in failed] == [
+        ("observe_error", "timeout", "10.0.0.2:9876")
+    ]
     assert server.failed(T0 + 3, 3, "connect_failed", "Connection refused") == []
     assert replayed(log + failed) is None  # nothing is known of the server while it does not answer
     back = server.observed(view(TopicA=route()), T0 + 4, 4)
@@ -131,18 +156,26 @@ def test_the_first_round_of_a_utc_day_is_a_full_snapshot_so_each_day_stands_alon
 
 
 def test_route_entries_are_canonical_whatever_order_the_server_wrote():
-    one = {"broker_datas": [broker("b"), broker("a", {1: S, 0: A})],
-           "queue_datas": [{"broker_name": "b", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6,
-                            "topic_sys_flag": 0},
-                           {"broker_name": "a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
-                            "topic_sys_flag": 0}],
-           "filter_server_table": {B: ["f2"], A: ["f1"]}}
-    two = {**one, "broker_datas": list(reversed(one["broker_datas"])), "queue_datas": list(reversed(one["queue_datas"])),
-           "filter_server_table": {A: ["f1"], B: ["f2"]}}
+    one = {
+        "broker_datas": [broker("b"), broker("a", {1: S, 0: A})],
+        "queue_datas": [
+            {"broker_name": "b", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0},
+            {"broker_name": "a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6, "topic_sys_flag": 0},
+        ],
+        "filter_server_table": {B: ["f2"], A: ["f1"]},
+    }
+    two = {
+        **one,
+        "broker_datas": list(reversed(one["broker_datas"])),
+        "queue_datas": list(reversed(one["queue_datas"])),
+        "filter_server_table": {A: ["f1"], B: ["f2"]},
+    }
     assert route_entry(one) == route_entry(two)
     assert [b["broker_name"] for b in route_entry(one)["broker_datas"]] == ["a", "b"]
-    assert route_entry(one)["broker_datas"][0]["broker_addrs"] == [{"broker_id": 0, "broker_addr": A},
-                                                                   {"broker_id": 1, "broker_addr": S}]
+    assert route_entry(one)["broker_datas"][0]["broker_addrs"] == [
+        {"broker_id": 0, "broker_addr": A},
+        {"broker_id": 1, "broker_addr": S},
+    ]
     info = {"broker_addr_table": {"b": broker("b"), "a": broker("a", {})}, "cluster_addr_table": {"C1": ["a", "b"]}}
     assert list(cluster_view(info)) == ["a", "b"] and cluster_view(info)["a"]["broker_addrs"] == []
 
@@ -152,10 +185,16 @@ def test_namesrv_lists_parse_as_rocketmq_writes_them_and_bad_entries_are_named()
     assert [(t.ns, t.host, t.port, t.addr) for t in targets] == [
         ("obs-10.0.0.1-9876", "10.0.0.1", 9876, "10.0.0.1:9876"),
         ("ns-b", "10.0.0.2", 9877, "10.0.0.2:9877"),
-        ("obs-__1-9878", "::1", 9878, "[::1]:9878")]
+        ("obs-__1-9878", "::1", 9878, "[::1]:9878"),
+    ]
     assert stream_id("name-server.example", 9876) == "obs-name-server.example-9876"
-    for text, message in [("", "no HOST:PORT"), ("10.0.0.1", "'10.0.0.1' is not HOST:PORT"),
-                          ("h:70000", "'h:70000' is not HOST:PORT"), ("h:1;h:1", "address given twice: h:1"),
-                          ("x=h:1;x=g:1", "stream id given twice: x"), ("../up=h:1", "stream id '../up'")]:
+    for text, message in [
+        ("", "no HOST:PORT"),
+        ("10.0.0.1", "'10.0.0.1' is not HOST:PORT"),
+        ("h:70000", "'h:70000' is not HOST:PORT"),
+        ("h:1;h:1", "address given twice: h:1"),
+        ("x=h:1;x=g:1", "stream id given twice: x"),
+        ("../up=h:1", "stream id '../up'"),
+    ]:
         with pytest.raises(ValueError, match=message.replace("[", r"\[")):
             parse_targets(text)

@@ -60,8 +60,9 @@ class CodeCounter:
 
 @contextlib.asynccontextmanager
 async def name_server(events_dir: Path, ns_id: str, port: int = 0):
-    controller = NameServerController(ns_id, events_dir, NameServerConfig(listen=f"127.0.0.1:{port}"),
-                                      EventLogConfig(durability="none"))
+    controller = NameServerController(
+        ns_id, events_dir, NameServerConfig(listen=f"127.0.0.1:{port}"), EventLogConfig(durability="none")
+    )
     await controller.start()
     counter = CodeCounter(controller)
     try:
@@ -72,7 +73,9 @@ async def name_server(events_dir: Path, ns_id: str, port: int = 0):
 
 async def register(controller, addr: str, name: str, topics) -> RemotingClient:
     client = await RemotingClient.connect(controller.host, controller.port)
-    answer = await client.register_broker("C1", addr, name, 0, addr.replace("10911", "10912"), DataVersion(1, 1), topics)
+    answer = await client.register_broker(
+        "C1", addr, name, 0, addr.replace("10911", "10912"), DataVersion(1, 1), topics
+    )
     assert answer.code == ResponseCode.SUCCESS
     return client
 
@@ -109,26 +112,36 @@ def test_three_servers_each_on_its_own_connection_changes_show_and_only_read_req
     events = tmp_path / "obs"
 
     async def body():
-        async with name_server(tmp_path / "ns", "ns-1") as (s1, c1), \
-                name_server(tmp_path / "ns", "ns-2") as (s2, c2), \
-                name_server(tmp_path / "ns", "ns-3") as (s3, c3):
+        async with (
+            name_server(tmp_path / "ns", "ns-1") as (s1, c1),
+            name_server(tmp_path / "ns", "ns-2") as (s2, c2),
+            name_server(tmp_path / "ns", "ns-3") as (s3, c3),
+        ):
             topics = [TopicConfig("TopicA", 8, 8), TopicConfig("TopicB", 4, 4)]
             brokers = [await register(s, A, "broker-a", topics) for s in (s1, s2)]  # s3 lacks the broker
             lines = Lines()
-            collector = Collector([target(s1, "o1"), target(s2, "o2"), target(s3, "o3")], events, FAST,
-                                  EventLogConfig(durability="none"), lines.append)
+            collector = Collector(
+                [target(s1, "o1"), target(s2, "o2"), target(s3, "o3")],
+                events,
+                FAST,
+                EventLogConfig(durability="none"),
+                lines.append,
+            )
             collector.start()
             run = asyncio.ensure_future(collector.run())
-            await wait_for(lambda: all(len(lines.of(ns)) >= 2 for ns in ("o1", "o2", "o3")),
-                           "two rounds of each server")
+            await wait_for(
+                lambda: all(len(lines.of(ns)) >= 2 for ns in ("o1", "o2", "o3")), "two rounds of each server"
+            )
             # an admin wipes broker-a's write perm on s1 and deletes TopicB on s2, as mqadmin would
             admin1 = await RemotingClient.connect(s1.host, s1.port)
             assert (await admin1.wipe_write_perm("broker-a")).code == ResponseCode.SUCCESS
             admin2 = await RemotingClient.connect(s2.host, s2.port)
             assert (await admin2.delete_topic("TopicB")).code == ResponseCode.SUCCESS
             seen = len(lines.of("o1")), len(lines.of("o2"))
-            await wait_for(lambda: len(lines.of("o1")) >= seen[0] + 2 and len(lines.of("o2")) >= seen[1] + 2,
-                           "two rounds of o1 and o2 after the changes")
+            await wait_for(
+                lambda: len(lines.of("o1")) >= seen[0] + 2 and len(lines.of("o2")) >= seen[1] + 2,
+                "two rounds of o1 and o2 after the changes",
+            )
             collector.request_stop("SIGTERM")
             await run
             for client in brokers + [admin1, admin2]:
@@ -198,12 +211,15 @@ def test_garbage_closed_and_hung_servers_get_a_clear_line_backoff_and_the_good_s
     events = tmp_path / "obs"
 
     async def body():
-        bad = {name: await asyncio.start_server(handler, "127.0.0.1", 0)
-               for name, handler in (("garbage", _garbage), ("closes", _closes), ("hangs", _hangs))}
+        bad = {
+            name: await asyncio.start_server(handler, "127.0.0.1", 0)
+            for name, handler in (("garbage", _garbage), ("closes", _closes), ("hangs", _hangs))
+        }
         async with name_server(tmp_path / "ns", "ns-1") as (good, counter):
             broker = await register(good, A, "broker-a", [TopicConfig("TopicA", 8, 8)])
             targets = [target(good, "good")] + [
-                Target(name, "127.0.0.1", srv.sockets[0].getsockname()[1]) for name, srv in bad.items()]
+                Target(name, "127.0.0.1", srv.sockets[0].getsockname()[1]) for name, srv in bad.items()
+            ]
             lines = Lines()
             collector = Collector(targets, events, FAST, EventLogConfig(durability="none"), lines.append)
             collector.start()
@@ -212,19 +228,26 @@ def test_garbage_closed_and_hung_servers_get_a_clear_line_backoff_and_the_good_s
             # the good server had meanwhile shows whether the hung one held it up
             await wait_for(lambda: len(lines.of("hangs")) >= 3, "three failed rounds of the hung server")
             good_meanwhile = sum(" ok, " in line for line in lines.of("good"))
-            await wait_for(lambda: all(len(lines.of(ns)) >= 4 for ns in bad)
-                           and sum(" ok, " in line for line in lines.of("good")) >= 8,
-                           "four failed rounds of each bad server and eight rounds of the good one")
+            await wait_for(
+                lambda: (
+                    all(len(lines.of(ns)) >= 4 for ns in bad) and sum(" ok, " in line for line in lines.of("good")) >= 8
+                ),
+                "four failed rounds of each bad server and eight rounds of the good one",
+            )
             # the good server goes away and comes back on its port: an error, then a full snapshot
             port, n = good.port, len(lines.of("good"))
             await good.shutdown("restart")
-            await wait_for(lambda: any("FAILED" in line for line in lines.of("good")[n:]),
-                           "a failed round of the stopped good server")
+            await wait_for(
+                lambda: any("FAILED" in line for line in lines.of("good")[n:]),
+                "a failed round of the stopped good server",
+            )
             async with name_server(tmp_path / "ns", "ns-1", port) as (again, _):
                 broker2 = await register(again, A, "broker-a", [TopicConfig("TopicA", 8, 8)])
                 n = len(lines.of("good"))
-                await wait_for(lambda: any(" ok, " in line for line in lines.of("good")[n:]),
-                               "a round of the restarted good server")
+                await wait_for(
+                    lambda: any(" ok, " in line for line in lines.of("good")[n:]),
+                    "a round of the restarted good server",
+                )
                 collector.request_stop("SIGTERM")
                 await run
                 await broker2.close()
@@ -262,8 +285,15 @@ def test_backoff_doubles_from_the_initial_wait_up_to_the_cap():
 
 def _nsaudit(*args: str, **kwargs) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "nsaudit.cli", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "nsaudit.cli", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
 
 
 def test_nsaudit_collect_runs_until_sigterm_then_closes_every_stream_and_exits_0(tmp_path):
@@ -271,8 +301,9 @@ def test_nsaudit_collect_runs_until_sigterm_then_closes_every_stream_and_exits_0
     try:
         ready = server.stdout.readline()
         address = ready.rsplit(" ", 1)[1].strip()
-        collect = _nsaudit("collect", "--namesrv", f"{address};127.0.0.1:1", "--events", str(tmp_path / "obs"),
-                           "--interval-ms", "200")
+        collect = _nsaudit(
+            "collect", "--namesrv", f"{address};127.0.0.1:1", "--events", str(tmp_path / "obs"), "--interval-ms", "200"
+        )
         try:
             first = collect.stderr.readline()
             assert first.startswith("collect: observing ") and f"{address} as obs-127.0.0.1-" in first
@@ -310,8 +341,13 @@ def test_an_error_answer_fails_the_round_with_the_code_and_remark(tmp_path):
     async def body():
         server = await asyncio.start_server(_system_error, "127.0.0.1", 0)
         lines = Lines()
-        collector = Collector([Target("err", "127.0.0.1", server.sockets[0].getsockname()[1])], events, FAST,
-                              EventLogConfig(durability="none"), lines.append)
+        collector = Collector(
+            [Target("err", "127.0.0.1", server.sockets[0].getsockname()[1])],
+            events,
+            FAST,
+            EventLogConfig(durability="none"),
+            lines.append,
+        )
         collector.start()
         await collector.run(max_rounds=2)
         server.close()
@@ -323,7 +359,9 @@ def test_an_error_answer_fails_the_round_with_the_code_and_remark(tmp_path):
     assert log[1]["reason"] == "error_answer"
     assert log[1]["detail"] == "GET_BROKER_CLUSTER_INFO answered code 1 store is busy"
     assert log[-1]["reason"] == "2 rounds done"
-    assert len(lines) == 2 and all("FAILED error_answer: GET_BROKER_CLUSTER_INFO answered code 1" in line for line in lines)
+    assert len(lines) == 2 and all(
+        "FAILED error_answer: GET_BROKER_CLUSTER_INFO answered code 1" in line for line in lines
+    )
 
 
 def test_a_stop_during_a_hung_round_ends_at_once_without_an_error_event(tmp_path):
@@ -340,8 +378,13 @@ def test_a_stop_during_a_hung_round_ends_at_once_without_an_error_event(tmp_path
 
     async def body():
         server = await asyncio.start_server(hangs, "127.0.0.1", 0)
-        collector = Collector([Target("hung", "127.0.0.1", server.sockets[0].getsockname()[1])], events, patient,
-                              EventLogConfig(durability="none"), lambda line: None)
+        collector = Collector(
+            [Target("hung", "127.0.0.1", server.sockets[0].getsockname()[1])],
+            events,
+            patient,
+            EventLogConfig(durability="none"),
+            lambda line: None,
+        )
         collector.start()
         run = asyncio.ensure_future(collector.run())
         await wait_for(lambda: asked, "the round's first request at the hung server")

@@ -109,8 +109,13 @@ def test_stamps_v_ns_seq_first_then_the_events_keys_in_order(tmp_path):
     assert parsed["v"] == 1 and parsed["ns"] == NS and parsed["seq"] == 1
     assert parsed["data_version"] == {"timestamp": 1795219100000, "counter": 3}
     assert parsed["topics"][0] == {
-        "topic": "TopicTest", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6,
-        "topic_sys_flag": 0, "order": False, "topic_filter_type": "SINGLE_TAG",
+        "topic": "TopicTest",
+        "read_queue_nums": 8,
+        "write_queue_nums": 8,
+        "perm": 6,
+        "topic_sys_flag": 0,
+        "order": False,
+        "topic_filter_type": "SINGLE_TAG",
     }
     assert line == orjson.dumps(parsed)  # compact: no spaces
     assert list(event) == keys_before  # the caller's dict is left alone
@@ -266,7 +271,11 @@ def test_every_event_of_a_segment_has_the_segments_date_even_when_ts_goes_back(t
 
 def test_a_segment_closes_once_it_reaches_its_size_limit(tmp_path):
     limit = 2000
-    seqs = write(tmp_path, [register(T0 + i, kind="heartbeat") for i in range(40)], EventLogConfig(durability="none", segment_max_bytes=limit))
+    seqs = write(
+        tmp_path,
+        [register(T0 + i, kind="heartbeat") for i in range(40)],
+        EventLogConfig(durability="none", segment_max_bytes=limit),
+    )
 
     segments = list_segments(tmp_path, NS)
     assert len(segments) > 2
@@ -508,7 +517,8 @@ def test_async_group_commit_serves_waiters_arriving_during_an_fsync(tmp_path):
 
 
 def test_async_group_commit_a_waiter_back_for_events_appended_during_the_fsync_gets_no_new_window(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """The server's answer queue waits for one seq at a time: when it comes back for the events
     appended while the last fsync ran, the next fsync starts at once, not after a fresh window."""
     writer = EventLogWriter(tmp_path, NS, EventLogConfig(durability="group")).open()
@@ -587,7 +597,11 @@ def test_read_events_reports_bad_lines_and_keeps_the_rest(tmp_path):
     write(tmp_path, [stop(T0), stop(T0 + 1)])
     seg = list_segments(tmp_path, NS)[0]
     with open(seg.path, "ab") as f:
-        f.write(b"not json\n[1,2]\n" + orjson.dumps({"v": 1, "ns": NS, "seq": 3, "ts": T0 + 2, "type": "ns_stop", "reason": "x"}) + b"\n{\"v\":1")
+        f.write(
+            b"not json\n[1,2]\n"
+            + orjson.dumps({"v": 1, "ns": NS, "seq": 3, "ts": T0 + 2, "type": "ns_stop", "reason": "x"})
+            + b'\n{"v":1'
+        )
 
     problems: list = []
     assert [e["seq"] for e in read_events(tmp_path, None, problems)] == [1, 2, 3]

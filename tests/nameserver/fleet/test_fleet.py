@@ -89,8 +89,16 @@ def test_three_servers_fleet_with_faults_match_their_logs(tmp_path):
             pass
 
     async def scenario():
-        options = FleetOptions(servers=tuple((h, p) for _, h, p in servers), brokers=12, slaves=1, topics=20,
-                               duration_s=6.0, period_ms=1000, faults=FAULTS, seed=3)
+        options = FleetOptions(
+            servers=tuple((h, p) for _, h, p in servers),
+            brokers=12,
+            slaves=1,
+            topics=20,
+            duration_s=6.0,
+            period_ms=1000,
+            faults=FAULTS,
+            seed=3,
+        )
         fleet = Fleet(options, out=Out())
         await fleet.start()
         await fleet.run()
@@ -128,16 +136,38 @@ def test_fleet_cli_runs_and_announces_faults(tmp_path):
     proc, host, port = start_server(tmp_path, "ns-f")
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "nsaudit.cli", "fleet", "--ns", f"{host}:{port}", "--brokers", "4", "--topics", "6",
-             "--duration", "1.5", "--period-ms", "500", "--faults", "topic_change,wipe,ns_restart"],
-            capture_output=True, text=True, timeout=60)
+            [
+                sys.executable,
+                "-m",
+                "nsaudit.cli",
+                "fleet",
+                "--ns",
+                f"{host}:{port}",
+                "--brokers",
+                "4",
+                "--topics",
+                "6",
+                "--duration",
+                "1.5",
+                "--period-ms",
+                "500",
+                "--faults",
+                "topic_change,wipe,ns_restart",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         assert stop_server(proc) == 0
     assert result.returncode == 0, result.stderr
     out = result.stdout.splitlines()
     assert out[0].startswith("fleet: 4 brokers in 2 groups registered with 1 name servers")
     assert [line.split(":")[0] for line in out if line.startswith("fault ")][:3] == [
-        "fault topic_change", "fault wipe", "fault ns_restart"]
+        "fault topic_change",
+        "fault wipe",
+        "fault ns_restart",
+    ]
     assert out[-1].startswith("fleet: stopped; 3 faults injected, 0 failed requests")
     events = list(read_events(tmp_path, "ns-f"))
     unregistered = {e["broker_addr"] for e in events if e["type"] == "unregister"}
@@ -154,8 +184,12 @@ def test_parse_faults():
 
 
 def test_fleet_cli_bad_arguments(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "nsaudit.cli", "fleet", "--ns", "nohost", "--duration", "1"],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-m", "nsaudit.cli", "fleet", "--ns", "nohost", "--duration", "1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2 and "not HOST:PORT" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -175,11 +209,14 @@ def test_layout_faults_shape_the_fleet_and_are_announced_with_their_subjects():
     fleet = Fleet(FleetOptions(servers=servers, brokers=12, topics=60, faults=parse_faults("all"), seed=3), out=Out())
     layout = build_layout(12, 1, 60, 3)  # every layout fault, as the simulator builds it
     assert [(g.broker_name, g.topics) for g in fleet.groups] == [
-        (g.broker_name, {t.topic: t for t in g.topics}) for g in layout.groups]
+        (g.broker_name, {t.topic: t for t in g.topics}) for g in layout.groups
+    ]
     for kind in ("read_lt_write", "queue_skew"):
         arun(fleet.inject(kind), timeout=5)
-    subjects = {kind: [a.subject for a in layout_anomalies(layout) if a.kind == kind]
-                for kind in ("read_lt_write", "queue_skew")}
+    subjects = {
+        kind: [a.subject for a in layout_anomalies(layout) if a.kind == kind]
+        for kind in ("read_lt_write", "queue_skew")
+    }
     assert subjects["read_lt_write"] and subjects["queue_skew"] == ["cluster-0", "cluster-1"]
     rlw, skew = lines
     assert rlw.startswith("fault read_lt_write: in the layout: ")
@@ -187,7 +224,8 @@ def test_layout_faults_shape_the_fleet_and_are_announced_with_their_subjects():
     assert all(topic in rlw for topic in subjects["read_lt_write"])
     assert all(f"{cluster} (" in skew for cluster in subjects["queue_skew"])
 
-    balanced = Fleet(FleetOptions(servers=servers, brokers=12, topics=60, faults=parse_faults("expire,wipe"), seed=3),
-                     out=Out())
+    balanced = Fleet(
+        FleetOptions(servers=servers, brokers=12, topics=60, faults=parse_faults("expire,wipe"), seed=3), out=Out()
+    )
     assert balanced.anomalies == ()
     assert all(t.read_queue_nums == t.write_queue_nums for g in balanced.groups for t in g.topics.values())

@@ -120,7 +120,8 @@ def test_layouts_are_deterministic_per_seed_and_faults():
     assert build_layout(40, 1, 100, 5, ()) != build_layout(40, 1, 100, 5, LAYOUT_FAULTS)
     # the addresses and groups do not depend on the faults, only where the topics go
     assert [g.members for g in build_layout(40, 1, 100, 5, ()).groups] == [
-        g.members for g in build_layout(40, 1, 100, 5).groups]
+        g.members for g in build_layout(40, 1, 100, 5).groups
+    ]
 
 
 def test_small_fleets_have_no_layout_fault_to_show():

@@ -37,7 +37,7 @@ def test_the_exposition_escapes_label_values_and_caps_families_that_name_subject
     for topic in ('a"b', "c\\d", "e\nf"):
         family.add(1, topic=topic, ns="ns-a")
     text = render([family]).decode()
-    assert '# HELP nsaudit_topic_missing a topic missing\n' in text
+    assert "# HELP nsaudit_topic_missing a topic missing\n" in text
     assert 'nsaudit_topic_missing{topic="a\\"b",ns="ns-a"} 1\n' in text
     assert 'nsaudit_topic_missing{topic="c\\\\d",ns="ns-a"} 1\n' in text
     assert "e\\nf" not in text  # the third was over the cap, and says so
@@ -73,6 +73,7 @@ def test_only_get_of_the_path_is_answered_and_a_scrape_storm_renders_once():
     async def main():
         endpoint = await _endpoint(body, min_render_interval_s=60)
         loop = asyncio.get_running_loop()
+
         def ask(head):
             return loop.run_in_executor(None, _request, endpoint.port, head)
 
@@ -135,12 +136,20 @@ class HostileScrapers:
 
 def test_a_hundred_slow_scrapers_stall_neither_the_lookups_nor_the_endpoint_for_long(tmp_path):
     async def main():
-        controller = NameServerController("ns-m", tmp_path, NameServerConfig(listen="127.0.0.1:0"),
-                                          EventLogConfig(durability="none"))
+        controller = NameServerController(
+            "ns-m", tmp_path, NameServerConfig(listen="127.0.0.1:0"), EventLogConfig(durability="none")
+        )
         await controller.start()
         # served as nsaudit nameserver serves it: on a loop of its own thread
-        served = EndpointThread(MetricsEndpoint("127.0.0.1:0", lambda: server_body(controller), head_timeout_s=1.5,
-                                                write_timeout_s=1.5, min_render_interval_s=0))
+        served = EndpointThread(
+            MetricsEndpoint(
+                "127.0.0.1:0",
+                lambda: server_body(controller),
+                head_timeout_s=1.5,
+                write_timeout_s=1.5,
+                min_render_interval_s=0,
+            )
+        )
         await asyncio.get_running_loop().run_in_executor(None, served.start)
         endpoint = served.endpoint
         broker = await register(controller, A, "broker-a", [TopicConfig(f"T{i}", 4, 4) for i in range(200)])
@@ -163,8 +172,14 @@ def test_a_hundred_slow_scrapers_stall_neither_the_lookups_nor_the_endpoint_for_
             answer = await loop.run_in_executor(None, _request, endpoint.port, b"GET /metrics HTTP/1.1\r\n\r\n")
             assert answer.startswith(b"HTTP/1.1 200")
             body = answer.decode()
-            assert re.search(r'nsaudit_nameserver_requests_total\{ns="ns-m",code="105",name="GET_ROUTEINFO_BY_TOPIC"\} '
-                             r"(\d+)", body)[1] == "400"
+            assert (
+                re.search(
+                    r'nsaudit_nameserver_requests_total\{ns="ns-m",code="105",name="GET_ROUTEINFO_BY_TOPIC"\} '
+                    r"(\d+)",
+                    body,
+                )[1]
+                == "400"
+            )
             assert 'nsaudit_nameserver_live_brokers{ns="ns-m"} 1\n' in body
         finally:
             hostile.__exit__()
@@ -194,9 +209,25 @@ def test_promtool_accepts_the_shipped_rules_and_their_templated_form(tmp_path):
 def test_a_real_prometheus_scrapes_the_collector_and_the_name_server_and_promtool_finds_no_lint(tmp_path):
     """The name server as a user starts it; the collector observing it and a dead address."""
     events = tmp_path / "events"
-    server = subprocess.Popen([sys.executable, "-m", "nameserver", "--ns-id", "ns-p", "--events", str(events),
-                               "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nameserver",
+            "--ns-id",
+            "ns-p",
+            "--events",
+            str(events),
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         metrics_line = server.stderr.readline()
         server_metrics = re.search(r"metrics on http://(\S+)/metrics", metrics_line)[1]
@@ -207,21 +238,32 @@ def test_a_real_prometheus_scrapes_the_collector_and_the_name_server_and_promtoo
             controller = type("S", (), {"host": host, "port": int(port)})
             broker = await register(controller, A, "broker-a", [TopicConfig("TopicA", 8, 8)])
             lines = Lines()
-            collector = Collector([target(controller, "obs-p"), target(type("D", (), {"host": "127.0.0.1", "port": 1}),
-                                                                        "obs-dead")],
-                                  tmp_path / "obs", FAST, EventLogConfig(durability="none"), lines.append,
-                                  judge=LiveJudge(300))
+            collector = Collector(
+                [target(controller, "obs-p"), target(type("D", (), {"host": "127.0.0.1", "port": 1}), "obs-dead")],
+                tmp_path / "obs",
+                FAST,
+                EventLogConfig(durability="none"),
+                lines.append,
+                judge=LiveJudge(300),
+            )
             collector.start()
             endpoint = MetricsEndpoint("127.0.0.1:0", collector.metrics_body)
             await endpoint.start()
             run = asyncio.ensure_future(collector.run())
-            await wait_for(lambda: len(lines.of("obs-p")) >= 2 and len(lines.of("obs-dead")) >= 2,
-                           "two rounds of each server")
+            await wait_for(
+                lambda: len(lines.of("obs-p")) >= 2 and len(lines.of("obs-dead")) >= 2, "two rounds of each server"
+            )
             loop = asyncio.get_running_loop()
             with Prometheus(tmp_path / "prom", [f"127.0.0.1:{endpoint.port}", server_metrics]) as prom:
-                up = await loop.run_in_executor(None, prom.wait, lambda: prom.query(
-                    'nsaudit_observed_up{ns="obs-p"} == 1 and on() nsaudit_nameserver_live_brokers{ns="ns-p"} == 1'),
-                    30, "both endpoints scraped")
+                up = await loop.run_in_executor(
+                    None,
+                    prom.wait,
+                    lambda: prom.query(
+                        'nsaudit_observed_up{ns="obs-p"} == 1 and on() nsaudit_nameserver_live_brokers{ns="ns-p"} == 1'
+                    ),
+                    30,
+                    "both endpoints scraped",
+                )
                 assert up
                 targets = prom.api("targets")["activeTargets"]
                 assert sorted(t["health"] for t in targets) == ["up", "up"], targets
@@ -251,11 +293,18 @@ def test_the_dashboard_and_the_alerts_ask_only_for_metrics_that_are_served(tmp_p
     import json as json_lib
 
     async def bodies() -> bytes:
-        controller = NameServerController("ns-d", tmp_path / "ns", NameServerConfig(listen="127.0.0.1:0"),
-                                          EventLogConfig(durability="none"))
+        controller = NameServerController(
+            "ns-d", tmp_path / "ns", NameServerConfig(listen="127.0.0.1:0"), EventLogConfig(durability="none")
+        )
         await controller.start()
-        collector = Collector([target(controller, "obs-d")], tmp_path / "obs", FAST, EventLogConfig(durability="none"),
-                              Lines().append, judge=LiveJudge(300))
+        collector = Collector(
+            [target(controller, "obs-d")],
+            tmp_path / "obs",
+            FAST,
+            EventLogConfig(durability="none"),
+            Lines().append,
+            judge=LiveJudge(300),
+        )
         collector.start()
         try:
             return server_body(controller) + collector.metrics_body()
@@ -292,15 +341,29 @@ def test_a_full_disk_shows_in_the_name_servers_metrics_and_its_end_too(tmp_path)
             async def fill_and_free():
                 broker = await RemotingClient.connect(host, port)
                 filler = fill(events_dir)
-                codes = [(await broker.register_broker("C1", f"10.0.1.{i}:10911", f"b{i}", 0, "10.0.1.1:10912",
-                                                       DataVersion(1, i), [TopicConfig("T", 4, 4)])).code
-                         for i in range(60)]
+                codes = [
+                    (
+                        await broker.register_broker(
+                            "C1",
+                            f"10.0.1.{i}:10911",
+                            f"b{i}",
+                            0,
+                            "10.0.1.1:10912",
+                            DataVersion(1, i),
+                            [TopicConfig("T", 4, 4)],
+                        )
+                    ).code
+                    for i in range(60)
+                ]
                 assert codes.count(ResponseCode.SYSTEM_ERROR) >= 3, codes
                 during = await asyncio.get_running_loop().run_in_executor(None, _scrape, address)
                 filler.unlink()
                 deadline = time.monotonic() + 10
-                while (await broker.register_broker("C1", "10.0.2.1:10911", "back", 0, "10.0.2.1:10912",
-                                                     DataVersion(1, 1), [])).code != ResponseCode.SUCCESS:
+                while (
+                    await broker.register_broker(
+                        "C1", "10.0.2.1:10911", "back", 0, "10.0.2.1:10912", DataVersion(1, 1), []
+                    )
+                ).code != ResponseCode.SUCCESS:
                     assert time.monotonic() < deadline, "the log never resumed"
                     await asyncio.sleep(0.1)
                 await broker.close()
@@ -314,8 +377,14 @@ def test_a_full_disk_shows_in_the_name_servers_metrics_and_its_end_too(tmp_path)
                 time.sleep(0.2)
         finally:
             assert stop_server(proc) == 0
-    assert (during["nsaudit_nameserver_event_log_writable"], during["nsaudit_nameserver_event_log_outages_total"]) == (0, 1)
+    assert (during["nsaudit_nameserver_event_log_writable"], during["nsaudit_nameserver_event_log_outages_total"]) == (
+        0,
+        1,
+    )
     assert during["nsaudit_nameserver_event_log_outage_seconds"] > 0
     assert during["nsaudit_nameserver_refused_while_log_unavailable_total"] >= refused
-    assert (after["nsaudit_nameserver_event_log_writable"], after["nsaudit_nameserver_event_log_outage_seconds"]) == (1, 0)
+    assert (after["nsaudit_nameserver_event_log_writable"], after["nsaudit_nameserver_event_log_outage_seconds"]) == (
+        1,
+        0,
+    )
     assert after["nsaudit_nameserver_refused_while_log_unavailable_total"] >= refused

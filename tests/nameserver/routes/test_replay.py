@@ -45,7 +45,10 @@ def test_digest_only_mode_really_drops_topics():
     s = Scenario(replay=True, strip_topics=True)
     scenarios.test_w2_data_version_gates_topic_updates(lambda: s)
     assert [("topics" in line) for line in s.log if line["type"] in ("register", "heartbeat")] == [
-        True, True, False, True  # step 3 sends the same topics as step 2
+        True,
+        True,
+        False,
+        True,  # step 3 sends the same topics as step 2
     ]
     s.reg("C1", M, "broker-a", 0, dv1, [A], t=121000, c="c1")
     s.reg("C1", M, "broker-a", 0, dv1, [A], t=151000, c="c1")
@@ -76,8 +79,17 @@ def test_ns_start_empties_every_table():
     s = _filled()
     replayer = replay(s.log)
     assert all(table_state(replayer.routes).values())  # all five tables non-empty
-    replayer.apply({"seq": 99, "ts": 5000, "type": "ns_start", "broker_expiry_ms": 60000,
-                    "scan_interval_ms": 10000, "semantics": "rocketmq-4.9", "version": "x"})
+    replayer.apply(
+        {
+            "seq": 99,
+            "ts": 5000,
+            "type": "ns_start",
+            "broker_expiry_ms": 60000,
+            "scan_interval_ms": 10000,
+            "semantics": "rocketmq-4.9",
+            "version": "x",
+        }
+    )
     assert table_state(replayer.routes) == table_state(RouteInfoManager())
     assert replayer.up is True
     assert replayer.routes.broker_expiry_ms == 60000
@@ -166,8 +178,17 @@ def test_rejected_event_changes_nothing():
     s = _filled()
     replayer = replay(s.log)
     before = table_state(replayer.routes)
-    replayer.apply({"seq": 50, "ts": 9000, "type": "rejected", "request_code": 103, "reason": "crc32 not match",
-                    "broker_addr": N, "broker_name": "broker-b"})
+    replayer.apply(
+        {
+            "seq": 50,
+            "ts": 9000,
+            "type": "rejected",
+            "request_code": 103,
+            "reason": "crc32 not match",
+            "broker_addr": N,
+            "broker_name": "broker-b",
+        }
+    )
     assert table_state(replayer.routes) == before
 
 
@@ -205,7 +226,6 @@ def test_replay_of_a_register_ignores_its_own_request_context():
     assert table_state(replayer.routes) == table_state(core)
 
 
-
 def test_a_restored_state_removes_a_closed_address_from_every_group():
     """The rebuild restores a day's tables with ``load_cells``; the address index must hold, so a
     channel close after midnight removes the address from every BrokerData that has it (W22)."""
@@ -215,13 +235,32 @@ def test_a_restored_state_removes_a_closed_address_from_every_group():
 
     journal: list = []
     state = {
-        "format": 1, "ns": "ns-a", "date": "2026-11-21", "up": True, "run_start_seq": 1, "last_seq": 9,
-        "last_ts": 1_000, "broker_expiry_ms": 120_000, "queues": [], "filters": [], "topics_by_digest": {},
+        "format": 1,
+        "ns": "ns-a",
+        "date": "2026-11-21",
+        "up": True,
+        "run_start_seq": 1,
+        "last_seq": 9,
+        "last_ts": 1_000,
+        "broker_expiry_ms": 120_000,
+        "queues": [],
+        "filters": [],
+        "topics_by_digest": {},
         "addrs": [["broker-a", 0, "C1", "10.0.0.6:10911", 3], ["broker-d", 1, "C1", "10.0.0.6:10911", 5]],
         "clusters": [["C1", "broker-a", 3], ["C1", "broker-d", 5]],
-        "live": [{"broker_addr": "10.0.0.6:10911", "broker_id": 0, "broker_name": "broker-a", "channel": "ch-6",
-                  "cluster": "C1", "data_version": {"counter": 1, "timestamp": 1}, "ha_server_addr": "",
-                  "last_update": 900, "topics_digest": None}],
+        "live": [
+            {
+                "broker_addr": "10.0.0.6:10911",
+                "broker_id": 0,
+                "broker_name": "broker-a",
+                "channel": "ch-6",
+                "cluster": "C1",
+                "data_version": {"counter": 1, "timestamp": 1},
+                "ha_server_addr": "",
+                "last_update": 900,
+                "topics_digest": None,
+            }
+        ],
     }
     routes = rebuild_state.restore(state, journal, 0).replayer.routes
     assert journal == []  # restoring changes no cell

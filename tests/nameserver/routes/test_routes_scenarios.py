@@ -34,8 +34,18 @@ def test_w1_first_registration_of_a_master(new):
     assert s.R("TopicA") == "null"
 
     r = s.reg("C1", M, "broker-a", 0, dv1, [A], t=1000, c="c1")
-    _registered(s.events, "register", M, cluster="C1", broker_name="broker-a", broker_id=0,
-                ha_addr=HA[M], data_version=dv1, filter_servers=[], request_version=407)
+    _registered(
+        s.events,
+        "register",
+        M,
+        cluster="C1",
+        broker_name="broker-a",
+        broker_id=0,
+        ha_addr=HA[M],
+        data_version=dv1,
+        filter_servers=[],
+        request_version=407,
+    )
     s.expect(CA="C1{broker-a}", BA="broker-a(C1){0:M}", QT="TopicA{broker-a 8/8/6/0}", LT="M(1000,dv1,c1)", FS="")
     assert s.ext == {} and r.master_addr is None and r.ha_server_addr is None
 
@@ -79,8 +89,7 @@ def test_w3_absent_topics_stay_incremental_registration_adds(new):
     assert s.R("TopicB") == "[broker-a(C1){0:M}] | [broker-a 4/4/6/0]"
 
     s.reg("C1", M, "broker-a", 0, dv3, [C], t=32000, c="c1")
-    s.expect(QT="TopicA{broker-a 8/8/6/0}, TopicB{broker-a 4/4/6/0}, TopicC{broker-a 8/8/6/0}",
-             LT="M(32000,dv3,c1)")
+    s.expect(QT="TopicA{broker-a 8/8/6/0}, TopicB{broker-a 4/4/6/0}, TopicC{broker-a 8/8/6/0}", LT="M(32000,dv3,c1)")
 
 
 # ---------------------------------------------------------------------------- W4-W9: masters and slaves
@@ -99,8 +108,12 @@ def test_w4_master_then_slave(new):
 
     s.reg("C1", S, "broker-a", 1, dv2, [topic("TopicA 16/16/6/0"), B], t=2000, c="c2")
     _registered(s.events, "register", S, broker_id=1)
-    s.expect(BA="broker-a(C1){0:M,1:S}", QT="TopicA{broker-a 8/8/6/0}", CA="C1{broker-a}",
-             LT="M(1000,dv1,c1), S(2000,dv2,c2)")
+    s.expect(
+        BA="broker-a(C1){0:M,1:S}",
+        QT="TopicA{broker-a 8/8/6/0}",
+        CA="C1{broker-a}",
+        LT="M(1000,dv1,c1), S(2000,dv2,c2)",
+    )
     assert s.ext == {"haServerAddr": "10.0.0.1:10912", "masterAddr": "10.0.0.1:10911"}
 
     assert s.R("TopicA") == "[broker-a(C1){0:M,1:S}] | [broker-a 8/8/6/0]"
@@ -143,8 +156,15 @@ def test_w7_slave_promotion_after_master_connection_dropped(new):
     s = new()
     w4(s)
     s.close("c1", t=10000)
-    assert_events(s.events, [("channel_close", {"broker_addr": M, "channel": "c1", "cluster": "C1",
-                                                "broker_name": "broker-a", "broker_id": 0})])
+    assert_events(
+        s.events,
+        [
+            (
+                "channel_close",
+                {"broker_addr": M, "channel": "c1", "cluster": "C1", "broker_name": "broker-a", "broker_id": 0},
+            )
+        ],
+    )
     s.expect(LT="S(2000,dv2,c2)", BA="broker-a(C1){1:S}", QT="TopicA{broker-a 8/8/6/0}", CA="C1{broker-a}")
 
     s.reg("C1", S, "broker-a", 0, dv2, [topic("TopicA 16/16/6/0")], t=11000, c="c2")
@@ -196,11 +216,16 @@ def test_w9_demoted_master_expires_without_touching_new_master(new):
     s.expect(LT="M(1000,dv1,c1), S(100000,dv2,c2)")
 
     s.scan(125000)
-    assert_events(s.events, [
-        ("expire", {"broker_addr": M, "last_update_ts": 1000, "cluster": "C1", "broker_name": "broker-a",
-                    "broker_id": 0}),
-        ("channel_close", {"broker_addr": None, "channel": "c1"}),
-    ])
+    assert_events(
+        s.events,
+        [
+            (
+                "expire",
+                {"broker_addr": M, "last_update_ts": 1000, "cluster": "C1", "broker_name": "broker-a", "broker_id": 0},
+            ),
+            ("channel_close", {"broker_addr": None, "channel": "c1"}),
+        ],
+    )
     s.expect(LT="S(100000,dv2,c2)", BA="broker-a(C1){0:S}", CA="C1{broker-a}", QT="TopicA{broker-a 8/8/6/0}")
 
 
@@ -232,8 +257,16 @@ def test_w10_wipe_then_reregister_same_vs_new_data_version(new):
 
 def test_w11_wipe_and_add_on_odd_perms(new):
     s = new()
-    s.reg("C1", M, "broker-a", 0, dv1,
-          [topic("TopicX 8/8/7/0"), topic("TopicR 8/8/4/0"), topic("TopicW 8/8/2/0")], t=1000, c="c1")
+    s.reg(
+        "C1",
+        M,
+        "broker-a",
+        0,
+        dv1,
+        [topic("TopicX 8/8/7/0"), topic("TopicR 8/8/4/0"), topic("TopicW 8/8/2/0")],
+        t=1000,
+        c="c1",
+    )
     s.expect(QT="TopicR{broker-a 8/8/4/0}, TopicW{broker-a 8/8/2/0}, TopicX{broker-a 8/8/7/0}")
 
     assert s.wipe("broker-a", t=2000) == 3
@@ -314,8 +347,12 @@ def test_w14_two_groups_one_loses_its_master(new):
     s.expect(BA="broker-a(C1){0:M,1:S}, broker-b(C1){0:N}", QT="TopicA{broker-a 8/8/6/0, broker-b 8/8/6/0}")
 
     s.unreg("C1", M, "broker-a", 0, t=5000)
-    s.expect(BA="broker-a(C1){1:S}, broker-b(C1){0:N}", QT="TopicA{broker-a 8/8/6/0, broker-b 8/8/6/0}",
-             CA="C1{broker-a, broker-b}", LT="S(1100,dv1,c2), N(1200,dv1,c3)")
+    s.expect(
+        BA="broker-a(C1){1:S}, broker-b(C1){0:N}",
+        QT="TopicA{broker-a 8/8/6/0, broker-b 8/8/6/0}",
+        CA="C1{broker-a, broker-b}",
+        LT="S(1100,dv1,c2), N(1200,dv1,c3)",
+    )
 
     assert s.R("TopicA") == "[broker-a(C1){1:S}, broker-b(C1){0:N}] | [broker-a 8/8/6/0, broker-b 8/8/6/0]"
     assert s.pub("TopicA") == "b:0-7"
@@ -364,10 +401,13 @@ def test_w17_expiry_of_a_silent_broker_tick_boundary(new):
     assert s.R("TopicA") != "null"
 
     s.scan(135000)
-    assert_events(s.events, [
-        ("expire", {"broker_addr": M, "last_update_ts": 5000, "broker_name": "broker-a", "broker_id": 0}),
-        ("channel_close", {"broker_addr": None, "channel": "c1"}),
-    ])
+    assert_events(
+        s.events,
+        [
+            ("expire", {"broker_addr": M, "last_update_ts": 5000, "broker_name": "broker-a", "broker_id": 0}),
+            ("channel_close", {"broker_addr": None, "channel": "c1"}),
+        ],
+    )
     s.empty()
     assert s.R("TopicA") == "null"
 
@@ -377,8 +417,9 @@ def test_w17_variant_last_registration_at_1000(new):
     s.reg("C1", M, "broker-a", 0, dv1, [A], t=1000, c="c1")
     s.quiet_scans(125000)  # ... up to @115000: 121000 is not < 115000
     s.scan(125000)
-    assert_events(s.events, [("expire", {"broker_addr": M, "last_update_ts": 1000}),
-                             ("channel_close", {"broker_addr": None})])
+    assert_events(
+        s.events, [("expire", {"broker_addr": M, "last_update_ts": 1000}), ("channel_close", {"broker_addr": None})]
+    )
     s.empty()
 
 
@@ -412,8 +453,13 @@ def test_w18_broker_heartbeat_and_query_data_version(new):
     s.quiet_scans(265000)
     assert s.scan(265000) == []
     s.scan(275000)
-    assert_events(s.events, [("expire", {"broker_addr": M, "last_update_ts": 150000}),
-                             ("channel_close", {"broker_addr": None, "channel": "c1"})])
+    assert_events(
+        s.events,
+        [
+            ("expire", {"broker_addr": M, "last_update_ts": 150000}),
+            ("channel_close", {"broker_addr": None, "channel": "c1"}),
+        ],
+    )
     s.empty()
 
 
@@ -443,8 +489,12 @@ def test_w19_restart_empty_until_next_registrations(new):
 
     s.quiet_scans(85000)
     s.reg("C1", M, "broker-a", 0, dv1, [A, B], t=85000, c="c4")
-    s.expect(QT=full, BA="broker-a(C1){0:M}, broker-b(C1){0:N}", CA="C1{broker-a, broker-b}",
-             LT="M(85000,dv1,c4), N(70000,dv1,c3)")
+    s.expect(
+        QT=full,
+        BA="broker-a(C1){0:M}, broker-b(C1){0:N}",
+        CA="C1{broker-a, broker-b}",
+        LT="M(85000,dv1,c4), N(70000,dv1,c3)",
+    )
 
 
 def test_w20_restart_race_incremental_registration_first(new):
@@ -507,8 +557,12 @@ def test_w22_one_address_under_two_broker_names_unregister(new):
     s = new()
     w22_step2(s)
     _registered(s.events, "heartbeat", M, broker_name="broker-x")
-    s.expect(QT="TopicA{broker-a 8/8/6/0}, TopicX{broker-x 8/8/6/0}", BA="broker-a(C1){0:M}, broker-x(C1){0:M}",
-             CA="C1{broker-a, broker-x}", LT="M(2000,dv1,c1)")
+    s.expect(
+        QT="TopicA{broker-a 8/8/6/0}, TopicX{broker-x 8/8/6/0}",
+        BA="broker-a(C1){0:M}, broker-x(C1){0:M}",
+        CA="C1{broker-a, broker-x}",
+        LT="M(2000,dv1,c1)",
+    )
 
     s.unreg("C1", M, "broker-a", 0, t=3000)
     s.expect(LT="", BA="broker-x(C1){0:M}", QT="TopicX{broker-x 8/8/6/0}", CA="C1{broker-x}")
@@ -539,8 +593,13 @@ def test_w23_one_connection_carrying_two_live_entries(new):
     s.expect(LT="M(1000,dv1,c9), N(1100,dv1,c9)")
 
     s.close("c9", t=5000)
-    assert_events(s.events, [("channel_close", {"broker_addr": M, "broker_name": "broker-a"}),
-                             ("channel_close", {"broker_addr": N, "broker_name": "broker-b"})])
+    assert_events(
+        s.events,
+        [
+            ("channel_close", {"broker_addr": M, "broker_name": "broker-a"}),
+            ("channel_close", {"broker_addr": N, "broker_name": "broker-b"}),
+        ],
+    )
     s.empty()
 
 
@@ -625,8 +684,13 @@ def test_scan_after_the_clock_stepped_back_expires_by_last_update(new):
     s.reg("C1", N, "broker-b", 0, dv1, [B], t=9000, c="c3")  # clock stepped back 1000 ms
     s.reg("C1", S, "broker-a", 1, dv1, [A], t=9500, c="c2")
     s.scan(129501)
-    assert_events(s.events, [("expire", {"broker_addr": S, "last_update_ts": 9500}),
-                             ("expire", {"broker_addr": N, "last_update_ts": 9000}),
-                             ("channel_close", {"broker_addr": None, "channel": "c2"}),
-                             ("channel_close", {"broker_addr": None, "channel": "c3"})])
+    assert_events(
+        s.events,
+        [
+            ("expire", {"broker_addr": S, "last_update_ts": 9500}),
+            ("expire", {"broker_addr": N, "last_update_ts": 9000}),
+            ("channel_close", {"broker_addr": None, "channel": "c2"}),
+            ("channel_close", {"broker_addr": None, "channel": "c3"}),
+        ],
+    )
     s.expect(LT="M(10000,dv1,c1)", BA="broker-a(C1){0:M}", QT="TopicA{broker-a 8/8/6/0}")

@@ -82,8 +82,10 @@ class Model:
             "QT": {t: {n: QueueData(n, *v) for n, v in q.items()} for t, q in self.qt.items()},
             "BA": {n: (c, dict(a)) for n, (c, a) in self.ba.items()},
             "CA": {c: set(v) for c, v in self.ca.items()},
-            "LT": {a: (live.last_update, live.data_version, live.channel, live.ha, live.cluster, live.name, live.broker_id)
-                   for a, live in self.lt.items()},
+            "LT": {
+                a: (live.last_update, live.data_version, live.channel, live.ha, live.cluster, live.name, live.broker_id)
+                for a, live in self.lt.items()
+            },
             "FS": {a: list(v) for a, v in self.fs.items()},
         }
 
@@ -91,16 +93,26 @@ class Model:
         """§2.11 listings from the model's tables."""
         first = self.ba[min(self.ba)][1] if self.ba else None
         return {
-            "cluster_info": ({n: (c, dict(sorted(a.items()))) for n, (c, a) in sorted(self.ba.items())},
-                             {c: sorted(v) for c, v in sorted(self.ca.items())}),
+            "cluster_info": (
+                {n: (c, dict(sorted(a.items()))) for n, (c, a) in sorted(self.ba.items())},
+                {c: sorted(v) for c, v in sorted(self.ca.items())},
+            ),
             "topics": sorted(self.qt),
-            "by_cluster": {c: sorted(t for t, q in self.qt.items() if set(q) & self.ca.get(c, set()))
-                           for c in CLUSTERS + ["C9"]},
-            "system": (sorted(set(self.ca) | {n for v in self.ca.values() for n in v}),
-                       first[min(first)] if first else None),
-            "unit": {code: sorted(t for t, q in self.qt.items()
-                                  if q[min(q)][3] & with_ == with_ and not (without and q[min(q)][3] & without))
-                     for code, (with_, without) in UNIT_FLAGS.items()},
+            "by_cluster": {
+                c: sorted(t for t, q in self.qt.items() if set(q) & self.ca.get(c, set())) for c in CLUSTERS + ["C9"]
+            },
+            "system": (
+                sorted(set(self.ca) | {n for v in self.ca.values() for n in v}),
+                first[min(first)] if first else None,
+            ),
+            "unit": {
+                code: sorted(
+                    t
+                    for t, q in self.qt.items()
+                    if q[min(q)][3] & with_ == with_ and not (without and q[min(q)][3] & without)
+                )
+                for code, (with_, without) in UNIT_FLAGS.items()
+            },
         }
 
     def register(self, cluster, addr, name, broker_id, ha, dv, topics, filters, now, channel):
@@ -118,8 +130,12 @@ class Model:
         group[broker_id] = addr
         if broker_id == 0 and (addr not in self.lt or self.lt[addr].data_version != dv or first):
             for t in topics:
-                self.qt.setdefault(t.topic, {})[name] = (t.read_queue_nums, t.write_queue_nums, t.perm,
-                                                        t.topic_sys_flag)
+                self.qt.setdefault(t.topic, {})[name] = (
+                    t.read_queue_nums,
+                    t.write_queue_nums,
+                    t.perm,
+                    t.topic_sys_flag,
+                )
         self.lt[addr] = Live(now, dv, channel, ha, cluster, name, broker_id)
         if filters is not None:
             if filters:
@@ -177,7 +193,9 @@ class Model:
 
     def scan(self, now):
         """§2.5: [(addr, last_update)] ascending, and the connections to close."""
-        expired = sorted((a, live.last_update, live.channel) for a, live in self.lt.items() if live.last_update + EXPIRY < now)
+        expired = sorted(
+            (a, live.last_update, live.channel) for a, live in self.lt.items() if live.last_update + EXPIRY < now
+        )
         for a, _, _ in expired:
             self.remove_address(a)
         return [(a, u) for a, u, _ in expired], sorted({c for _, _, c in expired})
@@ -256,18 +274,40 @@ class RouteTableMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ rules
 
-    @rule(cluster=clusters, addr=addrs, name=names, broker_id=st.integers(0, 2), dv=versions, topics=topic_sets,
-          filters=filter_lists, channel=channels, no_ha=st.booleans(), presorted=st.booleans(), dt=steps)
+    @rule(
+        cluster=clusters,
+        addr=addrs,
+        name=names,
+        broker_id=st.integers(0, 2),
+        dv=versions,
+        topics=topic_sets,
+        filters=filter_lists,
+        channel=channels,
+        no_ha=st.booleans(),
+        presorted=st.booleans(),
+        dt=steps,
+    )
     def register(self, cluster, addr, name, broker_id, dv, topics, filters, channel, no_ha, presorted, dt):
         self._tick(dt)
         ha = None if no_ha else addr.replace(":10911", ":10912")
-        kind, master, master_ha = self.model.register(cluster, addr, name, broker_id, ha, dv, topics, filters,
-                                                      self.now, channel)
+        kind, master, master_ha = self.model.register(
+            cluster, addr, name, broker_id, ha, dv, topics, filters, self.now, channel
+        )
         # presorted: the simulator's path, topics sorted by the caller together with their digest
         sent = sorted(topics, key=lambda t: t.topic) if presorted else topics
-        result = self.core.register_broker(cluster, addr, name, broker_id, ha, dv, sent, filters, self.now,
-                                           self._ctx(channel, 103),
-                                           digest=topics_digest(sent) if presorted else None)
+        result = self.core.register_broker(
+            cluster,
+            addr,
+            name,
+            broker_id,
+            ha,
+            dv,
+            sent,
+            filters,
+            self.now,
+            self._ctx(channel, 103),
+            digest=topics_digest(sent) if presorted else None,
+        )
         assert (result.master_addr, result.ha_server_addr) == (master, master_ha)
         assert [(e["type"], e["broker_addr"], e["broker_id"]) for e in result.events] == [(kind, addr, broker_id)]
         self._log(result.events)
@@ -331,8 +371,9 @@ class RouteTableMachine(RuleBasedStateMachine):
     def query_data_version(self, addr, dv, dt):
         self._tick(dt)
         expected = self.model.query_data_version(addr, dv, self.now)
-        changed, stored, events = self.core.query_data_version("C1", addr, "broker-a", 0, dv, self.now,
-                                                               self._ctx("c8", 322))
+        changed, stored, events = self.core.query_data_version(
+            "C1", addr, "broker-a", 0, dv, self.now, self._ctx("c8", 322)
+        )
         assert (changed, stored) == expected
         self._log(events)
 
@@ -348,8 +389,7 @@ class RouteTableMachine(RuleBasedStateMachine):
         assert count == expected == events[0]["topic_count"]
         self._log(events)
 
-    @rule(topic=st.sampled_from(TOPICS + ["TopicZ"]), cluster=st.sampled_from([None, "", "C1", "C2", "C9"]),
-          dt=steps)
+    @rule(topic=st.sampled_from(TOPICS + ["TopicZ"]), cluster=st.sampled_from([None, "", "C1", "C2", "C9"]), dt=steps)
     def delete_topic(self, topic, cluster, dt):
         self._tick(dt)
         self.model.delete_topic(topic, cluster)
@@ -365,9 +405,18 @@ class RouteTableMachine(RuleBasedStateMachine):
         kind = data.draw(st.sampled_from(["register", "unregister", "heartbeat", "qdv", "wipe", "add", "delete"]))
         addr, name, cluster = data.draw(addrs), data.draw(names), data.draw(clusters)
         if kind == "register":
-            core.register_broker(cluster, addr, name, data.draw(st.integers(0, 2)), None, data.draw(versions),
-                                 data.draw(topic_sets), data.draw(filter_lists), now,
-                                 self._ctx(data.draw(channels), 103))
+            core.register_broker(
+                cluster,
+                addr,
+                name,
+                data.draw(st.integers(0, 2)),
+                None,
+                data.draw(versions),
+                data.draw(topic_sets),
+                data.draw(filter_lists),
+                now,
+                self._ctx(data.draw(channels), 103),
+            )
         elif kind == "unregister":
             core.unregister_broker(cluster, addr, name, 0, now, self._ctx("c9", 104))
         elif kind == "heartbeat":
@@ -376,10 +425,12 @@ class RouteTableMachine(RuleBasedStateMachine):
             core.query_data_version(cluster, addr, name, 0, data.draw(versions), now, self._ctx("c8", 322))
         elif kind in ("wipe", "add"):
             (core.wipe_write_perm_of_broker if kind == "wipe" else core.add_write_perm_of_broker)(
-                name, now, self._ctx("c7", 205))
+                name, now, self._ctx("c7", 205)
+            )
         else:
-            core.delete_topic(data.draw(st.sampled_from(TOPICS)), data.draw(st.sampled_from([None, "C1"])), now,
-                              self._ctx("c7", 216))
+            core.delete_topic(
+                data.draw(st.sampled_from(TOPICS)), data.draw(st.sampled_from([None, "C1"])), now, self._ctx("c7", 216)
+            )
         changed = table_state(core) != before[0]
         core.undo_change()
         assert (table_state(core), _indexes(core)) == before[:2]
@@ -478,8 +529,10 @@ class RouteTableMachine(RuleBasedStateMachine):
         info = core.get_all_cluster_info()
         assert list(info.broker_addr_table) == sorted(info.broker_addr_table)  # A3
         assert all(list(b.broker_addrs) == sorted(b.broker_addrs) for b in info.broker_addr_table.values())
-        assert ({n: (b.cluster, b.broker_addrs) for n, b in info.broker_addr_table.items()},
-                info.cluster_addr_table) == self.model.reads()["cluster_info"]
+        assert (
+            {n: (b.cluster, b.broker_addrs) for n, b in info.broker_addr_table.items()},
+            info.cluster_addr_table,
+        ) == self.model.reads()["cluster_info"]
         expected = self.model.reads()
         assert core.get_all_topic_list() == expected["topics"]
         assert {c: core.get_topics_by_cluster(c) for c in CLUSTERS + ["C9"]} == expected["by_cluster"]
@@ -508,8 +561,11 @@ class RouteTableMachine(RuleBasedStateMachine):
         core = self.core
         assert cells == {
             **{("queue", t, n): q for t, qs in core.topic_queue_table.items() for n, q in qs.items()},
-            **{("addr", n, i): (a, b.cluster) for n, b in core.broker_addr_table.items()
-               for i, a in b.broker_addrs.items()},
+            **{
+                ("addr", n, i): (a, b.cluster)
+                for n, b in core.broker_addr_table.items()
+                for i, a in b.broker_addrs.items()
+            },
             **{("cluster", c, n): True for c, ns in core.cluster_addr_table.items() for n in ns},
             **{("filter", a): tuple(v) for a, v in core.filter_server_table.items()},
         }

@@ -44,17 +44,18 @@ async def _answers(tmp_path, version: str, requests: list[RemotingCommand], repe
         return out
 
 
-LOOKUPS = [make_request(code, ext, version=407, serialize_type=serialize_type)
-           for serialize_type in (JSON, ROCKETMQ)
-           for code, ext in ((105, {"topic": "TopicA"}), (105, {"topic": "NoSuchTopic"}), (106, None))]
+LOOKUPS = [
+    make_request(code, ext, version=407, serialize_type=serialize_type)
+    for serialize_type in (JSON, ROCKETMQ)
+    for code, ext in ((105, {"topic": "TopicA"}), (105, {"topic": "NoSuchTopic"}), (106, None))
+]
 
 
-@pytest.mark.parametrize("version, header_types, answer_version, faq", [
-    ("4.9", [JSON, JSON, JSON, ROCKETMQ, ROCKETMQ, ROCKETMQ], 407, FAQ_49),
-    ("5", [JSON] * 6, 479, FAQ_5),
-])
-def test_answers_have_the_releases_header_type_version_and_remark(tmp_path, version, header_types, answer_version,
-                                                                  faq):
+@pytest.mark.parametrize(
+    "version, header_types, answer_version, faq",
+    [("4.9", [JSON, JSON, JSON, ROCKETMQ, ROCKETMQ, ROCKETMQ], 407, FAQ_49), ("5", [JSON] * 6, 479, FAQ_5)],
+)
+def test_answers_have_the_releases_header_type_version_and_remark(tmp_path, version, header_types, answer_version, faq):
     answers = arun(_answers(tmp_path, version, LOOKUPS))
     assert [a.serialize_type for a in answers[::2]] == header_types
     assert [a.serialize_type for a in answers[1::2]] == header_types  # the same when answered from the bytes
@@ -74,10 +75,12 @@ def test_get_broker_member_group_is_answered_by_the_5_profile_only(tmp_path):
     assert ours_49.code == 3 and ours_49.remark == " request type 901 not supported"
     found, missing = arun(_answers(tmp_path / "b", "5", [member_group, unknown_group], repeat=1))
     assert found.code == 0 and found.remark == "not set any response code"  # 5.x's own, never cleared
-    assert fastjson.loads(found.body) == {"brokerMemberGroup": {"brokerAddrs": {"0": M}, "brokerName": "broker-a",
-                                                                "cluster": "C1"}}
+    assert fastjson.loads(found.body) == {
+        "brokerMemberGroup": {"brokerAddrs": {"0": M}, "brokerName": "broker-a", "cluster": "C1"}
+    }
     assert found.body == b'{"brokerMemberGroup":{"brokerAddrs":{0:"%s"},"brokerName":"broker-a","cluster":"C1"}}' % (
-        M.encode())
+        M.encode()
+    )
     assert fastjson.loads(missing.body)["brokerMemberGroup"]["brokerAddrs"] == {}
 
 

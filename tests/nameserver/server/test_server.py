@@ -144,28 +144,41 @@ def test_w27_d2_d3_d4_exact_bytes(tmp_path):
             await conn.send(d2b_frame())
             assert await conn.frame() == D2B_RESPONSE
             # D3: both route forms
-            for frame, route_body in [(route_frame("TopicTest", 407), D3_STANDARD_BODY),
-                                      (route_frame("TopicTest", 400), D3_DEFAULT_BODY),
-                                      (route_frame("TopicTest", 400, accept="true"), D3_STANDARD_BODY)]:
+            for frame, route_body in [
+                (route_frame("TopicTest", 407), D3_STANDARD_BODY),
+                (route_frame("TopicTest", 400), D3_DEFAULT_BODY),
+                (route_frame("TopicTest", 400, accept="true"), D3_STANDARD_BODY),
+            ]:
                 await conn.send(frame)
                 assert await conn.frame() == response_frame(D3_HEADER, route_body)
             # D4: same data version refreshes, another does not
-            qdv = ('{"code":322,"extFields":{"brokerAddr":"192.168.0.10:10911","brokerId":"0","brokerName":"broker-a",'
-                   '"clusterName":"DefaultCluster"},"flag":0,"language":"JAVA","opaque":6,'
-                   '"serializeTypeCurrentRPC":"JSON","version":407}')
+            qdv = (
+                '{"code":322,"extFields":{"brokerAddr":"192.168.0.10:10911","brokerId":"0","brokerName":"broker-a",'
+                '"clusterName":"DefaultCluster"},"flag":0,"language":"JAVA","opaque":6,'
+                '"serializeTypeCurrentRPC":"JSON","version":407}'
+            )
             stored = b'{"counter":3,"timestamp":1700000000000}'
             await conn.send(json_frame(qdv, stored))
             assert await conn.frame() == response_frame(
                 '{"code":0,"extFields":{"changed":"false"},"flag":1,"language":"JAVA","opaque":6,'
-                '"serializeTypeCurrentRPC":"JSON","version":407}', stored)
+                '"serializeTypeCurrentRPC":"JSON","version":407}',
+                stored,
+            )
             await conn.send(json_frame(qdv, b'{"counter":4,"timestamp":1700000000000}'))
             assert await conn.frame() == response_frame(
                 '{"code":0,"extFields":{"changed":"true"},"flag":1,"language":"JAVA","opaque":6,'
-                '"serializeTypeCurrentRPC":"JSON","version":407}', stored)
+                '"serializeTypeCurrentRPC":"JSON","version":407}',
+                stored,
+            )
             conn.close()
         kinds = [(e["type"], e.get("reason"), e.get("request_code")) for e in events_of(tmp_path)]
-        assert kinds[:5] == [("ns_start", None, None), ("rejected", "crc_mismatch", 103),
-                             ("rejected", "crc_mismatch", 103), ("register", None, 103), ("heartbeat", None, 322)]
+        assert kinds[:5] == [
+            ("ns_start", None, None),
+            ("rejected", "crc_mismatch", 103),
+            ("rejected", "crc_mismatch", 103),
+            ("register", None, 103),
+            ("heartbeat", None, 322),
+        ]
         heartbeats = [e for e in events_of(tmp_path) if e["type"] == "heartbeat"]
         assert len(heartbeats) == 2  # both 322s are logged; only the first refreshed (D5)
 
@@ -195,10 +208,12 @@ def test_w28_unknown_code_answered_and_oneway_silent(tmp_path):
             await conn.send(encode_frame(make_request(217, {"topic": "T"}, opaque=11)))
             assert await conn.frame() == response_frame(
                 '{"code":3,"flag":1,"language":"JAVA","opaque":11,"remark":" request type 217 not supported",'
-                '"serializeTypeCurrentRPC":"JSON","version":407}')
+                '"serializeTypeCurrentRPC":"JSON","version":407}'
+            )
             # oneway: no answer at all, then the next request's answer is the next frame
-            await conn.send(encode_frame(make_request(217, opaque=12, oneway=True))
-                            + encode_frame(make_request(106, opaque=13)))
+            await conn.send(
+                encode_frame(make_request(217, opaque=12, oneway=True)) + encode_frame(make_request(106, opaque=13))
+            )
             assert b'"opaque":13' in await conn.frame()
             conn.close()
         rejected = [e for e in events_of(tmp_path) if e["type"] == "rejected"]
@@ -209,8 +224,10 @@ def test_w28_unknown_code_answered_and_oneway_silent(tmp_path):
 
 
 def test_rocketmq_header_answered_in_kind(tmp_path):
-    g2 = bytes.fromhex("0000002d010000290069000191000000010000000000000000000000140005746f706963000000095"
-                       "46f70696354657374")
+    g2 = bytes.fromhex(
+        "0000002d010000290069000191000000010000000000000000000000140005746f70696300000009546f70696354657374"
+    )
+
     async def body():
         async with running(tmp_path) as ctl:
             conn = await RawConn.open(ctl)
@@ -244,7 +261,7 @@ def test_pipelined_and_split_frames(tmp_path):
             assert sorted(opaques) == list(range(1, 51))
             one = encode_frame(make_request(106, opaque=99))
             for i in range(len(one)):  # one byte per write
-                await conn.send(one[i:i + 1])
+                await conn.send(one[i : i + 1])
                 await asyncio.sleep(0)
             assert b'"opaque":99' in await conn.frame()
             conn.close()
@@ -256,6 +273,7 @@ def test_pipelined_and_split_frames(tmp_path):
 def test_lookup_answers_follow_every_table_change(tmp_path):
     """Lookups are answered from bytes encoded once per table change: each answer is exactly
     what the pure table gives at that moment, whatever the opaque and the header type."""
+
     async def body():
         async with running(tmp_path) as ctl:
             client = await RemotingClient.connect(ctl.host, ctl.port)
@@ -265,24 +283,31 @@ def test_lookup_answers_follow_every_table_change(tmp_path):
             async def lookups() -> list[tuple[int, bytes | None]]:
                 seen = []
                 for version, serialize_type in ((400, JSON), (407, JSON), (407, ROCKETMQ)):
-                    cmd = make_request(105, {"topic": "TopicA"}, opaque=next(opaques), version=version,
-                                       serialize_type=serialize_type)
+                    cmd = make_request(
+                        105, {"topic": "TopicA"}, opaque=next(opaques), version=version, serialize_type=serialize_type
+                    )
                     await conn.send(encode_frame(cmd))
                     answer = await conn.frame()
                     route = ctl.routes.pickup_topic_route_data("TopicA")
                     if route is None:
-                        expected = make_response(cmd, ResponseCode.TOPIC_NOT_EXIST,
-                                                 remark=TOPIC_NOT_EXIST_REMARK.format(topic="TopicA"))
+                        expected = make_response(
+                            cmd, ResponseCode.TOPIC_NOT_EXIST, remark=TOPIC_NOT_EXIST_REMARK.format(topic="TopicA")
+                        )
                     else:
-                        expected = make_response(cmd, ResponseCode.SUCCESS,
-                                                 body=fastjson.encode_route(route, version >= 401))
+                        expected = make_response(
+                            cmd, ResponseCode.SUCCESS, body=fastjson.encode_route(route, version >= 401)
+                        )
                     assert answer == encode_frame(expected)
                     seen.append((expected.code, expected.body))
                 return seen
 
             before = await lookups()
-            for change in (lambda: register(client), lambda: client.wipe_write_perm("broker-a"),
-                           lambda: client.add_write_perm("broker-a"), lambda: client.delete_topic("TopicA")):
+            for change in (
+                lambda: register(client),
+                lambda: client.wipe_write_perm("broker-a"),
+                lambda: client.add_write_perm("broker-a"),
+                lambda: client.delete_topic("TopicA"),
+            ):
                 assert await lookups() == before
                 await change()
                 after = await lookups()
@@ -296,6 +321,7 @@ def test_lookup_answers_follow_every_table_change(tmp_path):
 
 def test_interleaved_pieces_of_many_connections_and_frames_larger_than_one_read(tmp_path):
     """The connections share one receive buffer (channel module): no bytes may cross over."""
+
     async def body():
         async with running(tmp_path) as ctl:
             big = tuple(TopicConfig(f"BigTopic-{i:05d}-{'x' * 100}", 8, 8) for i in range(3000))
@@ -303,12 +329,17 @@ def test_interleaved_pieces_of_many_connections_and_frames_larger_than_one_read(
             await register(client, topics=big)  # a CRC-checked body of 1 MB: several reads
             assert len(ctl.routes.topic_queue_table) == 3000
             conns = [await RawConn.open(ctl) for _ in range(8)]
-            frames = [b"".join(encode_frame(make_request(105, {"topic": big[c * 100 + i].topic}, opaque=c * 1000 + i))
-                               for i in range(20)) for c in range(8)]
+            frames = [
+                b"".join(
+                    encode_frame(make_request(105, {"topic": big[c * 100 + i].topic}, opaque=c * 1000 + i))
+                    for i in range(20)
+                )
+                for c in range(8)
+            ]
             for start in range(0, max(map(len, frames)), 37):  # 37-byte pieces, connection by connection
                 for conn, data in zip(conns, frames, strict=True):
                     if start < len(data):
-                        await conn.send(data[start:start + 37])
+                        await conn.send(data[start : start + 37])
                 await asyncio.sleep(0)
             for c, conn in enumerate(conns):
                 for i in range(20):
@@ -563,7 +594,12 @@ def test_scan_ticks_are_aligned_to_ns_start():
     # docs/nameserver-semantics.md §2.5: start + 5000, + 15000, ...; an entry expiring exactly on a
     # tick survives it (W17)
     assert [next_scan_tick(1000, 5000, 10000, t) for t in (0, 5999, 6000, 15999, 16000)] == [
-        6000, 6000, 16000, 16000, 26000]
+        6000,
+        6000,
+        16000,
+        16000,
+        26000,
+    ]
 
 
 def test_event_log_failure_stops_the_server(tmp_path):
@@ -594,8 +630,12 @@ def test_event_log_failure_stops_the_server(tmp_path):
 
 def test_a_refusal_event_holds_back_no_answer_but_a_change_does(tmp_path):
     async def body():
-        ctl = NameServerController("ns-t", tmp_path, NameServerConfig(listen="127.0.0.1:0"),
-                                   EventLogConfig(durability="group", group_commit_ms=2000))
+        ctl = NameServerController(
+            "ns-t",
+            tmp_path,
+            NameServerConfig(listen="127.0.0.1:0"),
+            EventLogConfig(durability="group", group_commit_ms=2000),
+        )
         await ctl.start()
         client = await RemotingClient.connect(ctl.host, ctl.port)
         refused = await asyncio.wait_for(client.request(make_request(217, {})), 1)  # rejected/unknown_code
@@ -620,8 +660,12 @@ def test_a_refusal_event_holds_back_no_answer_but_a_change_does(tmp_path):
 
 def test_answer_waits_for_durable_event_and_shutdown_finishes_it(tmp_path):
     async def body():
-        ctl = NameServerController("ns-t", tmp_path, NameServerConfig(listen="127.0.0.1:0"),
-                                   EventLogConfig(durability="group", group_commit_ms=300))
+        ctl = NameServerController(
+            "ns-t",
+            tmp_path,
+            NameServerConfig(listen="127.0.0.1:0"),
+            EventLogConfig(durability="group", group_commit_ms=300),
+        )
         await ctl.start()
         client = await RemotingClient.connect(ctl.host, ctl.port)
         pending = asyncio.ensure_future(register(client))
@@ -660,10 +704,22 @@ def test_shutdown_answers_every_request_already_received(tmp_path, monkeypatch):
 # ------------------------------------------------------------ the process (docs/interfaces.md)
 
 
-def start_server(events_dir: Path, ns_id: str, *args: str, config: Path | None = None) -> tuple[subprocess.Popen, str, int]:
+def start_server(
+    events_dir: Path, ns_id: str, *args: str, config: Path | None = None
+) -> tuple[subprocess.Popen, str, int]:
     """``python -m nameserver`` on 127.0.0.1:0; returns the process and the address of its ready line."""
-    cmd = [sys.executable, "-m", "nameserver", "--ns-id", ns_id, "--listen", "127.0.0.1:0", "--events",
-           str(events_dir), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nameserver",
+        "--ns-id",
+        ns_id,
+        "--listen",
+        "127.0.0.1:0",
+        "--events",
+        str(events_dir),
+        *args,
+    ]
     if config is not None:
         cmd += ["--config", str(config)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -674,7 +730,7 @@ def start_server(events_dir: Path, ns_id: str, *args: str, config: Path | None =
     line = proc.stdout.readline().strip()
     prefix = f"nameserver {ns_id} listening on "
     assert line.startswith(prefix), (line, proc.stderr.read() if proc.poll() is not None else "")
-    host, _, port = line[len(prefix):].rpartition(":")
+    host, _, port = line[len(prefix) :].rpartition(":")
     return proc, host, int(port)
 
 
@@ -739,11 +795,14 @@ def test_process_crash_and_restart_continue_the_log(tmp_path):
     assert all(s.state == "closed" for s in list_segments(tmp_path, "ns-k"))
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--listen", "nope"], "--listen must be HOST:PORT"),
-    (["--broker-expiry-ms", "0"], "broker-expiry-ms must be > 0"),
-    (["--config", "/nonexistent/ns.toml"], "config file not found"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--listen", "nope"], "--listen must be HOST:PORT"),
+        (["--broker-expiry-ms", "0"], "broker-expiry-ms must be > 0"),
+        (["--config", "/nonexistent/ns.toml"], "config file not found"),
+    ],
+)
 def test_bad_flags_are_one_line_errors(tmp_path, args, message):
     cmd = [sys.executable, "-m", "nameserver", "--ns-id", "ns-x", "--events", str(tmp_path), *args]
     if "--listen" not in args:
@@ -760,18 +819,33 @@ def test_port_in_use_is_a_user_error(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "nameserver", "--ns-id", "ns-x", "--events", str(tmp_path),
-             "--listen", f"127.0.0.1:{port}"], capture_output=True, text=True, timeout=30)
+            [
+                sys.executable,
+                "-m",
+                "nameserver",
+                "--ns-id",
+                "ns-x",
+                "--events",
+                str(tmp_path),
+                "--listen",
+                f"127.0.0.1:{port}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert result.returncode == 2 and "cannot start name server" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_config_file_and_flags(tmp_path):
     config = tmp_path / "ns.toml"
-    config.write_text("[nameserver]\nbroker_expiry_ms = 7000\nscan_interval_ms = 3000\n"
-                      "[eventlog]\ndurability = \"fsync\"\n")
+    config.write_text(
+        '[nameserver]\nbroker_expiry_ms = 7000\nscan_interval_ms = 3000\n[eventlog]\ndurability = "fsync"\n'
+    )
     proc, host, port = start_server(tmp_path / "ev", "ns-c", "--scan-interval-ms", "2000", config=config)
     try:
+
         async def ask():
             client = await RemotingClient.connect(host, port)
             await register(client)

@@ -39,8 +39,9 @@ TOPICS = [TopicConfig("TopicA", 8, 8)]
 @contextlib.asynccontextmanager
 async def running(events_dir: Path, access: AccessController | None, ns_id: str = "ns-acl"):
     """An in-process server on 127.0.0.1:0 with this access control, stopped (``ns_stop``) on exit."""
-    controller = NameServerController(ns_id, events_dir, NameServerConfig(listen="127.0.0.1:0"),
-                                      EventLogConfig(), access=access)
+    controller = NameServerController(
+        ns_id, events_dir, NameServerConfig(listen="127.0.0.1:0"), EventLogConfig(), access=access
+    )
     await controller.start()
     try:
         yield controller
@@ -57,8 +58,9 @@ async def connect(ctl: NameServerController, credentials: Credentials | None = N
 
 
 async def register(client: RemotingClient, addr: str = M, cluster: str = "C1", name: str = "broker-a"):
-    return await client.register_broker(cluster, addr, name, 0, addr.replace("10911", "10912"), DataVersion(100, 1),
-                                        TOPICS)
+    return await client.register_broker(
+        cluster, addr, name, 0, addr.replace("10911", "10912"), DataVersion(100, 1), TOPICS
+    )
 
 
 def rejected(events_dir: Path, ns_id: str = "ns-acl") -> list[dict]:
@@ -98,9 +100,12 @@ def test_unsigned_and_forged_changes_are_refused_and_logged(tmp_path):
     assert list(cluster["broker_addr_table"]) == ["broker-a"]
     refused = rejected(tmp_path)
     assert [(e["request_code"], e["reason"], e["detail"], e.get("access_key")) for e in refused] == [
-        (103, "no_permission", "unsigned", None), (103, "no_permission", "bad signature", "broker"),
-        (104, "no_permission", "unsigned", None), (104, "no_permission", "bad signature", "broker"),
-        (205, "no_permission", "unsigned", None), (205, "no_permission", "bad signature", "broker"),
+        (103, "no_permission", "unsigned", None),
+        (103, "no_permission", "bad signature", "broker"),
+        (104, "no_permission", "unsigned", None),
+        (104, "no_permission", "bad signature", "broker"),
+        (205, "no_permission", "unsigned", None),
+        (205, "no_permission", "bad signature", "broker"),
     ]
     assert refused[0]["broker_addr"] == "127.0.0.1:20911" and refused[0]["remote"].startswith("127.0.0.1:")
     types = [e["type"] for e in read_events(tmp_path, "ns-acl")]
@@ -113,11 +118,14 @@ def test_signed_changes_are_accepted(tmp_path):
             broker, admin = await connect(ctl, BROKER), await connect(ctl, ADMIN)
             codes = [(await register(broker)).code]
             wipe = await admin.wipe_write_perm("broker-a")
-            codes += [wipe.code, (await admin.add_write_perm("broker-a")).code,
-                      (await admin.put_kv_config("ns", "k", "v")).code,
-                      (await admin.update_namesrv_config("a=b\n")).code,
-                      (await admin.delete_topic("TopicA")).code,
-                      (await broker.unregister_broker("C1", M, "broker-a", 0)).code]
+            codes += [
+                wipe.code,
+                (await admin.add_write_perm("broker-a")).code,
+                (await admin.put_kv_config("ns", "k", "v")).code,
+                (await admin.update_namesrv_config("a=b\n")).code,
+                (await admin.delete_topic("TopicA")).code,
+                (await broker.unregister_broker("C1", M, "broker-a", 0)).code,
+            ]
             await broker.close()
             await admin.close()
             return codes, wipe.ext_fields
@@ -133,17 +141,24 @@ def test_allowlists_refuse_foreign_clusters_and_addresses(tmp_path):
     async def scenario():
         async with running(tmp_path, guarded(["127.0.0.0/8"], ["C1"])) as ctl:
             broker = await connect(ctl, BROKER)
-            answers = [await register(broker, cluster="Evil"), await register(broker, "10.9.9.9:10911"),
-                       await register(broker)]
+            answers = [
+                await register(broker, cluster="Evil"),
+                await register(broker, "10.9.9.9:10911"),
+                await register(broker),
+            ]
             await broker.close()
             return answers
 
     answers = arun(scenario())
     assert [(a.code, a.remark) for a in answers] == [
-        (16, "no permission: cluster Evil not allowed"), (16, "no permission: address 10.9.9.9 not allowed"),
-        (0, None)]
+        (16, "no permission: cluster Evil not allowed"),
+        (16, "no permission: address 10.9.9.9 not allowed"),
+        (0, None),
+    ]
     assert [(e["detail"], e["access_key"], e["cluster"]) for e in rejected(tmp_path)] == [
-        ("cluster Evil not allowed", "broker", "Evil"), ("address 10.9.9.9 not allowed", "broker", "C1")]
+        ("cluster Evil not allowed", "broker", "Evil"),
+        ("address 10.9.9.9 not allowed", "broker", "C1"),
+    ]
 
 
 def test_a_peer_outside_the_networks_is_refused(tmp_path):
@@ -188,8 +203,17 @@ def test_a_signed_fleet_registers_and_admin_faults_pass(tmp_path):
 
     async def scenario():
         async with running(tmp_path, guarded(["127.0.0.0/8", "10.0.0.0/8"])) as ctl:
-            options = FleetOptions(servers=((ctl.host, ctl.port),), brokers=4, slaves=1, topics=6, duration_s=1.0,
-                                   period_ms=300, faults=("wipe", "delete_topic"), seed=5, credentials=ADMIN)
+            options = FleetOptions(
+                servers=((ctl.host, ctl.port),),
+                brokers=4,
+                slaves=1,
+                topics=6,
+                duration_s=1.0,
+                period_ms=300,
+                faults=("wipe", "delete_topic"),
+                seed=5,
+                credentials=ADMIN,
+            )
             fleet = Fleet(options, out=Out())
             await fleet.start()
             await fleet.run()
@@ -208,8 +232,17 @@ def test_fleet_credentials_come_from_the_config_not_flags(tmp_path, monkeypatch)
     config = tmp_path / "fleet.toml"
     config.write_text('[security]\nsecrets_env = "NSA_FLEET_KEYS"\naccess_key = "admin"\n')
     monkeypatch.setenv("NSA_FLEET_KEYS", f"broker={SECRET},admin={ADMIN_SECRET}")
-    args = Namespace(ns="127.0.0.1:9876", brokers=2, slaves=0, topics=2, duration=1.0, period_ms=500, faults="none",
-                     seed=1, config=str(config))
+    args = Namespace(
+        ns="127.0.0.1:9876",
+        brokers=2,
+        slaves=0,
+        topics=2,
+        duration=1.0,
+        period_ms=500,
+        faults="none",
+        seed=1,
+        config=str(config),
+    )
     assert options_from_args(args).credentials == ADMIN
     monkeypatch.delenv("NSA_FLEET_KEYS")
     with pytest.raises(SecretsError, match="NSA_FLEET_KEYS"):
@@ -233,8 +266,9 @@ def serve_once(tmp_path: Path, monkeypatch, access: AccessController | None, sho
     monkeypatch.setattr(NameServerController, "start", start)
 
     async def scenario():
-        task = asyncio.ensure_future(serve("ns-n", str(tmp_path), NameServerConfig(listen="127.0.0.1:0"),
-                                           EventLogConfig(), access))
+        task = asyncio.ensure_future(
+            serve("ns-n", str(tmp_path), NameServerConfig(listen="127.0.0.1:0"), EventLogConfig(), access)
+        )
         while not started:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)
@@ -244,13 +278,24 @@ def serve_once(tmp_path: Path, monkeypatch, access: AccessController | None, sho
     assert arun(scenario()) == 0
 
 
-@pytest.mark.parametrize("shown_host, access, expected", [
-    ("0.0.0.0", None, "nameserver ns-n: listening on all interfaces; brokers and clients on the network can "
-                      "reach it; enable [security] to restrict route changes"),
-    ("10.1.2.3", "on", "nameserver ns-n: listening on a non-loopback address (10.1.2.3); brokers and clients on "
-                       "the network can reach it; [security] is enabled: route changes need a signed request"),
-    ("127.0.0.1", None, None),
-])
+@pytest.mark.parametrize(
+    "shown_host, access, expected",
+    [
+        (
+            "0.0.0.0",
+            None,
+            "nameserver ns-n: listening on all interfaces; brokers and clients on the network can "
+            "reach it; enable [security] to restrict route changes",
+        ),
+        (
+            "10.1.2.3",
+            "on",
+            "nameserver ns-n: listening on a non-loopback address (10.1.2.3); brokers and clients on "
+            "the network can reach it; [security] is enabled: route changes need a signed request",
+        ),
+        ("127.0.0.1", None, None),
+    ],
+)
 def test_start_up_notice_on_stderr(tmp_path, monkeypatch, capsys, shown_host, access, expected):
     serve_once(tmp_path, monkeypatch, guarded() if access else None, shown_host)
     out, err = capsys.readouterr()
@@ -262,12 +307,28 @@ def test_enabled_without_loadable_secrets_is_a_one_line_error(tmp_path, monkeypa
     config = tmp_path / "acl.toml"
     config.write_text('[security]\nenabled = true\nsecrets_env = "NSA_UNSET_VAR"\n')
     monkeypatch.delenv("NSA_UNSET_VAR", raising=False)
-    result = subprocess.run([sys.executable, "-m", "nameserver", "--ns-id", "ns-x", "--events", str(tmp_path),
-                             "--listen", "127.0.0.1:0", "--config", str(config)], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nameserver",
+            "--ns-id",
+            "ns-x",
+            "--events",
+            str(tmp_path),
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
-        "nsaudit nameserver: error: security.secrets_env names 'NSA_UNSET_VAR', which is not set"]
+        "nsaudit nameserver: error: security.secrets_env names 'NSA_UNSET_VAR', which is not set"
+    ]
 
 
 # ------------------------------------------------------------------------------ no leaks
@@ -281,8 +342,10 @@ def test_no_secret_reaches_logs_events_stderr_exceptions_or_reprs(tmp_path, monk
     secrets_file.write_text(f"# fleet\nbroker={SECRET}\n")
     monkeypatch.setenv("NSA_ADMIN_KEYS", f"admin={ADMIN_SECRET}")
     config = tmp_path / "acl.toml"
-    config.write_text(f'[security]\nenabled = true\nallowed_networks = ["127.0.0.0/8"]\n'
-                      f'allowed_clusters = ["C1"]\nsecrets_file = "{secrets_file}"\nsecrets_env = "NSA_ADMIN_KEYS"\n')
+    config.write_text(
+        f'[security]\nenabled = true\nallowed_networks = ["127.0.0.0/8"]\n'
+        f'allowed_clusters = ["C1"]\nsecrets_file = "{secrets_file}"\nsecrets_env = "NSA_ADMIN_KEYS"\n'
+    )
     texts: list[str] = []
 
     # the CLI server: its stdout, stderr and event log
@@ -290,14 +353,21 @@ def test_no_secret_reaches_logs_events_stderr_exceptions_or_reprs(tmp_path, monk
 
     async def traffic(host: str, port: int) -> list[str]:
         seen = []
-        clients = [await RemotingClient.connect(host, port, credentials=c)
-                   for c in (BROKER, ADMIN, None, Credentials("broker", "wrong"), Credentials(SECRET, SECRET))]
+        clients = [
+            await RemotingClient.connect(host, port, credentials=c)
+            for c in (BROKER, ADMIN, None, Credentials("broker", "wrong"), Credentials(SECRET, SECRET))
+        ]
         for client in clients:
-            for answer in (await register(client), await register(client, "10.9.9.9:10911"),
-                           await register(client, cluster="Evil"), await client.wipe_write_perm("broker-a"),
-                           await client.update_namesrv_config("kvConfigPath=/x\n"),
-                           await client.put_kv_config("n", "k", "v"), await client.get_namesrv_config(),
-                           await client.unregister_broker("C1", M, "broker-a", 0)):
+            for answer in (
+                await register(client),
+                await register(client, "10.9.9.9:10911"),
+                await register(client, cluster="Evil"),
+                await client.wipe_write_perm("broker-a"),
+                await client.update_namesrv_config("kvConfigPath=/x\n"),
+                await client.put_kv_config("n", "k", "v"),
+                await client.get_namesrv_config(),
+                await client.unregister_broker("C1", M, "broker-a", 0),
+            ):
                 seen.append(repr(answer))
                 seen.append((answer.body or b"").decode("utf-8", "replace"))
             if client.credentials is None or client.credentials.access_key != SECRET:
@@ -312,8 +382,9 @@ def test_no_secret_reaches_logs_events_stderr_exceptions_or_reprs(tmp_path, monk
     texts += [proc.stdout.read(), proc.stderr.read()]
 
     # in process: the controller, its processor and access control, with logging captured
-    ns_config, eventlog_config, access = build_config(Namespace(
-        config=str(config), listen="127.0.0.1:0", broker_expiry_ms=None, scan_interval_ms=None, ns_id="ns-in"))
+    ns_config, eventlog_config, access = build_config(
+        Namespace(config=str(config), listen="127.0.0.1:0", broker_expiry_ms=None, scan_interval_ms=None, ns_id="ns-in")
+    )
     texts += [repr(access), repr(access.secrets), str(access.secrets), repr(ns_config), repr(load_config(config))]
 
     async def in_process():
@@ -336,7 +407,7 @@ def test_no_secret_reaches_logs_events_stderr_exceptions_or_reprs(tmp_path, monk
         SecretStore({"broker": SECRET}).credentials("nobody")
     texts.append(str(info.value))
     with pytest.raises(ConfigError) as config_error:
-        load_config(_write(tmp_path / "bad.toml", '[security]\nenabled = true\n'))
+        load_config(_write(tmp_path / "bad.toml", "[security]\nenabled = true\n"))
     texts.append(str(config_error.value))
 
     texts += [p.read_text() for p in tmp_path.rglob("events-*")]

@@ -135,7 +135,10 @@ def test_a_signature_outside_the_freshness_window_is_refused(tmp_path):
 
     answers = arun(scenario())
     assert [(a.code, a.remark) for a in answers] == [
-        (16, "no permission: timestamp outside window"), (16, "no permission: timestamp outside window"), (0, None)]
+        (16, "no permission: timestamp outside window"),
+        (16, "no permission: timestamp outside window"),
+        (0, None),
+    ]
     assert refusals(tmp_path) == [(103, "no_permission", "timestamp outside window")] * 2
 
 
@@ -152,6 +155,7 @@ async def keep_poking(client: RemotingClient, seconds: float) -> list[int]:
 def liveness_scenario(tmp_path: Path, poker: Credentials | None):
     """A signed broker registers and falls silent (its connection stays open); ``poker`` sends
     904/322 for it past the expiry."""
+
     async def scenario():
         timers = dict(broker_expiry_ms=600, scan_interval_ms=100, first_scan_delay_ms=50)
         async with running(tmp_path, AccessController(SecretStore({"broker": SECRET})), **timers) as ctl:
@@ -209,9 +213,15 @@ def test_rocketmq_style_signatures_pass_only_in_the_compatibility_mode(tmp_path)
                 if client is ours:
                     client._sign(cmd)
                 answers.append((await send_frame(client, encode_frame(cmd), cmd.opaque)).code)
-            heartbeat = rocketmq_signed(simple_request(RequestCode.QUERY_DATA_VERSION, {
-                "clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a", "brokerId": "0"},
-                fastjson.encode_data_version(VERSION)), "broker", SECRET)
+            heartbeat = rocketmq_signed(
+                simple_request(
+                    RequestCode.QUERY_DATA_VERSION,
+                    {"clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a", "brokerId": "0"},
+                    fastjson.encode_data_version(VERSION),
+                ),
+                "broker",
+                SECRET,
+            )
             heartbeat.opaque = 30
             answers.append((await send_frame(peer, encode_frame(heartbeat), 30)).code)
             await peer.close()
@@ -221,5 +231,7 @@ def test_rocketmq_style_signatures_pass_only_in_the_compatibility_mode(tmp_path)
     # strict (the default): our own signatures only; compatibility: RocketMQ's as well
     assert arun(scenario(False, tmp_path / "strict")) == [16, 0, 16]
     assert arun(scenario(True, tmp_path / "compat")) == [0, 0, 0]
-    assert refusals(tmp_path / "strict") == [(103, "no_permission", "bad signature"),
-                                            (322, "no_permission", "bad signature")]
+    assert refusals(tmp_path / "strict") == [
+        (103, "no_permission", "bad signature"),
+        (322, "no_permission", "bad signature"),
+    ]

@@ -22,8 +22,9 @@ def topics(n: int, prefix: str = "T") -> list[TopicConfig]:
 
 
 def register(addr: str, name: str, topic_list: list[TopicConfig], compressed: bool = False):
-    return register_broker_request("C1", addr, name, 0, addr.replace("10911", "10912"), DataVersion(1, 1), topic_list,
-                                   compressed=compressed)
+    return register_broker_request(
+        "C1", addr, name, 0, addr.replace("10911", "10912"), DataVersion(1, 1), topic_list, compressed=compressed
+    )
 
 
 def bomb(addr: str, filler: str = "") -> object:
@@ -69,8 +70,9 @@ def test_registrations_over_a_cap_are_refused_clearly_logged_and_change_nothing(
     events = events_of(tmp_path)
     rejected = [e for e in events if e["type"] == "rejected"]
     assert [(e["reason"], e["broker_addr"], e["broker_name"], e["cluster"]) for e in rejected] == [
-        ("register_too_large", f"10.0.0.{i}:10911", name, "C1") for i, name in ((2, "b2"), (3, "b3"), (4, "b4"),
-                                                                                  (5, "bomb"))]
+        ("register_too_large", f"10.0.0.{i}:10911", name, "C1")
+        for i, name in ((2, "b2"), (3, "b3"), (4, "b4"), (5, "bomb"))
+    ]
     assert [e["detail"] for e in rejected] == [a.remark for a in answers.values()]
     assert [e["type"] for e in events if e["type"] in ("register", "heartbeat")] == ["register"]
 
@@ -110,7 +112,12 @@ def test_a_large_compressed_registration_is_inflated_off_the_loop_in_its_connect
 
     answers = arun(body())
     assert [a.opaque for a in answers] == [1, 2, 3, 4, 5]  # in the connection's order
-    assert [a.code for a in answers] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR,
-                                         ResponseCode.SYSTEM_ERROR, ResponseCode.SUCCESS]
+    assert [a.code for a in answers] == [
+        ResponseCode.SUCCESS,
+        ResponseCode.SUCCESS,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SYSTEM_ERROR,
+        ResponseCode.SUCCESS,
+    ]
     assert "8000 topics > max_register_topics 5000" in answers[2].remark
     assert "inflates beyond" in answers[3].remark

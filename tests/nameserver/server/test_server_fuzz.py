@@ -116,8 +116,9 @@ def command(code, ext, body, version, flag, stype) -> RemotingCommand:
 def unknown_code(draw):
     code = draw(int16.filter(lambda c: c not in SUPPORTED_CODES))
     ext = draw(st.dictionaries(texts, texts, max_size=3))
-    return command(code, ext, draw(st.binary(max_size=24)), draw(st.integers(0, 500)), draw(flags),
-                   draw(serialize_types))
+    return command(
+        code, ext, draw(st.binary(max_size=24)), draw(st.integers(0, 500)), draw(flags), draw(serialize_types)
+    )
 
 
 def _valid_values(code: int) -> dict[str, str]:
@@ -140,18 +141,27 @@ def missing_required(draw):
 
 @st.composite
 def unparsable_broker_id(draw):
-    code = draw(st.sampled_from([RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
-                                 RequestCode.QUERY_DATA_VERSION]))
+    code = draw(
+        st.sampled_from([RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.QUERY_DATA_VERSION])
+    )
     ext = _valid_values(code)
-    ext["brokerId"] = draw(st.one_of(
-        st.text(min_size=1, max_size=8).filter(lambda t: not t.strip("+-").isdigit() or not t.isascii()),
-        st.integers(2**63, 2**70).map(str)))
+    ext["brokerId"] = draw(
+        st.one_of(
+            st.text(min_size=1, max_size=8).filter(lambda t: not t.strip("+-").isdigit() or not t.isascii()),
+            st.integers(2**63, 2**70).map(str),
+        )
+    )
     return command(code, ext, None, 407, draw(flags), draw(serialize_types))
 
 
 def _register_ext(**overrides) -> dict[str, str]:
-    ext = {"brokerName": "fuzz-broker", "brokerAddr": "10.251.0.1:10911", "clusterName": "FuzzCluster",
-           "haServerAddr": "10.251.0.1:10912", "brokerId": "0"}
+    ext = {
+        "brokerName": "fuzz-broker",
+        "brokerAddr": "10.251.0.1:10911",
+        "clusterName": "FuzzCluster",
+        "haServerAddr": "10.251.0.1:10912",
+        "brokerId": "0",
+    }
     ext.update(overrides)
     return ext
 
@@ -188,8 +198,15 @@ def bad_data_version_body(draw):
     return command(322, _valid_values(322), body, 407, draw(flags), draw(serialize_types))
 
 
-refused_requests = st.one_of(unknown_code(), missing_required(), unparsable_broker_id(), bad_register_body(),
-                             crc_mismatch(), negative_version(), bad_data_version_body())
+refused_requests = st.one_of(
+    unknown_code(),
+    missing_required(),
+    unparsable_broker_id(),
+    bad_register_body(),
+    crc_mismatch(),
+    negative_version(),
+    bad_data_version_body(),
+)
 
 # ---------------------------------------------------------------------- malformed frames (§9.1)
 
@@ -234,8 +251,13 @@ def json_not_json(draw):  # starts with '{' and ends with ',': never valid JSON
     return json_header_frame(b"{" + draw(st.binary(max_size=40)) + b",")
 
 
-json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40),
-                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
 
 
 @st.composite
@@ -246,19 +268,27 @@ def json_not_object(draw):
 
 @st.composite
 def json_wrong_field(draw):
-    header = {"code": 105, "flag": 0, "language": "JAVA", "opaque": 1, "version": 407,
-              "extFields": {"topic": "T"}}
+    header = {"code": 105, "flag": 0, "language": "JAVA", "opaque": 1, "version": 407, "extFields": {"topic": "T"}}
     if draw(st.booleans()):
-        bad = draw(st.one_of(st.text(max_size=5), st.booleans(), st.floats(allow_nan=False, allow_infinity=False),
-                             st.lists(st.integers(), max_size=2), st.integers(2**31, 2**60),
-                             st.integers(-(2**60), -(2**31) - 1)))
+        bad = draw(
+            st.one_of(
+                st.text(max_size=5),
+                st.booleans(),
+                st.floats(allow_nan=False, allow_infinity=False),
+                st.lists(st.integers(), max_size=2),
+                st.integers(2**31, 2**60),
+                st.integers(-(2**60), -(2**31) - 1),
+            )
+        )
         header[draw(st.sampled_from(["code", "flag", "opaque", "version"]))] = bad
     elif draw(st.booleans()):
-        header["extFields"] = draw(st.one_of(st.text(max_size=5), st.integers(), st.lists(st.text(), max_size=2),
-                                             st.booleans()))
+        header["extFields"] = draw(
+            st.one_of(st.text(max_size=5), st.integers(), st.lists(st.text(), max_size=2), st.booleans())
+        )
     else:
-        header["extFields"]["nested"] = draw(st.one_of(st.dictionaries(texts, texts, max_size=2),
-                                                       st.lists(texts, max_size=2)))
+        header["extFields"]["nested"] = draw(
+            st.one_of(st.dictionaries(texts, texts, max_size=2), st.lists(texts, max_size=2))
+        )
     return json_header_frame(json_text(header))
 
 
@@ -270,8 +300,11 @@ def rocketmq_bad_header(draw):
     def fixed(remark_length):
         return RMQ_FIXED.pack(105, 0, 407, 1, 0, remark_length)
 
-    kind = draw(st.sampled_from(["short", "remark_negative", "remark_overrun", "ext_negative", "ext_overrun",
-                                 "entry_overrun", "leftover"]))
+    kind = draw(
+        st.sampled_from(
+            ["short", "remark_negative", "remark_overrun", "ext_negative", "ext_overrun", "entry_overrun", "leftover"]
+        )
+    )
     if kind == "short":
         header = draw(st.binary(max_size=20))
     elif kind == "remark_negative":
@@ -292,8 +325,15 @@ def rocketmq_bad_header(draw):
     return prefix(4 + len(header), 1, len(header)) + header
 
 
-malformed_frames = st.one_of(bad_length(), header_overrun(), unknown_serialize_type(), json_not_json(),
-                             json_not_object(), json_wrong_field(), rocketmq_bad_header())
+malformed_frames = st.one_of(
+    bad_length(),
+    header_overrun(),
+    unknown_serialize_type(),
+    json_not_json(),
+    json_not_object(),
+    json_wrong_field(),
+    rocketmq_bad_header(),
+)
 
 
 @st.composite
@@ -343,9 +383,19 @@ def test_fuzzed_frames_are_refused_logged_and_survived(tmp_path):
     proc, host, port = start_server(tmp_path, "ns-fuzz")
     try:
         broker = SyncConn(host, port)  # stays open: the guard's broker must not leave
-        broker.send(encode_frame(register_broker_request(
-            "GuardCluster", GUARD_ADDR, "guard-broker", 0, "10.250.250.250:10912", DataVersion(1, 1),
-            [TopicConfig(GUARD_TOPIC, 8, 8)])))
+        broker.send(
+            encode_frame(
+                register_broker_request(
+                    "GuardCluster",
+                    GUARD_ADDR,
+                    "guard-broker",
+                    0,
+                    "10.250.250.250:10912",
+                    DataVersion(1, 1),
+                    [TopicConfig(GUARD_TOPIC, 8, 8)],
+                )
+            )
+        )
         assert broker.recv_commands(1)[0].code == 0
         probe = SyncConn(host, port)
         probe.send(encode_frame(route_request(GUARD_TOPIC)) + encode_frame(RemotingCommand(106, 0, 407, 1, 0)))
@@ -355,11 +405,18 @@ def test_fuzzed_frames_are_refused_logged_and_survived(tmp_path):
         guard.start()
         sent = Counter()
 
-        @settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
-        @given(refused=st.lists(refused_requests, min_size=REFUSED_PER_BATCH[0], max_size=REFUSED_PER_BATCH[1]),
-               malformed=st.lists(malformed_frames, min_size=MALFORMED_PER_BATCH[0], max_size=MALFORMED_PER_BATCH[1]),
-               truncated=st.lists(truncated_frame(), max_size=1))
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(
+            refused=st.lists(refused_requests, min_size=REFUSED_PER_BATCH[0], max_size=REFUSED_PER_BATCH[1]),
+            malformed=st.lists(malformed_frames, min_size=MALFORMED_PER_BATCH[0], max_size=MALFORMED_PER_BATCH[1]),
+            truncated=st.lists(truncated_frame(), max_size=1),
+        )
         def one_batch(refused, malformed, truncated):
             conn = SyncConn(host, port)
             for opaque, cmd in enumerate(refused, start=1):
@@ -400,8 +457,10 @@ def test_fuzzed_frames_are_refused_logged_and_survived(tmp_path):
         assert set(reasons) <= {"malformed_frame", "unknown_code", "bad_header", "bad_body", "crc_mismatch"}
         assert [e["broker_addr"] for e in events if e["type"] in ("register", "heartbeat")] == [GUARD_ADDR]
         assert not [e for e in events if e["type"] in ("unregister", "expire", "delete_topic", "wipe_write_perm")]
-        print(f"fuzz: {sent['refused']} refused + {sent['malformed']} malformed + {sent['truncated']} truncated "
-              f"frames; guard {guard.answers} answers")
+        print(
+            f"fuzz: {sent['refused']} refused + {sent['malformed']} malformed + {sent['truncated']} truncated "
+            f"frames; guard {guard.answers} answers"
+        )
         broker.close()
     finally:
         assert stop_server(proc) == 0

@@ -88,7 +88,9 @@ def test_pipelined_lookups_answer_as_the_full_path_before_and_after_a_table_chan
             after = await lookup_batch(ctl, conn, 500)
             assert all(answer == expected for answer, expected in after)
             assert len(calls) == len(LOOKUPS)
-            changed = [i for i, ((old, _), (new, _)) in enumerate(zip(before, after, strict=True)) if body(old) != body(new)]
+            changed = [
+                i for i, ((old, _), (new, _)) in enumerate(zip(before, after, strict=True)) if body(old) != body(new)
+            ]
             assert changed == [i for i, cmd in enumerate(LOOKUPS) if cmd.ext_fields["topic"] == "TopicA"]
             conn.close()
             await broker.close()
@@ -101,6 +103,7 @@ def test_a_registration_in_the_same_read_is_answered_first_and_seen_by_the_looku
     """Lookup, registration, lookup in one write: the answers keep their order (the
     registration's waits for its event's fsync, and the lookup after it waits behind it, even
     when the route stays the same), and the second lookup shows the registration."""
+
     async def run():
         async with running(tmp_path) as ctl:
             broker = await RemotingClient.connect(ctl.host, ctl.port)
@@ -111,8 +114,11 @@ def test_a_registration_in_the_same_read_is_answered_first_and_seen_by_the_looku
             before = full_path_answer(ctl, dataclasses.replace(lookup, opaque=2))
             registration = register_broker_request("C1", addr, name, 0, addr.replace("10911", "10912"), dv1, [A])
             registration.opaque = 3
-            await conn.send(encode_frame(dataclasses.replace(lookup, opaque=2)) + encode_frame(registration)
-                            + encode_frame(dataclasses.replace(lookup, opaque=4)))
+            await conn.send(
+                encode_frame(dataclasses.replace(lookup, opaque=2))
+                + encode_frame(registration)
+                + encode_frame(dataclasses.replace(lookup, opaque=4))
+            )
             answers = [await conn.frame() for _ in range(3)]
             assert [decoded(answer).opaque for answer in answers] == [2, 3, 4]
             assert decoded(answers[1]).code == 0
@@ -125,13 +131,20 @@ def test_a_registration_in_the_same_read_is_answered_first_and_seen_by_the_looku
     arun(run())
 
 
-@pytest.mark.parametrize("bad", [
-    # the known header with an opaque outside int32: refused by the decoder
-    # (docs/remoting-protocol.md §9.1)
-    frame(encode_frame(make_request(105, {"topic": "TopicA"}, opaque=1))[8:].replace(b'"opaque":1,',
-                                                                                  b'"opaque":2147483648,')),
-    bytes.fromhex("00000006020000027b7d"),  # an unknown serialize type (D5d)
-], ids=["opaque-out-of-range", "unknown-serialize-type"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        # the known header with an opaque outside int32: refused by the decoder
+        # (docs/remoting-protocol.md §9.1)
+        frame(
+            encode_frame(make_request(105, {"topic": "TopicA"}, opaque=1))[8:].replace(
+                b'"opaque":1,', b'"opaque":2147483648,'
+            )
+        ),
+        bytes.fromhex("00000006020000027b7d"),  # an unknown serialize type (D5d)
+    ],
+    ids=["opaque-out-of-range", "unknown-serialize-type"],
+)
 def test_a_malformed_frame_among_known_lookups_closes_only_its_connection(tmp_path, bad):
     async def run():
         async with running(tmp_path) as ctl:
@@ -140,8 +153,11 @@ def test_a_malformed_frame_among_known_lookups_closes_only_its_connection(tmp_pa
             conn, other = await RawConn.open(ctl), await RawConn.open(ctl)
             lookup = make_request(105, {"topic": "TopicA"})
             await lookup_batch(ctl, conn, 1)
-            await conn.send(b"".join(encode_frame(dataclasses.replace(lookup, opaque=i)) for i in (20, 21))
-                            + bad + encode_frame(dataclasses.replace(lookup, opaque=22)))
+            await conn.send(
+                b"".join(encode_frame(dataclasses.replace(lookup, opaque=i)) for i in (20, 21))
+                + bad
+                + encode_frame(dataclasses.replace(lookup, opaque=22))
+            )
             answers = [await conn.frame() for _ in range(2)]
             assert answers == [full_path_answer(ctl, dataclasses.replace(lookup, opaque=i)) for i in (20, 21)]
             assert await conn.closed_by_peer()

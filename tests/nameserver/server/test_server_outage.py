@@ -49,8 +49,13 @@ async def wait_until(condition: Callable[[], bool], timeout: float, what: str) -
 
 
 async def start(events_dir: Path, **config) -> NameServerController:
-    controller = NameServerController("ns-o", events_dir, NameServerConfig(listen="127.0.0.1:0", **config),
-                                      EventLogConfig(durability="group"), clock=strictly_increasing_clock())
+    controller = NameServerController(
+        "ns-o",
+        events_dir,
+        NameServerConfig(listen="127.0.0.1:0", **config),
+        EventLogConfig(durability="group"),
+        clock=strictly_increasing_clock(),
+    )
     await controller.start()
     return controller
 
@@ -94,10 +99,11 @@ def steps(ctl: NameServerController, client: RemotingClient) -> list[Step]:
         async def send(i: int) -> RemotingCommand:
             refreshed[i] = routes.broker_live_table[H].last_update
             return await client.request(simple_request(code, ext, body))
+
         return send
 
     def number(text: str, prefix: str) -> int | None:
-        return int(text[len(prefix):]) if text.startswith(prefix) else None
+        return int(text[len(prefix) :]) if text.startswith(prefix) else None
 
     def of_type(kind: str, key: str, prefix: str) -> Callable[[dict], object]:
         return lambda e: number(e.get(key) or "", prefix) if e["type"] == kind else None
@@ -107,28 +113,67 @@ def steps(ctl: NameServerController, client: RemotingClient) -> list[Step]:
 
     h_ext = {"clusterName": "C1", "brokerAddr": H, "brokerName": "bh", "brokerId": 0}
     return [
-        Step(103, lambda i: register(client, f"10.2.0.{i}:10911", f"br-{i}", [TopicConfig(f"TR-{i}", 4, 4)]),
-             lambda i: f"10.2.0.{i}:10911" in routes.broker_live_table, of_type("register", "broker_name", "br-")),
-        Step(104, lambda i: client.unregister_broker("C1", f"10.1.0.{i}:10911", f"bu-{i}", 0),
-             lambda i: f"10.1.0.{i}:10911" not in routes.broker_live_table,
-             of_type("unregister", "broker_name", "bu-")),
-        Step(205, lambda i: client.wipe_write_perm(f"bw-{i}"), lambda i: perm("TW", f"bw-{i}") == 4,
-             of_type("wipe_write_perm", "broker_name", "bw-")),
-        Step(327, lambda i: client.add_write_perm(f"ba-{i}"), lambda i: perm("TW", f"ba-{i}") == 6,
-             of_type("add_write_perm", "broker_name", "ba-")),
-        Step(216, lambda i: client.delete_topic(f"TD-{i}"), lambda i: f"TD-{i}" not in routes.topic_queue_table,
-             of_type("delete_topic", "topic", "TD-")),
-        Step(322, send_refresh(322, h_ext, fastjson.encode_data_version(DV)),
-             lambda i: routes.broker_live_table[H].last_update > refreshed[i], heartbeat(322)),
-        Step(904, send_refresh(904, h_ext), lambda i: routes.broker_live_table[H].last_update > refreshed[i],
-             heartbeat(904)),
+        Step(
+            103,
+            lambda i: register(client, f"10.2.0.{i}:10911", f"br-{i}", [TopicConfig(f"TR-{i}", 4, 4)]),
+            lambda i: f"10.2.0.{i}:10911" in routes.broker_live_table,
+            of_type("register", "broker_name", "br-"),
+        ),
+        Step(
+            104,
+            lambda i: client.unregister_broker("C1", f"10.1.0.{i}:10911", f"bu-{i}", 0),
+            lambda i: f"10.1.0.{i}:10911" not in routes.broker_live_table,
+            of_type("unregister", "broker_name", "bu-"),
+        ),
+        Step(
+            205,
+            lambda i: client.wipe_write_perm(f"bw-{i}"),
+            lambda i: perm("TW", f"bw-{i}") == 4,
+            of_type("wipe_write_perm", "broker_name", "bw-"),
+        ),
+        Step(
+            327,
+            lambda i: client.add_write_perm(f"ba-{i}"),
+            lambda i: perm("TW", f"ba-{i}") == 6,
+            of_type("add_write_perm", "broker_name", "ba-"),
+        ),
+        Step(
+            216,
+            lambda i: client.delete_topic(f"TD-{i}"),
+            lambda i: f"TD-{i}" not in routes.topic_queue_table,
+            of_type("delete_topic", "topic", "TD-"),
+        ),
+        Step(
+            322,
+            send_refresh(322, h_ext, fastjson.encode_data_version(DV)),
+            lambda i: routes.broker_live_table[H].last_update > refreshed[i],
+            heartbeat(322),
+        ),
+        Step(
+            904,
+            send_refresh(904, h_ext),
+            lambda i: routes.broker_live_table[H].last_update > refreshed[i],
+            heartbeat(904),
+        ),
         # KV and the server's config are not logged (A5, A6): the disk never refuses them
-        Step(100, lambda i: client.put_kv_config("NS", f"k{i}", "v"),
-             lambda i: ctl.processor.kv.get_kv_config("NS", f"k{i}") == "v", None),
-        Step(102, lambda i: client.delete_kv_config("NS", f"k{i}"),
-             lambda i: ctl.processor.kv.get_kv_config("NS", f"k{i}") is None, None),
-        Step(318, lambda i: client.update_namesrv_config(f"x{i}=1\n"),
-             lambda i: ctl.processor.namesrv_config.snapshot().get(f"x{i}") == "1", None),
+        Step(
+            100,
+            lambda i: client.put_kv_config("NS", f"k{i}", "v"),
+            lambda i: ctl.processor.kv.get_kv_config("NS", f"k{i}") == "v",
+            None,
+        ),
+        Step(
+            102,
+            lambda i: client.delete_kv_config("NS", f"k{i}"),
+            lambda i: ctl.processor.kv.get_kv_config("NS", f"k{i}") is None,
+            None,
+        ),
+        Step(
+            318,
+            lambda i: client.update_namesrv_config(f"x{i}=1\n"),
+            lambda i: ctl.processor.namesrv_config.snapshot().get(f"x{i}") == "1",
+            None,
+        ),
     ]
 
 
@@ -143,8 +188,9 @@ async def seed(client: RemotingClient) -> None:
     await register(client, H, "bh", [])
 
 
-async def through_full_disk(ctl: NameServerController, client: RemotingClient, events_dir: Path,
-                            step: Step) -> list[int]:
+async def through_full_disk(
+    ctl: NameServerController, client: RemotingClient, events_dir: Path, step: Step
+) -> list[int]:
     """Fill the disk, send ``step``'s requests until one is refused (plus two more), check each
     answer against the tables, then free the disk and wait for the log. Returns the applied i."""
     filler = fill(events_dir)
@@ -246,16 +292,24 @@ def test_an_outage_of_several_expiry_periods_expires_no_broker_but_a_silent_one_
 
 async def _outage(events_dir: Path):
     ctl = await start(events_dir, broker_expiry_ms=EXPIRY_MS, scan_interval_ms=SCAN_MS, first_scan_delay_ms=SCAN_MS)
-    kinds = {"10.0.0.1:10911": "103", "10.0.0.2:10911": "103", "10.0.0.3:10911": "904", "10.0.0.4:10911": "322",
-             "10.0.0.9:10911": "103"}
+    kinds = {
+        "10.0.0.1:10911": "103",
+        "10.0.0.2:10911": "103",
+        "10.0.0.3:10911": "904",
+        "10.0.0.4:10911": "322",
+        "10.0.0.9:10911": "103",
+    }
     clients = {addr: await RemotingClient.connect(ctl.host, ctl.port) for addr in kinds}
     stop_all, stop_silent = asyncio.Event(), asyncio.Event()
     try:
         for addr, client in clients.items():
             await register(client, addr, f"b-{addr}", [TopicConfig("TopicA", 4, 4)])
-        tasks = [asyncio.ensure_future(heartbeats(client, kinds[addr], addr,
-                                                  stop_silent if addr == "10.0.0.9:10911" else stop_all))
-                 for addr, client in clients.items()]
+        tasks = [
+            asyncio.ensure_future(
+                heartbeats(client, kinds[addr], addr, stop_silent if addr == "10.0.0.9:10911" else stop_all)
+            )
+            for addr, client in clients.items()
+        ]
         await asyncio.sleep(1.0)
         filler = fill(events_dir)
         await wait_until(lambda: not ctl.log_available, 5, "a write to fail")

@@ -38,6 +38,7 @@ def log_bytes(events_dir: Path) -> int:
 def test_connection_churn_writes_nothing(tmp_path):
     proc, host, port = start_server(tmp_path, "ns-churn")
     try:
+
         def churn(count: int, budget_s: float) -> int:
             deadline = time.monotonic() + budget_s
             done = 0
@@ -60,8 +61,10 @@ def test_connection_churn_writes_nothing(tmp_path):
             client.abort()  # a broker's channel: its close matters to the tables
 
         arun(broker())
-        wait_until(lambda: "channel_close" in [e["type"] for e in events_of(tmp_path, "ns-churn")],
-                   "the broker's channel_close")
+        wait_until(
+            lambda: "channel_close" in [e["type"] for e in events_of(tmp_path, "ns-churn")],
+            "the broker's channel_close",
+        )
     finally:
         assert stop_server(proc) == 0
     assert grown == 0, f"{grown} bytes logged for {done} connections that sent nothing"
@@ -109,8 +112,9 @@ def test_durability_none_warns_and_a_crash_leaves_a_visible_seq_gap(tmp_path):
 def small_tmpfs(path: Path, size: str):
     """A tmpfs of ``size`` mounted at ``path`` for the test; skipped when mounting is not permitted."""
     path.mkdir()
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if result.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs (needs root or CAP_SYS_ADMIN): {result.stderr.strip()}")
     try:
@@ -150,7 +154,7 @@ def test_full_disk_keeps_lookups_refuses_changes_and_resumes(tmp_path):
     gap = [e for e in events if e["type"] == "rejected" and e["reason"] == "log_unavailable"]
     assert len(gap) == 1 and gap[0]["refused_count"] >= refused and gap[0]["outage_ms"] > 0
     assert "No space left" in gap[0]["detail"]
-    after = events[events.index(gap[0]) + 1:]
+    after = events[events.index(gap[0]) + 1 :]
     assert [(e["type"], e.get("broker_addr")) for e in after][0] == ("register", "10.0.2.1:10911")
     assert after[-1]["type"] == "ns_stop"
     assert answered >= 50 and "Traceback" not in stderr
@@ -164,8 +168,9 @@ async def _fill_and_recover(events_dir: Path, host: str, port: int) -> tuple[int
     filler = fill(events_dir)
     refused = 0
     for i in range(200):  # the segment's last page may take a few lines before a write fails
-        answer = await broker.register_broker("C1", f"10.0.1.{i}:10911", f"broker-f{i}", 0, "10.0.1.1:10912",
-                                              DataVersion(1, i), [A])
+        answer = await broker.register_broker(
+            "C1", f"10.0.1.{i}:10911", f"broker-f{i}", 0, "10.0.1.1:10912", DataVersion(1, i), [A]
+        )
         if answer.code == ResponseCode.SYSTEM_ERROR:
             refused += 1
             assert "event log" in answer.remark
@@ -180,8 +185,9 @@ async def _fill_and_recover(events_dir: Path, host: str, port: int) -> tuple[int
         answered += 1
     filler.unlink()
     for _ in range(100):  # the server retries the log about every second
-        answer = await broker.register_broker("C1", "10.0.2.1:10911", "broker-back", 0, "10.0.2.1:10912",
-                                              DataVersion(1, 1), [A])
+        answer = await broker.register_broker(
+            "C1", "10.0.2.1:10911", "broker-back", 0, "10.0.2.1:10912", DataVersion(1, 1), [A]
+        )
         if answer.code == ResponseCode.SUCCESS:
             break
         await asyncio.sleep(0.1)

@@ -31,8 +31,19 @@ EXPIRY_MS, SCAN_MS = 120_000, 10_000
 
 
 def _options(events_dir: Path, **overrides) -> SimOptions:
-    values = dict(events_dir=events_dir, ns=3, brokers=20, slaves=1, topics=100, start_ms=START, hours=6.0,
-                  seed=1, faults=FAULTS, fault_rate=10.0, quiet=True)
+    values = dict(
+        events_dir=events_dir,
+        ns=3,
+        brokers=20,
+        slaves=1,
+        topics=100,
+        start_ms=START,
+        hours=6.0,
+        seed=1,
+        faults=FAULTS,
+        fault_rate=10.0,
+        quiet=True,
+    )
     values.update(overrides)
     return SimOptions(**values)
 
@@ -102,12 +113,33 @@ def test_same_arguments_write_the_same_bytes(tmp_path):
 
 
 def test_same_bytes_in_another_process_with_another_hash_seed(tmp_path):
-    args = ["simulate", "--ns", "2", "--brokers", "8", "--topics", "30", "--hours", "2", "--seed", "5",
-            "--start", "2026-11-21T00:00:00Z", "--fault-rate", "20", "--quiet"]
+    args = [
+        "simulate",
+        "--ns",
+        "2",
+        "--brokers",
+        "8",
+        "--topics",
+        "30",
+        "--hours",
+        "2",
+        "--seed",
+        "5",
+        "--start",
+        "2026-11-21T00:00:00Z",
+        "--fault-rate",
+        "20",
+        "--quiet",
+    ]
     assert main(["simulate", "--events", str(tmp_path / "here"), *args[1:]]) == 0
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    subprocess.run([sys.executable, "-m", "nsaudit.cli", "simulate", "--events", str(tmp_path / "there"), *args[1:]],
-                   cwd=REPO, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "nsaudit.cli", "simulate", "--events", str(tmp_path / "there"), *args[1:]],
+        cwd=REPO,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     assert _tree_bytes(tmp_path / "here") == _tree_bytes(tmp_path / "there")
 
 
@@ -147,11 +179,19 @@ def test_every_expected_effect_is_in_that_servers_log(faulty):
         for ns, effects in record["expected"].items():
             for effect in effects:
                 if effect["event"] == "expire":
-                    found = _of(logs[ns], "expire", broker_addr=effect["broker_addr"], ts=effect["scan_ts"],
-                                last_update_ts=effect["last_update_ts"])
+                    found = _of(
+                        logs[ns],
+                        "expire",
+                        broker_addr=effect["broker_addr"],
+                        ts=effect["scan_ts"],
+                        last_update_ts=effect["last_update_ts"],
+                    )
                 else:
-                    keys = {k: effect[k] for k in ("ts", "broker_addr", "broker_id", "topic_count", "cluster")
-                            if k in effect}
+                    keys = {
+                        k: effect[k]
+                        for k in ("ts", "broker_addr", "broker_id", "topic_count", "cluster")
+                        if k in effect
+                    }
                     found = _of(logs[ns], effect["event"], **keys)
                 assert len(found) == 1, (record["kind"], ns, effect)
 
@@ -162,8 +202,11 @@ def test_silent_death_expires_on_every_server_within_the_window(faulty):
     assert any(len(r["ns"]) == 3 for r in records)  # live on every server when it died
     for record in records:
         for ns in record["ns"]:
-            (expire,) = [e for e in _of(logs[ns], "expire", broker_addr=record["subject"])
-                         if e["ts"] >= record["start_ms"] and (record["end_ms"] is None or e["ts"] < record["end_ms"])]
+            (expire,) = [
+                e
+                for e in _of(logs[ns], "expire", broker_addr=record["subject"])
+                if e["ts"] >= record["start_ms"] and (record["end_ms"] is None or e["ts"] < record["end_ms"])
+            ]
             last = expire["last_update_ts"]
             assert last < record["start_ms"] and last + EXPIRY_MS < expire["ts"] <= last + EXPIRY_MS + SCAN_MS
             # the server closes the expired broker's connection: no live entry is left on it
@@ -172,8 +215,13 @@ def test_silent_death_expires_on_every_server_within_the_window(faulty):
 
 def test_every_expire_is_explained_by_a_fault(faulty):
     _, _, logs, truth = faulty
-    explained = {(ns, e["broker_addr"], e["scan_ts"]) for r in truth for ns, effects in r["expected"].items()
-                 for e in effects if e["event"] == "expire"}
+    explained = {
+        (ns, e["broker_addr"], e["scan_ts"])
+        for r in truth
+        for ns, effects in r["expected"].items()
+        for e in effects
+        if e["event"] == "expire"
+    }
     for ns, events in logs.items():
         for event in _of(events, "expire"):
             assert (ns, event["broker_addr"], event["ts"]) in explained, event
@@ -223,10 +271,18 @@ def test_promotion_closes_the_old_master_and_the_slave_takes_id_0(faulty):
         if record["promote_ms"] is None:
             continue  # the run ended first
         for ns in record["ns"]:
-            (close,) = [e for e in _of(logs[ns], "channel_close", broker_addr=record["old_master"])
-                        if e["ts"] >= record["start_ms"] and e["ts"] < record["promote_ms"]]
-            (promoted,) = [e for e in logs[ns] if e.get("request_code") == 103 and e["ts"] >= record["promote_ms"]
-                           and e["broker_addr"] == record["new_master"]][:1]
+            (close,) = [
+                e
+                for e in _of(logs[ns], "channel_close", broker_addr=record["old_master"])
+                if e["ts"] >= record["start_ms"] and e["ts"] < record["promote_ms"]
+            ]
+            (promoted,) = [
+                e
+                for e in logs[ns]
+                if e.get("request_code") == 103
+                and e["ts"] >= record["promote_ms"]
+                and e["broker_addr"] == record["new_master"]
+            ][:1]
             assert promoted["broker_id"] == 0 and promoted["broker_name"] == record["subject"]
             assert close["broker_id"] == 0
 
@@ -258,7 +314,9 @@ def test_wipe_and_delete_topic_are_admin_requests(faulty):
             assert _of(logs[ns], "add_write_perm", broker_name=record["subject"], ts=record["end_ms"])
     for record in deletes:
         for ns in record["ns"]:
-            (event,) = [e for e in _of(logs[ns], "delete_topic", topic=record["subject"]) if e["ts"] > record["start_ms"]]
+            (event,) = [
+                e for e in _of(logs[ns], "delete_topic", topic=record["subject"]) if e["ts"] > record["start_ms"]
+            ]
             assert event["request_code"] == 216 and event["cluster"] == record["cluster"]
 
 
@@ -284,7 +342,7 @@ def test_ns_restart_stops_starts_and_continues_seq(faulty):
 def test_layout_faults_are_in_the_truth_with_their_subjects(faulty):
     _, result, logs, truth = faulty
     records = [r for r in truth if r["kind"] in LAYOUT_FAULTS]
-    assert records == truth[:len(records)]  # there from the start: listed first
+    assert records == truth[: len(records)]  # there from the start: listed first
     expected = [(a.kind, a.subject) for a in layout_anomalies(result.layout)]
     assert [(r["kind"], r["subject"]) for r in records] == expected
     assert {kind for kind, _ in expected} == set(LAYOUT_FAULTS)
@@ -312,8 +370,18 @@ def test_layout_faults_are_in_the_truth_with_their_subjects(faulty):
 
 def test_a_read_lt_write_topic_deleted_everywhere_ends_its_fault(tmp_path):
     events_dir = tmp_path / "events"
-    result = simulate(_options(events_dir, ns=2, brokers=8, topics=20, hours=2.0, seed=3,
-                               faults=("read_lt_write", "delete_topic"), fault_rate=100.0))
+    result = simulate(
+        _options(
+            events_dir,
+            ns=2,
+            brokers=8,
+            topics=20,
+            hours=2.0,
+            seed=3,
+            faults=("read_lt_write", "delete_topic"),
+            fault_rate=100.0,
+        )
+    )
     truth = read_truth(events_dir)
     (record,) = [r for r in truth if r["kind"] == "read_lt_write"]
     deletes = [r for r in truth if r["kind"] == "delete_topic" and r["subject"] == record["subject"]]
@@ -359,9 +427,29 @@ def test_segments_rotate_at_midnight(tmp_path):
 
 def test_cli_end_to_end(tmp_path, capsys):
     events_dir = tmp_path / "events"
-    code = main(["simulate", "--events", str(events_dir), "--ns", "2", "--brokers", "6", "--slaves", "2",
-                 "--topics", "20", "--start", "2026-11-21T00:00:00Z", "--hours", "3.5", "--faults", "expire,wipe",
-                 "--fault-rate", "20"])
+    code = main(
+        [
+            "simulate",
+            "--events",
+            str(events_dir),
+            "--ns",
+            "2",
+            "--brokers",
+            "6",
+            "--slaves",
+            "2",
+            "--topics",
+            "20",
+            "--start",
+            "2026-11-21T00:00:00Z",
+            "--hours",
+            "3.5",
+            "--faults",
+            "expire,wipe",
+            "--fault-rate",
+            "20",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0
     assert out.count("\n") == 1 and "ns-a" in out and "ns-b" in out and "expire" in out and "events/s" in out
@@ -371,19 +459,23 @@ def test_cli_end_to_end(tmp_path, capsys):
 
 
 def test_cli_quiet_prints_no_progress(tmp_path, capsys):
-    assert main(["simulate", "--events", str(tmp_path), "--brokers", "2", "--topics", "3", "--hours", "4",
-                 "--quiet"]) == 0
+    assert (
+        main(["simulate", "--events", str(tmp_path), "--brokers", "2", "--topics", "3", "--hours", "4", "--quiet"]) == 0
+    )
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--brokers", "-1"], "--brokers must be >= 0"),
-    (["--ns", "0"], "--ns must be >= 1"),
-    (["--hours", "0"], "--hours must be a positive number"),
-    (["--faults", "expire,meteor"], "unknown fault 'meteor'"),
-    (["--start", "yesterday"], "--start: not a time"),
-    (["--fault-rate", "-2"], "--fault-rate must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--brokers", "-1"], "--brokers must be >= 0"),
+        (["--ns", "0"], "--ns must be >= 1"),
+        (["--hours", "0"], "--hours must be a positive number"),
+        (["--faults", "expire,meteor"], "unknown fault 'meteor'"),
+        (["--start", "yesterday"], "--start: not a time"),
+        (["--fault-rate", "-2"], "--fault-rate must be >= 0"),
+    ],
+)
 def test_cli_rejects_bad_arguments_with_one_line(tmp_path, capsys, args, message):
     assert main(["simulate", "--events", str(tmp_path / "e"), "--quiet", *args]) == 2
     err = capsys.readouterr().err
@@ -392,8 +484,20 @@ def test_cli_rejects_bad_arguments_with_one_line(tmp_path, capsys, args, message
 
 
 def test_cli_refuses_a_directory_with_logs_of_these_servers(tmp_path, capsys):
-    args = ["simulate", "--events", str(tmp_path), "--ns", "1", "--brokers", "2", "--topics", "3", "--hours", "0.1",
-            "--quiet"]
+    args = [
+        "simulate",
+        "--events",
+        str(tmp_path),
+        "--ns",
+        "1",
+        "--brokers",
+        "2",
+        "--topics",
+        "3",
+        "--hours",
+        "0.1",
+        "--quiet",
+    ]
     assert main(args) == 0
     capsys.readouterr()
     assert main(args) == 2

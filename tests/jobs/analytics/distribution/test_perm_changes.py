@@ -68,35 +68,48 @@ for n, ns in enumerate(OWN + OBSERVED):
     ro, two, wiped = (f"{'t' if ns in OWN else 'o'}-{name}" for name in ("ro", "two", "w"))
     # broker-1 registers perm 4 for its topics (mqadmin updateTopic -p 4), a new data version
     ROUTES += [qd(ns, ro, "broker-1", 0, at, seq=1), qd(ns, ro, "broker-1", at, None, 4, 100 + n)]
-    ROUTES += [qd(ns, two, "broker-1", 0, at, seq=1), qd(ns, two, "broker-1", at, None, 4, 100 + n),
-               qd(ns, two, "broker-2", 0, None, seq=1)]
+    ROUTES += [
+        qd(ns, two, "broker-1", 0, at, seq=1),
+        qd(ns, two, "broker-1", at, None, 4, 100 + n),
+        qd(ns, two, "broker-2", 0, None, seq=1),
+    ]
     # broker-3's write perm wiped on the first server of each kind at 12:00, back at 12:30 with a
     # registration of a new data version
     if ns in ("ns-a", "obs-1"):
-        ROUTES += [qd(ns, wiped, "broker-3", 0, WIPED, seq=1), qd(ns, wiped, "broker-3", WIPED, RESTORED, 4, 150),
-                   qd(ns, wiped, "broker-3", RESTORED, None, 6, 160)]
+        ROUTES += [
+            qd(ns, wiped, "broker-3", 0, WIPED, seq=1),
+            qd(ns, wiped, "broker-3", WIPED, RESTORED, 4, 150),
+            qd(ns, wiped, "broker-3", RESTORED, None, 6, 160),
+        ]
     else:
         ROUTES += [qd(ns, wiped, "broker-3", 0, None, seq=1)]
 # read-only on both own servers since before the day (a carried row: its event is on an earlier
 # day; null row: a row whose event is unknown)
 ROUTES += [qd("ns-a", "t-carried", "broker-2", 0, None, 4, 1), qd("ns-b", "t-carried", "broker-2", 0, None, 4)]
-ADDRS = [(ns, "C1", g, 0, f"10.0.{g[-1]}.1:10911", ts(0), None, 1, None, DAY)
-         for ns in OWN + OBSERVED for g in ("broker-1", "broker-2", "broker-3")]
+ADDRS = [
+    (ns, "C1", g, 0, f"10.0.{g[-1]}.1:10911", ts(0), None, 1, None, DAY)
+    for ns in OWN + OBSERVED
+    for g in ("broker-1", "broker-2", "broker-3")
+]
 WIPE_EVENTS = [("ns-a", 150, "wipe_write_perm"), ("ns-a", 100, "register"), ("ns-b", 101, "register")]
 OBSERVED_ROWS = [(ns, POLL_MS) for ns in OBSERVED]
 
 
 def sourced(spark):
     routes_df = frame(spark, ROUTES, TOPIC_ROUTE_HISTORY_SCHEMA)
-    runs_df = with_perm_sources(agg_perm_runs(routes_df), frame(spark, WIPE_EVENTS, EVENTS),
-                                frame(spark, OBSERVED_ROWS, "ns string, resolution_ms long"))
+    runs_df = with_perm_sources(
+        agg_perm_runs(routes_df),
+        frame(spark, WIPE_EVENTS, EVENTS),
+        frame(spark, OBSERVED_ROWS, "ns string, resolution_ms long"),
+    )
     return routes_df, runs_df
 
 
 def test_each_perm_run_knows_who_set_it(spark):
     _, runs_df = sourced(spark)
-    got = {(r["ns"], r["topic"], r["from_ms"] - T0): (r["perm"], r["source"], r["prev_source"])
-           for r in runs_df.collect()}
+    got = {
+        (r["ns"], r["topic"], r["from_ms"] - T0): (r["perm"], r["source"], r["prev_source"]) for r in runs_df.collect()
+    }
     for ns in OWN:
         assert got[(ns, "t-ro", 0)] == (6, "registered", None)  # the same perm everywhere at 00:00
         assert got[(ns, "t-ro", REGISTERED_AT[ns])] == (4, "registered", "registered")
@@ -113,19 +126,29 @@ def test_a_registered_perm_change_is_topic_perm_changed_on_each_server_and_no_wi
     routes_df, runs_df = sourced(spark)
     findings_df = select_topic_perm_changes(runs_df, routes_df)
     # the distribution stage's other findings have these columns (a union by name)
-    assert findings_df.columns == [c for c in FINDINGS_SCHEMA.names if c not in ("date", "category", "finding_id",
-                                                                                 "incident_id")]
-    findings = {(r["subject"], r["ns"]): (r["severity"], utc(r["start_ts"]), json.loads(r["detail"]))
-                for r in findings_df.collect()}
-    assert sorted(findings) == sorted([(t, ns) for ns in OWN for t in ("t-ro", "t-two")]
-                                      + [(t, ns) for ns in OBSERVED for t in ("o-ro", "o-two")])
+    assert findings_df.columns == [
+        c for c in FINDINGS_SCHEMA.names if c not in ("date", "category", "finding_id", "incident_id")
+    ]
+    findings = {
+        (r["subject"], r["ns"]): (r["severity"], utc(r["start_ts"]), json.loads(r["detail"]))
+        for r in findings_df.collect()
+    }
+    assert sorted(findings) == sorted(
+        [(t, ns) for ns in OWN for t in ("t-ro", "t-two")] + [(t, ns) for ns in OBSERVED for t in ("o-ro", "o-two")]
+    )
     for ns in OWN + OBSERVED:
         prefix = "t" if ns in OWN else "o"
         severity, at, detail = findings[(f"{prefix}-ro", ns)]
         # its only group: producers get no queue any more, by the broker's configuration
         assert severity == "warning" and at == ts(REGISTERED_AT[ns])
-        assert detail == {"broker_name": "broker-1", "perm_before": 6, "perm": 4, "other_groups": 0,
-                          "topic_writable": False, "write_queues": 8}
+        assert detail == {
+            "broker_name": "broker-1",
+            "perm_before": 6,
+            "perm": 4,
+            "other_groups": 0,
+            "topic_writable": False,
+            "write_queues": 8,
+        }
         severity, _, detail = findings[(f"{prefix}-two", ns)]
         assert severity == "info" and detail["topic_writable"] and detail["other_groups"] == 1
 
@@ -139,9 +162,16 @@ def distribution(spark):
     pieces_df = agg_route_pieces(routes_df, agg_broker_data_runs(addr_df, DAY, step), DAY, step)
     exact_runs_df = D.agg_exact_broker_data_runs(addr_df, DAY)
     built = D.build_distribution(
-        pieces_df, frame(spark, [], ROUTE_SNAPSHOTS_SCHEMA), addr_df, frame(spark, [], CLUSTER_HISTORY_SCHEMA), DAY,
-        D.DistributionParams(step), exact_pieces_df=D.agg_exact_pieces(routes_df, exact_runs_df, DAY),
-        exact_broker_data_runs_df=exact_runs_df, registered_read_only_df=agg_registered_read_only(runs_df, DAY))
+        pieces_df,
+        frame(spark, [], ROUTE_SNAPSHOTS_SCHEMA),
+        addr_df,
+        frame(spark, [], CLUSTER_HISTORY_SCHEMA),
+        DAY,
+        D.DistributionParams(step),
+        exact_pieces_df=D.agg_exact_pieces(routes_df, exact_runs_df, DAY),
+        exact_broker_data_runs_df=exact_runs_df,
+        registered_read_only_df=agg_registered_read_only(runs_df, DAY),
+    )
     yield built, routes_df, runs_df
     built.release()
 
@@ -150,12 +180,14 @@ def test_only_the_admins_wipe_is_write_perm_wiped_and_a_configured_read_only_top
     built, _, _ = distribution
     rows = built.findings_df.where(F.col("kind").isin("write_perm_wiped", "no_writable_queue")).collect()
     got = sorted((r["kind"], r["subject"], r["ns"], utc(r["start_ts"]), utc(r["end_ts"])) for r in rows)
-    assert got == sorted([
-        ("no_writable_queue", "o-w", "obs-1", ts(WIPED), ts(RESTORED)),
-        ("no_writable_queue", "t-w", "ns-a", ts(WIPED), ts(RESTORED)),
-        ("write_perm_wiped", "broker-3", "ns-a", ts(WIPED), ts(RESTORED)),
-        ("write_perm_wiped", "broker-3", "obs-1", ts(WIPED), ts(RESTORED)),
-    ])
+    assert got == sorted(
+        [
+            ("no_writable_queue", "o-w", "obs-1", ts(WIPED), ts(RESTORED)),
+            ("no_writable_queue", "t-w", "ns-a", ts(WIPED), ts(RESTORED)),
+            ("write_perm_wiped", "broker-3", "ns-a", ts(WIPED), ts(RESTORED)),
+            ("write_perm_wiped", "broker-3", "obs-1", ts(WIPED), ts(RESTORED)),
+        ]
+    )
 
 
 def test_without_the_sources_the_registered_change_was_a_wipe(spark, distribution):
@@ -166,9 +198,14 @@ def test_without_the_sources_the_registered_change_was_a_wipe(spark, distributio
     exact_runs_df = D.agg_exact_broker_data_runs(addr_df, DAY)
     built = D.build_distribution(
         agg_route_pieces(routes_df, agg_broker_data_runs(addr_df, DAY, 300_000), DAY, 300_000),
-        frame(spark, [], ROUTE_SNAPSHOTS_SCHEMA), addr_df, frame(spark, [], CLUSTER_HISTORY_SCHEMA), DAY,
-        D.DistributionParams(300_000), exact_pieces_df=D.agg_exact_pieces(routes_df, exact_runs_df, DAY),
-        exact_broker_data_runs_df=exact_runs_df)
+        frame(spark, [], ROUTE_SNAPSHOTS_SCHEMA),
+        addr_df,
+        frame(spark, [], CLUSTER_HISTORY_SCHEMA),
+        DAY,
+        D.DistributionParams(300_000),
+        exact_pieces_df=D.agg_exact_pieces(routes_df, exact_runs_df, DAY),
+        exact_broker_data_runs_df=exact_runs_df,
+    )
     try:
         rows = built.findings_df.where(F.col("kind") == "write_perm_wiped").collect()
         wiped = {(r["subject"], r["ns"]) for r in rows}
@@ -182,9 +219,18 @@ def test_a_read_only_change_is_one_incident_with_its_impact(spark, distribution)
     findings_df = with_finding_keys(select_topic_perm_changes(runs_df, routes_df), DAY, "distribution")
     addr_df = I.agg_addr_names(frame(spark, ADDRS, BROKER_ADDR_HISTORY_SCHEMA))
     linked_df = I.link_findings(findings_df, addr_df, DAY, 300_000)
-    got = sorted((r["root_cause"], r["subject"], r["severity"], r["servers"], r["findings"], r["topics_unwritable"],
-                  r["write_queues_unwritable"])
-                 for r in I.agg_incidents(linked_df, frame(spark, [(4,)], "n_servers int"), DAY).collect())
+    got = sorted(
+        (
+            r["root_cause"],
+            r["subject"],
+            r["severity"],
+            r["servers"],
+            r["findings"],
+            r["topics_unwritable"],
+            r["write_queues_unwritable"],
+        )
+        for r in I.agg_incidents(linked_df, frame(spark, [(4,)], "n_servers int"), DAY).collect()
+    )
     assert got == [
         ("topic_perm_changed", "o-ro", "warning", list(OBSERVED), 2, 1, 8),
         ("topic_perm_changed", "o-two", "info", list(OBSERVED), 2, 0, 0),

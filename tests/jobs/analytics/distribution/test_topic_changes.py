@@ -52,26 +52,35 @@ for i, ns in enumerate(SERVERS):
     ROUTES += [route(ns, "t-keep", "broker-001", 0, DELETED + 1 + i), route(ns, "t-keep", "broker-009", 0, None)]
     # t-new: created on broker-002 at 12:00; t-q: broker-001 from 8 to 16 queues at 13:00
     ROUTES += [route(ns, "t-new", "broker-002", 12 * H + i, None if ns != "ns-c" else 15 * H)]
-    ROUTES += [route(ns, "t-q", "broker-001", 0, 13 * H + i), route(ns, "t-q", "broker-001", 13 * H + i, None
-                                                                       if ns != "ns-a" else 16 * H, queues=16)]
+    ROUTES += [
+        route(ns, "t-q", "broker-001", 0, 13 * H + i),
+        route(ns, "t-q", "broker-001", 13 * H + i, None if ns != "ns-a" else 16 * H, queues=16),
+    ]
 # the wipe of broker-001's write perm on ns-a at 16:00, and broker-002's return on ns-c
-ROUTES += [route("ns-a", "t-q", "broker-001", 16 * H, None, queues=16, perm=4),
-           route("ns-c", "t-new", "broker-002", 15 * H + 300_000, None)]
-DELETES = [(ns, T0 + DELETED + 1 + i, "delete_topic", t, c, "10.0.9.9:50000")
-           for i, ns in enumerate(SERVERS) for t, c in (("t-del", None), ("t-keep", "C1"))]
+ROUTES += [
+    route("ns-a", "t-q", "broker-001", 16 * H, None, queues=16, perm=4),
+    route("ns-c", "t-new", "broker-002", 15 * H + 300_000, None),
+]
+DELETES = [
+    (ns, T0 + DELETED + 1 + i, "delete_topic", t, c, "10.0.9.9:50000")
+    for i, ns in enumerate(SERVERS)
+    for t, c in (("t-del", None), ("t-keep", "C1"))
+]
 
 
 def findings(spark):
     routes_df = frame(spark, ROUTES, TOPIC_ROUTE_HISTORY_SCHEMA)
     addr_df = frame(spark, ADDRS, BROKER_ADDR_HISTORY_SCHEMA)
     return select_topic_deletes(frame(spark, DELETES, EVENTS), routes_df).unionByName(
-        select_topic_route_changes(routes_df, addr_df, DAY)), addr_df
+        select_topic_route_changes(routes_df, addr_df, DAY)
+    ), addr_df
 
 
 def test_deletes_and_changes_are_findings_at_the_instant_each_server_applied_them(spark):
     findings_df, _ = findings(spark)
-    got = sorted((r["kind"], r["subject"], r["ns"], r["severity"], r["start_ts"] == r["end_ts"])
-                 for r in findings_df.collect())
+    got = sorted(
+        (r["kind"], r["subject"], r["ns"], r["severity"], r["start_ts"] == r["end_ts"]) for r in findings_df.collect()
+    )
     assert got == sorted(
         [("topic_deleted", "t-del", ns, "warning", True) for ns in SERVERS]  # no route left: producers lose it
         + [("topic_deleted", "t-keep", ns, "info", True) for ns in SERVERS]  # broker-009 still serves it
@@ -94,4 +103,6 @@ def test_a_topic_deleted_on_all_servers_is_one_incident_naming_the_topic_and_the
     ]
     deleted = next(r for r in incidents if r["subject"] == "t-del")
     assert (deleted["start_ts"].timestamp() * 1000 - T0, deleted["end_ts"].timestamp() * 1000 - T0) == (
-        DELETED + 1, DELETED + 3)
+        DELETED + 1,
+        DELETED + 3,
+    )

@@ -63,8 +63,16 @@ def addr(ns: str, broker_name: str, broker_id: int, address: str, start: int, en
 
 def window(ns: str, address: str, start: int, end: int | None, reason: str = "open") -> dict:
     row = dict.fromkeys(LIVENESS_WINDOWS_SCHEMA.names)
-    row.update(date=day_of(start), ns=ns, broker_addr=address, start_ts=at(start), end_ts=at(end), end_reason=reason,
-               heartbeats=1, late_heartbeats=0)
+    row.update(
+        date=day_of(start),
+        ns=ns,
+        broker_addr=address,
+        start_ts=at(start),
+        end_ts=at(end),
+        end_reason=reason,
+        heartbeats=1,
+        late_heartbeats=0,
+    )
     return row
 
 
@@ -81,8 +89,7 @@ def divergences(spark, queues=(), addrs=(), windows=(), runs=ALL_DAY, grace=G, d
     keyed_df = D.build_keyed_facts(
         frame(spark, list(queues), TOPIC_ROUTE_HISTORY_SCHEMA),
         frame(spark, list(addrs), BROKER_ADDR_HISTORY_SCHEMA),
-        frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w in windows],
-                     LIVENESS_WINDOWS_SCHEMA),
+        frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w in windows], LIVENESS_WINDOWS_SCHEMA),
         span,
     )
     periods_df = D.agg_up_periods(frame(spark, list(runs), NS_RUNS_SCHEMA), span)
@@ -95,8 +102,22 @@ def expected(spark, *rows: dict):
     00:00), views and the counts."""
     out = []
     for r in rows:
-        out.append((DAY, r["kind"], r.get("topic"), r.get("broker_name"), r.get("broker_addr"), at(r["start"]),
-                    at(r["end"]), r["end"] - r["start"], r["views"], r["wrong"], r["up"], r["exposure"]))
+        out.append(
+            (
+                DAY,
+                r["kind"],
+                r.get("topic"),
+                r.get("broker_name"),
+                r.get("broker_addr"),
+                at(r["start"]),
+                at(r["end"]),
+                r["end"] - r["start"],
+                r["views"],
+                r["wrong"],
+                r["up"],
+                r["exposure"],
+            )
+        )
     return frame(spark, out, NS_DIVERGENCES_SCHEMA)
 
 
@@ -111,15 +132,32 @@ def check(actual_df, expected_df):
 def test_route_missing_grace_edge(spark):
     queues = [
         # TopicX: ns-c loses it for exactly the grace: propagation, not an episode
-        qd(A, "TopicX", "broker-a", 0, None), qd(B, "TopicX", "broker-a", 0, None),
-        qd(C, "TopicX", "broker-a", 0, 100_000), qd(C, "TopicX", "broker-a", 140_000, None),
+        qd(A, "TopicX", "broker-a", 0, None),
+        qd(B, "TopicX", "broker-a", 0, None),
+        qd(C, "TopicX", "broker-a", 0, 100_000),
+        qd(C, "TopicX", "broker-a", 140_000, None),
         # TopicY: one millisecond longer
-        qd(A, "TopicY", "broker-a", 0, None), qd(B, "TopicY", "broker-a", 0, None),
-        qd(C, "TopicY", "broker-a", 0, 100_000), qd(C, "TopicY", "broker-a", 140_001, None),
+        qd(A, "TopicY", "broker-a", 0, None),
+        qd(B, "TopicY", "broker-a", 0, None),
+        qd(C, "TopicY", "broker-a", 0, 100_000),
+        qd(C, "TopicY", "broker-a", 140_001, None),
     ]
-    check(divergences(spark, queues), expected(spark, dict(
-        kind="route_missing", topic="TopicY", start=100_000, end=140_001,
-        views={A: "present", B: "present", C: "absent"}, wrong=1, up=3, exposure=round(40_001 / 3, 3))))
+    check(
+        divergences(spark, queues),
+        expected(
+            spark,
+            dict(
+                kind="route_missing",
+                topic="TopicY",
+                start=100_000,
+                end=140_001,
+                views={A: "present", B: "present", C: "absent"},
+                wrong=1,
+                up=3,
+                exposure=round(40_001 / 3, 3),
+            ),
+        ),
+    )
 
 
 def test_route_missing_leaves_out_a_stopped_server(spark):
@@ -127,15 +165,32 @@ def test_route_missing_leaves_out_a_stopped_server(spark):
     runs = [run(A, 0, None), run(B, 0, None), run(C, 0, 100_000, "ns_stop"), run(C, 130_000, None)]
     queues = [
         # back 20 s after the restart: 50 s without the topic, of which 30 s down: no episode
-        qd(A, "TopicZ", "broker-a", 0, None), qd(B, "TopicZ", "broker-a", 0, None),
-        qd(C, "TopicZ", "broker-a", 0, 100_000), qd(C, "TopicZ", "broker-a", 150_000, None),
+        qd(A, "TopicZ", "broker-a", 0, None),
+        qd(B, "TopicZ", "broker-a", 0, None),
+        qd(C, "TopicZ", "broker-a", 0, 100_000),
+        qd(C, "TopicZ", "broker-a", 150_000, None),
         # back 60 s after the restart: the episode starts when ns-c is up again
-        qd(A, "TopicW", "broker-a", 0, None), qd(B, "TopicW", "broker-a", 0, None),
-        qd(C, "TopicW", "broker-a", 0, 100_000), qd(C, "TopicW", "broker-a", 190_000, None),
+        qd(A, "TopicW", "broker-a", 0, None),
+        qd(B, "TopicW", "broker-a", 0, None),
+        qd(C, "TopicW", "broker-a", 0, 100_000),
+        qd(C, "TopicW", "broker-a", 190_000, None),
     ]
-    check(divergences(spark, queues, runs=runs), expected(spark, dict(
-        kind="route_missing", topic="TopicW", start=130_000, end=190_000,
-        views={A: "present", B: "present", C: "absent"}, wrong=1, up=3, exposure=20_000.0)))
+    check(
+        divergences(spark, queues, runs=runs),
+        expected(
+            spark,
+            dict(
+                kind="route_missing",
+                topic="TopicW",
+                start=130_000,
+                end=190_000,
+                views={A: "present", B: "present", C: "absent"},
+                wrong=1,
+                up=3,
+                exposure=20_000.0,
+            ),
+        ),
+    )
 
 
 def test_route_missing_on_a_majority_open_at_day_end(spark):
@@ -143,10 +198,23 @@ def test_route_missing_on_a_majority_open_at_day_end(spark):
     runs = [run(A, 0, None), run(B, 0, None), run(C, 0, 100_000, "ns_stop"), run(C, 130_000, None)]
     df = divergences(spark, [qd(A, "TopicN", "broker-a", 50_000, None)], runs=runs)
     exposure = round(50_000 / 3 + 30_000 / 2 + (DAY_MS - 130_000) / 3, 3)
-    check(df, expected(spark, dict(
-        kind="route_missing", topic="TopicN", start=50_000, end=DAY_MS,
-        # the longest stretch: 130 s to midnight, all three up, two without the route
-        views={A: "present", B: "absent", C: "absent"}, wrong=1, up=3, exposure=exposure)))
+    check(
+        df,
+        expected(
+            spark,
+            dict(
+                kind="route_missing",
+                topic="TopicN",
+                start=50_000,
+                end=DAY_MS,
+                # the longest stretch: 130 s to midnight, all three up, two without the route
+                views={A: "present", B: "absent", C: "absent"},
+                wrong=1,
+                up=3,
+                exposure=exposure,
+            ),
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------- broker_missing
@@ -155,30 +223,67 @@ def test_route_missing_on_a_majority_open_at_day_end(spark):
 def test_broker_missing(spark):
     windows = [
         # M: ns-c expires it and it re-registers exactly the grace later
-        window(A, M, 0, None), window(B, M, 0, None),
-        window(C, M, 0, 60_000, "expire"), window(C, M, 100_000, None),
+        window(A, M, 0, None),
+        window(B, M, 0, None),
+        window(C, M, 0, 60_000, "expire"),
+        window(C, M, 100_000, None),
         # S: one millisecond longer
-        window(A, S, 0, None), window(B, S, 0, None),
-        window(C, S, 0, 60_000, "expire"), window(C, S, 100_001, None),
+        window(A, S, 0, None),
+        window(B, S, 0, None),
+        window(C, S, 0, 60_000, "expire"),
+        window(C, S, 100_001, None),
         # N: a lost unregister: ns-c keeps it until its scan expires it
-        window(A, N, 0, 100_000, "unregister"), window(B, N, 0, 100_000, "unregister"),
+        window(A, N, 0, 100_000, "unregister"),
+        window(B, N, 0, 100_000, "unregister"),
         window(C, N, 0, 230_000, "expire"),
     ]
-    check(divergences(spark, windows=windows), expected(
-        spark,
-        dict(kind="broker_missing", broker_addr=S, start=60_000, end=100_001,
-             views={A: "live", B: "live", C: "absent"}, wrong=1, up=3, exposure=round(40_001 / 3, 3)),
-        dict(kind="broker_missing", broker_addr=N, start=100_000, end=230_000,
-             views={A: "absent", B: "absent", C: "live"}, wrong=1, up=3, exposure=round(130_000 / 3, 3)),
-    ))
+    check(
+        divergences(spark, windows=windows),
+        expected(
+            spark,
+            dict(
+                kind="broker_missing",
+                broker_addr=S,
+                start=60_000,
+                end=100_001,
+                views={A: "live", B: "live", C: "absent"},
+                wrong=1,
+                up=3,
+                exposure=round(40_001 / 3, 3),
+            ),
+            dict(
+                kind="broker_missing",
+                broker_addr=N,
+                start=100_000,
+                end=230_000,
+                views={A: "absent", B: "absent", C: "live"},
+                wrong=1,
+                up=3,
+                exposure=round(130_000 / 3, 3),
+            ),
+        ),
+    )
 
 
 def test_broker_missing_two_servers_tie_keeps_the_live_view(spark):
     runs = [run(A, 0, None), run(B, 0, None)]
     windows = [window(A, M, 0, None), window(B, M, 0, 10_000, "channel_close")]
-    check(divergences(spark, windows=windows, runs=runs), expected(spark, dict(
-        kind="broker_missing", broker_addr=M, start=10_000, end=DAY_MS,
-        views={A: "live", B: "absent"}, wrong=1, up=2, exposure=(DAY_MS - 10_000) / 2)))
+    check(
+        divergences(spark, windows=windows, runs=runs),
+        expected(
+            spark,
+            dict(
+                kind="broker_missing",
+                broker_addr=M,
+                start=10_000,
+                end=DAY_MS,
+                views={A: "live", B: "absent"},
+                wrong=1,
+                up=2,
+                exposure=(DAY_MS - 10_000) / 2,
+            ),
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------- queue_data_mismatch
@@ -190,27 +295,53 @@ def test_queue_data_mismatch(spark):
     queues = [
         # TopicA: the restart race (W20): ns-c knows TopicA (broker-b) and broker-a, not this QueueData
         *(qd(ns, "TopicA", "broker-b", 0, None) for ns in (A, B, C)),
-        qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None),
+        qd(A, "TopicA", "broker-a", 0, None),
+        qd(B, "TopicA", "broker-a", 0, None),
         qd(C, "TopicA", "broker-a", 100_000, None),
         # TopicB: write perm wiped on ns-b for exactly the grace
-        qd(A, "TopicB", "broker-a", 0, None), qd(C, "TopicB", "broker-a", 0, None),
-        qd(B, "TopicB", "broker-a", 0, 50_000), qd(B, "TopicB", "broker-a", 50_000, 90_000, "8/8/4/0"),
+        qd(A, "TopicB", "broker-a", 0, None),
+        qd(C, "TopicB", "broker-a", 0, None),
+        qd(B, "TopicB", "broker-a", 0, 50_000),
+        qd(B, "TopicB", "broker-a", 50_000, 90_000, "8/8/4/0"),
         qd(B, "TopicB", "broker-a", 90_000, None),
         # TopicC: one millisecond longer
-        qd(A, "TopicC", "broker-a", 0, None), qd(C, "TopicC", "broker-a", 0, None),
-        qd(B, "TopicC", "broker-a", 0, 50_000), qd(B, "TopicC", "broker-a", 50_000, 90_001, "8/8/4/0"),
+        qd(A, "TopicC", "broker-a", 0, None),
+        qd(C, "TopicC", "broker-a", 0, None),
+        qd(B, "TopicC", "broker-a", 0, 50_000),
+        qd(B, "TopicC", "broker-a", 50_000, 90_001, "8/8/4/0"),
         qd(B, "TopicC", "broker-a", 90_001, None),
         # TopicD: broker-c is unknown to ns-b and ns-c: broker-level, not compared per topic
         *(qd(ns, "TopicD", "broker-b", 0, None) for ns in (A, B, C)),
         qd(A, "TopicD", "broker-c", 0, None),
     ]
-    check(divergences(spark, queues, addrs), expected(
-        spark,
-        dict(kind="queue_data_mismatch", topic="TopicA", broker_name="broker-a", start=0, end=100_000,
-             views={A: "8/8/6/0", B: "8/8/6/0", C: "absent"}, wrong=1, up=3, exposure=round(100_000 / 3, 3)),
-        dict(kind="queue_data_mismatch", topic="TopicC", broker_name="broker-a", start=50_000, end=90_001,
-             views={A: "8/8/6/0", B: "8/8/4/0", C: "8/8/6/0"}, wrong=1, up=3, exposure=round(40_001 / 3, 3)),
-    ))
+    check(
+        divergences(spark, queues, addrs),
+        expected(
+            spark,
+            dict(
+                kind="queue_data_mismatch",
+                topic="TopicA",
+                broker_name="broker-a",
+                start=0,
+                end=100_000,
+                views={A: "8/8/6/0", B: "8/8/6/0", C: "absent"},
+                wrong=1,
+                up=3,
+                exposure=round(100_000 / 3, 3),
+            ),
+            dict(
+                kind="queue_data_mismatch",
+                topic="TopicC",
+                broker_name="broker-a",
+                start=50_000,
+                end=90_001,
+                views={A: "8/8/6/0", B: "8/8/4/0", C: "8/8/6/0"},
+                wrong=1,
+                up=3,
+                exposure=round(40_001 / 3, 3),
+            ),
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------- broker_addrs_mismatch
@@ -219,19 +350,34 @@ def test_queue_data_mismatch(spark):
 def test_broker_addrs_mismatch(spark):
     addrs = [
         # broker-a: only ns-a sees the slave S promoted to id 0 at 100 s; open at the end of the day
-        addr(A, "broker-a", 0, M, 0, 100_000), addr(A, "broker-a", 1, S, 0, 100_000),
+        addr(A, "broker-a", 0, M, 0, 100_000),
+        addr(A, "broker-a", 1, S, 0, 100_000),
         addr(A, "broker-a", 0, S, 100_000, None),
         *(addr(ns, "broker-a", i, a, 0, None) for ns in (B, C) for i, a in ((0, M), (1, S))),
         # broker-b: ns-b misses the slave for exactly the grace
         *(addr(ns, "broker-b", 0, N, 0, None) for ns in (A, B, C)),
-        addr(A, "broker-b", 1, "10.0.0.4:10911", 0, None), addr(C, "broker-b", 1, "10.0.0.4:10911", 0, None),
-        addr(B, "broker-b", 1, "10.0.0.4:10911", 0, 50_000), addr(B, "broker-b", 1, "10.0.0.4:10911", 90_000, None),
+        addr(A, "broker-b", 1, "10.0.0.4:10911", 0, None),
+        addr(C, "broker-b", 1, "10.0.0.4:10911", 0, None),
+        addr(B, "broker-b", 1, "10.0.0.4:10911", 0, 50_000),
+        addr(B, "broker-b", 1, "10.0.0.4:10911", 90_000, None),
     ]
     both = '{"0":"10.0.0.1:10911","1":"10.0.0.2:10911"}'
-    check(divergences(spark, addrs=addrs), expected(spark, dict(
-        kind="broker_addrs_mismatch", broker_name="broker-a", start=100_000, end=DAY_MS,
-        views={A: '{"0":"10.0.0.2:10911"}', B: both, C: both}, wrong=1, up=3,
-        exposure=round((DAY_MS - 100_000) / 3, 3))))
+    check(
+        divergences(spark, addrs=addrs),
+        expected(
+            spark,
+            dict(
+                kind="broker_addrs_mismatch",
+                broker_name="broker-a",
+                start=100_000,
+                end=DAY_MS,
+                views={A: '{"0":"10.0.0.2:10911"}', B: both, C: both},
+                wrong=1,
+                up=3,
+                exposure=round((DAY_MS - 100_000) / 3, 3),
+            ),
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------- midnight
@@ -243,19 +389,34 @@ def test_episode_from_the_day_before_counts_its_time_before_midnight(spark):
         # 30 s before midnight + 15 s after: 45 s, an episode; today's part is reported from 00:00
         *(qd(ns, "TopicM", "broker-a", -DAY_MS, None) for ns in (A, B)),
         *(qd(ns, "TopicM", "broker-a", 0, None) for ns in (A, B)),
-        qd(C, "TopicM", "broker-a", -DAY_MS, -30_000), qd(C, "TopicM", "broker-a", 15_000, None),
+        qd(C, "TopicM", "broker-a", -DAY_MS, -30_000),
+        qd(C, "TopicM", "broker-a", 15_000, None),
         # 20 s + 15 s: 35 s, propagation
         *(qd(ns, "TopicK", "broker-a", -DAY_MS, None) for ns in (A, B)),
         *(qd(ns, "TopicK", "broker-a", 0, None) for ns in (A, B)),
-        qd(C, "TopicK", "broker-a", -DAY_MS, -20_000), qd(C, "TopicK", "broker-a", 15_000, None),
+        qd(C, "TopicK", "broker-a", -DAY_MS, -20_000),
+        qd(C, "TopicK", "broker-a", 15_000, None),
         # a disagreement of the day before only: not today's
         *(qd(ns, "TopicO", "broker-a", -DAY_MS, None) for ns in (A, B)),
         *(qd(ns, "TopicO", "broker-a", 0, None) for ns in (A, B, C)),
         qd(C, "TopicO", "broker-a", -DAY_MS, -41_000),
     ]
-    check(divergences(spark, queues, runs=runs), expected(spark, dict(
-        kind="route_missing", topic="TopicM", start=0, end=15_000,
-        views={A: "present", B: "present", C: "absent"}, wrong=1, up=3, exposure=5_000.0)))
+    check(
+        divergences(spark, queues, runs=runs),
+        expected(
+            spark,
+            dict(
+                kind="route_missing",
+                topic="TopicM",
+                start=0,
+                end=15_000,
+                views={A: "present", B: "present", C: "absent"},
+                wrong=1,
+                up=3,
+                exposure=5_000.0,
+            ),
+        ),
+    )
 
 
 def test_no_facts_no_episodes(spark):
@@ -276,7 +437,10 @@ def test_derive_grace():
 def test_agg_grace_inputs(spark):
     windows = [window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, None)]
     gaps = [30_000, None, 30_010]  # a window with a single refresh has no gap
-    rows = [tuple({**w, "p50_gap_ms": g}[n] for n in LIVENESS_WINDOWS_SCHEMA.names) for w, g in zip(windows, gaps, strict=True)]
+    rows = [
+        tuple({**w, "p50_gap_ms": g}[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
+        for w, g in zip(windows, gaps, strict=True)
+    ]
     windows_df = frame(spark, rows, LIVENESS_WINDOWS_SCHEMA)
     starts_df = frame(spark, [(10_000,), (15_000,), (None,)], "scan_interval_ms long")
     row = D.agg_grace_inputs(windows_df, starts_df).first()
@@ -292,13 +456,24 @@ def test_findings_one_per_episode(spark):
     span = D.Span.of(DAY, G)
     runs_df = frame(spark, ALL_DAY, NS_RUNS_SCHEMA)
     keyed_df = D.build_keyed_facts(
-        frame(spark, [qd(A, "TopicN", "broker-a", 50_000, None),  # on a minority, open at day end
-                      qd(A, "TopicA", "broker-a", 0, None), qd(B, "TopicA", "broker-a", 0, None)],
-                     TOPIC_ROUTE_HISTORY_SCHEMA),
+        frame(
+            spark,
+            [
+                qd(A, "TopicN", "broker-a", 50_000, None),  # on a minority, open at day end
+                qd(A, "TopicA", "broker-a", 0, None),
+                qd(B, "TopicA", "broker-a", 0, None),
+            ],
+            TOPIC_ROUTE_HISTORY_SCHEMA,
+        ),
         frame(spark, [], BROKER_ADDR_HISTORY_SCHEMA),
-        frame(spark, [tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
-                      for w in (window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, 100_000))],
-                     LIVENESS_WINDOWS_SCHEMA),
+        frame(
+            spark,
+            [
+                tuple(w[n] for n in LIVENESS_WINDOWS_SCHEMA.names)
+                for w in (window(A, M, 0, None), window(B, M, 0, None), window(C, M, 0, 100_000))
+            ],
+            LIVENESS_WINDOWS_SCHEMA,
+        ),
         span,
     )
     episodes_df = D.build_episodes(keyed_df, D.agg_up_periods(runs_df, span), DAY, G)
@@ -310,14 +485,24 @@ def test_findings_one_per_episode(spark):
         (DAY, "consistency", "ns_divergence", "critical", "TopicN", None),  # absent on two of three
     ]
     assert [(ms_of(r["start_ts"]), ms_of(r["end_ts"])) for r in found] == [
-        (100_000, DAY_MS), (0, DAY_MS), (50_000, DAY_MS)]
+        (100_000, DAY_MS),
+        (0, DAY_MS),
+        (50_000, DAY_MS),
+    ]
     detail = json.loads(found[2]["detail"])
     assert detail == {
-        "kind": "route_missing", "key": {"topic": "TopicN"},
-        "ns_views": {A: "present", B: "absent", C: "absent"}, "majority": "absent",
-        "duration_ms": DAY_MS - 50_000, "exposure": round((DAY_MS - 50_000) / 3, 3),
-        "servers_wrong": 1, "servers_up": 3, "grace_ms": G, "grace_source": "config",
-        "began_before_day": False, "continues_next_day": True,
+        "kind": "route_missing",
+        "key": {"topic": "TopicN"},
+        "ns_views": {A: "present", B: "absent", C: "absent"},
+        "majority": "absent",
+        "duration_ms": DAY_MS - 50_000,
+        "exposure": round((DAY_MS - 50_000) / 3, 3),
+        "servers_wrong": 1,
+        "servers_up": 3,
+        "grace_ms": G,
+        "grace_source": "config",
+        "began_before_day": False,
+        "continues_next_day": True,
     }
     assert json.loads(found[0]["detail"])["key"] == {"broker_addr": M}
 
@@ -333,6 +518,7 @@ def _pipeline_ready() -> bool:
     if any(importlib.util.find_spec(m) is None for m in ("jobs.ingest.stage", "nameserver.sim.run")):
         return False
     from jobs.analytics.liveness import stage as liveness
+
     return hasattr(liveness, "run_liveness")
 
 
@@ -347,18 +533,33 @@ def _audited_day(spark, root, faults: str, fault_rate: float):
     from nameserver.sim.truth import read_truth
 
     events = root / "events"
-    simulate(SimOptions(events_dir=events, ns=3, brokers=12, slaves=1, topics=30, start_ms=T0, hours=SIM_HOURS,
-                        seed=5, faults=parse_faults(faults), fault_rate=fault_rate, quiet=True))
+    simulate(
+        SimOptions(
+            events_dir=events,
+            ns=3,
+            brokers=12,
+            slaves=1,
+            topics=30,
+            start_ms=T0,
+            hours=SIM_HOURS,
+            seed=5,
+            faults=parse_faults(faults),
+            fault_rate=fault_rate,
+            quiet=True,
+        )
+    )
     lake_dir = str(root / "lake")
     config = Config()
     run_ingest(spark, str(events), lake_dir, DAY, config)
     run_rebuild(spark, lake_dir, DAY, config)
     run_liveness(spark, lake_dir, DAY, config)
     result = D.run_divergence(spark, lake_dir, DAY, config)
-    rows = read_table(spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA,
-                      where={"date": DAY}).collect()
-    found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA,
-                       where={"date": DAY, "category": D.CATEGORY}).collect()
+    rows = read_table(
+        spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA, where={"date": DAY}
+    ).collect()
+    found = read_table(
+        spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY, "category": D.CATEGORY}
+    ).collect()
     return read_truth(events), result, rows, found
 
 
@@ -381,8 +582,9 @@ def _broker_episode(rows, addr: str, near_ms: int):
 @pytest.mark.skipif(not _pipeline_ready(), reason="needs simulate, ingest and liveness")
 def test_lost_unregister_is_a_broker_missing_episode_until_the_expiry(faulty_day):
     truth, result, rows, found = faulty_day
-    faults = [t for t in truth if t["kind"] == "lost_unregister"
-              and t["expected"][t["lost_on"]][0]["event"] == "expire"]
+    faults = [
+        t for t in truth if t["kind"] == "lost_unregister" and t["expected"][t["lost_on"]][0]["event"] == "expire"
+    ]
     assert faults, "the simulation lost no unregister"
     assert result.grace.source == "derived"
     for fault in faults:
@@ -435,8 +637,10 @@ def test_a_fault_free_day_has_no_episode(spark, fault_free_day):  # noqa: F811  
     assert grace.scan_interval_ms == SCAN_MS
     [stage] = [s for s in fault_free_day.outcome.stages if s["stage"] == "divergence"]
     assert (stage["episodes"], stage["grace_ms"]) == (0, grace.grace_ms)
-    rows = read_table(spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA,
-                      where={"date": day}).collect()
-    found = read_table(spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA,
-                       where={"date": day, "category": D.CATEGORY}).collect()
+    rows = read_table(
+        spark, lake.table_path(lake_dir, lake.NS_DIVERGENCES), NS_DIVERGENCES_SCHEMA, where={"date": day}
+    ).collect()
+    found = read_table(
+        spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": day, "category": D.CATEGORY}
+    ).collect()
     assert (rows, found) == ([], [])

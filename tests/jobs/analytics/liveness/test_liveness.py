@@ -77,8 +77,9 @@ class Log:
         return self._add(t, "ns_stop")
 
     def reg(self, t: int, addr: str, bid: int = 0, dv=DV1, name: str = "broker-a", type_: str = "register") -> Log:
-        return self._add(t, type_, request_code=103, cluster="C1", broker_name=name, broker_id=bid,
-                         broker_addr=addr, data_version=dv)
+        return self._add(
+            t, type_, request_code=103, cluster="C1", broker_name=name, broker_id=bid, broker_addr=addr, data_version=dv
+        )
 
     def hb(self, t: int, addr: str, bid: int = 0, dv=DV1, name: str = "broker-a") -> Log:
         return self.reg(t, addr, bid, dv, name, type_="heartbeat")
@@ -88,16 +89,26 @@ class Log:
         return self._add(t, "heartbeat", request_code=904, cluster="C1", broker_name="broker-a", broker_addr=addr)
 
     def qdv(self, t: int, addr: str, dv) -> Log:
-        return self._add(t, "heartbeat", request_code=322, cluster="C1", broker_name="broker-a", broker_id=0,
-                         broker_addr=addr, data_version=dv)
+        return self._add(
+            t,
+            "heartbeat",
+            request_code=322,
+            cluster="C1",
+            broker_name="broker-a",
+            broker_id=0,
+            broker_addr=addr,
+            data_version=dv,
+        )
 
     def unreg(self, t: int, addr: str) -> Log:
-        return self._add(t, "unregister", request_code=104, cluster="C1", broker_name="broker-a", broker_id=0,
-                         broker_addr=addr)
+        return self._add(
+            t, "unregister", request_code=104, cluster="C1", broker_name="broker-a", broker_id=0, broker_addr=addr
+        )
 
     def expire(self, t: int, addr: str, last: int) -> Log:
-        return self._add(t, "expire", cluster="C1", broker_name="broker-a", broker_id=0, broker_addr=addr,
-                         last_update_ts=at(last))
+        return self._add(
+            t, "expire", cluster="C1", broker_name="broker-a", broker_id=0, broker_addr=addr, last_update_ts=at(last)
+        )
 
     def close(self, t: int, addr: str | None) -> Log:
         keys = dict(cluster="C1", broker_name="broker-a", broker_id=0) if addr else {}
@@ -116,8 +127,25 @@ def empty_prev(spark):
 def prev_open(spark, ns: str, addr: str, last_update: int, bid: int = 0):
     """The day before's ``liveness_windows``: one window of ``addr`` open at its end."""
     day_before = DAY - dt.timedelta(days=1)
-    row = (day_before, ns, "C1", "broker-a", bid, addr, at(-3_600_000), None, "open", None, 100, 30_000, 30_000,
-           30_000, 0, at(last_update), None)
+    row = (
+        day_before,
+        ns,
+        "C1",
+        "broker-a",
+        bid,
+        addr,
+        at(-3_600_000),
+        None,
+        "open",
+        None,
+        100,
+        30_000,
+        30_000,
+        30_000,
+        0,
+        at(last_update),
+        None,
+    )
     return frame(spark, [row], LIVENESS_WINDOWS_SCHEMA)
 
 
@@ -157,9 +185,7 @@ def window_view(df):
 
 def expect_windows(spark, rows):
     """Rows of (ns, addr, broker_id, start, end, end_reason, carried_in, heartbeats, last_update), ms."""
-    return frame(spark,
-        [(ns, a, b, at(s), at(e), r, c, h, at(u)) for ns, a, b, s, e, r, c, h, u in rows], WINDOW_VIEW
-    )
+    return frame(spark, [(ns, a, b, at(s), at(e), r, c, h, at(u)) for ns, a, b, s, e, r, c, h, u in rows], WINDOW_VIEW)
 
 
 def assert_same(actual, expected):
@@ -170,11 +196,25 @@ def finding_rows(df, kind: str | None = None):
     """Findings as (kind, severity, subject, ns, start ms, end ms, detail dict), sorted."""
     if kind is not None:
         df = df.where(F.col("kind") == kind)
-    rows = df.select("kind", "severity", "subject", "ns", F.unix_millis("start_ts").alias("s"),
-                     F.unix_millis("end_ts").alias("e"), "detail").collect()
+    rows = df.select(
+        "kind",
+        "severity",
+        "subject",
+        "ns",
+        F.unix_millis("start_ts").alias("s"),
+        F.unix_millis("end_ts").alias("e"),
+        "detail",
+    ).collect()
     return sorted(
-        (r.kind, r.severity, r.subject, r.ns, None if r.s is None else r.s - T0, None if r.e is None else r.e - T0,
-         json.loads(r.detail))
+        (
+            r.kind,
+            r.severity,
+            r.subject,
+            r.ns,
+            None if r.s is None else r.s - T0,
+            None if r.e is None else r.e - T0,
+            json.loads(r.detail),
+        )
         for r in rows
     )
 
@@ -197,14 +237,20 @@ def test_runs_are_numbered_by_the_resets_before_each_event(spark):
     intervals = L.agg_run_intervals(L.agg_resets(df))
     assert_same(
         intervals.select("ns", "run", "lo_seq", "hi_seq", F.col("next_reset.type").alias("next")),
-        frame(spark, [("ns-a", 0, 0, 2, "ns_stop"), ("ns-a", 1, 2, 3, "ns_start"),
-                      ("ns-a", 2, 3, 2**63 - 1, None)], "ns string, run int, lo_seq long, hi_seq long, next string"),
+        frame(
+            spark,
+            [("ns-a", 0, 0, 2, "ns_stop"), ("ns-a", 1, 2, 3, "ns_start"), ("ns-a", 2, 3, 2**63 - 1, None)],
+            "ns string, run int, lo_seq long, hi_seq long, next string",
+        ),
     )
     # the reset itself opens its run (edge: seq equal to the interval's lower bound)
     assert_same(
         L.with_run(df, intervals).select("ns", "seq", "run"),
-        frame(spark, [("ns-a", 1, 0), ("ns-a", 2, 1), ("ns-a", 3, 2), ("ns-a", 4, 2), ("ns-b", 1, 0)],
-                     "ns string, seq long, run int"),
+        frame(
+            spark,
+            [("ns-a", 1, 0), ("ns-a", 2, 1), ("ns-a", 3, 2), ("ns-a", 4, 2), ("ns-b", 1, 0)],
+            "ns string, seq long, run int",
+        ),
     )
 
 
@@ -215,14 +261,24 @@ def test_streams_are_numbered_and_address_events_tagged_by_their_run(spark):
     other = Log("ns-b").reg(500, M)
     df = L.with_event_ms(events_df(spark, log, other))
     intervals = L.agg_run_intervals(L.agg_resets(df))
-    streams = frame(spark, [("ns-a", M, 0), ("ns-a", S, 0), ("ns-a", M, 2), ("ns-b", M, 0), ("ns-a", M, 0)],
-                    "ns string, broker_addr string, run int")
+    streams = frame(
+        spark,
+        [("ns-a", M, 0), ("ns-a", S, 0), ("ns-a", M, 2), ("ns-b", M, 0), ("ns-a", M, 0)],
+        "ns string, broker_addr string, run int",
+    )
     numbered = LW.number_streams(streams, intervals)
     assert_same(
         numbered,
-        frame(spark, [(0, "ns-a", M, 0, 0, 3), (1, "ns-a", M, 2, 4, 2**63 - 1), (2, "ns-a", S, 0, 0, 3),
-                      (3, "ns-b", M, 0, 0, 2**63 - 1)],
-              "sid int, ns string, broker_addr string, run int, lo_seq long, hi_seq long"),
+        frame(
+            spark,
+            [
+                (0, "ns-a", M, 0, 0, 3),
+                (1, "ns-a", M, 2, 4, 2**63 - 1),
+                (2, "ns-a", S, 0, 0, 3),
+                (3, "ns-b", M, 0, 0, 2**63 - 1),
+            ],
+            "sid int, ns string, broker_addr string, run int, lo_seq long, hi_seq long",
+        ),
     )
     tagged = LW.with_stream_id(LW.select_address_stream(df), numbered)
     assert tagged.columns == list(LW.STREAM_COLUMNS)
@@ -235,18 +291,24 @@ def test_streams_are_numbered_and_address_events_tagged_by_their_run(spark):
 @pytest.mark.parametrize(
     "log, expected",
     [
-        (Log().start(0).reg(1000, M).hb(31000, M).unreg(40000, M),
-         ("ns-a", M, 0, 1000, 40000, "unregister", None, 2, 31000)),
-        (Log().start(0).reg(5000, M).expire(135000, M, 5000),
-         ("ns-a", M, 0, 5000, 135000, "expire", None, 1, 5000)),
-        (Log().start(0).reg(1000, M).close(20000, None).close(30000, M),  # a null close removes nothing
-         ("ns-a", M, 0, 1000, 30000, "channel_close", None, 1, 1000)),
-        (Log().start(0).reg(1000, M).stop(50000),
-         ("ns-a", M, 0, 1000, 50000, "ns_stop", None, 1, 1000)),
-        (Log().start(0).reg(1000, M).start(60000),  # no ns_stop before: a crash restart
-         ("ns-a", M, 0, 1000, 60000, "ns_restart", None, 1, 1000)),
-        (Log().start(0).reg(1000, M).hb(31000, M, bid=1),  # identity of the latest registration
-         ("ns-a", M, 1, 1000, None, "open", None, 2, 31000)),
+        (
+            Log().start(0).reg(1000, M).hb(31000, M).unreg(40000, M),
+            ("ns-a", M, 0, 1000, 40000, "unregister", None, 2, 31000),
+        ),
+        (Log().start(0).reg(5000, M).expire(135000, M, 5000), ("ns-a", M, 0, 5000, 135000, "expire", None, 1, 5000)),
+        (
+            Log().start(0).reg(1000, M).close(20000, None).close(30000, M),  # a null close removes nothing
+            ("ns-a", M, 0, 1000, 30000, "channel_close", None, 1, 1000),
+        ),
+        (Log().start(0).reg(1000, M).stop(50000), ("ns-a", M, 0, 1000, 50000, "ns_stop", None, 1, 1000)),
+        (
+            Log().start(0).reg(1000, M).start(60000),  # no ns_stop before: a crash restart
+            ("ns-a", M, 0, 1000, 60000, "ns_restart", None, 1, 1000),
+        ),
+        (
+            Log().start(0).reg(1000, M).hb(31000, M, bid=1),  # identity of the latest registration
+            ("ns-a", M, 1, 1000, None, "open", None, 2, 31000),
+        ),
     ],
     ids=["unregister", "expire", "channel_close", "ns_stop", "ns_restart", "open"],
 )
@@ -256,11 +318,18 @@ def test_each_end_reason(spark, log, expected):
 
 def test_events_after_a_removal_and_a_new_register_make_separate_windows(spark):
     log = (
-        Log().start(0).reg(1000, M).unreg(2000, M)
+        Log()
+        .start(0)
+        .reg(1000, M)
+        .unreg(2000, M)
         .hb904(3000, M)  # not live: changes nothing, in no window
-        .reg(4000, M).hb904(5000, M).stop(6000).start(7000)
+        .reg(4000, M)
+        .hb904(5000, M)
+        .stop(6000)
+        .start(7000)
         .hb904(8000, M)  # after the restart the address is not live
-        .reg(9000, M).reg(9000, M)  # a register over a live entry only follows lost lines: ends it
+        .reg(9000, M)
+        .reg(9000, M)  # a register over a live entry only follows lost lines: ends it
     )
     expected = [
         ("ns-a", M, 0, 1000, 2000, "unregister", None, 1, 1000),
@@ -291,7 +360,8 @@ def test_window_from_before_the_lake_starts_at_midnight_as_unknown(spark):
     log = (
         Log("ns-a", 77)
         .hb(10000, M)  # a 103 heartbeat: M was live at 00:00
-        .hb904(11000, S).hb904(41000, S)  # 904s prove nothing: the server logs them for unknown addresses
+        .hb904(11000, S)
+        .hb904(41000, S)  # 904s prove nothing: the server logs them for unknown addresses
         .expire(12000, N, -120_000)  # an expire proves N was live
     )
     expected = [
@@ -303,7 +373,9 @@ def test_window_from_before_the_lake_starts_at_midnight_as_unknown(spark):
 
 def test_refreshes_gap_stats_and_late_heartbeats(spark):
     log = (
-        Log().start(0).reg(1000, M)
+        Log()
+        .start(0)
+        .reg(1000, M)
         .hb(31000, M)  # gap 30000
         .hb904(36000, M)  # 904 refreshes a live entry: gap 5000
         .qdv(40000, M, DV1)  # 322 with the stored version refreshes: gap 4000
@@ -313,8 +385,9 @@ def test_refreshes_gap_stats_and_late_heartbeats(spark):
         .qdv(101000, M, DV2)  # the stored version is now DV2: refresh, gap 1000
         .hb(146000, M, dv=DV2)  # gap 45000 = period + slack exactly: on time (edge)
     )
-    got = frames(spark, log).windows_df.select("heartbeats", "max_gap_ms", "late_heartbeats",
-                                               F.unix_millis("last_update_ts").alias("u"))
+    got = frames(spark, log).windows_df.select(
+        "heartbeats", "max_gap_ms", "late_heartbeats", F.unix_millis("last_update_ts").alias("u")
+    )
     assert got.collect() == [(7, 60000, 1, T0 + 146000)]
     pct = frames(spark, log).windows_df.select("p50_gap_ms", "p99_gap_ms").first()
     # gaps 1000, 4000, 5000, 30000, 45000, 60000: ranks ceil(0.5 * 6) = 3 and ceil(0.99 * 6) = 6
@@ -333,22 +406,28 @@ def test_gap_percentiles_are_exact_ranks_and_match_percentile_approx(spark, seed
     # what Spark's percentile_approx gives for so few values
     rng = random.Random(seed)
     counts = {M: rng.choice([1, 2, 3, 40]), N: rng.randint(1, 60)}
-    gaps = {addr: [rng.choice([30000, 30000, 29000, 31000, 45000, 60000]) for _ in range(n)]
-            for addr, n in counts.items()}
+    gaps = {
+        addr: [rng.choice([30000, 30000, 29000, 31000, 45000, 60000]) for _ in range(n)] for addr, n in counts.items()
+    }
     times = sorted((1000 + sum(g[:i]), addr) for addr, g in gaps.items() for i in range(len(g) + 1))
     log = Log().start(0)
     seen = set()
     for t, addr in times:
-        log = log.hb(t, addr, bid=0 if addr == M else 1) if addr in seen else log.reg(t, addr, bid=0 if addr == M else 1)
+        log = (
+            log.hb(t, addr, bid=0 if addr == M else 1) if addr in seen else log.reg(t, addr, bid=0 if addr == M else 1)
+        )
         seen.add(addr)
-    got = {r.broker_addr: (r.p50_gap_ms, r.p99_gap_ms, r.max_gap_ms)
-           for r in frames(spark, log).windows_df.select("broker_addr", "p50_gap_ms", "p99_gap_ms",
-                                                          "max_gap_ms").collect()}
+    got = {
+        r.broker_addr: (r.p50_gap_ms, r.p99_gap_ms, r.max_gap_ms)
+        for r in frames(spark, log).windows_df.select("broker_addr", "p50_gap_ms", "p99_gap_ms", "max_gap_ms").collect()
+    }
     expected = {addr: (exact_percentile(g, 0.5), exact_percentile(g, 0.99), max(g)) for addr, g in gaps.items()}
     assert got == expected
     approx = (
         frame(spark, [(a, x) for a, g in gaps.items() for x in g], "addr string, gap long")
-        .groupBy("addr").agg(F.percentile_approx("gap", [0.5, 0.99]).alias("p")).collect()
+        .groupBy("addr")
+        .agg(F.percentile_approx("gap", [0.5, 0.99]).alias("p"))
+        .collect()
     )
     assert {r.addr: tuple(r.p) for r in approx} == {a: e[:2] for a, e in expected.items()}
 
@@ -361,10 +440,14 @@ def test_single_refresh_window_has_null_gaps(spark):
 # ---------------------------------------------------------------------------- expiry timing
 
 
-CHECK_DDL = ("ns string, run int, seq long, ts_ms long, last_update_ms long, broker_addr string, cluster string, "
-             "broker_name string, broker_id long")
-RUNS_DDL = ("ns string, run int, start_ms long, broker_expiry_ms long, scan_interval_ms long, schedule string, "
-            "last_event_ms long")
+CHECK_DDL = (
+    "ns string, run int, seq long, ts_ms long, last_update_ms long, broker_addr string, cluster string, "
+    "broker_name string, broker_id long"
+)
+RUNS_DDL = (
+    "ns string, run int, start_ms long, broker_expiry_ms long, scan_interval_ms long, schedule string, "
+    "last_event_ms long"
+)
 
 
 @pytest.mark.parametrize(
@@ -381,19 +464,35 @@ RUNS_DDL = ("ns string, run int, start_ms long, broker_expiry_ms long, scan_inte
         (0, 1000, 5000, 5000, False, 3000),  # deadline 4000 before the first tick (5000): that tick
     ],
 )
-def test_expected_removal_is_the_first_tick_after_the_deadline(spark, start, last_update, removed, expected, late,
-                                                               expiry):
-    expire_df = frame(spark, [("ns-a", 1, 9, T0 + removed, T0 + last_update, M, "C1", "broker-a", 0)],
-                             CHECK_DDL)
-    runs = [("ns-a", 1, None if start is None else T0 + start, expiry, 10000,
-             None if start is None else "ns_start", T0 + removed)]
+def test_expected_removal_is_the_first_tick_after_the_deadline(
+    spark, start, last_update, removed, expected, late, expiry
+):
+    expire_df = frame(spark, [("ns-a", 1, 9, T0 + removed, T0 + last_update, M, "C1", "broker-a", 0)], CHECK_DDL)
+    runs = [
+        (
+            "ns-a",
+            1,
+            None if start is None else T0 + start,
+            expiry,
+            10000,
+            None if start is None else "ns_start",
+            T0 + removed,
+        )
+    ]
     got = L.with_expected_removal(expire_df, frame(spark, runs, RUNS_DDL), PARAMS)
     assert got.select("expected_ms", "late").collect() == [(T0 + expected, late)]
 
 
 def test_expected_removal_uses_the_servers_own_timers(spark):
     # ns_start said expiry 30000, scan 5000: ticks 5000, 10000, ...; deadline 31000 -> 35000
-    log = Log().start(0, expiry=30_000, scan=5_000).reg(1000, M).expire(35000, M, 1000).reg(2000, N).expire(45000, N, 2000)
+    log = (
+        Log()
+        .start(0, expiry=30_000, scan=5_000)
+        .reg(1000, M)
+        .expire(35000, M, 1000)
+        .reg(2000, N)
+        .expire(45000, N, 2000)
+    )
     found = finding_rows(frames(spark, log).findings_df, "late_expiry")
     assert [(f[2], f[4], f[5], f[6]["delay_ms"]) for f in found] == [(N, 35000, 45000, 10000)]
 
@@ -410,9 +509,12 @@ def test_run_started_yesterday_takes_its_schedule_from_ns_runs(spark):
 
 def test_never_expired_silent_entries_are_critical(spark):
     log = (
-        Log().start(0)
-        .reg(1000, M).unreg(200000, M)  # silent 199 s, then unregistered: the scan never removed it
-        .reg(1000, S).unreg(133000, S)  # edge: deadline 131000 + tolerance = 133000, not after it
+        Log()
+        .start(0)
+        .reg(1000, M)
+        .unreg(200000, M)  # silent 199 s, then unregistered: the scan never removed it
+        .reg(1000, S)
+        .unreg(133000, S)  # edge: deadline 131000 + tolerance = 133000, not after it
         .reg(1000, N)  # open, silent; the server's last event below is far later
         .hb904(400000, "10.9.9.9:10911")  # the server's last event of the day (not live: no window)
     )
@@ -504,7 +606,8 @@ def test_steady_day_has_no_warning_or_critical_finding(spark):
 
 def test_availability_per_server_and_across_servers(spark):
     h = 3_600_000
-    windows = frame(spark,
+    windows = frame(
+        spark,
         [
             ("ns-a", M, at(0), at(12 * h), "C1", "broker-a", 0),
             ("ns-b", M, at(6 * h), None, "C1", "broker-a", 1),  # open: counts until 24:00
@@ -542,10 +645,12 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
     from schemas.routes import NS_RUNS_SCHEMA
 
     d0, d1 = DAY - dt.timedelta(days=2), DAY - dt.timedelta(days=1)
+
     def ts(d, ms):
         return dt.datetime.fromtimestamp((day_start_ms(d) + ms) / 1000, tz=dt.UTC)
 
-    runs = frame(spark,
+    runs = frame(
+        spark,
         [
             ("ns-a", ts(d0, 7000), None, 5, None, "open", None, d0),  # started the day before yesterday
             ("ns-a", ts(d1, 0), None, 5, None, "open", None, d1),  # clipped at midnight, same run
@@ -555,12 +660,16 @@ def test_carried_run_takes_the_earliest_row_of_its_start_seq(spark):
         NS_RUNS_SCHEMA,
     )
     got = L.agg_carried_runs(runs, DAY)
-    expected = frame(spark, [("ns-a", 5, day_start_ms(d0) + 7000, d0)],
-                            "ns string, start_seq long, start_ms long, start_date date")
+    expected = frame(
+        spark, [("ns-a", 5, day_start_ms(d0) + 7000, d0)], "ns string, start_seq long, start_ms long, start_date date"
+    )
     assert_same(got, expected)
     up = L.agg_previous_day_up(runs, DAY).orderBy("ns").collect()
-    assert [tuple(r) for r in up] == [("ns-a", True, None), ("ns-b", False, day_start_ms(d1) + 9000),
-                                     ("ns-c", True, None)]
+    assert [tuple(r) for r in up] == [
+        ("ns-a", True, None),
+        ("ns-b", False, day_start_ms(d1) + 9000),
+        ("ns-c", True, None),
+    ]
 
 
 def test_the_address_stream_sort_carries_numbers_only(spark):
@@ -568,8 +677,11 @@ def test_the_address_stream_sort_carries_numbers_only(spark):
     string: the stream is its int ``sid``, which leads the sort keys (the sort's prefix)."""
     address_df = frame(
         spark,
-        [("ns-a", M, 1, T0, LW.REGISTER_103, 1, 1), ("ns-a", M, 2, T0 + 30_000, LW.HEARTBEAT_904, None, None),
-         ("ns-b", M, 1, T0 + 5, LW.REGISTER_103, 1, 1)],
+        [
+            ("ns-a", M, 1, T0, LW.REGISTER_103, 1, 1),
+            ("ns-a", M, 2, T0 + 30_000, LW.HEARTBEAT_904, None, None),
+            ("ns-b", M, 1, T0 + 5, LW.REGISTER_103, 1, 1),
+        ],
         "ns string, broker_addr string, seq long, ts_ms long, kind byte, dv_ts long, dv_counter long",
     )
     no_resets = frame(spark, [], "ns string, run int, lo_seq long, hi_seq long")

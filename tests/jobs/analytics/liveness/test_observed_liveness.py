@@ -42,14 +42,20 @@ def run(ns, start, stop, reason):
 
 
 # obs-a: known 00:00:05-12:00 (an outage) and 12:01-24:00; obs-b known all day
-RUNS = [run(OBS_A, 5_000, 12 * H, "observe_error"), run(OBS_A, 12 * H + 60_000, None, "open"),
-        run(OBS_B, 5_000, None, "open")]
+RUNS = [
+    run(OBS_A, 5_000, 12 * H, "observe_error"),
+    run(OBS_A, 12 * H + 60_000, None, "open"),
+    run(OBS_B, 5_000, None, "open"),
+]
 ADDRS = [
     # broker-k listed by both until 10:00 (obs-a) / 10:00:04 (obs-b): killed, never back
-    addr(OBS_A, "broker-k", 0, K, 5_000, 10 * H), addr(OBS_B, "broker-k", 0, K, 5_000, 10 * H + 4_000),
+    addr(OBS_A, "broker-k", 0, K, 5_000, 10 * H),
+    addr(OBS_B, "broker-k", 0, K, 5_000, 10 * H + 4_000),
     # broker-m on obs-a: gone 08:00-08:00:40, back; a slave joins at 09:00 (its entry ends where the next begins)
-    addr(OBS_A, "broker-m", 0, M, 5_000, 8 * H), addr(OBS_A, "broker-m", 0, M, 8 * H + 40_000, 9 * H),
-    addr(OBS_A, "broker-m", 0, M, 9 * H, 12 * H), addr(OBS_A, "broker-m", 1, "10.0.0.5:10921", 9 * H, 12 * H),
+    addr(OBS_A, "broker-m", 0, M, 5_000, 8 * H),
+    addr(OBS_A, "broker-m", 0, M, 8 * H + 40_000, 9 * H),
+    addr(OBS_A, "broker-m", 0, M, 9 * H, 12 * H),
+    addr(OBS_A, "broker-m", 1, "10.0.0.5:10921", 9 * H, 12 * H),
     # obs-a's outage ends every entry; back from it, broker-m is there again but its slave is not
     addr(OBS_A, "broker-m", 0, M, 12 * H + 60_000, None),
     addr(OBS_B, "broker-m", 0, M, 5_000, None),
@@ -57,9 +63,18 @@ ADDRS = [
 
 
 def _rows(df) -> list[tuple]:
-    return sorted((r["kind"], r["subject"], r["ns"], round(r["start_ts"].timestamp() * 1000) - T0,
-                   round(r["end_ts"].timestamp() * 1000) - T0, r["severity"], json.loads(r["detail"]))
-                  for r in df.collect())
+    return sorted(
+        (
+            r["kind"],
+            r["subject"],
+            r["ns"],
+            round(r["start_ts"].timestamp() * 1000) - T0,
+            round(r["end_ts"].timestamp() * 1000) - T0,
+            r["severity"],
+            json.loads(r["detail"]),
+        )
+        for r in df.collect()
+    )
 
 
 def test_an_address_an_observed_server_stopped_listing_is_gone_until_listed_again(spark):
@@ -74,7 +89,11 @@ def test_an_address_an_observed_server_stopped_listing_is_gone_until_listed_agai
     ]
     brief, cut, still = (g[6] for g in got)
     assert (brief["broker_name"], brief["broker_id"], brief["returned"], brief["still_gone"]) == (
-        "broker-m", 0, True, False)
+        "broker-m",
+        0,
+        True,
+        False,
+    )
     assert (cut["returned"], cut["still_gone"], cut["duration_ms"]) == (False, False, 2 * H)
     assert (still["returned"], still["still_gone"]) == (False, True)
     # the slave's entry ended with the known period: it left the record, not the server
@@ -85,8 +104,14 @@ def test_an_observed_server_that_stopped_answering_is_down_until_it_answers_agai
     (down,) = _rows(agg_observed_server_down_findings(runs_df, addr_df, DAY))
     assert down[:6] == ("observed_server_down", OBS_A, OBS_A, 12 * H, 12 * H + 60_000, "warning")
     # it listed broker-m's master and slave when it failed, the master alone when back: emptied
-    assert down[6] == {"duration_ms": 60_000, "came_back": True, "brokers_before": 2, "brokers_after": 1,
-                       "tables_emptied": True, "resolution_ms": 10_000}
+    assert down[6] == {
+        "duration_ms": 60_000,
+        "came_back": True,
+        "brokers_before": 2,
+        "brokers_after": 1,
+        "tables_emptied": True,
+        "resolution_ms": 10_000,
+    }
     # still down at midnight; a collector stopped is no server down
     runs = [run(OBS_B, 5_000, 23 * H, "observe_error"), run(OBS_A, 5_000, 23 * H, "observe_stop")]
     (late,) = _rows(agg_observed_server_down_findings(frame(spark, runs, NS_RUNS_SCHEMA), addr_df, DAY))
@@ -104,15 +129,24 @@ def test_what_observed_servers_show_makes_incidents_with_their_root_causes(spark
     rows = [
         finding("k1", "observed_broker_gone", K, OBS_A, 10 * H, 12 * H, gone),
         finding("k2", "observed_broker_gone", K, OBS_B, 10 * H + 4_000, DAY_MS, gone),
-        finding("s1", "observed_broker_gone", "10.0.0.6:10921", OBS_A, 6 * H, 6 * H + 50_000,
-                {**gone, "broker_name": "broker-s", "broker_id": 1}),
+        finding(
+            "s1",
+            "observed_broker_gone",
+            "10.0.0.6:10921",
+            OBS_A,
+            6 * H,
+            6 * H + 50_000,
+            {**gone, "broker_name": "broker-s", "broker_id": 1},
+        ),
         finding("d1", "observed_server_down", OBS_A, OBS_A, 12 * H, 12 * H + 60_000, {**down, "tables_emptied": True}),
         finding("d2", "observed_server_down", OBS_B, OBS_B, 20 * H, 20 * H + 60_000, {**down, "tables_emptied": False}),
     ]
     addr_df = I.agg_addr_names(frame(spark, [addr(OBS_A, "broker-k", 0, K, 5_000, 10 * H)], BROKER_ADDR_HISTORY_SCHEMA))
     linked_df = I.link_findings(frame(spark, rows, FINDINGS_SCHEMA), addr_df, DAY, 300_000)
-    got = sorted((r["root_cause"], r["subject"], r["servers"], sorted(r["finding_ids"]))
-                 for r in I.agg_incidents(linked_df, frame(spark, [(2,)], "n_servers int"), DAY).collect())
+    got = sorted(
+        (r["root_cause"], r["subject"], r["servers"], sorted(r["finding_ids"]))
+        for r in I.agg_incidents(linked_df, frame(spark, [(2,)], "n_servers int"), DAY).collect()
+    )
     assert got == [
         ("broker_dead", "broker-s", [OBS_A], ["s1"]),  # a slave
         ("master_lost", "broker-k", [OBS_A, OBS_B], ["k1", "k2"]),

@@ -64,8 +64,19 @@ ALL_KINDS = StructType(
 )
 
 ALL_KINDS_ROWS = [
-    (1, 7, "topic-a", 1.5, True, dt.datetime(2026, 11, 21, 3, 0, 0, 123456), {"k": "v", "e": None},
-     {0: "10.0.0.5:10911", 1: "10.0.0.6:10911"}, [("broker-a", 6), (None, None)], D1, "ns-a"),
+    (
+        1,
+        7,
+        "topic-a",
+        1.5,
+        True,
+        dt.datetime(2026, 11, 21, 3, 0, 0, 123456),
+        {"k": "v", "e": None},
+        {0: "10.0.0.5:10911", 1: "10.0.0.6:10911"},
+        [("broker-a", 6), (None, None)],
+        D1,
+        "ns-a",
+    ),
     # every nullable column null
     (2, None, None, None, None, None, None, None, None, D1, "ns-b"),
     # edge row: empty map and array, extreme values, a partition value Spark must escape in a path
@@ -137,8 +148,12 @@ def test_replace_where_rerun_gives_same_rows_and_new_version(spark, tmp_path):
     files_before = set(DeltaTable(path).file_uris())
 
     version = write_table(
-        narrow_df(spark, day1), path, mode="overwrite", partition_by=["date", "ns"],
-        replace_where={"date": D1}, schema=NARROW,
+        narrow_df(spark, day1),
+        path,
+        mode="overwrite",
+        partition_by=["date", "ns"],
+        replace_where={"date": D1},
+        schema=NARROW,
     )
 
     assert version == 1
@@ -154,9 +169,18 @@ def test_few_rows_writes_one_file_per_partition_value_from_many_input_partitions
     # a union of small queries, as the findings are: one input partition per row here
     df = narrow_df(spark, rows).repartition(12)
     for few_rows, path in ((False, str(tmp_path / "many")), (True, str(tmp_path / "few"))):
-        write_table(df, path, mode="overwrite", partition_by=["date", "ns"], replace_where={"date": D1},
-                    schema=NARROW, few_rows=few_rows)
-        assert sorted_rows(read_table(spark, path, NARROW), "ns", "seq") == sorted_rows(narrow_df(spark, rows), "ns", "seq")
+        write_table(
+            df,
+            path,
+            mode="overwrite",
+            partition_by=["date", "ns"],
+            replace_where={"date": D1},
+            schema=NARROW,
+            few_rows=few_rows,
+        )
+        assert sorted_rows(read_table(spark, path, NARROW), "ns", "seq") == sorted_rows(
+            narrow_df(spark, rows), "ns", "seq"
+        )
     assert len(DeltaTable(str(tmp_path / "many")).file_uris()) > 2
     assert len(DeltaTable(str(tmp_path / "few")).file_uris()) == 2  # one task: a file per (date, ns)
 
@@ -168,8 +192,12 @@ def test_empty_rerun_of_a_partition_removes_its_rows_only(spark, tmp_path):
     write_table(narrow_df(spark, rows), path, mode="append", partition_by=["date", "ns"], schema=NARROW)
 
     version = write_table(
-        narrow_df(spark, []), path, mode="overwrite", partition_by=["date", "ns"],
-        replace_where={"date": D1, "ns": "ns-a"}, schema=NARROW,
+        narrow_df(spark, []),
+        path,
+        mode="overwrite",
+        partition_by=["date", "ns"],
+        replace_where={"date": D1, "ns": "ns-a"},
+        schema=NARROW,
     )
 
     assert version == 1
@@ -181,13 +209,18 @@ def test_empty_rerun_of_a_partition_removes_its_rows_only(spark, tmp_path):
 def test_rows_outside_replace_where_fail_the_write(spark, tmp_path):
     path = str(tmp_path / "t")
     write_table(
-        narrow_df(spark, [(D1, "ns-a", 1, "x")]), path,
-        mode="append", partition_by=["date", "ns"], schema=NARROW,
+        narrow_df(spark, [(D1, "ns-a", 1, "x")]), path, mode="append", partition_by=["date", "ns"], schema=NARROW
     )
 
     with pytest.raises(Exception, match="outside replace_where"):
-        write_table(narrow_df(spark, [(D2, "ns-a", 2, "y")]), path, mode="overwrite",
-                    partition_by=["date", "ns"], replace_where={"date": D1}, schema=NARROW)
+        write_table(
+            narrow_df(spark, [(D2, "ns-a", 2, "y")]),
+            path,
+            mode="overwrite",
+            partition_by=["date", "ns"],
+            replace_where={"date": D1},
+            schema=NARROW,
+        )
 
     assert table_version(path) == 0
 
@@ -251,8 +284,7 @@ def test_time_travel_by_version_and_timestamp(spark, tmp_path):
 def test_failing_task_leaves_previous_version_and_no_files(spark, tmp_path):
     path = str(tmp_path / "t")
     write_table(
-        narrow_df(spark, [(D1, "ns-a", 0, "old")]), path,
-        mode="append", partition_by=["date", "ns"], schema=NARROW,
+        narrow_df(spark, [(D1, "ns-a", 0, "old")]), path, mode="append", partition_by=["date", "ns"], schema=NARROW
     )
     files_before = sorted(p for p in Path(path).rglob("*.parquet"))
 
@@ -268,8 +300,7 @@ def test_failing_task_leaves_previous_version_and_no_files(spark, tmp_path):
     bad_df = narrow_df(spark, rows).repartition(4).withColumn("value", explode_on_13("seq"))
     with pytest.raises(Exception, match="boom on row 13"):
         write_table(
-            bad_df, path,
-            mode="overwrite", partition_by=["date", "ns"], replace_where={"date": D1}, schema=NARROW,
+            bad_df, path, mode="overwrite", partition_by=["date", "ns"], replace_where={"date": D1}, schema=NARROW
         )
 
     assert table_version(path) == 0
@@ -280,6 +311,7 @@ def test_failing_task_leaves_previous_version_and_no_files(spark, tmp_path):
 def _fail_with_a_task_left(spark, done_file):
     """Run a job whose first task fails while its second is busy; the second leaves ``done_file``
     when it ends, after the job has failed. Returns the job's ids."""
+
     def task(index, _rows):
         time.sleep(0.3)
         if index == 0:
@@ -342,7 +374,8 @@ FEW = StructType(
 def _expand_spark(df):
     seq = F.explode(F.sequence("first", F.col("first") + F.col("count") - 1))
     return df.select("date", "ns", seq.alias("seq"), "value").select(
-        "date", "ns", F.when(~F.col("value").eqNullSafe("null-seq"), F.col("seq")).alias("seq"), "value")
+        "date", "ns", F.when(~F.col("value").eqNullSafe("null-seq"), F.col("seq")).alias("seq"), "value"
+    )
 
 
 def _expand_arrow(batch):
@@ -352,12 +385,17 @@ def _expand_arrow(batch):
     counts = batch.column("count").to_numpy()
     index = pa.array(np.repeat(np.arange(batch.num_rows), counts))
     seq = np.repeat(batch.column("first").to_numpy(), counts) + (
-        np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts))
+        np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    )
     value = batch.column("value").take(index)
     nulls = pc.equal(value, "null-seq").fill_null(False)
     yield pa.RecordBatch.from_arrays(
-        [batch.column("date").take(index), batch.column("ns").take(index),
-         pc.if_else(nulls, pa.scalar(None, pa.int64()), pa.array(seq)), value],
+        [
+            batch.column("date").take(index),
+            batch.column("ns").take(index),
+            pc.if_else(nulls, pa.scalar(None, pa.int64()), pa.array(seq)),
+            value,
+        ],
         names=["date", "ns", "seq", "value"],
     )
 
@@ -372,20 +410,33 @@ def _expansion():
 @pytest.mark.spark
 def test_an_expansion_writes_the_rows_it_stands_for(spark, tmp_path):
     path = str(tmp_path / "t")
-    few_df = spark.createDataFrame([(D1, "ns-a", 1, 3, "x"), (D1, "ns-b", 10, 2, None), (D2, "ns-a", 5, 1, "y")],
-                                   FEW).repartition(2)
+    few_df = spark.createDataFrame(
+        [(D1, "ns-a", 1, 3, "x"), (D1, "ns-b", 10, 2, None), (D2, "ns-a", 5, 1, "y")], FEW
+    ).repartition(2)
 
     write_table(few_df, path, mode="append", partition_by=["date", "ns"], schema=NARROW, expansion=_expansion())
 
     want = _expand_spark(few_df)
-    assert_df_equality(read_table(spark, path, NARROW), want.select(*NARROW.names), ignore_row_order=True,
-                       ignore_nullable=True)
+    assert_df_equality(
+        read_table(spark, path, NARROW), want.select(*NARROW.names), ignore_row_order=True, ignore_nullable=True
+    )
     assert read_table(spark, path, NARROW).count() == 6
     # a rerun of one day replaces it with that day's expanded rows only
-    write_table(few_df.where(F.col("date") == D1).where(F.col("ns") == "ns-a"), path, mode="overwrite",
-                partition_by=["date", "ns"], replace_where={"date": D1}, schema=NARROW, expansion=_expansion())
+    write_table(
+        few_df.where(F.col("date") == D1).where(F.col("ns") == "ns-a"),
+        path,
+        mode="overwrite",
+        partition_by=["date", "ns"],
+        replace_where={"date": D1},
+        schema=NARROW,
+        expansion=_expansion(),
+    )
     assert sorted((r["date"], r["seq"]) for r in read_table(spark, path, NARROW).collect()) == [
-        (D1, 1), (D1, 2), (D1, 3), (D2, 5)]
+        (D1, 1),
+        (D1, 2),
+        (D1, 3),
+        (D2, 5),
+    ]
 
 
 @pytest.mark.spark
@@ -423,15 +474,17 @@ def test_schema_mismatch_is_a_clear_error(spark, tmp_path):
 
     # Lossless widening is applied: an int seq is written as the declared bigint.
     write_table(
-        good_df.withColumn("seq", F.col("seq").cast("int")), path,
-        mode="append", partition_by=["date"], schema=NARROW,
+        good_df.withColumn("seq", F.col("seq").cast("int")), path, mode="append", partition_by=["date"], schema=NARROW
     )
 
     changed = StructType([*NARROW.fields[:3], StructField("value", LongType(), True)])
     with pytest.raises(SchemaMismatchError, match="column value is string in the table, declared bigint"):
         write_table(
-            good_df.withColumn("value", F.lit(1).cast("bigint")), path,
-            mode="append", partition_by=["date"], schema=changed,
+            good_df.withColumn("value", F.lit(1).cast("bigint")),
+            path,
+            mode="append",
+            partition_by=["date"],
+            schema=changed,
         )
     with pytest.raises(SchemaMismatchError, match="column value is string in the table, declared bigint"):
         read_table(spark, path, changed)
@@ -448,8 +501,7 @@ def test_empty_write_creates_table_and_empty_reads_keep_schema(spark, tmp_path):
         read_table(spark, path, NARROW)
 
     write_table(
-        narrow_df(spark, []), path,
-        mode="overwrite", partition_by=["date"], replace_where={"date": D1}, schema=NARROW,
+        narrow_df(spark, []), path, mode="overwrite", partition_by=["date"], replace_where={"date": D1}, schema=NARROW
     )
 
     assert table_exists(path) and table_version(path) == 0
@@ -526,8 +578,12 @@ _EXIT_SCRIPT = textwrap.dedent(
 def _run_exit_script(tmp_path: Path, runs: int, code: int) -> list[int]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[4])}
     procs = [
-        subprocess.Popen([sys.executable, "-c", _EXIT_SCRIPT, str(tmp_path / f"t{i}"), str(code)],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-c", _EXIT_SCRIPT, str(tmp_path / f"t{i}"), str(code)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         for i in range(runs)
     ]
     results = []
@@ -548,14 +604,14 @@ def test_process_keeps_its_own_nonzero_exit_code(tmp_path):
     assert _run_exit_script(tmp_path, runs=2, code=3) == [3, 3]
 
 
-
 def test_a_null_struct_with_not_null_children_is_written():
     """An event without data_version: Spark's null struct carries null children under it."""
     from jobs.lake.delta.write import conform_batch
 
     dv = pa.struct([pa.field("timestamp", pa.int64(), False), pa.field("counter", pa.int64(), False)])
     src = pa.StructArray.from_arrays(
-        [pa.array([1, None, 3]), pa.array([2, None, 4])], names=["timestamp", "counter"],
+        [pa.array([1, None, 3]), pa.array([2, None, 4])],
+        names=["timestamp", "counter"],
         mask=pa.array([False, True, False]),
     )
     batch = pa.RecordBatch.from_arrays([src, pa.array([1, 2, 3], pa.int32())], names=["data_version", "x"])
@@ -568,16 +624,28 @@ def test_a_null_struct_with_not_null_children_is_written():
 def test_a_new_nullable_column_is_added_to_an_existing_table(spark, tmp_path):
     # a newer event format adds an optional key: last night's table gains the column, its rows read null
     path = str(tmp_path / "t")
-    write_table(narrow_df(spark, [(D1, "ns-a", 1, "old")]), path, mode="append", partition_by=["date", "ns"],
-                schema=NARROW)
+    write_table(
+        narrow_df(spark, [(D1, "ns-a", 1, "old")]), path, mode="append", partition_by=["date", "ns"], schema=NARROW
+    )
     wider = StructType(NARROW.fields[:3] + [StructField("extra_ms", LongType(), True)] + NARROW.fields[3:])
-    write_table(spark.createDataFrame([(D2, "ns-a", 2, 5, "new")], wider), path, mode="overwrite",
-                partition_by=["date", "ns"], replace_where={"date": D2}, schema=wider)
+    write_table(
+        spark.createDataFrame([(D2, "ns-a", 2, 5, "new")], wider),
+        path,
+        mode="overwrite",
+        partition_by=["date", "ns"],
+        replace_where={"date": D2},
+        schema=wider,
+    )
 
     rows = sorted_rows(read_table(spark, path, wider), "seq")
     assert [(r["seq"], r["extra_ms"], r["value"]) for r in rows] == [(1, None, "old"), (2, 5, "new")]
     # a new NOT NULL column is still refused
     strict = StructType(wider.fields + [StructField("must", LongType(), False)])
     with pytest.raises(SchemaMismatchError, match="must"):
-        write_table(spark.createDataFrame([(D2, "ns-a", 3, 5, "x", 1)], strict), path, mode="append",
-                    partition_by=["date", "ns"], schema=strict)
+        write_table(
+            spark.createDataFrame([(D2, "ns-a", 3, 5, "x", 1)], strict),
+            path,
+            mode="append",
+            partition_by=["date", "ns"],
+            schema=strict,
+        )

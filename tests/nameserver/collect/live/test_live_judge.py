@@ -21,23 +21,36 @@ A, B = "10.0.0.1:10911", "10.0.0.2:10911"
 
 
 def broker(name: str, *addrs: tuple[int, str]) -> dict:
-    return {"cluster": "C", "broker_name": name,
-            "broker_addrs": [{"broker_id": i, "broker_addr": a} for i, a in sorted(addrs)]}
+    return {
+        "cluster": "C",
+        "broker_name": name,
+        "broker_addrs": [{"broker_id": i, "broker_addr": a} for i, a in sorted(addrs)],
+    }
 
 
 def route(*cells: tuple[str, int]) -> dict:
-    return {"queue_datas": [{"broker_name": n, "read_queue_nums": 4, "write_queue_nums": 4, "perm": p,
-                             "topic_sys_flag": 0} for n, p in cells], "broker_datas": [], "filter_server_table": []}
+    return {
+        "queue_datas": [
+            {"broker_name": n, "read_queue_nums": 4, "write_queue_nums": 4, "perm": p, "topic_sys_flag": 0}
+            for n, p in cells
+        ],
+        "broker_datas": [],
+        "filter_server_table": [],
+    }
 
 
 def view(brokers: list[dict], routes: dict) -> ServerView:
     return ServerView({b["broker_name"]: b for b in brokers}, routes)
 
 
-HEALTHY = view([broker("broker-a", (0, A)), broker("broker-b", (0, B))],
-               {"T1": route(("broker-a", 6), ("broker-b", 6)), "T2": route(("broker-a", 6))})
-WIPED = view([broker("broker-a", (0, A)), broker("broker-b", (0, B))],
-             {"T1": route(("broker-a", 4), ("broker-b", 6)), "T2": route(("broker-a", 4))})
+HEALTHY = view(
+    [broker("broker-a", (0, A)), broker("broker-b", (0, B))],
+    {"T1": route(("broker-a", 6), ("broker-b", 6)), "T2": route(("broker-a", 6))},
+)
+WIPED = view(
+    [broker("broker-a", (0, A)), broker("broker-b", (0, B))],
+    {"T1": route(("broker-a", 4), ("broker-b", 6)), "T2": route(("broker-a", 4))},
+)
 
 
 def rounds(judge: LiveJudge, at: int, views: dict[str, ServerView | None]) -> list[dict]:
@@ -50,8 +63,10 @@ def rounds(judge: LiveJudge, at: int, views: dict[str, ServerView | None]) -> li
 
 
 def summary(events: list[dict]) -> list[tuple]:
-    return [(e["incident_state"], e["root_cause"], e["subject"], e["servers"], e["ts"] - e["incident_ms"] - T0)
-            for e in events]
+    return [
+        (e["incident_state"], e["root_cause"], e["subject"], e["servers"], e["ts"] - e["incident_ms"] - T0)
+        for e in events
+    ]
 
 
 def test_a_wipe_on_one_server_opens_from_its_start_once_no_other_followed_and_closes_when_restored():
@@ -67,8 +82,10 @@ def test_a_wipe_on_one_server_opens_from_its_start_once_no_other_followed_and_cl
     assert rounds(judge, T0 + 1000 + GRACE, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
     assert sorted(k[1][0] for k in judge.book.open if k[0] == "ns_divergence") == ["queue_data_mismatch"] * 2
     incident = judge.incidents.open_incidents()[0]
-    assert (incident.severity, incident.kinds) == ("critical", ["no_writable_queue", "ns_divergence",
-                                                               "write_perm_wiped"])
+    assert (incident.severity, incident.kinds) == (
+        "critical",
+        ["no_writable_queue", "ns_divergence", "write_perm_wiped"],
+    )
     closed = rounds(judge, T0 + 20_000, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
     assert summary(closed) == [("close", "write_perm_wiped", "broker-a", ["ns-a"], 1000)]
     assert closed[0]["incident_id"] == opened[0]["incident_id"] and judge.book.open == {}
@@ -84,8 +101,10 @@ def test_a_disagreement_no_longer_than_the_grace_is_nothing_and_one_longer_count
     rounds(judge, T0 + 10_000, {"ns-a": missing, "ns-b": HEALTHY, "ns-c": HEALTHY})
     # it ends one millisecond past the grace, between two looks: opened and closed at once, from its start
     events = rounds(judge, T0 + 10_000 + GRACE + 1, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
-    assert summary(events) == [("open", "topic_divergence", "T2", ["ns-a"], 10_000),
-                               ("close", "topic_divergence", "T2", ["ns-a"], 10_000)]
+    assert summary(events) == [
+        ("open", "topic_divergence", "T2", ["ns-a"], 10_000),
+        ("close", "topic_divergence", "T2", ["ns-a"], 10_000),
+    ]
 
 
 def test_a_broker_gone_from_every_server_is_a_master_lost_and_from_one_a_broker_cut_off():
@@ -117,8 +136,10 @@ def test_a_server_that_stops_answering_is_unreachable_and_a_restart_when_it_come
 
 def test_a_group_without_master_counts_after_a_registration_period_unless_it_lost_its_master():
     judge = LiveJudge(GRACE)
-    slave_first = view([broker("broker-a", (0, A)), broker("broker-b", (0, B)), broker("broker-s", (1, "10.0.0.9:10921"))],
-                       HEALTHY.routes)
+    slave_first = view(
+        [broker("broker-a", (0, A)), broker("broker-b", (0, B)), broker("broker-s", (1, "10.0.0.9:10921"))],
+        HEALTHY.routes,
+    )
     rounds(judge, T0, {"ns-a": HEALTHY})
     assert rounds(judge, T0 + 1000, {"ns-a": slave_first}) == []
     assert rounds(judge, T0 + 25_000, {"ns-a": slave_first}) == []  # a group starting: its master may follow
@@ -154,15 +175,19 @@ def test_midnight_ends_every_finding_as_the_nightly_days_do_but_an_incident_stay
 # ---------------------------------------------------------------------------- who set the perm
 
 # mqadmin updateTopic -p 4 of T2 (broker-a alone) and of broker-a's T1 (broker-b keeps it writable)
-READ_ONLY = view([broker("broker-a", (0, A)), broker("broker-b", (0, B))],
-                 {"T1": route(("broker-a", 4), ("broker-b", 6)), "T2": route(("broker-a", 4))})
+READ_ONLY = view(
+    [broker("broker-a", (0, A)), broker("broker-b", (0, B))],
+    {"T1": route(("broker-a", 4), ("broker-b", 6)), "T2": route(("broker-a", 4))},
+)
 WIPE_KINDS = {"write_perm_wiped", "no_writable_queue"}
 
 
 def logged(judge: LiveJudge) -> list[tuple]:
     """Every finding the judge opened: kind, server, subject, start (from T0), end, severity."""
-    return sorted((f.kind, f.ns, f.subject, f.start_ms - T0, None if f.end_ms is None else f.end_ms - T0, f.severity)
-                  for f in judge.book.log)
+    return sorted(
+        (f.kind, f.ns, f.subject, f.start_ms - T0, None if f.end_ms is None else f.end_ms - T0, f.severity)
+        for f in judge.book.log
+    )
 
 
 def test_a_read_only_perm_every_server_shows_within_a_round_is_the_brokers_no_wipe_and_no_unwritable_topic():
@@ -176,10 +201,14 @@ def test_a_read_only_perm_every_server_shows_within_a_round_is_the_brokers_no_wi
     # a topic_perm_changed per server and topic, at the round that showed it: T2 is left with no
     # writable queue (a warning, its incident), T1 keeps broker-b's (info, no alert)
     shown = (("ns-a", 10_000), ("ns-b", 12_000), ("ns-c", 12_001))
-    assert logged(judge) == sorted([("topic_perm_changed", ns, "T1", at, at, "info") for ns, at in shown]
-                                   + [("topic_perm_changed", ns, "T2", at, at, "warning") for ns, at in shown])
-    assert summary(events) == [("open", "topic_perm_changed", "T2", ["ns-a", "ns-b", "ns-c"], 10_000),
-                               ("close", "topic_perm_changed", "T2", ["ns-a", "ns-b", "ns-c"], 10_000)]
+    assert logged(judge) == sorted(
+        [("topic_perm_changed", ns, "T1", at, at, "info") for ns, at in shown]
+        + [("topic_perm_changed", ns, "T2", at, at, "warning") for ns, at in shown]
+    )
+    assert summary(events) == [
+        ("open", "topic_perm_changed", "T2", ["ns-a", "ns-b", "ns-c"], 10_000),
+        ("close", "topic_perm_changed", "T2", ["ns-a", "ns-b", "ns-c"], 10_000),
+    ]
     assert judge.book.open == {}
     # read-only everywhere from the first round on: the broker's too
     judge = LiveJudge(GRACE, poll_ms=POLL)
@@ -196,10 +225,14 @@ def test_a_read_only_perm_on_one_server_only_is_a_wipe_from_its_start_even_when_
     assert rounds(judge, T0 + 1000, {"ns-a": READ_ONLY, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
     # the others showed no such change within the round: an admin's, as before the rule
     rounds(judge, T0 + 1000 + HELD + 1, {"ns-a": READ_ONLY, "ns-b": HEALTHY, "ns-c": HEALTHY})
-    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
-                             ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning")]
-    assert judge.book.open[("write_perm_wiped", "ns-a", "broker-a")].detail == {"topics": 2,
-                                                                               "topics_listed": ["T1", "T2"]}
+    assert logged(judge) == [
+        ("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
+        ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning"),
+    ]
+    assert judge.book.open[("write_perm_wiped", "ns-a", "broker-a")].detail == {
+        "topics": 2,
+        "topics_listed": ["T1", "T2"],
+    }
     # one that was back before the round was over: opened and closed at once, from its start
     judge = LiveJudge(GRACE, poll_ms=POLL)
     judge.book.log = []
@@ -207,10 +240,14 @@ def test_a_read_only_perm_on_one_server_only_is_a_wipe_from_its_start_even_when_
     rounds(judge, T0 + 1000, {"ns-a": WIPED, "ns-b": HEALTHY, "ns-c": HEALTHY})
     assert rounds(judge, T0 + 2000, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY}) == []
     events = rounds(judge, T0 + 1000 + HELD + 1, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": HEALTHY})
-    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, 2000, "critical"),
-                             ("write_perm_wiped", "ns-a", "broker-a", 1000, 2000, "warning")]
-    assert summary(events) == [("open", "write_perm_wiped", "broker-a", ["ns-a"], 1000),
-                               ("close", "write_perm_wiped", "broker-a", ["ns-a"], 1000)]
+    assert logged(judge) == [
+        ("no_writable_queue", "ns-a", "T2", 1000, 2000, "critical"),
+        ("write_perm_wiped", "ns-a", "broker-a", 1000, 2000, "warning"),
+    ]
+    assert summary(events) == [
+        ("open", "write_perm_wiped", "broker-a", ["ns-a"], 1000),
+        ("close", "write_perm_wiped", "broker-a", ["ns-a"], 1000),
+    ]
 
 
 def test_a_first_round_read_only_where_another_server_is_writable_is_no_registration():
@@ -220,8 +257,10 @@ def test_a_first_round_read_only_where_another_server_is_writable_is_no_registra
     rounds(judge, T0 + 500, {"ns-c": READ_ONLY})  # ns-c joins, broker-a's topics read-only there only
     assert judge.book.log == []
     rounds(judge, T0 + 500 + POLL + 1, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": READ_ONLY})
-    assert [k[:3] for k in logged(judge)] == [("no_writable_queue", "ns-c", "T2"),
-                                             ("write_perm_wiped", "ns-c", "broker-a")]
+    assert [k[:3] for k in logged(judge)] == [
+        ("no_writable_queue", "ns-c", "T2"),
+        ("write_perm_wiped", "ns-c", "broker-a"),
+    ]
     assert {f.start_ms - T0 for f in judge.book.log} == {500}
 
 
@@ -233,13 +272,17 @@ def test_a_change_on_the_only_server_observed_is_judged_as_a_wipe():
     rounds(judge, T0, {"ns-a": HEALTHY})
     assert rounds(judge, T0 + 1000, {"ns-a": READ_ONLY}) == []
     rounds(judge, T0 + 1000 + HELD + 1, {"ns-a": READ_ONLY})
-    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
-                             ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning")]
+    assert logged(judge) == [
+        ("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
+        ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning"),
+    ]
     # the collector observes only that server: nothing to wait for, the round that saw it opens it
     judge = LiveJudge(GRACE, poll_ms=POLL, alone=True)
     judge.book.log = []
     rounds(judge, T0, {"ns-a": HEALTHY})
     events = rounds(judge, T0 + 1000, {"ns-a": READ_ONLY})
-    assert logged(judge) == [("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
-                             ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning")]
+    assert logged(judge) == [
+        ("no_writable_queue", "ns-a", "T2", 1000, None, "critical"),
+        ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning"),
+    ]
     assert [e[:3] for e in summary(events)] == [("open", "write_perm_wiped", "broker-a")]

@@ -27,15 +27,21 @@ def test_the_constants_are_the_audits():
     # who set a perm: the audit reads the live judge's tolerances
     assert (perm_changes.ROUND_SLACK_MS, perm_changes.DEFAULT_POLL_MS) == (rules.ROUND_SLACK_MS, rules.DEFAULT_POLL_MS)
     assert (perm_changes.REGISTERED, perm_changes.ADMIN, perm_changes.UNKNOWN) == (
-        perms.REGISTERED, perms.ADMIN, perms.UNKNOWN)
+        perms.REGISTERED,
+        perms.ADMIN,
+        perms.UNKNOWN,
+    )
 
 
-@pytest.mark.parametrize("audit, scan, interval", [
-    (AuditConfig(), 10_000, 10_000),
-    (AuditConfig(heartbeat_period_ms=10_000, clock_skew_ms=0), 10_000, 2_000),
-    (AuditConfig(divergence_grace_ms=300), 10_000, 150),
-    (AuditConfig(heartbeat_period_ms=45_000, clock_skew_ms=5_000), 3_000, 15_000),
-])
+@pytest.mark.parametrize(
+    "audit, scan, interval",
+    [
+        (AuditConfig(), 10_000, 10_000),
+        (AuditConfig(heartbeat_period_ms=10_000, clock_skew_ms=0), 10_000, 2_000),
+        (AuditConfig(divergence_grace_ms=300), 10_000, 150),
+        (AuditConfig(heartbeat_period_ms=45_000, clock_skew_ms=5_000), 3_000, 15_000),
+    ],
+)
 def test_the_live_grace_is_the_nightly_grace_of_a_day_of_observed_servers(audit, scan, interval):
     config = dataclasses.replace(Config(), audit=audit, nameserver=NameServerConfig(scan_interval_ms=scan))
     # a day of observed servers only: no heartbeat or ns_start to measure, the poll interval added

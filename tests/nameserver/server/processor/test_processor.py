@@ -59,22 +59,28 @@ def json_frame(header: str, body: bytes = b"") -> bytes:
 
 
 def d2a_frame() -> bytes:
-    header = ('{"code":103,"extFields":' + G5_EXT + ',"flag":0,"language":"JAVA","opaque":2,'
-              '"serializeTypeCurrentRPC":"JSON","version":479}')
+    header = (
+        '{"code":103,"extFields":' + G5_EXT + ',"flag":0,"language":"JAVA","opaque":2,'
+        '"serializeTypeCurrentRPC":"JSON","version":479}'
+    )
     return json_frame(header, G6_BODY)
 
 
 def d2b_frame(crc: str = "416932168", version: int = 407, opaque: int = 3) -> bytes:
     ext = D2B_EXT.replace("416932168", crc)
-    header = (f'{{"code":103,"extFields":{ext},"flag":0,"language":"JAVA","opaque":{opaque},'
-              f'"serializeTypeCurrentRPC":"JSON","version":{version}}}')
+    header = (
+        f'{{"code":103,"extFields":{ext},"flag":0,"language":"JAVA","opaque":{opaque},'
+        f'"serializeTypeCurrentRPC":"JSON","version":{version}}}'
+    )
     return json_frame(header, G7_BODY)
 
 
 def d2c_frame() -> bytes:
     ext = D2B_EXT.replace("416932168", "817412665").replace('"compressed":"false"', '"compressed":"true"')
-    header = ('{"code":103,"extFields":' + ext + ',"flag":0,"language":"JAVA","opaque":4,'
-              '"serializeTypeCurrentRPC":"JSON","version":407}')
+    header = (
+        '{"code":103,"extFields":' + ext + ',"flag":0,"language":"JAVA","opaque":4,'
+        '"serializeTypeCurrentRPC":"JSON","version":407}'
+    )
     return json_frame(header, G9_BODY)
 
 
@@ -92,14 +98,18 @@ D3_STANDARD_BODY = (
     b'"writeQueueNums":4}]}'
 )
 D3_DEFAULT_BODY = D3_STANDARD_BODY.replace(b'{"0":', b"{0:")
-FAQ_REMARK = ("No topic route info in name server for the topic: {}\n"
-              "See http://rocketmq.apache.org/docs/faq/ for further details.")
+FAQ_REMARK = (
+    "No topic route info in name server for the topic: {}\n"
+    "See http://rocketmq.apache.org/docs/faq/ for further details."
+)
 
 
 def route_frame(topic: str, version: int, opaque: int = 5, accept: str | None = None) -> bytes:
     ext = f'"topic":"{topic}"' if accept is None else f'"acceptStandardJsonOnly":"{accept}","topic":"{topic}"'
-    return json_frame(f'{{"code":105,"extFields":{{{ext}}},"flag":0,"language":"JAVA","opaque":{opaque},'
-                      f'"serializeTypeCurrentRPC":"JSON","version":{version}}}')
+    return json_frame(
+        f'{{"code":105,"extFields":{{{ext}}},"flag":0,"language":"JAVA","opaque":{opaque},'
+        f'"serializeTypeCurrentRPC":"JSON","version":{version}}}'
+    )
 
 
 # ---------------------------------------------------------------------- helpers
@@ -146,7 +156,9 @@ def test_d2_registrations_give_the_same_tables(proc, frame, request_version):
     assert routes.broker_addr_table["broker-a"].broker_addrs == {0: "192.168.0.10:10911"}
     queue = routes.topic_queue_table["TopicTest"]["broker-a"]
     assert (queue.read_queue_nums, queue.write_queue_nums, queue.perm, queue.topic_sys_flag) == (4, 4, 6, 0)
-    assert encode_frame(outcome.response) == D2B_RESPONSE.replace(b'"opaque":3', f'"opaque":{decode_frame(frame).opaque}'.encode())
+    assert encode_frame(outcome.response) == D2B_RESPONSE.replace(
+        b'"opaque":3', f'"opaque":{decode_frame(frame).opaque}'.encode()
+    )
     assert run(proc, frame, now=6000).events[0]["type"] == "heartbeat"
 
 
@@ -175,8 +187,9 @@ def test_version_36_reads_the_old_body_format(proc):
 
 
 def test_negative_version_and_bad_bodies_are_refused(proc):
-    neg = register_broker_request("C1", M, "broker-a", 0, "h", dv1, [A], version=-1,
-                                  serialize_type=SerializeType.ROCKETMQ)
+    neg = register_broker_request(
+        "C1", M, "broker-a", 0, "h", dv1, [A], version=-1, serialize_type=SerializeType.ROCKETMQ
+    )
     outcome = run(proc, neg)
     assert outcome.response.code == ResponseCode.SYSTEM_ERROR and outcome.response.ext_fields is None
     assert outcome.events[0]["reason"] == "bad_header"
@@ -196,12 +209,23 @@ def test_missing_and_unparsable_required_fields(proc):
     assert outcome.response.code == ResponseCode.SYSTEM_ERROR
     assert outcome.response.remark == "the custom field clusterName is null"
     assert outcome.events[0] | {"ts": 0} == {
-        "ts": 0, "type": "rejected", "request_code": 104, "channel": "c1", "remote": "127.0.0.1:50001",
-        "reason": "bad_header", "detail": "the custom field clusterName is null",
-        "broker_name": "a", "broker_addr": M, "request_version": 407,
+        "ts": 0,
+        "type": "rejected",
+        "request_code": 104,
+        "channel": "c1",
+        "remote": "127.0.0.1:50001",
+        "reason": "bad_header",
+        "detail": "the custom field clusterName is null",
+        "broker_name": "a",
+        "broker_addr": M,
+        "request_version": 407,
     }
-    outcome = run(proc, simple_request(RequestCode.UNREGISTER_BROKER,
-                                       {"brokerName": "a", "brokerAddr": M, "clusterName": "C1", "brokerId": "x1"}))
+    outcome = run(
+        proc,
+        simple_request(
+            RequestCode.UNREGISTER_BROKER, {"brokerName": "a", "brokerAddr": M, "clusterName": "C1", "brokerId": "x1"}
+        ),
+    )
     assert outcome.response.code == ResponseCode.SYSTEM_ERROR and "brokerId" in outcome.response.remark
     assert outcome.events[0]["reason"] == "bad_header"
 
@@ -210,8 +234,12 @@ def test_slave_learns_its_master_and_order_topic_config_is_returned(proc):
     reg(proc)
     outcome = reg(proc, addr=S, broker_id=1, conn=C2, now=2000)
     assert outcome.response.ext_fields == {"haServerAddr": "10.0.0.1:10912", "masterAddr": M}
-    run(proc, simple_request(RequestCode.PUT_KV_CONFIG,
-                             {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicA", "value": "broker-a:8"}))
+    run(
+        proc,
+        simple_request(
+            RequestCode.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicA", "value": "broker-a:8"}
+        ),
+    )
     outcome = reg(proc, now=3000)
     assert outcome.response.body == b'{"table":{"TopicA":"broker-a:8"}}'
 
@@ -243,6 +271,7 @@ def test_unknown_topic_remark(proc):
 
 def test_route_cache_follows_table_changes(proc):
     reg(proc, topics=(A, B))
+
     def route():
         return run(proc, simple_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicA"})).response
 
@@ -256,19 +285,25 @@ def test_route_cache_follows_table_changes(proc):
 def test_cluster_info_is_always_default_form(proc):
     reg(proc)
     body = run(proc, simple_request(RequestCode.GET_BROKER_CLUSTER_INFO, version=479)).response.body
-    assert body == (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.1:10911"},"brokerName":"broker-a",'
-                    b'"cluster":"C1"}},"clusterAddrTable":{"C1":["broker-a"]}}')
+    assert body == (
+        b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"10.0.0.1:10911"},"brokerName":"broker-a",'
+        b'"cluster":"C1"}},"clusterAddrTable":{"C1":["broker-a"]}}'
+    )
 
 
 def test_listings(proc):
     reg(proc, topics=(A, B, TopicConfig("TopicU", 4, 4, topic_sys_flag=1)))
+
     def body(code, ext=None):
         return run(proc, simple_request(code, ext)).response.body
 
     assert body(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) == b'{"topicList":["TopicA","TopicB","TopicU"]}'
     assert body(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C1"}) == b'{"topicList":["TopicA","TopicB","TopicU"]}'
     assert body(RequestCode.GET_TOPICS_BY_CLUSTER, {"cluster": "C9"}) == b'{"topicList":[]}'
-    assert body(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS) == b'{"brokerAddr":"10.0.0.1:10911","topicList":["C1","broker-a"]}'
+    assert (
+        body(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
+        == b'{"brokerAddr":"10.0.0.1:10911","topicList":["C1","broker-a"]}'
+    )
     assert body(RequestCode.GET_UNIT_TOPIC_LIST) == b'{"topicList":["TopicU"]}'
     assert body(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST) == b'{"topicList":[]}'
 
@@ -278,9 +313,11 @@ def test_listings(proc):
 
 def test_query_data_version_d4(proc):
     run(proc, d2b_frame(), now=1000)
-    same = simple_request(RequestCode.QUERY_DATA_VERSION, {"brokerName": "broker-a", "brokerAddr": "192.168.0.10:10911",
-                                                           "clusterName": "DefaultCluster", "brokerId": 0},
-                          b'{"counter":3,"timestamp":1700000000000}')
+    same = simple_request(
+        RequestCode.QUERY_DATA_VERSION,
+        {"brokerName": "broker-a", "brokerAddr": "192.168.0.10:10911", "clusterName": "DefaultCluster", "brokerId": 0},
+        b'{"counter":3,"timestamp":1700000000000}',
+    )
     outcome = run(proc, same, now=9000)
     assert outcome.response.ext_fields == {"changed": "false"}
     assert outcome.response.body == b'{"counter":3,"timestamp":1700000000000}'
@@ -297,8 +334,9 @@ def test_query_data_version_d4(proc):
 
 def test_broker_heartbeat_oneway(proc):
     reg(proc)
-    hb = simple_request(RequestCode.BROKER_HEARTBEAT, {"clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a"},
-                        oneway=True)
+    hb = simple_request(
+        RequestCode.BROKER_HEARTBEAT, {"clusterName": "C1", "brokerAddr": M, "brokerName": "broker-a"}, oneway=True
+    )
     outcome = run(proc, hb, now=50_000, conn=C2)
     assert outcome.response is None and outcome.events[0]["type"] == "heartbeat"
     live = proc.routes.broker_live_table[M]
@@ -317,8 +355,13 @@ def test_wipe_add_delete_unregister(proc):
     delete = run(proc, simple_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "TopicA"}))
     assert delete.response.code == ResponseCode.SUCCESS and delete.events[0]["cluster"] is None
     assert sorted(proc.routes.topic_queue_table) == ["TopicB"]
-    unreg = run(proc, simple_request(RequestCode.UNREGISTER_BROKER, {"brokerName": "broker-a", "brokerAddr": M,
-                                                                      "clusterName": "C1", "brokerId": 0}))
+    unreg = run(
+        proc,
+        simple_request(
+            RequestCode.UNREGISTER_BROKER,
+            {"brokerName": "broker-a", "brokerAddr": M, "clusterName": "C1", "brokerId": 0},
+        ),
+    )
     assert unreg.response.code == ResponseCode.SUCCESS and unreg.response.ext_fields is None
     assert unreg.events[0]["type"] == "unregister" and not proc.routes.broker_addr_table
 
@@ -379,8 +422,29 @@ def test_unknown_codes_w28(proc, code):
 
 
 def test_dispatch_covers_protocol_section_7():
-    assert SUPPORTED_CODES == {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 219, 224, 304, 311, 312, 313,
-                               318, 319, 322, 327, 904}
+    assert SUPPORTED_CODES == {
+        100,
+        101,
+        102,
+        103,
+        104,
+        105,
+        106,
+        205,
+        206,
+        216,
+        219,
+        224,
+        304,
+        311,
+        312,
+        313,
+        318,
+        319,
+        322,
+        327,
+        904,
+    }
 
 
 def test_stray_response_is_dropped(proc):
@@ -427,8 +491,11 @@ def test_register_body_cache_recalls_but_still_checks_crc(proc):
     body = b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1},"topicConfigTable":{}}}'
 
     def req():
-        return simple_request(RequestCode.REGISTER_BROKER, {
-            "brokerName": "broker-b", "brokerAddr": S, "clusterName": "C1", "haServerAddr": "h", "brokerId": 0}, body)
+        return simple_request(
+            RequestCode.REGISTER_BROKER,
+            {"brokerName": "broker-b", "brokerAddr": S, "clusterName": "C1", "haServerAddr": "h", "brokerId": 0},
+            body,
+        )
 
     assert run(proc, req(), now=5000).events[0]["data_version"] == DataVersion(5000, 1)
     assert run(proc, req(), now=6000).events[0]["data_version"] == DataVersion(6000, 1)
@@ -467,8 +534,11 @@ def test_encode_response_shortcut_is_encode_frame(opaque, body):
     from nameserver.server.channel import encode_response
 
     request = make_request(105, {"topic": "T"}, opaque=opaque)
-    for response in (make_response(request, 0, body=body), make_response(request, 17, remark="r"),
-                     make_response(request, 0, ext_fields={}, body=body)):
+    for response in (
+        make_response(request, 0, body=body),
+        make_response(request, 17, remark="r"),
+        make_response(request, 0, ext_fields={}, body=body),
+    ):
         assert encode_response(response) == encode_frame(response)
     request.serialize_type = SerializeType.ROCKETMQ
     response = make_response(request, 0, body=body)

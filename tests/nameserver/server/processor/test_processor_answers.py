@@ -73,10 +73,8 @@ def answers(proc: RequestProcessor, topic: str, opaque: int) -> list[bytes | Non
     return out
 
 
-def register(proc, addr=M, name="broker-a", broker_id=0, dv=DV1, topics=(A,), filters=(),
-             conn=C1, now=1000):
-    request = register_broker_request("C1", addr, name, broker_id, addr.replace("10911", "10912"), dv, topics,
-                                      filters)
+def register(proc, addr=M, name="broker-a", broker_id=0, dv=DV1, topics=(A,), filters=(), conn=C1, now=1000):
+    request = register_broker_request("C1", addr, name, broker_id, addr.replace("10911", "10912"), dv, topics, filters)
     assert proc.process(request, conn, now).response.code == ResponseCode.SUCCESS
 
 
@@ -93,8 +91,9 @@ STEPS = {
     "second broker name": lambda p: register(p, addr=M2, name="broker-b", conn=C3),
     "wipe write perm": lambda p: admin(p, RequestCode.WIPE_WRITE_PERM_OF_BROKER, brokerName="broker-a"),
     "add write perm": lambda p: admin(p, RequestCode.ADD_WRITE_PERM_OF_BROKER, brokerName="broker-a"),
-    "unregister slave": lambda p: admin(p, RequestCode.UNREGISTER_BROKER, clusterName="C1", brokerAddr=S,
-                                        brokerName="broker-a", brokerId=1),
+    "unregister slave": lambda p: admin(
+        p, RequestCode.UNREGISTER_BROKER, clusterName="C1", brokerAddr=S, brokerName="broker-a", brokerId=1
+    ),
     "channel close": lambda p: p.on_channel_close(C3, 2000),
     "expiry": lambda p: p.scan_not_active_broker(1000 + EXPIRY + 1),
     "registration again": lambda p: register(p, now=200_000),
