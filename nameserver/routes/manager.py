@@ -142,14 +142,17 @@ class RouteInfoManager(RouteAdmin):
         if filter_servers is not None:
             self._set_filter(broker_addr, filter_servers)
         # 8. result: slaves learn their master while it is live
-        master_addr = ha_server_addr = None
+        return self._register_result(broker_data, broker_id, event)
+
+    def _register_result(self, broker_data: BrokerData, broker_id: int, event: Event) -> RegisterResult:
+        """registerBroker step 8: the answer (a slave's master and its HA address while it is live)."""
         if broker_id != MASTER_ID:
             master = broker_data.broker_addrs.get(MASTER_ID)
             if master is not None:
                 master_live = self.broker_live_table.get(master)
                 if master_live is not None:
-                    master_addr, ha_server_addr = master, master_live.ha_server_addr
-        return RegisterResult(master_addr, ha_server_addr, [event])
+                    return RegisterResult(master, master_live.ha_server_addr, [event])
+        return RegisterResult(None, None, [event])
 
     def _put_broker_addr(
         self, cluster: str, broker_addr: str, broker_name: str, broker_id: int
