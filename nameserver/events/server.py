@@ -150,12 +150,7 @@ def rejected_event(
         [('ts', 7), ('type', 'rejected'), ('request_code', 999), ('channel', 'c1'),
          ('remote', '10.0.0.7:4000'), ('reason', 'unknown_code')]
     """
-    event: dict[str, Any] = {"ts": now, "type": "rejected"}
-    if ctx is not None:
-        event["request_code"] = ctx.request_code
-        event["channel"] = ctx.channel
-        event["remote"] = ctx.remote
-    event["reason"] = reason
+    event = _rejected_head(now, reason, ctx)
     for key, value in (
         ("detail", detail),
         ("access_key", access_key),
@@ -179,6 +174,17 @@ def rejected_event(
         if value is not None:
             event[key] = value
     return cast(RejectedEvent, event)
+
+
+def _rejected_head(now: int, reason: str, ctx: RequestContext | None) -> dict[str, Any]:
+    """A rejected event's leading keys: the time, the type, the request context if any, the reason."""
+    event: dict[str, Any] = {"ts": now, "type": "rejected"}
+    if ctx is not None:
+        event["request_code"] = ctx.request_code
+        event["channel"] = ctx.channel
+        event["remote"] = ctx.remote
+    event["reason"] = reason
+    return event
 
 
 def _admin(kind: str, now: int, ctx: RequestContext) -> Any:
