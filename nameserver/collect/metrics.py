@@ -20,6 +20,7 @@ from nameserver.collect.live.divergence import (
     QUEUE_DATA_MISMATCH,
     ROUTE_MISSING,
 )
+from nameserver.collect.live.findings import FindingKey, LiveFinding
 from nameserver.collect.live.judge import LiveJudge
 from nameserver.collect.poller import ServerPoller
 from nameserver.collect.rounds import BAD_ANSWER, CONNECT_FAILED, CONNECTION_CLOSED, ERROR_ANSWER, TIMEOUT
@@ -107,7 +108,42 @@ def server_families(pollers: Sequence[ServerPoller], now_ms: int, unwritable: di
     Args:
         unwritable: per server, its open ``no_writable_queue`` findings (None: not judged live).
     """
-    fam = {
+    fam = _observed_families()
+    for poller in pollers:
+        ns = poller.target.ns
+        view = poller.view
+        fam["nsaudit_observed_up"].add(int(view is not None), ns=ns, namesrv_addr=poller.target.addr)
+        if poller.last_ok_ms is not None:
+            fam["nsaudit_observed_last_success_timestamp_seconds"].add(poller.last_ok_ms / 1000, ns=ns)
+            fam["nsaudit_observed_last_success_age_seconds"].add(max(now_ms - poller.last_ok_ms, 0) / 1000, ns=ns)
+            assert poller.last_round_s is not None  # set with last_ok_ms
+            fam["nsaudit_observed_round_duration_seconds"].add(round(poller.last_round_s, 6), ns=ns)
+        if view is not None:
+            table = view.broker_addr_table
+            fam["nsaudit_observed_brokers"].add(sum(len(e["broker_addrs"]) for e in table.values()), ns=ns)
+            fam["nsaudit_observed_broker_groups"].add(len(table), ns=ns)
+            fam["nsaudit_observed_topics"].add(len(view.routes), ns=ns)
+            fam["nsaudit_observed_groups_without_master"].add(
+                sum(
+                    1
+                    for e in table.values()
+                    if e["broker_addrs"] and all(a["broker_id"] != 0 for a in e["broker_addrs"])
+                ),
+                ns=ns,
+            )
+            if unwritable is not None:
+                fam["nsaudit_observed_topics_without_writable_queue"].add(unwritable.get(ns, 0), ns=ns)
+        fam["nsaudit_observed_rounds_total"].add(poller.rounds, ns=ns)
+        for reason in REASONS:
+            fam["nsaudit_observed_round_failures_total"].add(
+                poller.failures_by_reason.get(reason, 0), ns=ns, reason=reason
+            )
+    return list(fam.values())
+
+
+def _observed_families() -> dict[str, Family]:
+    """The per-server families, empty, by name in the order they are served."""
+    return {
         name: Family(name, kind, text)
         for name, kind, text in (
             ("nsaudit_observed_up", "gauge", "1 when the server's last round got every answer, else 0"),
@@ -143,36 +179,6 @@ def server_families(pollers: Sequence[ServerPoller], now_ms: int, unwritable: di
             ),
         )
     }
-    for poller in pollers:
-        ns = poller.target.ns
-        view = poller.view
-        fam["nsaudit_observed_up"].add(int(view is not None), ns=ns, namesrv_addr=poller.target.addr)
-        if poller.last_ok_ms is not None:
-            fam["nsaudit_observed_last_success_timestamp_seconds"].add(poller.last_ok_ms / 1000, ns=ns)
-            fam["nsaudit_observed_last_success_age_seconds"].add(max(now_ms - poller.last_ok_ms, 0) / 1000, ns=ns)
-            assert poller.last_round_s is not None  # set with last_ok_ms
-            fam["nsaudit_observed_round_duration_seconds"].add(round(poller.last_round_s, 6), ns=ns)
-        if view is not None:
-            table = view.broker_addr_table
-            fam["nsaudit_observed_brokers"].add(sum(len(e["broker_addrs"]) for e in table.values()), ns=ns)
-            fam["nsaudit_observed_broker_groups"].add(len(table), ns=ns)
-            fam["nsaudit_observed_topics"].add(len(view.routes), ns=ns)
-            fam["nsaudit_observed_groups_without_master"].add(
-                sum(
-                    1
-                    for e in table.values()
-                    if e["broker_addrs"] and all(a["broker_id"] != 0 for a in e["broker_addrs"])
-                ),
-                ns=ns,
-            )
-            if unwritable is not None:
-                fam["nsaudit_observed_topics_without_writable_queue"].add(unwritable.get(ns, 0), ns=ns)
-        fam["nsaudit_observed_rounds_total"].add(poller.rounds, ns=ns)
-        for reason in REASONS:
-            fam["nsaudit_observed_round_failures_total"].add(
-                poller.failures_by_reason.get(reason, 0), ns=ns, reason=reason
-            )
-    return list(fam.values())
 
 
 def unwritable_counts(judge: LiveJudge) -> dict[str, int]:
@@ -216,6 +222,23 @@ def live_families(
     for kind in DIVERGENCE_KINDS:
         divergences.add(open_by_kind[kind], kind=kind)
     out.append(divergences)
+    out += _divergence_subject_families(judge, open_findings, max_series)
+    out += incident_families(judge, opened_total, max_series)
+    grace = Family(
+        "nsaudit_collect_divergence_grace_seconds",
+        "gauge",
+        "the divergence grace of the live judgement (the nightly audit's for these servers)",
+    )
+    grace.add(grace_ms / 1000)
+    out.append(grace)
+    return out
+
+
+def _divergence_subject_families(
+    judge: LiveJudge, open_findings: list[tuple[FindingKey, LiveFinding]], max_series: int
+) -> list[Family]:
+    """The per-subject gauges of the divergences beyond the grace: one series per server in each."""
+    out: list[Family] = []
     for name, text, kind, labels in _DIVERGENCE_FAMILIES:
         family = Family(name, "gauge", text, max_series)
         for key, finding in open_findings:
@@ -236,14 +259,6 @@ def live_families(
             for ns in servers:
                 family.add(1, **{label: values[label] for label in labels}, ns=ns)
         out.append(family)
-    out += incident_families(judge, opened_total, max_series)
-    grace = Family(
-        "nsaudit_collect_divergence_grace_seconds",
-        "gauge",
-        "the divergence grace of the live judgement (the nightly audit's for these servers)",
-    )
-    grace.add(grace_ms / 1000)
-    out.append(grace)
     return out
 
 
