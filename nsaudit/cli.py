@@ -8,38 +8,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from typing import TypeAlias
+from collections.abc import Sequence
 
-from common.arguments import OneLineParser, date_arg, output_dir_arg, time_arg
+from common.arguments import OneLineParser, output_dir_arg, time_arg
 from common.errors import LakeDamaged, UserError
 from jobs import nightly_audit
 from nameserver import cli as command
 from nameserver.layout import FAULTS  # one fault vocabulary for simulate and fleet
-
-# what OneLineParser.add_subparsers returns (a string: the class is not subscriptable at run time)
-_Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
-
-_EPILOG = (
-    "Times are ISO-8601 with a zone (2026-11-21T03:00:00Z) or epoch milliseconds, from "
-    "0001-01-02T00:00:00Z to 9999-12-30T23:59:59.999Z."
-)
-_QUERY_EPILOG = (
-    _EPILOG + " An instant whose UTC day the lake does not record audited ok (never audited, "
-    'or a run that did not finish) is answered with "audited": false, a "reason" and no tables; '
-    "a server the lake never saw is an error. An observed server (nsaudit collect, --ns obs-...) "
-    'is answered with its last observation at or before the instant, with "observed_ts" and '
-    '"resolution_ms" (the poll interval); outside a period its state was known, "up" is false. '
-    "A lake table that cannot be read (its _delta_log, or a file its latest version names) is one "
-    "line naming it and exit 1; a --version whose files nsaudit lake vacuum removed says so."
-)
+from nsaudit.lake_commands import TIMES_EPILOG, Run, Subparsers, add_incidents, add_lake, add_queries
 
 
-# What each command runs, given its parsed arguments. The commands whose module is heavy (Spark,
-# pyarrow, the simulator) import it when they run, not when the parser is built.
-_Run: TypeAlias = Callable[[argparse.Namespace], int]
-
-
+# The commands whose module is heavy (Spark, pyarrow, the simulator) import it when they run,
+# not when the parser is built.
 def _run_simulate(args: argparse.Namespace) -> int:
     from nameserver.sim import run
 
@@ -58,54 +38,6 @@ def _run_backfill(args: argparse.Namespace) -> int:
     return backfill.run_from_cli(args)
 
 
-def _run_route(args: argparse.Namespace) -> int:
-    from jobs.query import lookup
-
-    return lookup.route_from_cli(args)
-
-
-def _run_cluster(args: argparse.Namespace) -> int:
-    from jobs.query import lookup
-
-    return lookup.cluster_from_cli(args)
-
-
-def _run_diff(args: argparse.Namespace) -> int:
-    from jobs.query import lookup
-
-    return lookup.diff_from_cli(args)
-
-
-def _run_incidents(args: argparse.Namespace) -> int:
-    from jobs.query import incidents
-
-    return incidents.incidents_from_cli(args)
-
-
-def _run_optimize(args: argparse.Namespace) -> int:
-    from jobs.housekeeping import commands
-
-    return commands.optimize_from_cli(args)
-
-
-def _run_vacuum(args: argparse.Namespace) -> int:
-    from jobs.housekeeping import commands
-
-    return commands.vacuum_from_cli(args)
-
-
-def _run_retention(args: argparse.Namespace) -> int:
-    from jobs.housekeeping import commands
-
-    return commands.retention_from_cli(args)
-
-
-def _run_history(args: argparse.Namespace) -> int:
-    from jobs.housekeeping import commands
-
-    return commands.history_from_cli(args)
-
-
 def _run_demo(args: argparse.Namespace) -> int:
     from nsaudit import demo
 
@@ -121,13 +53,13 @@ def _host_ports(text: str) -> str:
     return text
 
 
-def _nameserver(sub: _Subparsers) -> None:
+def _nameserver(sub: Subparsers) -> None:
     p = sub.add_parser("nameserver", help="run one name server in the foreground", description=command.DESCRIPTION)
     command.add_arguments(p)
     p.set_defaults(run=command.run)
 
 
-def _collect(sub: _Subparsers) -> None:
+def _collect(sub: Subparsers) -> None:
     from nameserver.collect import cli as collect_cli
 
     p = sub.add_parser(
@@ -140,13 +72,13 @@ def _collect(sub: _Subparsers) -> None:
     p.set_defaults(run=collect_cli.run)
 
 
-def _simulate(sub: _Subparsers) -> None:
+def _simulate(sub: Subparsers) -> None:
     p = sub.add_parser(
         "simulate",
         help="write a simulated fleet's event logs, fast",
         description="Write, at simulated time, the event logs that N name servers would write for a "
         "broker fleet, using the same route-table code as the server. Deterministic per seed.",
-        epilog=_EPILOG,
+        epilog=TIMES_EPILOG,
     )
     p.add_argument("--events", required=True, metavar="DIR", type=output_dir_arg, help="event-log directory to write")
     p.add_argument("--ns", type=int, default=3, help="name servers (default 3)")
@@ -176,7 +108,7 @@ def _simulate(sub: _Subparsers) -> None:
     p.set_defaults(run=_run_simulate)
 
 
-def _fleet(sub: _Subparsers) -> None:
+def _fleet(sub: Subparsers) -> None:
     p = sub.add_parser(
         "fleet",
         help="run live broker agents against real name servers",
@@ -208,7 +140,7 @@ def _fleet(sub: _Subparsers) -> None:
     p.set_defaults(run=_run_fleet)
 
 
-def _audit(sub: _Subparsers) -> None:
+def _audit(sub: Subparsers) -> None:
     p = sub.add_parser(
         "audit",
         help="the nightly audit of one UTC day, or of a range of days (--from, --to)",
@@ -222,173 +154,7 @@ def _audit(sub: _Subparsers) -> None:
     p.set_defaults(run=nightly_audit.run_from_cli)
 
 
-def _version_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--version",
-        type=int,
-        default=None,
-        metavar="V",
-        help="answer from the lake as it stood at version V of audit_runs (one version when an audit "
-        "starts, one when it ends: nsaudit lake history audit_runs lists them); default: the latest",
-    )
-
-
-_CONFIG_HELP = "TOML config (default conf/nsaudit.toml): [storage] says how to reach an s3a:// lake"
-
-
-def _lake_arg(p: argparse.ArgumentParser, must_exist: bool = True) -> None:
-    from jobs.storage.arguments import existing_lake_arg, location_arg
-
-    p.add_argument(
-        "--lake",
-        required=True,
-        metavar="DIR",
-        type=existing_lake_arg if must_exist else location_arg,
-        help="the lake: a folder or s3a://bucket/prefix",
-    )
-    p.add_argument("--config", default=None, metavar="FILE", help=_CONFIG_HELP)
-
-
-def _queries(sub: _Subparsers) -> None:
-    p = sub.add_parser(
-        "route",
-        help="what a name server answered for a topic at an instant",
-        epilog=_QUERY_EPILOG,
-        description="Print the TopicRouteData that GET_ROUTEINFO_BY_TOPIC would have answered.",
-    )
-    _lake_arg(p, must_exist=False)  # a missing lake is answered as one without route tables
-    p.add_argument("--ns", required=True, metavar="ID")
-    p.add_argument("--topic", required=True)
-    p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
-    _version_arg(p)
-    p.set_defaults(run=_run_route)
-    p = sub.add_parser(
-        "cluster",
-        help="a name server's cluster info at an instant",
-        epilog=_QUERY_EPILOG,
-        description="Print the ClusterInfo that GET_BROKER_CLUSTER_INFO would have answered.",
-    )
-    _lake_arg(p, must_exist=False)
-    p.add_argument("--ns", required=True, metavar="ID")
-    p.add_argument("--at", required=True, metavar="TIME", type=time_arg)
-    _version_arg(p)
-    p.set_defaults(run=_run_cluster)
-    p = sub.add_parser(
-        "diff",
-        help="what changed in a server's route tables between two instants",
-        epilog=_QUERY_EPILOG,
-        description="Print the route-table changes between two instants.",
-    )
-    _lake_arg(p, must_exist=False)
-    p.add_argument("--ns", required=True, metavar="ID")
-    p.add_argument("--from", dest="from_", required=True, metavar="TIME", type=time_arg)
-    p.add_argument("--to", required=True, metavar="TIME", type=time_arg)
-    _version_arg(p)
-    p.set_defaults(run=_run_diff)
-
-
-_LAKE_EPILOG = (
-    "The engine is the audit's writer ([lake] writer in --config): delta-rs without a JVM, or "
-    "delta-spark in a local Spark session when its jars are there (docs/audit.md, Housekeeping). "
-    "Every table is read before any is changed: one whose _delta_log cannot be read stops the "
-    "command with one line naming it and exit 1, nothing changed."
-)
-
-
-def _lake(sub: _Subparsers) -> None:
-    lake_parser = sub.add_parser(
-        "lake",
-        help="housekeeping of a lake: optimize, vacuum, retention, history",
-        description="Housekeeping of a lake's Delta tables after many nightly audits.",
-    )
-    commands = lake_parser.add_subparsers(dest="lake_command", required=True, metavar="LAKE_COMMAND")
-
-    def command(name: str, help: str, description: str, run: _Run) -> argparse.ArgumentParser:
-        p = commands.add_parser(name, help=help, description=description, epilog=_LAKE_EPILOG)
-        _lake_arg(p)
-        p.set_defaults(run=run)
-        return p
-
-    command(
-        "optimize",
-        "compact small files per partition, Z-order the often-filtered columns",
-        "Rewrite every day that has a partition of more than one file into as few files as the size limit "
-        "allows (one commit per table), Z-ordered by ns and topic where the queries filter on them. Prints "
-        "files before and after; the replaced files stay on disk (older versions read them) until vacuum.",
-        _run_optimize,
-    )
-    p = command(
-        "vacuum",
-        "delete files no recent version needs",
-        "Delete from every table the data files that no version of the last --retain-hours needs, and "
-        "files no commit references (a failed write's). Prints files deleted and bytes freed. Versions "
-        "older than that can no longer be read (time travel, route --version).",
-        _run_vacuum,
-    )
-    p.add_argument(
-        "--retain-hours",
-        type=int,
-        default=168,
-        metavar="N",
-        help="keep what the versions of the last N hours need (default and minimum without --force: 168, "
-        "Delta's safety default)",
-    )
-    p.add_argument("--force", action="store_true", help="allow --retain-hours below 168")
-    p.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
-    p = command(
-        "retention",
-        "delete the days before the last N",
-        "Delete from every table the days before the last N (counted back from the latest day in "
-        "audit_runs), one commit per table, and those days' reports and logs. The files stay on disk "
-        "for older versions until vacuum.",
-        _run_retention,
-    )
-    p.add_argument(
-        "--keep-days",
-        type=int,
-        default=None,
-        metavar="N",
-        help="days to keep (default: [lake] keep_days of the config; 0 keeps every day)",
-    )
-    p = commands.add_parser(
-        "history",
-        help="a table's commits, newest first",
-        description="Print one JSON line per commit of a lake table, newest first: version, "
-        "timestamp, operation, its parameters and metrics, and the engine that wrote it. "
-        "nsaudit route --version takes a version of audit_runs.",
-    )
-    p.add_argument("table", metavar="TABLE", help="table name (events, topic_route_history, audit_runs, ...)")
-    _lake_arg(p)
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest commits")
-    p.set_defaults(run=_run_history)
-
-
-def _incidents(sub: _Subparsers) -> None:
-    p = sub.add_parser(
-        "incidents",
-        help="a day's incidents (findings grouped by root cause), worst first",
-        description="Print the incidents of an audited day: severity, root cause, subject, servers, span, "
-        "impact (topics producers could not write, share of clients exposed) and the incident id; critical "
-        "first, then by impact. A day not audited ok says so.",
-    )
-    _lake_arg(p)
-    p.add_argument("--date", required=True, metavar="YYYY-MM-DD", type=date_arg, help="the audited UTC day")
-    p.add_argument(
-        "--min-severity",
-        choices=("info", "warning", "critical"),
-        default="info",
-        help="leave out incidents below this severity (default info: all)",
-    )
-    p.add_argument(
-        "--format",
-        choices=("table", "json", "prometheus"),
-        default="table",
-        help="table (default), one JSON object, or Prometheus text exposition",
-    )
-    p.set_defaults(run=_run_incidents)
-
-
-def _demo(sub: _Subparsers) -> None:
+def _demo(sub: Subparsers) -> None:
     p = sub.add_parser(
         "demo",
         help="simulate a day with faults into ./demo and audit it",
@@ -415,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and audit the event logs with Spark into Delta tables.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_nameserver, _collect, _simulate, _fleet, _audit, _queries, _incidents, _lake, _demo):
+    for add in (_nameserver, _collect, _simulate, _fleet, _audit, add_queries, add_incidents, add_lake, _demo):
         add(sub)
     return parser
 
@@ -445,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command in _LAKE_READERS:
             _use_storage(args)
-        run: _Run = args.run
+        run: Run = args.run
         return int(run(args) or 0)
     except UserError as exc:
         print(f"nsaudit {args.command}: error: {exc}", file=sys.stderr)
