@@ -1,8 +1,8 @@
 """The name-server event, format v1, defined once; the Spark and JSON Schema forms derive from it.
 
 :data:`EVENT_KEYS` lists every key an event may carry, in the writer's key order, with its type,
-whether every event has it and whether it may be null. :data:`TYPE_RULES` says which keys each
-``type`` must carry. From these come
+whether every event has it and whether it may be null. :data:`TYPE_RULES`
+(:mod:`schemas.event_rules`) says which keys each ``type`` must carry. From these come
 
 * :data:`EVENT_SCHEMA`, the Spark ``StructType`` readers pass to ``spark.read.json`` (a key an
   event lacks reads as null, so only the five keys every event has are non-nullable);
@@ -20,13 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import types as T
 
-# the vocabulary of key definitions (scalar kinds, Struct, Array, Key), re-exported here
+# the vocabulary of key definitions (scalar kinds, Struct, Array, Key), the event types and the
+# keys each type must carry, re-exported here
 from schemas.event_fields import _INT_BOUNDS, _SPARK_SCALARS
 from schemas.event_fields import BOOLEAN as BOOLEAN
 from schemas.event_fields import INT32 as INT32
@@ -36,6 +36,8 @@ from schemas.event_fields import Array as Array
 from schemas.event_fields import FieldType as FieldType
 from schemas.event_fields import Key as Key
 from schemas.event_fields import Struct as Struct
+from schemas.event_rules import TYPE_RULES as TYPE_RULES
+from schemas.event_rules import TypeRule as TypeRule
 from schemas.event_types import EVENT_TYPES as EVENT_TYPES
 from schemas.event_types import OBSERVATION_TYPES as OBSERVATION_TYPES
 
@@ -254,82 +256,6 @@ EVENT_KEYS: tuple[Key, ...] = (
     Key("kinds", Array(STRING), "live_incident: the finding kinds it holds so far, sorted"),
     Key("incident_ms", INT64, "live_incident: how long it had lasted at this event: it began at ts - incident_ms"),
 )
-
-_REQUEST = ("request_code", "channel", "remote")
-_PAYLOAD = ("data_version", "topics_digest", "topics", "filter_servers", "request_version")
-# what a rejected event may carry besides its reason: the request's keys, what its header decoded,
-# the frame's shape, the limit a connection met, and a log outage's counts
-_REJECTED_DECODED = _REQUEST + (
-    "detail",
-    "access_key",
-    "cluster",
-    "broker_name",
-    "broker_addr",
-    "topic",
-    "broker_id",
-    "request_version",
-    "frame_length",
-    "serialize_type",
-    "header_length",
-    "max_connections",
-    "write_buffer_bytes",
-    "frame_timeout_ms",
-    "refused_count",
-    "unlogged_count",
-    "outage_ms",
-    "refreshes",
-)
-
-
-@dataclass(frozen=True)
-class TypeRule:
-    """Keys one event type must carry.
-
-    Attributes:
-        required: present and not null.
-        present: present, may be null.
-        optional: the other keys nsaudit's own writers may add (``nameserver.events`` builds exactly
-            required + present + optional). Readers still accept any key of EVENT_KEYS on any type.
-    """
-
-    required: tuple[str, ...] = ()
-    present: tuple[str, ...] = ()
-    optional: tuple[str, ...] = ()
-
-
-# From the "Types" table of docs/event-log.md. Keys not named are optional for that type (any key of
-# EVENT_KEYS may appear on any type: a rejected request logs whatever was decoded); ``optional``
-# names those nsaudit itself writes, and takes no part in the JSON Schema.
-TYPE_RULES: dict[str, TypeRule] = {
-    "ns_start": TypeRule(("broker_expiry_ms", "scan_interval_ms", "semantics", "version")),
-    "ns_stop": TypeRule(present=("reason",), optional=("silent_closes",)),
-    "register": TypeRule(
-        _REQUEST
-        + ("cluster", "broker_name", "broker_id", "broker_addr", "data_version", "topics_digest", "request_version"),
-        ("ha_addr", "filter_servers"),
-        ("topics",),
-    ),
-    # 904 carries no broker id and 322 no HA address: only the address is sure
-    "heartbeat": TypeRule(_REQUEST + ("broker_addr",), ("cluster", "broker_name", "broker_id", "ha_addr"), _PAYLOAD),
-    "unregister": TypeRule(_REQUEST + ("cluster", "broker_name", "broker_id", "broker_addr"), ("ha_addr",)),
-    "expire": TypeRule(("broker_addr", "last_update_ts"), optional=("cluster", "broker_name", "broker_id")),
-    "channel_close": TypeRule(
-        present=("broker_addr",), optional=("channel", "remote", "cluster", "broker_name", "broker_id")
-    ),
-    "wipe_write_perm": TypeRule(_REQUEST + ("broker_name", "topic_count")),
-    "add_write_perm": TypeRule(_REQUEST + ("broker_name", "topic_count")),
-    "delete_topic": TypeRule(_REQUEST + ("topic",), ("cluster",)),
-    "rejected": TypeRule(("reason",), optional=_REJECTED_DECODED),
-    "observe_start": TypeRule(("namesrv_addr", "interval_ms")),
-    "observe_stop": TypeRule(present=("reason",)),
-    "observe_error": TypeRule(("namesrv_addr", "round", "reason"), ("detail",)),
-    "observe_snapshot": TypeRule(("namesrv_addr", "round", "reason", "brokers_observed", "topics_observed")),
-    "observed_broker": TypeRule(("round", "broker_name"), ("cluster", "broker_addrs")),
-    "observed_route": TypeRule(("round", "topic"), ("queue_datas", "broker_datas", "filter_server_table")),
-    "live_incident": TypeRule(
-        ("incident_id", "incident_state", "root_cause", "subject", "severity", "servers", "kinds", "incident_ms")
-    ),
-}
 
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in EVENT_KEYS}
 REQUIRED_KEYS: tuple[str, ...] = tuple(k.name for k in EVENT_KEYS if k.required)
