@@ -204,42 +204,7 @@ class FrameDecoder:
         """
         if self._error is not None:
             return 0, 0
-        buf, pos, max_length = self._buf, self._pos, self._max_length
-        end = len(buf)
-        split, get, unpack = OPAQUE_SPLIT.split, answers.get, _PREFIX.unpack_from
-        last_prefix = end - 8  # the last position a whole prefix fits after
-        n = added = 0
-        # per frame, as few Python operations as will do: this loop is what a lookup costs
-        while pos <= last_prefix and n < max_frames and added < max_bytes:
-            length, word = unpack(buf, pos)
-            frame_end = pos + 4 + length
-            # complete, not too long, no body (the header is the rest of the frame)
-            if frame_end > end or length > max_length or word & MAX_HEADER_LENGTH != length - 4:
-                break
-            header_start = pos + 8
-            if word < _ROCKETMQ_WORD:  # JSON
-                pieces = split(bytes(buf[header_start:frame_end]), 1)
-                if len(pieces) != 3:
-                    break
-                before, raw, after = pieces
-                parts = get((before, after))
-                if parts is None:
-                    break
-                if raw == b"-0" or (len(raw) >= 10 and not INT32_MIN <= int(raw) <= INT32_MAX):
-                    break  # "-0" is read as 0 (written "0"); 10 digits may not fit an int32 (refused)
-            elif word >> 24 == _ROCKETMQ:  # the key holds the header length: same as the known one
-                parts = get(bytes(buf[pos + 4 : header_start + 5]) + bytes(buf[header_start + 9 : frame_end]))
-                if parts is None:
-                    break
-                raw = buf[header_start + 5 : header_start + 9]
-            else:
-                break
-            heads, tail, size = parts
-            digits = len(raw)
-            out += (heads[digits], raw, tail)
-            added += size + digits
-            n += 1
-            pos = frame_end
+        pos, n, added = _scan_known(self._buf, self._pos, self._max_length, answers, out, max_frames, max_bytes)
         if n:
             self._consume(pos)
         return n, added
@@ -263,6 +228,54 @@ class FrameDecoder:
         if header_length > length - 4:
             return self._fail(REASON_HEADER_LENGTH_OVERRUN, decoded, f"header length {header_length}")
         return self._fail(REASON_UNKNOWN_SERIALIZE_TYPE, decoded, f"serialize type {serialize_type}")
+
+
+def _scan_known(
+    buf: bytearray,
+    pos: int,
+    max_length: int,
+    answers: dict[RequestKey, tuple[Any, ...]],
+    out: list[bytes],
+    max_frames: int,
+    max_bytes: int,
+) -> tuple[int, int, int]:
+    """answer_known's scan from ``pos``: ``(position after the frames answered, frames, bytes appended)``."""
+    end = len(buf)
+    split, get, unpack = OPAQUE_SPLIT.split, answers.get, _PREFIX.unpack_from
+    last_prefix = end - 8  # the last position a whole prefix fits after
+    n = added = 0
+    # per frame, as few Python operations as will do: this loop is what a lookup costs
+    while pos <= last_prefix and n < max_frames and added < max_bytes:
+        length, word = unpack(buf, pos)
+        frame_end = pos + 4 + length
+        # complete, not too long, no body (the header is the rest of the frame)
+        if frame_end > end or length > max_length or word & MAX_HEADER_LENGTH != length - 4:
+            break
+        header_start = pos + 8
+        if word < _ROCKETMQ_WORD:  # JSON
+            pieces = split(bytes(buf[header_start:frame_end]), 1)
+            if len(pieces) != 3:
+                break
+            before, raw, after = pieces
+            parts = get((before, after))
+            if parts is None:
+                break
+            if raw == b"-0" or (len(raw) >= 10 and not INT32_MIN <= int(raw) <= INT32_MAX):
+                break  # "-0" is read as 0 (written "0"); 10 digits may not fit an int32 (refused)
+        elif word >> 24 == _ROCKETMQ:  # the key holds the header length: same as the known one
+            parts = get(bytes(buf[pos + 4 : header_start + 5]) + bytes(buf[header_start + 9 : frame_end]))
+            if parts is None:
+                break
+            raw = buf[header_start + 5 : header_start + 9]
+        else:
+            break
+        heads, tail, size = parts
+        digits = len(raw)
+        out += (heads[digits], raw, tail)
+        added += size + digits
+        n += 1
+        pos = frame_end
+    return pos, n, added
 
 
 def decode_frame(frame: bytes) -> RemotingCommand:
