@@ -145,79 +145,25 @@ def _run_stages(
     files: list[SegmentFile],
 ) -> None:
     """The stages of :func:`run`, in order, between the day's ``running`` and ``ok`` rows."""
-    from jobs import snapshots
-    from jobs.analytics.distribution import stage as distribution
-    from jobs.analytics.divergence import stage as divergence
-    from jobs.analytics.incidents import stage as incidents
-    from jobs.analytics.liveness import stage as liveness
-    from jobs.analytics.security import stage as security
-    from jobs.ingest import stage as ingest
+    from jobs import audit_day
     from jobs.lake import audit_runs
-    from jobs.lake.findings import DayFindings
-    from jobs.rebuild import stage as rebuild
     from jobs.report import data as report_data
-    from jobs.report import status as report_status
 
-    # Not ok from before the first write until after the last: a run that dies in between leaves
-    # the day marked unfinished (queries and the report say so) instead of a mix that says ok.
-    audit_runs.record(spark, lake_dir, day, "running", [], {})
-    report_status.mark_unfinished(
-        lake_dir,
-        day,
-        f"The audit of {day} did not finish: this report is from an earlier "
-        f"run and the lake's tables may not match it. Rerun nsaudit audit --date {day}.",
-    )
-    # every stage's findings, written once, with their incidents, by the incidents stage
-    findings = DayFindings(day)
-    try:
-        _stage(
-            spark,
-            outcome,
-            "ingest",
-            lambda: ingest.run_ingest(spark, events_dir, lake_dir, day, config, findings, files),
-            progress,
-        )
-        rebuilt = _stage(spark, outcome, "rebuild", lambda: rebuild.run_rebuild(spark, lake_dir, day, config), progress)
-        _stage(spark, outcome, "snapshots", lambda: snapshots.run_snapshots(spark, lake_dir, day, config), progress)
-        live = _stage(
-            spark, outcome, "liveness", lambda: liveness.run_liveness(spark, lake_dir, day, config, findings), progress
-        )
-        div = _stage(
-            spark,
-            outcome,
-            "divergence",
-            lambda: divergence.run_divergence(spark, lake_dir, day, config, findings),
-            progress,
-        )
-        dist = _stage(
-            spark,
-            outcome,
-            "distribution",
-            lambda: distribution.run_distribution(spark, lake_dir, day, config, findings),
-            progress,
-        )
-        _stage(
-            spark, outcome, "security", lambda: security.run_security(spark, lake_dir, day, config, findings), progress
-        )
-        linked = _stage(
-            spark,
-            outcome,
-            "incidents",
-            lambda: incidents.run_incidents(spark, lake_dir, day, config, findings),
-            progress,
-        )
-    finally:
-        findings.release()  # a stage failed before the incidents stage released them
-    outcome.incidents_by_severity = dict(linked.incidents_by_severity)
+    def stage(name: str, func: Callable[[], Any]) -> Any:
+        return _stage(spark, outcome, name, func, progress)
+
+    audit_day.mark_running(spark, lake_dir, day)
+    done = audit_day.run_finding_stages(stage, spark, config, events_dir, lake_dir, day, files)
+    outcome.incidents_by_severity = dict(done.linked.incidents_by_severity)
 
     def write_report() -> None:
         # the rebuild's notes name the observed servers and their resolution
-        data = report_data.collect_report_data(spark, lake_dir, day, rebuilt, live, div, dist)
+        data = report_data.collect_report_data(spark, lake_dir, day, done.rebuilt, done.live, done.div, done.dist)
         outcome.findings_by_severity = dict(data.headline.get("findings_by_severity", {}))
         outcome.report_html, outcome.report_json = report_data.write_day_report(lake_dir, data)
         return None
 
-    _stage(spark, outcome, "report", write_report, progress)
+    stage("report", write_report)
     audit_runs.record(spark, lake_dir, day, "ok", outcome.stages, outcome.findings_by_severity)
 
 

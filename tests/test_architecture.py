@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "jobs.query": 26,
     "jobs.preflight": 26,  # lists the day's segments (ingest) before an audit's first write
     "jobs.nightly_audit": 27,
+    "jobs.audit_day": 27,
     "jobs.backfill": 27,
     # the command line
     "nsaudit": 30,

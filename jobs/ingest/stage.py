@@ -196,15 +196,20 @@ def run_ingest(
         result = _result(lake_dir, day, by_kind)
     except BaseException:
         if not committed:
-            # by the run's id, not from ``staged``: a failed scan's finished tasks wrote files too
-            delete_failed_write(
-                spark, jobs_before, plan.table_path, plan.partition_by, {"date": day}, plan.write_id, plan.store
-            )
+            _delete_failed_events(spark, jobs_before, plan, day)
         raise
     finally:
         if own or not kept:
             cache.release()
     return _logged(result)
+
+
+def _delete_failed_events(spark: SparkSession, jobs_before: set[int], plan: FastPlan, day: dt.date) -> None:
+    """Delete the data files an uncommitted ``events`` write of ``day`` left behind."""
+    # by the run's id, not from ``staged``: a failed scan's finished tasks wrote files too
+    delete_failed_write(
+        spark, jobs_before, plan.table_path, plan.partition_by, {"date": day}, plan.write_id, plan.store
+    )
 
 
 def _logged(result: IngestResult) -> IngestResult:

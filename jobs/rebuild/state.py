@@ -115,22 +115,7 @@ def snapshot(
             clusters.append([key[1], key[2], seq])
         else:
             filters.append([key[1], list(value), seq])
-    live = []
-    for addr in sorted(replayer.routes.broker_live_table):
-        info = replayer.routes.broker_live_table[addr]
-        live.append(
-            {
-                "broker_addr": addr,
-                "broker_id": info.broker_id,
-                "broker_name": info.broker_name,
-                "channel": info.channel,
-                "cluster": info.cluster,
-                "data_version": {"counter": info.data_version.counter, "timestamp": info.data_version.timestamp},
-                "ha_server_addr": info.ha_server_addr,
-                "last_update": info.last_update,
-                "topics_digest": live_digest.get(addr),
-            }
-        )
+    live = _live_entries(replayer, live_digest)
     digests = sorted({e["topics_digest"] for e in live if e["topics_digest"] in topics_by_digest})
     return {
         "addrs": sorted(addrs),
@@ -148,6 +133,27 @@ def snapshot(
         "topics_by_digest": {d: topics_by_digest[d] for d in digests},
         "up": replayer.up,
     }
+
+
+def _live_entries(replayer: RouteReplayer, live_digest: dict[str, str | None]) -> list[dict[str, Any]]:
+    """The state's ``live`` entries: the ``broker_live_table``, by broker address."""
+    live = []
+    for addr in sorted(replayer.routes.broker_live_table):
+        info = replayer.routes.broker_live_table[addr]
+        live.append(
+            {
+                "broker_addr": addr,
+                "broker_id": info.broker_id,
+                "broker_name": info.broker_name,
+                "channel": info.channel,
+                "cluster": info.cluster,
+                "data_version": {"counter": info.data_version.counter, "timestamp": info.data_version.timestamp},
+                "ha_server_addr": info.ha_server_addr,
+                "last_update": info.last_update,
+                "topics_digest": live_digest.get(addr),
+            }
+        )
+    return live
 
 
 def dumps(state: dict[str, Any]) -> str:

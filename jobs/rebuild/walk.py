@@ -295,24 +295,8 @@ def walk_rows(rows: list[dict[str, Any]], day: dt.date) -> dict[str, list[Any]]:
         for name in OUTPUT_COLUMNS:
             out[name].append(values.get(name))
 
-    for key, value, from_ms, to_ms, from_seq, to_seq in result.intervals:
-        interval = dict(ns=ns, kind=key[0], valid_from_ms=from_ms, valid_to_ms=to_ms, from_seq=from_seq, to_seq=to_seq)
-        if key[0] == QUEUE:
-            add(
-                **interval,
-                topic=key[1],
-                broker_name=key[2],
-                read_queue_nums=value[0],
-                write_queue_nums=value[1],
-                perm=value[2],
-                topic_sys_flag=value[3],
-            )
-        elif key[0] == ADDR:
-            add(**interval, broker_name=key[1], broker_id=key[2], cluster=value[0], broker_addr=value[1])
-        elif key[0] == CLUSTER:
-            add(**interval, cluster=key[1], broker_name=key[2])
-        else:
-            add(**interval, broker_addr=key[1], filter_servers=list(value))
+    for interval in result.intervals:
+        add(**_interval_values(ns, interval))
     for start_ms, stop_ms, start_seq, stop_seq, reason in result.runs:
         add(
             kind="run",
@@ -337,3 +321,24 @@ def walk_rows(rows: list[dict[str, Any]], day: dt.date) -> dict[str, list[Any]]:
         state_json=rebuild_state.dumps(result.state),
     )
     return out
+
+
+def _interval_values(ns: str, interval: IntervalRow) -> dict[str, Any]:
+    """The output values of one validity interval of a cell, by the cell's kind."""
+    key, value, from_ms, to_ms, from_seq, to_seq = interval
+    common = dict(ns=ns, kind=key[0], valid_from_ms=from_ms, valid_to_ms=to_ms, from_seq=from_seq, to_seq=to_seq)
+    if key[0] == QUEUE:
+        return dict(
+            common,
+            topic=key[1],
+            broker_name=key[2],
+            read_queue_nums=value[0],
+            write_queue_nums=value[1],
+            perm=value[2],
+            topic_sys_flag=value[3],
+        )
+    if key[0] == ADDR:
+        return dict(common, broker_name=key[1], broker_id=key[2], cluster=value[0], broker_addr=value[1])
+    if key[0] == CLUSTER:
+        return dict(common, cluster=key[1], broker_name=key[2])
+    return dict(common, broker_addr=key[1], filter_servers=list(value))

@@ -65,6 +65,37 @@ def _agg_value_runs(segments_df: DataFrame) -> DataFrame:
     )
 
 
+def _explode_with_gaps(runs_df: DataFrame) -> DataFrame:
+    """Each run as a ``run`` struct, then the positions without BrokerData after it and before the first run."""
+    w = Window.partitionBy("ns", "broker_name").orderBy("first_pos")
+    none_cluster, none_entries = F.when(F.lit(False), F.col("cluster")), F.when(F.lit(False), F.col("broker_entries"))
+
+    def run(cluster: Column, entries: Column, first_pos: Column, last_pos: Column) -> Column:
+        return F.struct(
+            cluster.alias("cluster"),
+            entries.alias("broker_entries"),
+            first_pos.alias("first_pos"),
+            last_pos.alias("last_pos"),
+        )
+
+    far = F.lit(_FAR).cast("long")
+    return (
+        runs_df.withColumn("_next_pos", F.lead("first_pos").over(w))
+        .withColumn("_first_run", F.lag("last_pos").over(w).isNull())
+        .select(
+            "ns",
+            "broker_name",
+            F.explode(
+                F.array(
+                    run(F.col("cluster"), F.col("broker_entries"), F.col("first_pos"), F.col("last_pos")),
+                    run(none_cluster, none_entries, F.col("last_pos") + 1, F.coalesce(F.col("_next_pos") - 1, far)),
+                    run(none_cluster, none_entries, F.when(F.col("_first_run"), -far), F.col("first_pos") - 1),
+                )
+            ).alias("run"),
+        )
+    )
+
+
 def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_interval_ms: int) -> DataFrame:
     """Each group's BrokerData over the day's instants, as runs of consecutive instant positions.
 
@@ -94,34 +125,8 @@ def agg_broker_data_runs(broker_addr_df: DataFrame, day: dt.date, snapshot_inter
             F.array_sort(F.collect_list(F.struct("broker_id", "broker_addr"))).alias("broker_entries"),
         )
     )
-    runs_df = _agg_value_runs(segments_df)
-    # each run, the positions without BrokerData after it, and those before the group's first run
-    w = Window.partitionBy("ns", "broker_name").orderBy("first_pos")
-    none_cluster, none_entries = F.when(F.lit(False), F.col("cluster")), F.when(F.lit(False), F.col("broker_entries"))
-
-    def run(cluster: Column, entries: Column, first_pos: Column, last_pos: Column) -> Column:
-        return F.struct(
-            cluster.alias("cluster"),
-            entries.alias("broker_entries"),
-            first_pos.alias("first_pos"),
-            last_pos.alias("last_pos"),
-        )
-
-    far = F.lit(_FAR).cast("long")
     return (
-        runs_df.withColumn("_next_pos", F.lead("first_pos").over(w))
-        .withColumn("_first_run", F.lag("last_pos").over(w).isNull())
-        .select(
-            "ns",
-            "broker_name",
-            F.explode(
-                F.array(
-                    run(F.col("cluster"), F.col("broker_entries"), F.col("first_pos"), F.col("last_pos")),
-                    run(none_cluster, none_entries, F.col("last_pos") + 1, F.coalesce(F.col("_next_pos") - 1, far)),
-                    run(none_cluster, none_entries, F.when(F.col("_first_run"), -far), F.col("first_pos") - 1),
-                )
-            ).alias("run"),
-        )
+        _explode_with_gaps(_agg_value_runs(segments_df))
         .where(F.col("run.first_pos") <= F.col("run.last_pos"))
         .select(
             "ns",

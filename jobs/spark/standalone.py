@@ -231,6 +231,24 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
             proc.wait()
 
 
+def _parser() -> argparse.ArgumentParser:
+    """The command line's options (the command after ``--`` is split off before)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs.spark.standalone",
+        usage="%(prog)s [options] [-- CMD ...]",
+        description=__doc__.splitlines()[0],
+        epilog="Prints the master URL (spark://127.0.0.1:PORT) once the worker has registered and runs until "
+        "SIGTERM or Ctrl-C. With -- CMD ..., runs CMD with SPARK_MASTER_URL set to the URL instead, "
+        "stops the cluster and exits with CMD's code.",
+    )
+    parser.add_argument("--work-dir", default=None, help="logs and worker dirs (default: a temporary dir, removed)")
+    parser.add_argument("--worker-memory", default="2g", help="memory the worker offers executors (default 2g)")
+    parser.add_argument("--worker-cores", type=int, default=2, help="cores each worker offers (default 2)")
+    parser.add_argument("--workers", type=int, default=1, help="workers, each in its own directory (default 1)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for start-up")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m jobs.spark.standalone``; returns the exit code.
 
@@ -248,20 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         command = argv[argv.index("--") + 1 :]
         argv = argv[: argv.index("--")]
-    parser = argparse.ArgumentParser(
-        prog="python -m jobs.spark.standalone",
-        usage="%(prog)s [options] [-- CMD ...]",
-        description=__doc__.splitlines()[0],
-        epilog="Prints the master URL (spark://127.0.0.1:PORT) once the worker has registered and runs until "
-        "SIGTERM or Ctrl-C. With -- CMD ..., runs CMD with SPARK_MASTER_URL set to the URL instead, "
-        "stops the cluster and exits with CMD's code.",
-    )
-    parser.add_argument("--work-dir", default=None, help="logs and worker dirs (default: a temporary dir, removed)")
-    parser.add_argument("--worker-memory", default="2g", help="memory the worker offers executors (default 2g)")
-    parser.add_argument("--worker-cores", type=int, default=2, help="cores each worker offers (default 2)")
-    parser.add_argument("--workers", type=int, default=1, help="workers, each in its own directory (default 1)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for start-up")
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
 
     work_dir = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="nsaudit-standalone-"))
     cluster = StandaloneCluster(work_dir, args.worker_memory, args.worker_cores, workers=args.workers)

@@ -160,6 +160,29 @@ def _cause_flags() -> list[Column]:
     ]
 
 
+def _incident_aggregates() -> list[Column]:
+    """The per-incident aggregates of its findings: servers, span, worst severity, counts, topics, flags."""
+    kind = F.col("kind")
+    is_episode = kind == "ns_divergence"
+    return [
+        F.array_sort(F.array_distinct(F.flatten(F.collect_list("servers")))).alias("servers"),
+        F.min("event_ms").alias("start_ms"),
+        F.max("end_ms").alias("end_ms"),
+        F.max(_severity_rank(F.col("severity"))).alias("_rank"),
+        F.count(F.lit(1)).cast("int").alias("findings"),
+        F.array_sort(F.collect_set("kind")).alias("kinds"),
+        F.array_sort(F.collect_list("finding_id")).alias("finding_ids"),
+        F.count_distinct(
+            F.when(
+                (is_episode & (F.col("_d")["kind"] == "route_missing")) | (kind == "topic_unroutable"), F.col("subject")
+            )
+        )
+        .cast("int")
+        .alias("topics_unroutable"),
+        *_cause_flags(),
+    ]
+
+
 def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -> DataFrame:
     """One row per incident: ``INCIDENTS_SCHEMA``.
 
@@ -178,28 +201,9 @@ def agg_incidents(linked_df: DataFrame, n_servers_df: DataFrame, day: dt.date) -
     servers concerned over the servers of the day: a client asks one server, so a fault on k of n
     servers reaches about k/n of them.
     """
-    kind = F.col("kind")
-    is_episode = kind == "ns_divergence"
     incidents_df = (
         linked_df.groupBy("incident_id", "family", "cause_key")
-        .agg(
-            F.array_sort(F.array_distinct(F.flatten(F.collect_list("servers")))).alias("servers"),
-            F.min("event_ms").alias("start_ms"),
-            F.max("end_ms").alias("end_ms"),
-            F.max(_severity_rank(F.col("severity"))).alias("_rank"),
-            F.count(F.lit(1)).cast("int").alias("findings"),
-            F.array_sort(F.collect_set("kind")).alias("kinds"),
-            F.array_sort(F.collect_list("finding_id")).alias("finding_ids"),
-            F.count_distinct(
-                F.when(
-                    (is_episode & (F.col("_d")["kind"] == "route_missing")) | (kind == "topic_unroutable"),
-                    F.col("subject"),
-                )
-            )
-            .cast("int")
-            .alias("topics_unroutable"),
-            *_cause_flags(),
-        )
+        .agg(*_incident_aggregates())
         .join(_agg_unwritable(linked_df), "incident_id", "left")
         .crossJoin(broadcast(n_servers_df))
     )

@@ -23,18 +23,9 @@ ADMIN_CODES = tuple(
 )
 
 
-def agg_admin_bursts(events_df: DataFrame, params: SecurityParams) -> DataFrame:
-    """``admin_burst`` findings: per (ns, source host), each run of overlapping windows of
-    ``admin_burst_window_ms`` holding more than ``admin_burst_changes`` admin changes.
-
-    A change at ``t`` counts the changes in ``[t - window, t]`` (ties included); runs of such
-    windows that overlap make one finding from the first change of the first window to the last
-    change, with the number of changes in it, the busiest window's count and the request codes.
-    """
+def _agg_burst_runs(admin_df: DataFrame, params: SecurityParams) -> DataFrame:
+    """One row per run of overlapping over-threshold windows of an (ns, host): its span and busiest count."""
     window_ms = params.admin_burst_window_ms
-    admin_df = events_df.where(
-        F.col("type").isin(*ADMIN_TYPES) & F.col("request_code").isin(*ADMIN_CODES) & F.col("remote_host").isNotNull()
-    ).select("ns", "remote_host", "seq", "ts_ms", "request_code")
     per_host = Window.partitionBy("ns", "remote_host")
     trailing = per_host.orderBy("ts_ms").rangeBetween(-window_ms, 0)
     marked_df = (
@@ -43,7 +34,7 @@ def agg_admin_bursts(events_df: DataFrame, params: SecurityParams) -> DataFrame:
         .where(F.col("in_window") > params.admin_burst_changes)
     )
     ordered = per_host.orderBy("ts_ms", "seq")
-    bursts_df = (
+    return (
         marked_df.withColumn("prev_end_ms", F.lag("ts_ms").over(ordered))
         .withColumn(
             "new_burst",
@@ -57,6 +48,21 @@ def agg_admin_bursts(events_df: DataFrame, params: SecurityParams) -> DataFrame:
             F.max("in_window").alias("max_in_window"),
         )
     )
+
+
+def agg_admin_bursts(events_df: DataFrame, params: SecurityParams) -> DataFrame:
+    """``admin_burst`` findings: per (ns, source host), each run of overlapping windows of
+    ``admin_burst_window_ms`` holding more than ``admin_burst_changes`` admin changes.
+
+    A change at ``t`` counts the changes in ``[t - window, t]`` (ties included); runs of such
+    windows that overlap make one finding from the first change of the first window to the last
+    change, with the number of changes in it, the busiest window's count and the request codes.
+    """
+    window_ms = params.admin_burst_window_ms
+    admin_df = events_df.where(
+        F.col("type").isin(*ADMIN_TYPES) & F.col("request_code").isin(*ADMIN_CODES) & F.col("remote_host").isNotNull()
+    ).select("ns", "remote_host", "seq", "ts_ms", "request_code")
+    bursts_df = _agg_burst_runs(admin_df, params)
     b_df, a_df = bursts_df.alias("b"), admin_df.alias("a")
     inside = (
         (F.col("a.ns") == F.col("b.ns"))
