@@ -1,9 +1,11 @@
 """Reads and writes every lake table: Delta tables, readable by delta-spark and by ``deltalake``.
 
 :func:`write_table` has Spark tasks write the Parquet files and the driver commit them as one
-Delta transaction (:mod:`jobs.lake.delta.write`), or uses delta-spark's own writer where the
-session's lake writer is native (``[lake] writer``); :func:`read_table` reads a snapshot with the
-declared schema. How writes commit and fail, and what they guarantee: docs/audit.md, "Lake writes".
+Delta transaction with ``deltalake`` (:mod:`jobs.lake.delta.write`), or uses delta-spark's own writer
+where the session's lake writer is native (``[lake] writer``, :func:`jobs.spark.session.lake_writer`):
+the schema is checked, never cast; a failed write leaves the previous version; a day's overwrite is
+idempotent. :func:`read_table` reads a snapshot with the declared schema. How writes commit and fail,
+and what they guarantee: docs/audit.md, "Lake writes".
 
 This module is the lake's front door: outside :mod:`jobs.lake`, whatever needs a piece of the Delta
 internals (:mod:`jobs.lake.delta`: a table's health, its JVM-free Arrow reads, the data files
@@ -150,12 +152,8 @@ def write_table(
     few_rows: bool = False,
     expansion: RowExpansion | None = None,
 ) -> int:
-    """Write a DataFrame to a Delta table as one transaction, creating the table if needed.
-
-    Spark tasks write the files and the driver commits them with ``deltalake`` (delta-spark's writer
-    where the session's lake writer is native, :func:`jobs.spark.session.lake_writer`): the schema is
-    checked (never cast), a failed write leaves the previous version, and a day's overwrite is
-    idempotent (docs/audit.md, "Lake writes").
+    """Write a DataFrame to a Delta table as one transaction, creating the table if needed: the
+    schema checked (never cast), a failed write leaving the previous version (the module's docstring).
 
     Args:
         df: the rows to write; its columns must be the declared ones (any order).
@@ -188,10 +186,6 @@ def write_table(
         ValueError: bad ``mode`` or ``replace_where``.
         Exception: what Spark raised for a failed task (a null in a NOT NULL column, a row outside
             ``replace_where``, an I/O error) or ``deltalake`` for a failed commit: table unchanged.
-
-    Example:
-        >>> write_table(findings_df, f"{lake}/findings", mode="overwrite", partition_by=["date"],
-        ...             replace_where={"date": date(2026, 11, 21)}, schema=FINDINGS)
     """
     root, partition_by = table_root(path), tuple(partition_by)
     _check_mode(mode, replace_where)
@@ -202,17 +196,9 @@ def write_table(
         create_native(df.sparkSession, root, schema, partition_by)
         write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
     else:
-        plan = WritePlan(
-            root,
-            mode,
-            partition_by,
-            encoded_where,
-            file_schema.json(),
-            tuple(extra_files),
-            expansion.arrow if expansion else None,
-            object_store(root),
-        )
-        _write_with_tasks(task_df, plan, extra_files)
+        arrow_expansion = expansion.arrow if expansion else None
+        files = (file_schema.json(), tuple(extra_files), arrow_expansion, object_store(root))
+        _write_with_tasks(task_df, WritePlan(root, mode, partition_by, encoded_where, *files), extra_files)
     return table_version(root)
 
 
