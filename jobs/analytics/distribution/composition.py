@@ -103,12 +103,7 @@ def build_distribution(
     exact_runs_df = checkpoint_frame(
         _agg_exact_runs(exact_flagged_df, exact_broker_data_runs_df, previous_end_df, registered_read_only_df, day)
     )
-    conditions = {
-        "queue_skew": filter_queue_skew(group_rows_df, params),
-        "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
-        "broker_in_two_clusters": filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval),
-        "addr_in_two_groups": filter_addr_in_two_groups(broker_addr_df, day, interval),
-    }
+    conditions = _instant_conditions(group_rows_df, broker_groups_df, cluster_df, broker_addr_df, day, params)
     # small (a row per run), read once per kind: computed here, once, and cut from its plan, so
     # that the reads neither repeat nor re-plan it
     kind_runs_df = checkpoint_frame(agg_kind_runs(conditions, day, interval))
@@ -120,6 +115,24 @@ def build_distribution(
         findings_df,
         cached=(topic_segments_df, group_rows_df, kind_runs_df, exact_runs_df),
     )
+
+
+def _instant_conditions(
+    group_rows_df: DataFrame,
+    broker_groups_df: DataFrame,
+    cluster_df: DataFrame,
+    broker_addr_df: DataFrame,
+    day: dt.date,
+    params: DistributionParams,
+) -> dict[str, DataFrame]:
+    """The conditions of the kinds found at the snapshot instants, by kind (for :func:`agg_kind_runs`)."""
+    interval = params.snapshot_interval_ms
+    return {
+        "queue_skew": filter_queue_skew(group_rows_df, params),
+        "queue_data_without_broker": filter_queue_data_without_broker(group_rows_df),
+        "broker_in_two_clusters": filter_broker_in_two_clusters(cluster_df, broker_groups_df, day, interval),
+        "addr_in_two_groups": filter_addr_in_two_groups(broker_addr_df, day, interval),
+    }
 
 
 def _agg_exact_runs(

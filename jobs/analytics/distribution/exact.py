@@ -267,6 +267,12 @@ def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataF
             F.lit(None).cast("string").alias("writable_on"),
         )
     )
+    elsewhere_df = _select_wiped_elsewhere(wiped_df, writable_df)
+    return _agg_wiped_segments(earlier_df.unionByName(elsewhere_df))
+
+
+def _select_wiped_elsewhere(wiped_df: DataFrame, writable_df: DataFrame) -> DataFrame:
+    """The parts of the wiped pieces where the same (topic, broker name) is writable on another server."""
     w, o = wiped_df.alias("w"), writable_df.alias("o")
     overlap = (
         (F.col("w.topic") == F.col("o.topic"))
@@ -275,7 +281,7 @@ def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataF
         & (F.col("o.first_pos") <= F.col("w.last_pos"))
         & (F.col("o.last_pos") >= F.col("w.first_pos"))
     )
-    elsewhere_df = w.join(o, overlap).select(
+    return w.join(o, overlap).select(
         "w.ns",
         "w.topic",
         "w.broker_name",
@@ -285,9 +291,13 @@ def agg_exact_write_perm_wiped(flagged_df: DataFrame, previous_flagged_df: DataF
         F.lit(False).alias("earlier"),
         F.col("o.ns").alias("writable_on"),
     )
+
+
+def _agg_wiped_segments(wiped_parts_df: DataFrame) -> DataFrame:
+    """The wiped parts (earlier writable or writable elsewhere) as segments per (ns, broker name)."""
     group = ["ns", "broker_name"]
     return (
-        with_segments(earlier_df.unionByName(elsewhere_df), group)
+        with_segments(wiped_parts_df, group)
         .groupBy(*group, "seg_first", "seg_last")
         .agg(
             F.min("cluster").alias("cluster"),

@@ -259,6 +259,35 @@ def select_topic_perm_changes(sourced_runs_df: DataFrame, topic_route_df: DataFr
         ``mqadmin updateTopic -b broker-a -t T -p 4`` at 10:00 for a topic on broker-a only: a
         warning per server, ``perm_before`` 6, ``perm`` 4, ``topic_writable`` false.
     """
+    counted_df = _agg_perm_change_counts(sourced_runs_df, topic_route_df)
+    own = F.when(_writable(F.col("perm")), F.greatest(F.col("_own_queues"), F.lit(0))).otherwise(F.lit(0))
+    writable_queues = (own + F.col("_other_queues")).cast("long")
+    at = F.timestamp_millis("from_ms")
+    return counted_df.select(
+        *finding_columns(
+            kind="topic_perm_changed",
+            severity=F.when(writable_queues == 0, F.lit("warning")).otherwise(F.lit(SEVERITY["topic_perm_changed"])),
+            subject=F.col("topic"),
+            ns=F.col("ns"),
+            start_ts=at,
+            end_ts=at,
+            detail={
+                "broker_name": F.col("broker_name"),
+                "perm_before": F.col("perm_before"),
+                "perm": F.col("perm"),
+                "other_groups": F.col("other_groups"),
+                "topic_writable": writable_queues > 0,
+                "write_queues": F.when(writable_queues == 0, F.col("_own_queues").cast("long")).otherwise(
+                    F.lit(0).cast("long")
+                ),
+            },
+        )
+    )
+
+
+def _agg_perm_change_counts(sourced_runs_df: DataFrame, topic_route_df: DataFrame) -> DataFrame:
+    """The registered perm changes, one per (server, topic, group, instant), with the topic's other
+    QueueData on that server then (``_other_queues`` writable, ``other_groups``)."""
     changes_df = sourced_runs_df.where(
         F.col("prev_perm").isNotNull() & (F.col("source") == REGISTERED) & (F.col("prev_source") == REGISTERED)
     )
@@ -281,7 +310,7 @@ def select_topic_perm_changes(sourced_runs_df: DataFrame, topic_route_df: DataFr
         & (F.col("q._to").isNull() | (F.col("q._to") > F.col("c.from_ms")))
     )
     other_writable = F.when(_writable(F.col("q.perm")), F.greatest(F.col("q.write_queue_nums"), F.lit(0)))
-    counted_df = (
+    return (
         c.join(q, then, "left")
         .groupBy("c.ns", "c.topic", "c.broker_name", "c.from_ms")
         .agg(
@@ -290,29 +319,6 @@ def select_topic_perm_changes(sourced_runs_df: DataFrame, topic_route_df: DataFr
             F.first("c.write_queue_nums").alias("_own_queues"),
             F.coalesce(F.sum(other_writable), F.lit(0)).cast("long").alias("_other_queues"),
             F.count(F.col("q.broker_name")).alias("other_groups"),
-        )
-    )
-    own = F.when(_writable(F.col("perm")), F.greatest(F.col("_own_queues"), F.lit(0))).otherwise(F.lit(0))
-    writable_queues = (own + F.col("_other_queues")).cast("long")
-    at = F.timestamp_millis("from_ms")
-    return counted_df.select(
-        *finding_columns(
-            kind="topic_perm_changed",
-            severity=F.when(writable_queues == 0, F.lit("warning")).otherwise(F.lit(SEVERITY["topic_perm_changed"])),
-            subject=F.col("topic"),
-            ns=F.col("ns"),
-            start_ts=at,
-            end_ts=at,
-            detail={
-                "broker_name": F.col("broker_name"),
-                "perm_before": F.col("perm_before"),
-                "perm": F.col("perm"),
-                "other_groups": F.col("other_groups"),
-                "topic_writable": writable_queues > 0,
-                "write_queues": F.when(writable_queues == 0, F.col("_own_queues").cast("long")).otherwise(
-                    F.lit(0).cast("long")
-                ),
-            },
         )
     )
 

@@ -146,16 +146,30 @@ def run_distribution(
         .unionByName(select_topic_perm_changes(perm_runs_df, topic_route_df))
     )
     kept = CachedFrames(cached=(*frames.cached, pieces_df, exact_pieces_df, exact_runs_df, runs_df))
+    by_kind = _write_outputs(frames, findings_df, kept, findings, lake_dir, day, params)
+    return _result(lake_dir, day, by_kind)
+
+
+def _write_outputs(
+    frames: DistributionFrames,
+    findings_df: DataFrame,
+    kept: CachedFrames,
+    findings: DayFindings | None,
+    lake_dir: str,
+    day: dt.date,
+    params: DistributionParams,
+) -> dict[str, int]:
+    """Write the two tables and hand the findings to ``findings`` (or write them, and free ``kept``,
+    when None); the findings written, per kind (none when handed over)."""
     own = findings is None
     findings = findings if findings is not None else DayFindings(day)
     try:
         _write_tables(frames, lake_dir, day, params)
         findings.add(CATEGORY, findings_df, keep=kept)
-        by_kind = findings.write_category(lake_dir, CATEGORY) if own else {}
+        return findings.write_category(lake_dir, CATEGORY) if own else {}
     finally:
         if own:
             kept.release()
-    return _result(lake_dir, day, by_kind)
 
 
 def _perm_runs(

@@ -97,27 +97,7 @@ def select_topic_route_changes(topic_route_df: DataFrame, broker_addr_df: DataFr
         ``topic-0003`` on ``broker-002`` from 8/8 to 16/16 queues at 10:00 on ``ns-a``: one
         finding, ``ns-a``, 10:00, ``action`` ``queues``, 8/8 before, 16/16 after.
     """
-    per_key = Window.partitionBy("ns", "topic", "broker_name").orderBy("_from")
-    routes_df = topic_route_df.select(
-        "ns",
-        "topic",
-        "broker_name",
-        *QUEUE_COLUMNS,
-        F.unix_millis("valid_from_ts").alias("_from"),
-        F.unix_millis("valid_to_ts").alias("_to"),
-    )
-    for column in ("_to", *QUEUE_COLUMNS):
-        routes_df = routes_df.withColumn(f"_prev_{column.lstrip('_')}", F.lag(column).over(per_key))
-    follows = F.col("_prev_to") == F.col("_from")
-    differs = ~F.coalesce(
-        F.array(*[F.col(c) for c in QUEUE_COLUMNS]) == F.array(*[F.col(f"_prev_{c}") for c in QUEUE_COLUMNS]),
-        F.lit(False),
-    )
-    candidates_df = (
-        routes_df.where(F.col("_from") >= day_start_ms(day))
-        .where(~F.coalesce(follows, F.lit(False)) | differs)
-        .withColumn("action", F.when(F.coalesce(follows, F.lit(False)), F.lit("queues")).otherwise(F.lit("create")))
-    )
+    candidates_df = _select_route_candidates(topic_route_df, day)
     masters_df = broker_addr_df.where(F.col("broker_id") == MASTER_ID).select(
         "ns",
         "broker_name",
@@ -151,4 +131,31 @@ def select_topic_route_changes(topic_route_df: DataFrame, broker_addr_df: DataFr
                 "write_queue_nums": F.col("write_queue_nums"),
             },
         )
+    )
+
+
+def _select_route_candidates(topic_route_df: DataFrame, day: dt.date) -> DataFrame:
+    """The QueueData intervals that began on ``day`` and could be a change, with their ``action``
+    (``queues``: they follow one with other queue numbers or flag without a gap; ``create``: they
+    follow none without a gap)."""
+    per_key = Window.partitionBy("ns", "topic", "broker_name").orderBy("_from")
+    routes_df = topic_route_df.select(
+        "ns",
+        "topic",
+        "broker_name",
+        *QUEUE_COLUMNS,
+        F.unix_millis("valid_from_ts").alias("_from"),
+        F.unix_millis("valid_to_ts").alias("_to"),
+    )
+    for column in ("_to", *QUEUE_COLUMNS):
+        routes_df = routes_df.withColumn(f"_prev_{column.lstrip('_')}", F.lag(column).over(per_key))
+    follows = F.col("_prev_to") == F.col("_from")
+    differs = ~F.coalesce(
+        F.array(*[F.col(c) for c in QUEUE_COLUMNS]) == F.array(*[F.col(f"_prev_{c}") for c in QUEUE_COLUMNS]),
+        F.lit(False),
+    )
+    return (
+        routes_df.where(F.col("_from") >= day_start_ms(day))
+        .where(~F.coalesce(follows, F.lit(False)) | differs)
+        .withColumn("action", F.when(F.coalesce(follows, F.lit(False)), F.lit("queues")).otherwise(F.lit("create")))
     )

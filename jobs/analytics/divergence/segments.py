@@ -96,6 +96,30 @@ def _majority(views: Column) -> Column:
     )
 
 
+def _segment_ends(facts: Column, periods: Column) -> Column:
+    """A key's boundaries (unsorted, repeated): every fact's ends, and the up periods' starts inside its extent."""
+    lo = F.array_min(F.transform(facts, lambda f: f["from_ms"]))
+    hi = F.array_max(F.transform(facts, lambda f: f["to_ms"]))
+    cuts = F.filter(F.transform(periods, lambda p: p["p_from"]), lambda t: (t > lo) & (t < hi))
+    return F.concat(F.transform(facts, lambda f: f["from_ms"]), F.transform(facts, lambda f: f["to_ms"]), cuts)
+
+
+def _segments_between(bounds: Column, facts: Column, periods: Column) -> Column:
+    """Each pair of consecutive ``bounds`` as a segment, with the servers up on it and the facts covering it."""
+    pairs = F.arrays_zip(
+        F.slice(bounds, 1, F.size(bounds) - 1).alias("seg_from"), F.slice(bounds, 2, F.size(bounds) - 1).alias("seg_to")
+    )
+    return F.transform(
+        pairs,
+        lambda s: F.struct(
+            s["seg_from"].alias("seg_from"),
+            s["seg_to"].alias("seg_to"),
+            F.get(covering_at(periods, s["seg_from"], "p_from", "p_to"), 0)["up_ns"].alias("up_ns"),
+            covering_at(facts, s["seg_from"]).alias("covering"),
+        ),
+    )
+
+
 def select_disagreeing_segments(keyed_df: DataFrame, periods_df: DataFrame, span: Span) -> DataFrame:
     """Every key's elementary segments on which the compared servers hold more than one view.
 
@@ -111,22 +135,8 @@ def select_disagreeing_segments(keyed_df: DataFrame, periods_df: DataFrame, span
         span: the comparison span.
     """
     facts, periods, bounds = F.col("facts"), F.col("periods"), F.col("_bounds")
-    lo = F.array_min(F.transform(facts, lambda f: f["from_ms"]))
-    hi = F.array_max(F.transform(facts, lambda f: f["to_ms"]))
-    cuts = F.filter(F.transform(periods, lambda p: p["p_from"]), lambda t: (t > lo) & (t < hi))
-    ends = F.concat(F.transform(facts, lambda f: f["from_ms"]), F.transform(facts, lambda f: f["to_ms"]), cuts)
-    pairs = F.arrays_zip(
-        F.slice(bounds, 1, F.size(bounds) - 1).alias("seg_from"), F.slice(bounds, 2, F.size(bounds) - 1).alias("seg_to")
-    )
-    segments = F.transform(
-        pairs,
-        lambda s: F.struct(
-            s["seg_from"].alias("seg_from"),
-            s["seg_to"].alias("seg_to"),
-            F.get(covering_at(periods, s["seg_from"], "p_from", "p_to"), 0)["up_ns"].alias("up_ns"),
-            covering_at(facts, s["seg_from"]).alias("covering"),
-        ),
-    )
+    ends = _segment_ends(facts, periods)
+    segments = _segments_between(bounds, facts, periods)
     viewed = F.transform(
         "_segments",
         lambda s: F.struct(

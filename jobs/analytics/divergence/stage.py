@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from common.config import Config
@@ -94,12 +94,7 @@ def run_divergence(
     state_df = read_or_empty(spark, lake_dir, lake.NS_STATE, NS_STATE_SCHEMA, where=days)
     windows_df = read_or_empty(spark, lake_dir, lake.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, where=days)
     queue_df = read_or_empty(spark, lake_dir, lake.TOPIC_ROUTE_HISTORY, TOPIC_ROUTE_HISTORY_SCHEMA, where=days)
-    keyed_df = build_keyed_facts(
-        queue_df,
-        addr_df,
-        windows_df.select(*LIVE_WINDOW_COLUMNS).unionByName(select_observed_live_windows(addr_df, state_df)),
-        span,
-    )
+    keyed_df = build_keyed_facts(queue_df, addr_df, _live_windows(windows_df, addr_df, state_df), span)
     periods_df = agg_up_periods(read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA, where=days), span)
     # small (one row per episode) and read by the table and the findings: computed once, cut from its plan
     episodes_df = checkpoint_frame(build_episodes(keyed_df, periods_df, day, grace.grace_ms))
@@ -115,13 +110,10 @@ def run_divergence(
             NS_DIVERGENCES_SCHEMA,
             few_rows=True,
         )
-        # a real server missing a broker a shadow name server has live (docs/audit.md, "Shadow name server")
-        names_df = windows_df.groupBy("broker_addr").agg(F.max("broker_name").alias("broker_name"))
-        observed_df = state_df.where(F.col("observed")).select("ns").distinct()
         findings.add(
             CATEGORY,
             agg_divergence_findings(episodes_df, span, grace)
-            .unionByName(agg_observed_broker_missing(episodes_df, observed_df, names_df, span, grace))
+            .unionByName(_observed_broker_missing(episodes_df, windows_df, state_df, span, grace))
             .unionByName(agg_unroutable_findings(queue_df, periods_df, span)),
             keep=kept,
         )  # a topic no live server routes
@@ -136,3 +128,18 @@ def run_divergence(
     return DivergenceResult(
         day, grace, grace.grace_ms, sum(by_kind.values()), dict(sorted(by_kind.items())), [grace_note(grace)]
     )
+
+
+def _live_windows(windows_df: DataFrame, addr_df: DataFrame, state_df: DataFrame) -> DataFrame:
+    """The brokers' live windows: the liveness stage's, and those the observed servers' cluster info gives."""
+    return windows_df.select(*LIVE_WINDOW_COLUMNS).unionByName(select_observed_live_windows(addr_df, state_df))
+
+
+def _observed_broker_missing(
+    episodes_df: DataFrame, windows_df: DataFrame, state_df: DataFrame, span: Span, grace: Grace
+) -> DataFrame:
+    """The findings of a real server missing a broker a shadow name server has live (docs/audit.md,
+    "Shadow name server")."""
+    names_df = windows_df.groupBy("broker_addr").agg(F.max("broker_name").alias("broker_name"))
+    observed_df = state_df.where(F.col("observed")).select("ns").distinct()
+    return agg_observed_broker_missing(episodes_df, observed_df, names_df, span, grace)

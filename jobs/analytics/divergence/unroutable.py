@@ -95,23 +95,7 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
         .select("topic", F.explode(_unroutable_segments(F.col("facts"), F.col("periods"), span)).alias("s"))
         .select("topic", "s.*")
     )
-    by_topic = Window.partitionBy("topic").orderBy("seg_from")
-    new_run = ~F.coalesce(F.lag("seg_to").over(by_topic) == F.col("seg_from"), F.lit(False))
-    runs_df = (
-        segments_df.withColumn(
-            "_run", F.sum(new_run.cast("int")).over(by_topic.rowsBetween(Window.unboundedPreceding, 0))
-        )
-        .groupBy("topic", "_run")
-        .agg(
-            F.min("seg_from").alias("from_ms"),
-            F.max("seg_to").alias("to_ms"),
-            F.min_by("gone", "seg_from").alias("groups"),
-            F.min_by("up_ns", "seg_from").alias("up_servers"),
-        )
-        # it began with the removal of the last live route; a server that comes up empty while
-        # the one that held the route is down took nothing away
-        .where((F.col("to_ms") > span.day_start_ms) & (F.size("groups") > 0))
-    )
+    runs_df = _agg_unroutable_runs(segments_df, span)
     start = F.greatest(F.col("from_ms"), F.lit(span.day_start_ms))
     return runs_df.select(
         *finding_columns(
@@ -132,4 +116,27 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
                 "still_open": F.col("to_ms") >= span.day_end_ms,
             },
         )
+    )
+
+
+def _agg_unroutable_runs(segments_df: DataFrame, span: Span) -> DataFrame:
+    """A topic's touching unroutable segments joined into runs (``from_ms``, ``to_ms``, ``groups``,
+    ``up_servers``: those of the run's first segment), the runs that reach into the day and began
+    with a loss."""
+    by_topic = Window.partitionBy("topic").orderBy("seg_from")
+    new_run = ~F.coalesce(F.lag("seg_to").over(by_topic) == F.col("seg_from"), F.lit(False))
+    return (
+        segments_df.withColumn(
+            "_run", F.sum(new_run.cast("int")).over(by_topic.rowsBetween(Window.unboundedPreceding, 0))
+        )
+        .groupBy("topic", "_run")
+        .agg(
+            F.min("seg_from").alias("from_ms"),
+            F.max("seg_to").alias("to_ms"),
+            F.min_by("gone", "seg_from").alias("groups"),
+            F.min_by("up_ns", "seg_from").alias("up_servers"),
+        )
+        # it began with the removal of the last live route; a server that comes up empty while
+        # the one that held the route is down took nothing away
+        .where((F.col("to_ms") > span.day_start_ms) & (F.size("groups") > 0))
     )
