@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,16 +90,35 @@ def run_async(coro):
 
 def free_port(around: tuple[int, ...] = (0,)) -> int:
     """A port P such that P+d is free on 127.0.0.1 for every d in ``around`` (a broker also binds
-    P-2, its fast channel, and P+1, its HA port)."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port - min(around) < 1024 or port + max(around) > 65535:
-            continue
-        if all(_is_free(port + d) for d in around):
+    P-2, its fast channel, and P+1, its HA port).
+
+    Chosen below the kernel's ephemeral range, so that no outgoing connection's source port takes
+    it in the seconds before the server's JVM binds it (a loaded run lost a broker to "Address
+    already in use" that way), and never handed out twice in this process (the two releases'
+    scenarios start their servers at once, on threads)."""
+    ephemeral_low = _ephemeral_low()
+    with _PORTS_LOCK:
+        for _ in range(500):
+            port = _PORT_CHOICE.randrange(10_000, ephemeral_low - max(around) - 1)
+            span = {port + d for d in around}
+            if span & _HANDED_OUT or not all(_is_free(p) for p in span):
+                continue
+            _HANDED_OUT.update(span)
             return port
     raise RuntimeError("no free port range found")
+
+
+_PORTS_LOCK = threading.Lock()
+_HANDED_OUT: set[int] = set()
+_PORT_CHOICE = random.Random()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 when it cannot be read)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _is_free(port: int) -> bool:
