@@ -177,7 +177,12 @@ class Divergence:
             keys |= {(QUEUE_DATA_MISMATCH, (topic, n)) for n in names}
         for name in brokers:
             for server in known:
-                keys |= {(QUEUE_DATA_MISMATCH, (t, name)) for t in server.topics_of.get(name, ()) if differs(t)}
+                # a topic of ``topics`` has its keys already, every broker name of it included
+                keys |= {
+                    (QUEUE_DATA_MISMATCH, (t, name))
+                    for t in server.topics_of.get(name, ())
+                    if t not in topics and differs(t)
+                }
         for key in self.episodes:  # a disagreement in progress is looked at whatever the rest says
             if key[0] == ROUTE_MISSING and key[1] in topics:
                 keys.add(key)

@@ -39,11 +39,15 @@ from nameserver.collect.live.held import HeldFindings
 from nameserver.collect.live.incidents import Incidents
 from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources, Verdict, perm_changed_finding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
-from nameserver.collect.live.servers import KnownServer
+from nameserver.collect.live.servers import KnownServer, QueueValue
 from nameserver.collect.view import ServerView
 from nameserver.model import PERM_WRITE
 
 PER_SERVER = ("no_writable_queue", "read_write_mismatch", "no_master", "write_perm_wiped", "observed_broker_gone")
+
+
+# the QueueData a server showed of a topic today, kept as they came up to this many, then merged
+SEEN_KEPT = 8
 
 
 class LiveJudge:
@@ -73,7 +77,8 @@ class LiveJudge:
         self.incidents = Incidents(gap_ms)
         self.down: dict[str, int] = {}
         self.day: int | None = None
-        self._writable_seen: set[tuple[str, str, str]] = set()  # (ns, topic, broker) writable earlier today
+        # (ns, topic) -> the QueueData (KnownServer.qd's, never changed in place) it showed earlier today
+        self._seen: dict[tuple[str, str], list[dict[str, QueueValue]]] = {}
         self._wiped: dict[tuple[str, str], set[str]] = {}  # (ns, broker) -> topics wiped there (qualifying)
         self._unwritable: dict[str, set[tuple[str, str]]] = {}  # topic -> (ns, broker) lacking write perm
         # (ns, broker) -> its masterless BrokerData's run: (start, pending, addresses)
@@ -113,7 +118,10 @@ class LiveJudge:
             old.apply(view, topics, brokers)
             server = old
         for topic in topics:
-            self.perms.update(ns, topic, server.qd.get(topic, {}), now)
+            cells = server.qd.get(topic, {})
+            self.perms.update(ns, topic, cells, now)
+            if cells:
+                self._saw(ns, topic, cells)
         self.incidents.answered(ns)
         if ns in self.down:
             self._came_back(ns, server, now)
@@ -211,7 +219,7 @@ class LiveJudge:
             return
         certain, pending = False, []
         for name in server.qd[topic]:
-            run = self.perms.run(ns, topic, name)
+            run = self.perms.run(ns, topic, name, now)
             if run.writable or run.source not in (None, REGISTERED):
                 certain = True
                 break
@@ -247,25 +255,40 @@ class LiveJudge:
 
     # ------------------------------------------------------------------ across servers
 
+    def _saw(self, ns: str, topic: str, cells: dict[str, QueueValue]) -> None:
+        """``ns`` showed ``cells`` of ``topic``: what was writable is remembered until midnight."""
+        earlier = self._seen.get((ns, topic))
+        if earlier is None:
+            self._seen[(ns, topic)] = [cells]
+            return
+        earlier.append(cells)
+        if len(earlier) > SEEN_KEPT:  # a topic that changes often: only its groups once writable
+            earlier[:] = [{name: value for c in earlier for name, value in c.items() if value[2] & PERM_WRITE}]
+
+    def _writable_earlier(self, ns: str, topic: str, name: str) -> bool:
+        """``ns`` showed ``topic``'s QueueData of ``name`` with write perm earlier today."""
+        for cells in self._seen.get((ns, topic), ()):
+            value = cells.get(name)
+            if value is not None and value[2] & PERM_WRITE:
+                return True
+        return False
+
     def _wiped_conditions(self, topics: set[str], now: int) -> None:
         """``write_perm_wiped``: a QueueData without write perm where the same (server, topic,
         group) was writable earlier today, or the same (topic, group) is writable on another
         server now."""
         touched: set[tuple[str, str]] = set()
-        seen, servers = self._writable_seen, list(self.servers.items())
+        servers = list(self.servers.items())
         for topic in topics:
             for cell in self._unwritable.pop(topic, ()):
                 touched.add(cell)
                 self._wiped.get(cell, set()).discard(topic)
-            unwritable = []
-            for ns, server in servers:
-                for name, value in server.qd.get(topic, {}).items():
-                    if value[2] & PERM_WRITE:
-                        seen.add((ns, topic, name))
-                    else:
-                        unwritable.append((ns, name))
-            if not unwritable:
+            holders = [(ns, server.qd[topic]) for ns, server in servers if topic in server.unwritable]
+            if not holders:
                 continue
+            unwritable = [
+                (ns, name) for ns, cells in holders for name, value in cells.items() if not value[2] & PERM_WRITE
+            ]
             self._unwritable[topic] = set(unwritable)
             for ns, name in unwritable:
                 touched.add((ns, name))
@@ -273,7 +296,7 @@ class LiveJudge:
                     o != ns and (other := s.qd.get(topic, {}).get(name)) is not None and other[2] & PERM_WRITE
                     for o, s in servers
                 )
-                if elsewhere or (ns, topic, name) in seen:
+                if elsewhere or self._writable_earlier(ns, topic, name):
                     self._wiped.setdefault((ns, name), set()).add(topic)
         for ns, name in touched:
             wiped = self._wiped.get((ns, name))
@@ -281,7 +304,7 @@ class LiveJudge:
             if not wiped:
                 self._wiped.pop((ns, name), None)
             # a perm its broker registered is its configuration, not a wipe
-            runs = [(topic, self.perms.run(ns, topic, name)) for topic in wiped or ()]
+            runs = [(topic, self.perms.run(ns, topic, name, now)) for topic in wiped or ()]
             certain = [topic for topic, run in runs if run.source not in (None, REGISTERED)]
             pending = [(topic, run) for topic, run in runs if run.source is None]
 
@@ -377,13 +400,7 @@ class LiveJudge:
         for (ns, name), (start, pending, _) in list(self._runs.items()):
             if pending and ns in self.servers:  # reaches the end of the day: not a start
                 self._open_no_master(ns, name, start)
-        self._writable_seen = {
-            (ns, t, b)
-            for ns, s in self.servers.items()
-            for t, cells in s.qd.items()
-            for b, v in cells.items()
-            if v[2] & PERM_WRITE
-        }
+        self._seen = {(ns, t): [cells] for ns, s in self.servers.items() for t, cells in s.qd.items()}
         held = set(self.servers) | set(self.down)
         for ns in list(self.servers):
             del self.servers[ns]

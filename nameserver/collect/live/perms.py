@@ -12,6 +12,15 @@ the same perm, else ``unknown``. Either needs the other servers' answers up to t
 the run began: until then the run is *pending* (``source`` None), and :meth:`PermSources.decide`
 settles it once a later round (or midnight) shows that time has passed.
 
+A server's first round shows every QueueData at once (40,000 for 10,000 topics). Until something
+asks for them, the runs of a topic that has only such first runs, all writable, are kept as one
+:class:`_Block` per server (its QueueData and start) instead of one object each: no finding waits on
+a writable first run, and its source matters only to a later change of it. The first update of the
+topic that is not another such block, or a question about one of its runs, makes the topic's runs of
+every server (:meth:`PermSources._unblock`) and judges those whose tolerance has passed: a run's
+source depends only on the runs that started within its tolerance, so judging it later gives what
+judging it when due gave.
+
 A run registered without write perm is the broker's configuration: no ``write_perm_wiped``, and no
 ``no_writable_queue`` for a topic all of whose QueueData are such (:mod:`~.judge`). A registered
 change after a registered run is a ``topic_perm_changed``.
@@ -22,8 +31,8 @@ Example:
     ...     sources.update(ns, "T", {"b": (4, 4, 6, 0, "")}, 0)
     >>> sources.update("ns-a", "T", {"b": (4, 4, 4, 0, "")}, 10_000)
     >>> sources.update("ns-b", "T", {"b": (4, 4, 4, 0, "")}, 11_500)
-    >>> [(r.ns, r.source) for r in sources.decide(20_000)]
-    [('ns-a', 'registered'), ('ns-b', 'registered'), ('ns-a', 'registered'), ('ns-b', 'registered')]
+    >>> [(r.ns, r.prev_perm, r.perm, r.source, r.prev_source) for r in sources.decide(20_000)]
+    [('ns-a', 6, 4, 'registered', 'registered'), ('ns-b', 6, 4, 'registered', 'registered')]
 """
 
 from __future__ import annotations
@@ -75,6 +84,15 @@ class PermRun:
         return bool(self.perm & PERM_WRITE)
 
 
+@dataclass(slots=True)
+class _Block:
+    """A server's first runs of one topic, all writable, not yet made into :class:`PermRun`."""
+
+    cells: dict[str, tuple[Any, ...]]
+    start_ms: int
+    end_ms: int | None = None
+
+
 class PermSources:
     """The perm runs of every observed server, and their sources once decided.
 
@@ -97,18 +115,34 @@ class PermSources:
         # the runs not yet decided, by when they are due (a round's runs share one due time)
         self._due: list[int] = []  # a heap of the keys of _pending
         self._pending: dict[int, list[PermRun]] = {}  # due -> runs, in the order they came
+        self._blocks: dict[str, dict[str, _Block]] = {}  # topic -> ns -> its first runs (module docstring)
+        self._made: set[str] = set()  # topics with runs in _cells: blocks no longer start there
 
     def tolerance(self, run: PermRun) -> int:
         """How far from ``run``'s start the other servers' runs are compared with it."""
         poll = self.polls.get(run.ns, self.poll_ms)
         return 2 * poll + ROUND_SLACK_MS if run.prev_perm is not None else poll
 
-    def run(self, ns: str, topic: str, name: str) -> PermRun:
+    def run(self, ns: str, topic: str, name: str, now: int) -> PermRun:
         """The current run of a QueueData ``ns`` holds (:meth:`update` made one for every cell)."""
+        if topic in self._blocks:
+            self._unblock(topic, now)
         return self._current[(ns, topic)][name]
 
     def update(self, ns: str, topic: str, cells: dict[str, tuple[Any, ...]], now: int) -> None:
         """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
+        blocks = self._blocks.get(topic)
+        if topic not in self._made and cells and (blocks is None or ns not in blocks):
+            for cell in cells.values():
+                if not cell[2] & PERM_WRITE:
+                    break
+            else:  # every QueueData writable
+                if blocks is None:
+                    blocks = self._blocks[topic] = {}
+                blocks[ns] = _Block(cells, now)
+                return
+        if blocks is not None and (cells or ns in blocks):  # runs to add or to end
+            self._unblock(topic, now)
         runs = self._current.get((ns, topic), {})
         kept: dict[str, PermRun] = {}
         for name, run in runs.items():
@@ -138,6 +172,10 @@ class PermSources:
         for key in [k for k in self._current if k[0] == ns]:
             for run in self._current.pop(key).values():
                 run.end_ms = now
+        for blocks in self._blocks.values():
+            block = blocks.get(ns)
+            if block is not None and block.end_ms is None:
+                block.end_ms = now
 
     def pending(self) -> bool:
         return bool(self._due)
@@ -161,8 +199,38 @@ class PermSources:
         self._cells.clear()
         self._due.clear()
         self._pending.clear()
+        self._blocks.clear()
+        self._made.clear()
+
+    def _unblock(self, topic: str, now: int) -> None:
+        """Make the runs of ``topic``'s blocks; judge at once those whose tolerance has passed (the
+        topic has no other runs: every server's are made together)."""
+        made = []
+        for ns, block in self._blocks.pop(topic).items():
+            current = {}
+            for name, value in block.cells.items():
+                run = current[name] = PermRun(ns, topic, name, value[2], block.start_ms, end_ms=block.end_ms)
+                made.append(run)
+                self._place(run, now)
+            if block.end_ms is None:
+                self._current[(ns, topic)] = current
+        for run in made:
+            if self._due_ms(run) < now:
+                run.source = self._judge(run)
+            else:
+                self._queue(run)
 
     def _add(self, run: PermRun, now: int) -> None:
+        self._place(run, now)
+        self._queue(run)
+
+    def _due_ms(self, run: PermRun) -> int:
+        """When ``run``'s tolerance has passed; alone, at once (decided by the round that saw it)."""
+        return run.start_ms - 1 if self.alone else run.start_ms + self.tolerance(run)
+
+    def _place(self, run: PermRun, now: int) -> None:
+        """Add ``run`` to its cell's runs."""
+        self._made.add(run.topic)
         key = (run.topic, run.name)
         cell = self._cells.get(key)
         if cell is None:
@@ -174,8 +242,10 @@ class PermSources:
                 horizon = now - 2 * (2 * longest + ROUND_SLACK_MS) - self.poll_ms
                 cell[:] = [r for r in cell if r.end_ms is None or r.end_ms >= horizon or r.source is None]
             cell.append(run)
-        # due when the tolerance has passed; alone, at once (decided by the round that saw it)
-        due = run.start_ms - 1 if self.alone else run.start_ms + self.tolerance(run)
+
+    def _queue(self, run: PermRun) -> None:
+        """Wait for ``run``'s tolerance to pass."""
+        due = self._due_ms(run)
         batch = self._pending.get(due)
         if batch is None:
             batch = self._pending[due] = []

@@ -28,6 +28,10 @@ from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE
 # a QueueData as the live judge keeps it: (read_queue_nums, write_queue_nums, perm, topic_sys_flag,
 # its queue_text), the text made once per answer, not per comparison
 QueueValue = tuple[int, int, int, int, str]
+# the QueueValues made so far, by their four numbers: a fleet's QueueData take a few distinct values,
+# made once each (emptied when it grows past VALUES_KEPT, so odd answers cannot grow it without end)
+_values: dict[tuple[int, int, int, int], QueueValue] = {}
+VALUES_KEPT = 4096
 
 
 def queue_text(read: int, write: int, perm: int, sys_flag: int) -> str:
@@ -50,6 +54,7 @@ class KnownServer:
         brokers: broker name -> its cluster-info entry, for names with at least one address.
         addrs: broker address -> (broker name, broker id), from the cluster info.
         topics_of: broker name -> topics with a QueueData of it.
+        unwritable: the topics with a QueueData without write perm.
     """
 
     def __init__(self, view: ServerView) -> None:
@@ -59,6 +64,7 @@ class KnownServer:
         self.addrs: dict[str, tuple[str, int]] = {}
         self.topics_of: dict[str, set[str]] = {}
         self.masters: set[str] = set()  # broker names whose BrokerData lists id 0
+        self.unwritable: set[str] = set()
         self._set_topics(view.routes)
         self._set_brokers(view.broker_addr_table)
 
@@ -72,6 +78,7 @@ class KnownServer:
         for topic in topics:
             for name in self.qd.pop(topic, {}):
                 self.topics_of.get(name, set()).discard(topic)
+            self.unwritable.discard(topic)
         self._set_topics({t: view.routes.get(t) for t in topics})
         before = {a for name in brokers for a in self._addrs_of(self.brokers.get(name))}
         for name in brokers:
@@ -88,16 +95,28 @@ class KnownServer:
         return [a["broker_addr"] for a in entry["broker_addrs"]] if entry else []
 
     def _set_topics(self, routes: Mapping[str, dict[str, Any] | None]) -> None:
+        topics_of, values = self.topics_of, _values
         for topic, route in routes.items():
             if not route or not route.get("queue_datas"):
                 continue
             cells = {}
             for q in route["queue_datas"]:
-                value = (q["read_queue_nums"], q["write_queue_nums"], q["perm"], q["topic_sys_flag"])
-                cells[q["broker_name"]] = (*value, queue_text(*value))
+                numbers = (q["read_queue_nums"], q["write_queue_nums"], q["perm"], q["topic_sys_flag"])
+                value = values.get(numbers)
+                if value is None:
+                    if len(values) >= VALUES_KEPT:
+                        values.clear()
+                    value = values[numbers] = (*numbers, queue_text(*numbers))
+                if not value[2] & PERM_WRITE:
+                    self.unwritable.add(topic)
+                name = q["broker_name"]
+                cells[name] = value
+                of = topics_of.get(name)
+                if of is None:
+                    topics_of[name] = {topic}
+                else:
+                    of.add(topic)
             self.qd[topic] = cells
-            for name in cells:
-                self.topics_of.setdefault(name, set()).add(topic)
 
     def _set_brokers(self, table: Mapping[str, dict[str, Any] | None]) -> None:
         for name, entry in table.items():
@@ -124,6 +143,9 @@ class KnownServer:
         cells = self.qd.get(topic)
         if not cells:
             return None
+        for name, (_, write, perm, _, _) in cells.items():
+            if perm & PERM_WRITE and write > 0 and name in self.masters:
+                return None  # the usual answer, found without the detail's counts
         publish = writable = readable = masters = write_queues = 0
         lost = []
         for name, (_, write, perm, _, _) in cells.items():
@@ -149,6 +171,11 @@ class KnownServer:
     def read_write_mismatch(self, topic: str) -> dict[str, Any] | None:
         """The detail of ``read_write_mismatch`` when a readable and writable QueueData has fewer
         read than write queues (messages nobody reads); None otherwise."""
+        for read, write, perm, _, _ in self.qd.get(topic, {}).values():
+            if perm & PERM_READ and perm & PERM_WRITE and read < write:
+                break
+        else:
+            return None
         unread = [
             (name, read, write)
             for name, (read, write, perm, _, _) in sorted(self.qd.get(topic, {}).items())

@@ -286,3 +286,28 @@ def test_a_change_on_the_only_server_observed_is_judged_as_a_wipe():
         ("write_perm_wiped", "ns-a", "broker-a", 1000, None, "warning"),
     ]
     assert [e[:3] for e in summary(events)] == [("open", "write_perm_wiped", "broker-a")]
+
+
+def test_a_group_writable_many_changes_ago_is_still_writable_earlier_today():
+    """A QueueData that lost its write perm on the only server observed and then changed its queue
+    counts in many rounds stays a wipe: it was writable earlier today, however many rounds ago."""
+    judge = LiveJudge(GRACE, poll_ms=POLL, alone=True)
+    judge.book.log = []
+
+    def counts(queues: int, perm: int) -> ServerView:
+        cell = {"broker_name": "broker-a", "read_queue_nums": queues, "write_queue_nums": queues, "perm": perm}
+        return view([broker("broker-a", (0, A))], {"T2": {"queue_datas": [{**cell, "topic_sys_flag": 0}]}})
+
+    rounds(judge, T0, {"ns-a": counts(4, 6)})
+    for n in range(1, 21):  # twenty versions of the read-only QueueData
+        rounds(judge, T0 + 1000 * n, {"ns-a": counts(4 + n, 4)})
+    assert [f[:5] for f in logged(judge)] == [
+        ("no_writable_queue", "ns-a", "T2", 1000, None),
+        ("write_perm_wiped", "ns-a", "broker-a", 1000, None),
+    ]
+    # a group first seen read-only never was writable: no wipe
+    judge = LiveJudge(GRACE, poll_ms=POLL, alone=True)
+    judge.book.log = []
+    for n in range(20):
+        rounds(judge, T0 + 1000 * n, {"ns-a": counts(4 + n, 4)})
+    assert "write_perm_wiped" not in {f[0] for f in logged(judge)}

@@ -1,0 +1,76 @@
+"""A server's first runs kept as blocks (``nameserver/collect/live/perms.py``) decide every run as
+making each run at once does: the same sources for the changes the rounds show and for every run
+a finding asks about, whatever the servers do in between."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nameserver.collect.live.perms import PermSources
+
+SERVERS, TOPICS, NAMES = ("a", "b", "c"), ("T1", "T2"), ("b1", "b2")
+POLL = 1_000
+
+
+class _Everything(set):
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+def eager() -> PermSources:
+    """Every topic counts as already made: no blocks, a run per QueueData from its first round."""
+    sources = PermSources(POLL)
+    sources._made = _Everything()
+    return sources
+
+
+cells = st.dictionaries(st.sampled_from(NAMES), st.sampled_from((6, 6, 6, 4, 2)), max_size=2)
+step = st.one_of(
+    st.tuples(st.just("update"), st.sampled_from(SERVERS), st.sampled_from(TOPICS), cells),
+    st.tuples(st.just("end"), st.sampled_from(SERVERS)),
+    st.tuples(st.just("ask"), st.sampled_from(SERVERS), st.sampled_from(TOPICS)),
+)
+
+
+def play(sources: PermSources, steps: list[tuple], gaps: list[int]) -> list[tuple]:
+    seen, now = [], 0
+    for s, gap in zip(steps, gaps, strict=False):
+        now += gap
+        # as the judge does: the runs due before now are decided before a round is taken in
+        for run in sources.decide(now):
+            if run.prev_perm is not None:
+                seen.append(("change", run.ns, run.topic, run.name, run.start_ms, run.source, run.prev_source))
+        if s[0] == "update":
+            sources.update(s[1], s[2], {n: (4, 4, p, 0, "") for n, p in s[3].items()}, now)
+        elif s[0] == "end":
+            sources.end(s[1], now)
+        else:
+            for name in NAMES:
+                if name in sources._current.get((s[1], s[2]), {}) or s[2] in sources._blocks:
+                    try:
+                        run = sources.run(s[1], s[2], name, now)
+                    except KeyError:
+                        continue
+                    seen.append(("ask", now, run.ns, run.topic, run.name, run.perm, run.start_ms, run.source))
+    for run in sources.decide(now + 10 * POLL, force=True):
+        if run.prev_perm is not None:
+            seen.append(("change", run.ns, run.topic, run.name, run.start_ms, run.source, run.prev_source))
+    return seen
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(step, max_size=40), st.lists(st.integers(0, 3 * POLL), min_size=40, max_size=40))
+def test_blocks_decide_as_runs_made_at_once(steps, gaps):
+    assert play(PermSources(POLL), steps, gaps) == play(eager(), steps, gaps)
+
+
+def test_a_first_round_all_writable_makes_no_run_until_a_change_and_then_judges_the_old_ones():
+    sources = PermSources(POLL)
+    for at, ns in enumerate(SERVERS):
+        sources.update(ns, "T", {"b": (4, 4, 6, 0, "")}, at * 100)
+    assert not sources._cells and not sources.pending()
+    sources.update("a", "T", {"b": (4, 4, 4, 0, "")}, 5_000)  # a change, on one server only
+    first = sources._cells[("T", "b")][:3]
+    assert [(r.ns, r.source) for r in first] == [("a", "registered"), ("b", "registered"), ("c", "registered")]
+    assert [(r.ns, r.source) for r in sources.decide(10_000)] == [("a", "admin")]
