@@ -48,6 +48,7 @@ PER_SERVER = ("no_writable_queue", "read_write_mismatch", "no_master", "write_pe
 
 # the QueueData a server showed of a topic today, kept as they came up to this many, then merged
 SEEN_KEPT = 8
+Cells = dict[str, QueueValue]  # a topic's QueueData on one server, by broker name
 
 
 class LiveJudge:
@@ -77,8 +78,9 @@ class LiveJudge:
         self.incidents = Incidents(gap_ms)
         self.down: dict[str, int] = {}
         self.day: int | None = None
-        # (ns, topic) -> the QueueData (KnownServer.qd's, never changed in place) it showed earlier today
-        self._seen: dict[tuple[str, str], list[dict[str, QueueValue]]] = {}
+        # ns -> topic -> the QueueData (KnownServer.qd's, never changed in place) it showed earlier today
+        # (one dict, or a list of them once it showed several: a snapshot adds no container per topic)
+        self._seen: dict[str, dict[str, Cells | list[Cells]]] = {}
         self._wiped: dict[tuple[str, str], set[str]] = {}  # (ns, broker) -> topics wiped there (qualifying)
         self._unwritable: dict[str, set[tuple[str, str]]] = {}  # topic -> (ns, broker) lacking write perm
         # (ns, broker) -> its masterless BrokerData's run: (start, pending, addresses)
@@ -257,17 +259,23 @@ class LiveJudge:
 
     def _saw(self, ns: str, topic: str, cells: dict[str, QueueValue]) -> None:
         """``ns`` showed ``cells`` of ``topic``: what was writable is remembered until midnight."""
-        earlier = self._seen.get((ns, topic))
+        of_ns = self._seen.get(ns)
+        if of_ns is None:
+            of_ns = self._seen[ns] = {}
+        earlier = of_ns.get(topic)
         if earlier is None:
-            self._seen[(ns, topic)] = [cells]
+            of_ns[topic] = cells
             return
+        if not isinstance(earlier, list):
+            earlier = of_ns[topic] = [earlier]
         earlier.append(cells)
         if len(earlier) > SEEN_KEPT:  # a topic that changes often: only its groups once writable
             earlier[:] = [{name: value for c in earlier for name, value in c.items() if value[2] & PERM_WRITE}]
 
     def _writable_earlier(self, ns: str, topic: str, name: str) -> bool:
         """``ns`` showed ``topic``'s QueueData of ``name`` with write perm earlier today."""
-        for cells in self._seen.get((ns, topic), ()):
+        earlier = self._seen.get(ns, {}).get(topic, [])
+        for cells in earlier if isinstance(earlier, list) else [earlier]:
             value = cells.get(name)
             if value is not None and value[2] & PERM_WRITE:
                 return True
@@ -400,7 +408,7 @@ class LiveJudge:
         for (ns, name), (start, pending, _) in list(self._runs.items()):
             if pending and ns in self.servers:  # reaches the end of the day: not a start
                 self._open_no_master(ns, name, start)
-        self._seen = {(ns, t): [cells] for ns, s in self.servers.items() for t, cells in s.qd.items()}
+        self._seen = {ns: dict(s.qd) for ns, s in self.servers.items()}
         held = set(self.servers) | set(self.down)
         for ns in list(self.servers):
             del self.servers[ns]

@@ -14,9 +14,10 @@ settles it once a later round (or midnight) shows that time has passed.
 
 A server's first round shows every QueueData at once (40,000 for 10,000 topics). Until something
 asks for them, the runs of a topic that has only such first runs, all writable, are kept as one
-:class:`_Block` per server (its QueueData and start) instead of one object each: no finding waits on
-a writable first run, and its source matters only to a later change of it. The first update of the
-topic that is not another such block, or a question about one of its runs, makes the topic's runs of
+ block per server (its QueueData and start) instead of one object each: no finding waits on
+a writable first run, and its source matters only to a later change of it (a block is a
+``(QueueData, start)`` pair in its server's map, so a snapshot adds no container per topic). The
+first update of the topic that is not another such block, or a question about one of its runs, makes the topic's runs of
 every server (:meth:`PermSources._unblock`) and judges those whose tolerance has passed: a run's
 source depends only on the runs that started within its tolerance, so judging it later gives what
 judging it when due gave.
@@ -47,6 +48,8 @@ from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS, SEVER
 from nameserver.model import PERM_WRITE
 
 REGISTERED, ADMIN, UNKNOWN = "registered", "admin", "unknown"
+# a server's first runs of a topic, all writable, kept whole: its QueueData (broker name -> value) and start
+Block = tuple[dict[str, tuple[Any, ...]], int]
 # a cell's list of runs is pruned of the long-ended ones once it holds this many (cells change
 # rarely: a server's first round adds one run to each of them)
 PRUNE_AT = 8
@@ -84,15 +87,6 @@ class PermRun:
         return bool(self.perm & PERM_WRITE)
 
 
-@dataclass(slots=True)
-class _Block:
-    """A server's first runs of one topic, all writable, not yet made into :class:`PermRun`."""
-
-    cells: dict[str, tuple[Any, ...]]
-    start_ms: int
-    end_ms: int | None = None
-
-
 class PermSources:
     """The perm runs of every observed server, and their sources once decided.
 
@@ -115,7 +109,11 @@ class PermSources:
         # the runs not yet decided, by when they are due (a round's runs share one due time)
         self._due: list[int] = []  # a heap of the keys of _pending
         self._pending: dict[int, list[PermRun]] = {}  # due -> runs, in the order they came
-        self._blocks: dict[str, dict[str, _Block]] = {}  # topic -> ns -> its first runs (module docstring)
+        # a server's first runs not yet made into PermRuns (module docstring): ns -> topic -> block,
+        # and the blocks of servers whose known period ended, with its end
+        self._blocks: dict[str, dict[str, Block]] = {}
+        self._ended: list[tuple[str, int, dict[str, Block]]] = []
+        self._blocked: set[str] = set()  # the topics with a block in either
         self._made: set[str] = set()  # topics with runs in _cells: blocks no longer start there
 
     def tolerance(self, run: PermRun) -> int:
@@ -125,23 +123,24 @@ class PermSources:
 
     def run(self, ns: str, topic: str, name: str, now: int) -> PermRun:
         """The current run of a QueueData ``ns`` holds (:meth:`update` made one for every cell)."""
-        if topic in self._blocks:
+        if topic in self._blocked:
             self._unblock(topic, now)
         return self._current[(ns, topic)][name]
 
     def update(self, ns: str, topic: str, cells: dict[str, tuple[Any, ...]], now: int) -> None:
         """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
-        blocks = self._blocks.get(topic)
-        if topic not in self._made and cells and (blocks is None or ns not in blocks):
+        blocks = self._blocks.get(ns)
+        if topic not in self._made and cells and (blocks is None or topic not in blocks):
             for cell in cells.values():
                 if not cell[2] & PERM_WRITE:
                     break
             else:  # every QueueData writable
                 if blocks is None:
-                    blocks = self._blocks[topic] = {}
-                blocks[ns] = _Block(cells, now)
+                    blocks = self._blocks[ns] = {}
+                blocks[topic] = (cells, now)
+                self._blocked.add(topic)
                 return
-        if blocks is not None and (cells or ns in blocks):  # runs to add or to end
+        if topic in self._blocked and (cells or (blocks is not None and topic in blocks)):  # runs to add or end
             self._unblock(topic, now)
         runs = self._current.get((ns, topic), {})
         kept: dict[str, PermRun] = {}
@@ -172,10 +171,9 @@ class PermSources:
         for key in [k for k in self._current if k[0] == ns]:
             for run in self._current.pop(key).values():
                 run.end_ms = now
-        for blocks in self._blocks.values():
-            block = blocks.get(ns)
-            if block is not None and block.end_ms is None:
-                block.end_ms = now
+        blocks = self._blocks.pop(ns, None)
+        if blocks:
+            self._ended.append((ns, now, blocks))
 
     def pending(self) -> bool:
         return bool(self._due)
@@ -200,19 +198,26 @@ class PermSources:
         self._due.clear()
         self._pending.clear()
         self._blocks.clear()
+        self._ended.clear()
+        self._blocked.clear()
         self._made.clear()
 
     def _unblock(self, topic: str, now: int) -> None:
         """Make the runs of ``topic``'s blocks; judge at once those whose tolerance has passed (the
         topic has no other runs: every server's are made together)."""
+        self._blocked.discard(topic)
         made = []
-        for ns, block in self._blocks.pop(topic).items():
-            current = {}
-            for name, value in block.cells.items():
-                run = current[name] = PermRun(ns, topic, name, value[2], block.start_ms, end_ms=block.end_ms)
+        held = [(ns, None, blocks) for ns, blocks in self._blocks.items()] + self._ended
+        for ns, end_ms, blocks in held:
+            block = blocks.pop(topic, None)
+            if block is None:
+                continue
+            (cells, start_ms), current = block, {}
+            for name, value in cells.items():
+                run = current[name] = PermRun(ns, topic, name, value[2], start_ms, end_ms=end_ms)
                 made.append(run)
                 self._place(run, now)
-            if block.end_ms is None:
+            if end_ms is None:
                 self._current[(ns, topic)] = current
         for run in made:
             if self._due_ms(run) < now:
