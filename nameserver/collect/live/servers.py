@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,6 +33,7 @@ QueueValue = tuple[int, int, int, int, str]
 # made once each (emptied when it grows past VALUES_KEPT, so odd answers cannot grow it without end)
 _values: dict[tuple[int, int, int, int], QueueValue] = {}
 VALUES_KEPT = 4096
+_numbers = operator.itemgetter("read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
 
 
 def queue_text(read: int, write: int, perm: int, sys_flag: int) -> str:
@@ -101,7 +103,7 @@ class KnownServer:
                 continue
             cells = {}
             for q in route["queue_datas"]:
-                numbers = (q["read_queue_nums"], q["write_queue_nums"], q["perm"], q["topic_sys_flag"])
+                numbers = _numbers(q)
                 value = values.get(numbers)
                 if value is None:
                     if len(values) >= VALUES_KEPT:
