@@ -15,8 +15,8 @@ settles it once a later round (or midnight) shows that time has passed.
 A server's first round shows every QueueData at once (40,000 for 10,000 topics). Until something
 asks for them, the runs of a topic that has only such first runs, all writable, are kept as one
  block per server (its QueueData and start) instead of one object each: no finding waits on
-a writable first run, and its source matters only to a later change of it (a block is a
-``(QueueData, start)`` pair in its server's map, so a snapshot adds no container per topic). The
+a writable first run, and its source matters only to a later change of it (kept as plain
+maps, so a snapshot's blocks add nothing the garbage collector has to visit). The
 first update of the topic that is not another such block, or a question about one of its runs, makes the topic's runs of
 every server (:meth:`PermSources._unblock`) and judges those whose tolerance has passed: a run's
 source depends only on the runs that started within its tolerance, so judging it later gives what
@@ -48,8 +48,19 @@ from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS, SEVER
 from nameserver.model import PERM_WRITE
 
 REGISTERED, ADMIN, UNKNOWN = "registered", "admin", "unknown"
-# a server's first runs of a topic, all writable, kept whole: its QueueData (broker name -> value) and start
-Block = tuple[dict[str, tuple[Any, ...]], int]
+Cells = dict[str, tuple[Any, ...]]  # a topic's QueueData on one server: broker name -> value
+
+
+@dataclass(slots=True)
+class Blocks:
+    """One server's first runs not yet made into :class:`PermRun`: by topic, its QueueData and the
+    run's start. Two maps of plain values, so that a snapshot's blocks add no object the garbage
+    collector has to visit (a tuple holding the QueueData would be one per topic)."""
+
+    cells: dict[str, Cells]
+    starts: dict[str, int]
+
+
 # a cell's list of runs is pruned of the long-ended ones once it holds this many (cells change
 # rarely: a server's first round adds one run to each of them)
 PRUNE_AT = 8
@@ -111,8 +122,8 @@ class PermSources:
         self._pending: dict[int, list[PermRun]] = {}  # due -> runs, in the order they came
         # a server's first runs not yet made into PermRuns (module docstring): ns -> topic -> block,
         # and the blocks of servers whose known period ended, with its end
-        self._blocks: dict[str, dict[str, Block]] = {}
-        self._ended: list[tuple[str, int, dict[str, Block]]] = []
+        self._blocks: dict[str, Blocks] = {}
+        self._ended: list[tuple[str, int, Blocks]] = []
         self._blocked: set[str] = set()  # the topics with a block in either
         self._made: set[str] = set()  # topics with runs in _cells: blocks no longer start there
 
@@ -130,17 +141,17 @@ class PermSources:
     def update(self, ns: str, topic: str, cells: dict[str, tuple[Any, ...]], now: int) -> None:
         """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
         blocks = self._blocks.get(ns)
-        if topic not in self._made and cells and (blocks is None or topic not in blocks):
+        if topic not in self._made and cells and (blocks is None or topic not in blocks.cells):
             for cell in cells.values():
                 if not cell[2] & PERM_WRITE:
                     break
             else:  # every QueueData writable
                 if blocks is None:
-                    blocks = self._blocks[ns] = {}
-                blocks[topic] = (cells, now)
+                    blocks = self._blocks[ns] = Blocks({}, {})
+                blocks.cells[topic], blocks.starts[topic] = cells, now
                 self._blocked.add(topic)
                 return
-        if topic in self._blocked and (cells or (blocks is not None and topic in blocks)):  # runs to add or end
+        if topic in self._blocked and (cells or (blocks is not None and topic in blocks.cells)):  # to add or end
             self._unblock(topic, now)
         runs = self._current.get((ns, topic), {})
         kept: dict[str, PermRun] = {}
@@ -207,12 +218,12 @@ class PermSources:
         topic has no other runs: every server's are made together)."""
         self._blocked.discard(topic)
         made = []
-        held = [(ns, None, blocks) for ns, blocks in self._blocks.items()] + self._ended
-        for ns, end_ms, blocks in held:
-            block = blocks.pop(topic, None)
-            if block is None:
+        held: list[tuple[str, int | None, Blocks]] = [(ns, None, b) for ns, b in self._blocks.items()]
+        for ns, end_ms, blocks in held + self._ended:
+            cells = blocks.cells.pop(topic, None)
+            if cells is None:
                 continue
-            (cells, start_ms), current = block, {}
+            start_ms, current = blocks.starts.pop(topic), {}
             for name, value in cells.items():
                 run = current[name] = PermRun(ns, topic, name, value[2], start_ms, end_ms=end_ms)
                 made.append(run)
