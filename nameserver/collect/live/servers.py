@@ -1,6 +1,6 @@
 """One observed server's answers as the indices live judgement reads, and its own conditions.
 
-A :class:`KnownServer` holds the last :class:`~nameserver.collect.view.ServerView` of a server in a
+A :class:`KnownServer` indexes the last :class:`~nameserver.collect.view.ServerView` of a server in a
 known period (docs/audit.md, "Observed servers") with what the nightly audit's tables give of it:
 the QueueData of each topic (``topic_route_history``) and the BrokerData of each broker name
 (``broker_addr_history``, from the cluster info, GET_BROKER_CLUSTER_INFO 106). A round that changed
@@ -50,8 +50,9 @@ def addrs_text(broker_addrs: list[dict[str, Any]]) -> str:
 class KnownServer:
     """The indices of one server's last answers.
 
+    It keeps no reference to the view itself: the collector frees a replaced view on its own thread.
+
     Attributes:
-        view: the last view.
         qd: topic -> broker name -> :data:`QueueValue`, for topics with at least one QueueData.
         brokers: broker name -> its cluster-info entry, for names with at least one address.
         addrs: broker address -> (broker name, broker id), from the cluster info.
@@ -60,7 +61,6 @@ class KnownServer:
     """
 
     def __init__(self, view: ServerView) -> None:
-        self.view = view
         self.qd: dict[str, dict[str, QueueValue]] = {}
         self.brokers: dict[str, dict[str, Any]] = {}
         self.addrs: dict[str, tuple[str, int]] = {}
@@ -76,7 +76,6 @@ class KnownServer:
         Returns:
             The broker addresses that left the cluster info and those that entered it.
         """
-        self.view = view
         for topic in topics:
             for name in self.qd.pop(topic, {}):
                 self.topics_of.get(name, set()).discard(topic)
