@@ -158,13 +158,16 @@ class Divergence:
         and the disagreements in progress on them."""
         keys: set[Key] = {(BROKER_MISSING, a) for a in addrs} | {(BROKER_ADDRS_MISMATCH, b) for b in brokers}
         known = list(servers.values())
+        first, others = (known[0], known[1:]) if known else (None, [])
         same: dict[str, bool] = {}
 
         def differs(topic: str) -> bool:
             # every server with the same QueueData of the topic (or none): no key of it disagrees
+            if not others:  # one server (or none) agrees with itself
+                return False
             if topic not in same:
-                cells = [server.qd.get(topic) for server in known]
-                same[topic] = all(c == cells[0] for c in cells)
+                cells = first.qd.get(topic) if first is not None else None
+                same[topic] = all(server.qd.get(topic) == cells for server in others)
             return not same[topic]
 
         for topic in topics:
@@ -175,9 +178,11 @@ class Divergence:
             for server in known:
                 names |= server.qd.get(topic, {}).keys()
             keys |= {(QUEUE_DATA_MISMATCH, (topic, n)) for n in names}
-        for name in brokers:
+        # a topic of ``topics`` has its keys already, every broker name of it included: when they are
+        # every topic (a server joined the comparison), the broker names add none
+        whole = all(server.qd.keys() <= topics for server in known)
+        for name in () if whole else brokers:
             for server in known:
-                # a topic of ``topics`` has its keys already, every broker name of it included
                 keys |= {
                     (QUEUE_DATA_MISMATCH, (t, name))
                     for t in server.topics_of.get(name, ())

@@ -109,7 +109,8 @@ class LiveJudge:
         old = self.servers.get(ns)
         old_addrs = dict(old.addrs) if old is not None else {}
         had = set(old.brokers) if old is not None else set()
-        if old is None or topics is None or brokers is None:  # brokers is None when topics is
+        snapshot = old is None or topics is None or brokers is None  # brokers is None when topics is
+        if old is None or topics is None or brokers is None:
             old_cells = {t: set(c) for t, c in old.qd.items()} if old is not None else {}
             server = self.servers[ns] = KnownServer(view)
             topics = set(server.qd) | set(old_cells)
@@ -137,8 +138,9 @@ class LiveJudge:
                 "observed_broker_gone", ns, addr, now, {"broker_name": name, "broker_id": broker_id}, "broker", name
             )
         dirty = set(topics)
-        for name in brokers:
-            dirty |= server.topics_of.get(name, set())
+        if not snapshot:  # a snapshot's topics are every topic of its broker names already
+            for name in brokers:
+                dirty |= server.topics_of.get(name, set())
         self._topic_conditions(ns, server, dirty, now)
         self._master_conditions(ns, server, brokers, had, now)
         if old is None:  # the comparison gained a server: every key

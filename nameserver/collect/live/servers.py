@@ -58,6 +58,7 @@ class KnownServer:
         addrs: broker address -> (broker name, broker id), from the cluster info.
         topics_of: broker name -> topics with a QueueData of it.
         unwritable: the topics with a QueueData without write perm.
+        unread: the topics with a readable and writable QueueData of fewer read than write queues.
     """
 
     def __init__(self, view: ServerView) -> None:
@@ -67,6 +68,7 @@ class KnownServer:
         self.topics_of: dict[str, set[str]] = {}
         self.masters: set[str] = set()  # broker names whose BrokerData lists id 0
         self.unwritable: set[str] = set()
+        self.unread: set[str] = set()
         self._set_topics(view.routes)
         self._set_brokers(view.broker_addr_table)
 
@@ -80,6 +82,7 @@ class KnownServer:
             for name in self.qd.pop(topic, {}):
                 self.topics_of.get(name, set()).discard(topic)
             self.unwritable.discard(topic)
+            self.unread.discard(topic)
         self._set_topics({t: view.routes.get(t) for t in topics})
         before = {a for name in brokers for a in self._addrs_of(self.brokers.get(name))}
         for name in brokers:
@@ -110,6 +113,8 @@ class KnownServer:
                     value = values[numbers] = (*numbers, queue_text(*numbers))
                 if not value[2] & PERM_WRITE:
                     self.unwritable.add(topic)
+                elif value[2] & PERM_READ and value[0] < value[1]:
+                    self.unread.add(topic)
                 name = q["broker_name"]
                 cells[name] = value
                 of = topics_of.get(name)
@@ -172,10 +177,7 @@ class KnownServer:
     def read_write_mismatch(self, topic: str) -> dict[str, Any] | None:
         """The detail of ``read_write_mismatch`` when a readable and writable QueueData has fewer
         read than write queues (messages nobody reads); None otherwise."""
-        for read, write, perm, _, _ in self.qd.get(topic, {}).values():
-            if perm & PERM_READ and perm & PERM_WRITE and read < write:
-                break
-        else:
+        if topic not in self.unread:
             return None
         unread = [
             (name, read, write)
