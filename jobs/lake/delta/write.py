@@ -331,12 +331,16 @@ def _commit(plan: WritePlan, files: list[dict[str, Any]]) -> None:
 def _create_with(plan: WritePlan, schema: Schema, adds: list[AddAction]) -> bool:
     """Create the table with ``adds`` as its first version; False when another writer created it
     meanwhile (then the adds are committed to its table as to any existing one)."""
+    from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import CommitProperties, create_table_with_add_actions
 
     from jobs.lake.delta.arrow import is_table
     from jobs.lake.delta.health import storage_options
 
-    props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)})
+    # No retry: deltalake would retry a create that lost version 0 as version 1, a second CREATE
+    # TABLE whose adds sit beside the first writer's (a day's rows twice). Losing it fails here,
+    # and the adds go through _commit_on_latest, which replaces that writer's files.
+    props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)}, max_commit_retries=0)
     try:
         create_table_with_add_actions(
             plan.path,
@@ -348,10 +352,12 @@ def _create_with(plan: WritePlan, schema: Schema, adds: list[AddAction]) -> bool
             storage_options=storage_options(plan.path),
         )
         return True
-    except Exception as exc:  # deltalake's own error type
-        # Another writer (a second audit of the day) created the table between the check
-        # and this commit: commit to its table as to any existing one (_commit_on_latest).
-        if "already exists" not in str(exc) or not is_table(plan.path):
+    except Exception as exc:  # deltalake's own error types
+        # Another writer (a second audit of the day) created the table between the check and
+        # this commit (deltalake's check saw it: "already exists"; or its version 0 came first:
+        # CommitFailedError): commit to its table as to any existing one (_commit_on_latest).
+        lost = isinstance(exc, CommitFailedError) or "already exists" in str(exc)
+        if not lost or not is_table(plan.path):
             raise
         log.info("%s was created by another writer meanwhile; committing to it", plan.path)
         return False
