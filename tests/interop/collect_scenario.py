@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,8 +201,10 @@ def stop_collector(collector: subprocess.Popen, err_path: Path) -> None:
     assert collector.wait(30) == 0, err_path.read_text()[-2000:]
 
 
-def run_scenario(release: Release, run_dir: Path) -> Scenario:
-    """Start the cluster, collect a fault-free run, then a run with the faults; stop everything."""
+def run_scenario(release: Release, run_dir: Path, clean_closed: Callable[[Path], None] | None = None) -> Scenario:
+    """Start the cluster, collect a fault-free run, then a run with the faults; stop everything.
+    ``clean_closed`` is called with the fault-free run's event directory once its streams are
+    closed, while the faults go on (to audit it meanwhile)."""
     release.check()
     processes: list[JavaProcess] = []
     driver = collector = None
@@ -280,6 +283,8 @@ def run_scenario(release: Release, run_dir: Path) -> Scenario:
         )
         time.sleep(HOLD_S)
         stop_collector(collector, clean_err)
+        if clean_closed is not None:
+            clean_closed(scenario.clean_events)
 
         # the run with faults: scn-b's namesrvAddr lacks nsC from its start
         brokers["scn-b"] = start_broker(

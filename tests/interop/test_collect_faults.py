@@ -32,13 +32,14 @@ from tests.interop.collect_scenario import (
     SERVERS,
     SHADOW,
     SOLO,
+    Scenario,
     brokers_seen,
     first_ts,
     perm_of,
     route_seen,
     run_scenario,
 )
-from tests.interop.rocketmq import RELEASES
+from tests.interop.rocketmq import RELEASES, Release
 from tests.schemas.test_event_schema import errors
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(900)]
@@ -48,21 +49,57 @@ SEEN_WITHIN_MS = 2 * INTERVAL_MS + 1000
 
 
 @pytest.fixture(scope="module")
-def scenarios(tmp_path_factory) -> dict[str, Future]:
+def scenarios(request, tmp_path_factory) -> dict[str, dict]:
     """Each release's scenario, run at once on threads of their own: a scenario mostly waits for its
-    fleet (each fault is held past the grace), so the two runs share the wall time."""
+    fleet (each fault is held past the grace), so the two runs share the wall time. When the module's
+    audit tests run, the Spark session starts meanwhile and each run is audited as soon as its
+    streams are closed, one audit at a time on a thread of its own: the fault-free run while the
+    faults are injected, the run with faults while the other release's scenario goes on.
+
+    Returns ``runs`` (release -> the scenario's future) and ``audits`` (event directory -> the
+    future of :func:`_audit_run`'s result)."""
+    from common.config import load_config
+
+    config_path = tmp_path_factory.mktemp("collect-faults-config") / "nsaudit.toml"
+    config_path.write_text(AUDIT_CONFIG)
+    config = load_config(config_path)
+    session: Future = Future()
+    audits: dict[Path, Future] = {}
+    auditor = ThreadPoolExecutor(1, thread_name_prefix="audit")
+    selected = [item for item in request.session.items if item.module is request.module]
+    audit_wanted = any("audited" in item.fixturenames for item in selected)
+
+    def audit_when_closed(events: Path) -> None:
+        lake = events.parent / f"{events.name}-lake"
+        audits[events] = auditor.submit(lambda: _audit_run(session.result(), events, lake, config))
+
+    def run(release: Release, run_dir: Path) -> Scenario:
+        scenario = run_scenario(release, run_dir, audit_when_closed if audit_wanted else None)
+        if audit_wanted:
+            audit_when_closed(scenario.events)
+        return scenario
+
     pool = ThreadPoolExecutor(len(RELEASES), thread_name_prefix="scenario")
     runs = {
-        name: pool.submit(run_scenario, release, tmp_path_factory.mktemp(f"collect-faults-{name}"))
+        name: pool.submit(run, release, tmp_path_factory.mktemp(f"collect-faults-{name}"))
         for name, release in sorted(RELEASES.items())
     }
-    yield runs
-    pool.shutdown(wait=True)
+    try:
+        if audit_wanted:
+            try:
+                session.set_result(request.getfixturevalue("spark"))
+            except BaseException as exc:
+                session.set_exception(exc)
+                raise
+        yield {"runs": runs, "audits": audits, "config": config}
+    finally:
+        pool.shutdown(wait=True)
+        auditor.shutdown(wait=True)
 
 
 @pytest.fixture(scope="module", params=sorted(RELEASES))
 def scenario(request, scenarios):
-    return scenarios[request.param].result()  # the run's own exception, if it failed
+    return scenarios["runs"][request.param].result()  # the run's own exception, if it failed
 
 
 def _observed_broker_names(log: list[dict]) -> set[str]:
@@ -183,8 +220,9 @@ EXPECTED = {
 WITHIN_MS = 2 * INTERVAL_MS + REGISTER_PERIOD_MS
 
 
-def _audit(spark, events: Path, lake_dir: Path, config) -> list[dict]:
-    """Run the nightly audit over every UTC day of ``events``; the incidents, times in epoch ms."""
+def _audit_run(spark, events: Path, lake_dir: Path, config) -> dict:
+    """Run the nightly audit over every UTC day of ``events``: its incidents (times in epoch ms),
+    findings and lake."""
     from jobs import lake, nightly_audit
     from jobs.lake.delta.arrow import read_table_arrow
 
@@ -196,32 +234,21 @@ def _audit(spark, events: Path, lake_dir: Path, config) -> list[dict]:
     for r in rows:
         r["start_ms"] = int(r["start_ts"].timestamp() * 1000)
         r["end_ms"] = int(r["end_ts"].timestamp() * 1000)
-    return rows
-
-
-def _findings(lake_dir: Path) -> list[dict]:
-    from jobs import lake
-    from jobs.lake.delta.arrow import read_table_arrow
-
-    return read_table_arrow(lake.table_path(lake_dir, lake.FINDINGS)).to_pylist()
+    findings = read_table_arrow(lake.table_path(lake_dir, lake.FINDINGS)).to_pylist()
+    return {"incidents": rows, "findings": findings, "lake": lake_dir}
 
 
 @pytest.fixture(scope="module")
-def audited(scenario, spark, tmp_path_factory):
+def audited(scenario, scenarios):
     """The incidents of the run with faults and of the fault-free run, audited as an operator of this
-    fleet would (``nsaudit audit --config`` with :data:`AUDIT_CONFIG`)."""
-    from common.config import load_config
-
-    root = tmp_path_factory.mktemp("collect-faults-audit")
-    config_path = root / "nsaudit.toml"
-    config_path.write_text(AUDIT_CONFIG)
-    config = load_config(config_path)
+    fleet would (``nsaudit audit --config`` with :data:`AUDIT_CONFIG`), by ``scenarios``."""
+    faults, clean = (scenarios["audits"][events].result() for events in (scenario.events, scenario.clean_events))
     return {
-        "faults": _audit(spark, scenario.events, root / "lake", config),
-        "clean": _audit(spark, scenario.clean_events, root / "clean-lake", config),
-        "faults_findings": _findings(root / "lake"),
-        "config": config,
-        "faults_lake": root / "lake",
+        "faults": faults["incidents"],
+        "clean": clean["incidents"],
+        "faults_findings": faults["findings"],
+        "config": scenarios["config"],
+        "faults_lake": faults["lake"],
     }
 
 
