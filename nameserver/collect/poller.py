@@ -16,7 +16,7 @@ from typing import Any
 from common.config import CollectConfig
 from nameserver.client import RemotingClient
 from nameserver.collect.record import ObservedServer
-from nameserver.collect.rounds import ObserveFailure, RoundResult, connect, observe_round
+from nameserver.collect.rounds import ObserveFailure, RoundResult, RouteBody, connect, observe_round
 from nameserver.collect.targets import Target
 from nameserver.collect.view import ServerView
 from nameserver.eventlog.writer import EventLogWriter
@@ -79,6 +79,7 @@ class ServerPoller:
         self.last_ok_ms: int | None = None
         self.last_round_s: float | None = None
         self.view: ServerView | None = None
+        self._bodies: dict[str, RouteBody] = {}  # the last good round's route answers (observe_round's known)
         self.last_ts = 0
         self._on_round = on_round
         self._report = report
@@ -134,8 +135,13 @@ class ServerPoller:
                 await self._disconnect()
                 self._client = await connect(self.target.host, self.target.port, timeout_s)
             result = await observe_round(
-                self._client, timeout_s, self.config.concurrency, self.config.interval_ms / 1000 * SPREAD_SHARE
+                self._client,
+                timeout_s,
+                self.config.concurrency,
+                self.config.interval_ms / 1000 * SPREAD_SHARE,
+                self._bodies,
             )
+            self._bodies = result.bodies
             self._client.unsolicited.clear()  # frames nobody asked for: a long-lived connection must not hoard them
         except ObserveFailure as failure:
             await self._disconnect()

@@ -398,3 +398,38 @@ def test_a_stop_during_a_hung_round_ends_at_once_without_an_error_event(tmp_path
     assert took < 10, f"the stop took {took:.1f} s: it waited for the round (its answer timeout is 30 s)"
     assert [e["type"] for e in stream(events, "hung")] == ["observe_start", "observe_stop"]
     assert [s.state for s in list_segments(events, "hung")] == ["closed"]
+
+
+def test_a_route_answer_the_same_as_before_is_the_same_entry_and_a_changed_one_is_parsed_anew(tmp_path):
+    """observe_round's ``known``: the bytes the server answered decide, so nothing a change shows is
+    missed and an unchanged answer makes no new objects."""
+    from nameserver.collect.rounds import connect, observe_round
+
+    async def scenario():
+        async with name_server(tmp_path / "ns", "ns-a") as (controller, _):
+            broker = await register(controller, A, "broker-a", [TopicConfig("T1"), TopicConfig("T2")])
+            client = await connect(controller.host, controller.port, 2)
+            try:
+                first = await observe_round(client, 2, 4, 0)
+                again = await observe_round(client, 2, 4, 0, first.bodies)
+                assert again.view == first.view
+                assert all(again.view.routes[t] is first.view.routes[t] for t in ("T1", "T2"))
+                answer = await broker.register_broker(
+                    "C1",
+                    A,
+                    "broker-a",
+                    0,
+                    A.replace("10911", "10912"),
+                    DataVersion(1, 2),
+                    [TopicConfig("T1", perm=4), TopicConfig("T2")],
+                )
+                assert answer.code == ResponseCode.SUCCESS
+                changed = await observe_round(client, 2, 4, 0, again.bodies)
+                assert changed.view.routes["T1"]["queue_datas"][0]["perm"] == 4
+                assert changed.view.routes["T1"] is not first.view.routes["T1"]
+                assert changed.view.routes["T2"] is first.view.routes["T2"]
+            finally:
+                await client.close()
+                await broker.close()
+
+    arun(scenario())
