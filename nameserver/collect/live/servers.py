@@ -56,7 +56,8 @@ class KnownServer:
         qd: topic -> broker name -> :data:`QueueValue`, for topics with at least one QueueData.
         brokers: broker name -> its cluster-info entry, for names with at least one address.
         addrs: broker address -> (broker name, broker id), from the cluster info.
-        topics_of: broker name -> topics with a QueueData of it.
+        topics_of: broker name -> topics with a QueueData of it (made when first read: a server's
+            first round, which compares every topic anyway, never needs it).
         unwritable: the topics with a QueueData without write perm.
         unread: the topics with a readable and writable QueueData of fewer read than write queues.
     """
@@ -65,7 +66,7 @@ class KnownServer:
         self.qd: dict[str, dict[str, QueueValue]] = {}
         self.brokers: dict[str, dict[str, Any]] = {}
         self.addrs: dict[str, tuple[str, int]] = {}
-        self.topics_of: dict[str, set[str]] = {}
+        self._topics_of: dict[str, set[str]] | None = None
         self.masters: set[str] = set()  # broker names whose BrokerData lists id 0
         self.unwritable: set[str] = set()
         self.unread: set[str] = set()
@@ -80,7 +81,8 @@ class KnownServer:
         """
         for topic in topics:
             for name in self.qd.pop(topic, {}):
-                self.topics_of.get(name, set()).discard(topic)
+                if self._topics_of is not None:
+                    self._topics_of.get(name, set()).discard(topic)
             self.unwritable.discard(topic)
             self.unread.discard(topic)
         self._set_topics({t: view.routes.get(t) for t in topics})
@@ -99,7 +101,7 @@ class KnownServer:
         return [a["broker_addr"] for a in entry["broker_addrs"]] if entry else []
 
     def _set_topics(self, routes: Mapping[str, dict[str, Any] | None]) -> None:
-        topics_of, values = self.topics_of, _values
+        topics_of, values = self._topics_of, _values
         for topic, route in routes.items():
             if not route or not route.get("queue_datas"):
                 continue
@@ -115,14 +117,20 @@ class KnownServer:
                     self.unwritable.add(topic)
                 elif value[2] & PERM_READ and value[0] < value[1]:
                     self.unread.add(topic)
-                name = q["broker_name"]
-                cells[name] = value
-                of = topics_of.get(name)
-                if of is None:
-                    topics_of[name] = {topic}
-                else:
-                    of.add(topic)
+                cells[q["broker_name"]] = value
             self.qd[topic] = cells
+            if topics_of is not None:
+                for name in cells:
+                    topics_of.setdefault(name, set()).add(topic)
+
+    @property
+    def topics_of(self) -> dict[str, set[str]]:
+        if self._topics_of is None:
+            self._topics_of = {}
+            for topic, cells in self.qd.items():
+                for name in cells:
+                    self._topics_of.setdefault(name, set()).add(topic)
+        return self._topics_of
 
     def _set_brokers(self, table: Mapping[str, dict[str, Any] | None]) -> None:
         for name, entry in table.items():
