@@ -44,13 +44,15 @@ lake_diff = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(lake_diff)
 
 
-def _simulate(events: Path) -> None:
-    """The simulated half hour (three servers, four brokers, every fault) into ``events``."""
+@pytest.fixture(scope="module")
+def lakes(spark, tmp_path_factory) -> dict[str, Path]:
+    """The same simulated half hour (three servers, four brokers, every fault) audited through each writer."""
     from nameserver.sim.run import FAULTS, SimOptions, simulate
 
+    root = tmp_path_factory.mktemp("writers")
     simulate(
         SimOptions(
-            events_dir=events,
+            events_dir=root / "events",
             ns=3,
             brokers=4,
             slaves=1,
@@ -63,9 +65,13 @@ def _simulate(events: Path) -> None:
             quiet=True,
         )
     )
+    for writer in WRITERS:
+        with writing_through(spark, writer):
+            nightly_audit.run(spark, Config(), str(root / "events"), str(root / writer), DAY, lambda line: None)
+    return {writer: root / writer for writer in WRITERS}
 
 
-def _start_audits_at_once(events: str, lake: str, config: Path, logs: Path) -> list[subprocess.Popen]:
+def _audit_at_once(events: str, lake: str, config: Path, logs: Path) -> list[subprocess.CompletedProcess]:
     """Two ``nsaudit audit`` of the day into one lake, started together."""
     argv = [
         sys.executable,
@@ -85,59 +91,26 @@ def _start_audits_at_once(events: str, lake: str, config: Path, logs: Path) -> l
     for n in (1, 2):
         with open(logs / f"audit{n}.out", "wb") as out, open(logs / f"audit{n}.err", "wb") as err:
             procs.append(subprocess.Popen(argv, stdout=out, stderr=err, env=subprocess_env()))
-    return procs
-
-
-def _finished(procs: list[subprocess.Popen], logs: Path) -> list[subprocess.CompletedProcess]:
     codes = [p.wait(900) for p in procs]
     return [
         subprocess.CompletedProcess(
-            p.args, code, (logs / f"audit{n}.out").read_text(), (logs / f"audit{n}.err").read_text()
+            argv, code, (logs / f"audit{n}.out").read_text(), (logs / f"audit{n}.err").read_text()
         )
-        for n, (p, code) in enumerate(zip(procs, codes, strict=True), start=1)
+        for n, code in zip((1, 2), codes, strict=True)
     ]
 
 
 @pytest.fixture(scope="module")
-def audited(spark, s3_server, tmp_path_factory) -> dict:
-    """The day audited five times: through each writer into a local folder and into the bucket's
-    ``s3a://`` lakes, through delta-spark in this session and through delta-rs by two ``nsaudit
-    audit`` processes at once. Those two run while this session audits (each audit is mostly one
-    driver thread planning, so the three share the cores)."""
-    root = tmp_path_factory.mktemp("writers")
-    _simulate(root / "events")
-    events = upload(s3_server, root / "events", "writers/events")
+def s3_lakes(spark, lakes, s3_server, tmp_path_factory) -> dict:
+    """The day's events in the bucket, audited into ``s3a://`` lakes: through delta-spark in this
+    session, through delta-rs by two ``nsaudit audit`` processes at once."""
+    root = tmp_path_factory.mktemp("writers-s3")
+    events = upload(s3_server, lakes["delta-rs"].parent / "events", "writers/events")
     s3 = {writer: f"s3a://{BUCKET}/writers/{writer}" for writer in WRITERS}
-    (root / "s3").mkdir()
-    config = config_file(s3_server, root / "s3" / "audit.toml")
-    procs = _start_audits_at_once(events, s3["delta-rs"], config, root / "s3")
-    try:
-        for writer in WRITERS:
-            with writing_through(spark, writer):
-                nightly_audit.run(spark, Config(), str(root / "events"), str(root / writer), DAY, lambda line: None)
-        with on_s3(s3_server, spark), writing_through(spark, "native"):
-            nightly_audit.run(spark, Config(), events, s3["native"], DAY, lambda line: None)
-    except BaseException:
-        for proc in procs:
-            proc.kill()
-            proc.wait(60)
-        raise
-    return {
-        "lakes": {writer: root / writer for writer in WRITERS},
-        "s3_lakes": {"lakes": s3, "concurrent": _finished(procs, root / "s3"), "config": config},
-    }
-
-
-@pytest.fixture(scope="module")
-def lakes(audited) -> dict[str, Path]:
-    """The local lake of each writer."""
-    return audited["lakes"]
-
-
-@pytest.fixture(scope="module")
-def s3_lakes(audited) -> dict:
-    """The bucket's lakes (``lakes``: writer -> ``s3a://`` URI), and the two concurrent audits' runs."""
-    return audited["s3_lakes"]
+    with on_s3(s3_server, spark), writing_through(spark, "native"):
+        nightly_audit.run(spark, Config(), events, s3["native"], DAY, lambda line: None)
+    config = config_file(s3_server, root / "audit.toml")
+    return {"lakes": s3, "concurrent": _audit_at_once(events, s3["delta-rs"], config, root), "config": config}
 
 
 @pytest.mark.parametrize("writer", WRITERS)
