@@ -165,10 +165,15 @@ class Divergence:
             # every server with the same QueueData of the topic (or none): no key of it disagrees
             if not others:  # one server (or none) agrees with itself
                 return False
-            if topic not in same:
+            agrees = same.get(topic)
+            if agrees is None:
                 cells = first.qd.get(topic) if first is not None else None
-                same[topic] = all(server.qd.get(topic) == cells for server in others)
-            return not same[topic]
+                agrees = same[topic] = True
+                for server in others:  # a loop, not all(): called for every topic when a server joins
+                    if server.qd.get(topic) != cells:
+                        agrees = same[topic] = False
+                        break
+            return not agrees
 
         for topic in topics:
             if not differs(topic):

@@ -39,7 +39,7 @@ from nameserver.collect.live.held import HeldFindings
 from nameserver.collect.live.incidents import Incidents
 from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources, Verdict, perm_changed_finding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
-from nameserver.collect.live.servers import KnownServer, QueueValue
+from nameserver.collect.live.servers import Cells, KnownServer
 from nameserver.collect.view import ServerView
 from nameserver.model import PERM_WRITE
 
@@ -48,7 +48,6 @@ PER_SERVER = ("no_writable_queue", "read_write_mismatch", "no_master", "write_pe
 
 # the QueueData a server showed of a topic today, kept as they came up to this many, then merged
 SEEN_KEPT = 8
-Cells = dict[str, QueueValue]  # a topic's QueueData on one server, by broker name
 
 
 class LiveJudge:
@@ -120,7 +119,10 @@ class LiveJudge:
             old_cells = {t: set(old.qd.get(t, {})) for t in topics}
             old.apply(view, topics, brokers)
             server = old
-        for topic in topics:
+        if old is None:  # its first round: every topic at once
+            self.perms.first_round(ns, server.qd, server.unwritable, now)
+            self._saw_all(ns, server.qd)
+        for topic in topics if old is not None else ():
             cells = server.qd.get(topic, {})
             self.perms.update(ns, topic, cells, now)
             if cells:
@@ -141,7 +143,10 @@ class LiveJudge:
         if not snapshot:  # a snapshot's topics are every topic of its broker names already
             for name in brokers:
                 dirty |= server.topics_of.get(name, set())
-        self._topic_conditions(ns, server, dirty, now)
+        # a first round judges only the topics a condition may hold for: nothing of the server is
+        # open (its findings ended with its last known period, held ones once known)
+        judged = dirty if old is not None else server.unpublishable() | server.unread
+        self._topic_conditions(ns, server, judged, now)
         self._master_conditions(ns, server, brokers, had, now)
         if old is None:  # the comparison gained a server: every key
             self._everything(now)
@@ -259,7 +264,7 @@ class LiveJudge:
 
     # ------------------------------------------------------------------ across servers
 
-    def _saw(self, ns: str, topic: str, cells: dict[str, QueueValue]) -> None:
+    def _saw(self, ns: str, topic: str, cells: Cells) -> None:
         """``ns`` showed ``cells`` of ``topic``: what was writable is remembered until midnight."""
         of_ns = self._seen.get(ns)
         if of_ns is None:
@@ -273,6 +278,14 @@ class LiveJudge:
         earlier.append(cells)
         if len(earlier) > SEEN_KEPT:  # a topic that changes often: only its groups once writable
             earlier[:] = [{name: value for c in earlier for name, value in c.items() if value[2] & PERM_WRITE}]
+
+    def _saw_all(self, ns: str, qd: dict[str, Cells]) -> None:
+        """:meth:`_saw` of every topic of ``qd``."""
+        if ns not in self._seen:
+            self._seen[ns] = dict(qd)
+            return
+        for topic, cells in qd.items():
+            self._saw(ns, topic, cells)
 
     def _writable_earlier(self, ns: str, topic: str, name: str) -> bool:
         """``ns`` showed ``topic``'s QueueData of ``name`` with write perm earlier today."""
@@ -342,7 +355,9 @@ class LiveJudge:
             topics |= server.qd.keys()
             brokers |= server.brokers.keys()
             addrs |= server.addrs.keys()
-        self._wiped_conditions(topics, now)
+        # a topic no server holds without write perm, with nothing wiped before, has no cell to judge
+        unwritable = set(self._unwritable).union(*(s.unwritable for s in self.servers.values()))
+        self._wiped_conditions(topics & unwritable, now)
         for key in self.divergence.keys():
             if key[0] == BROKER_MISSING:
                 addrs.add(key[1])

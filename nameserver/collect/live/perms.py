@@ -41,14 +41,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from nameserver.collect.live.findings import Detail, FindingKey, LiveFinding
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS, SEVERITY
+from nameserver.collect.live.servers import Cells
 from nameserver.model import PERM_WRITE
 
 REGISTERED, ADMIN, UNKNOWN = "registered", "admin", "unknown"
-Cells = dict[str, tuple[Any, ...]]  # a topic's QueueData on one server: broker name -> value
 
 
 @dataclass(slots=True)
@@ -138,7 +137,7 @@ class PermSources:
             self._unblock(topic, now)
         return self._current[(ns, topic)][name]
 
-    def update(self, ns: str, topic: str, cells: dict[str, tuple[Any, ...]], now: int) -> None:
+    def update(self, ns: str, topic: str, cells: Cells, now: int) -> None:
         """``ns``'s QueueData of ``topic`` at ``now`` (broker name -> ``(read, write, perm, ...)``)."""
         blocks = self._blocks.get(ns)
         if topic not in self._made and cells and (blocks is None or topic not in blocks.cells):
@@ -176,6 +175,23 @@ class PermSources:
             self._current[(ns, topic)] = kept
         else:
             self._current.pop((ns, topic), None)
+
+    def first_round(self, ns: str, qd: dict[str, Cells], unwritable: set[str], now: int) -> None:
+        """:meth:`update` of every topic of ``qd``, ``ns``'s first round of a known period (it holds
+        no run yet; ``unwritable``: the topics with a QueueData without write perm), its blocks made
+        in one pass."""
+        if ns in self._blocks:  # not a first round after all: topic by topic
+            for topic, cells in qd.items():
+                self.update(ns, topic, cells, now)
+            return
+        made = self._made
+        blocked = {topic: cells for topic, cells in qd.items() if topic not in unwritable and topic not in made}
+        if blocked:
+            self._blocks[ns] = Blocks(blocked, dict.fromkeys(blocked, now))
+            self._blocked.update(blocked)
+        for topic, cells in qd.items():
+            if topic not in blocked:
+                self.update(ns, topic, cells, now)
 
     def end(self, ns: str, now: int) -> None:
         """``ns``'s known period ended at ``now``: its runs end there, followed by none."""

@@ -29,6 +29,7 @@ from nameserver.model import MASTER_ID, PERM_READ, PERM_WRITE
 # a QueueData as the live judge keeps it: (read_queue_nums, write_queue_nums, perm, topic_sys_flag,
 # its queue_text), the text made once per answer, not per comparison
 QueueValue = tuple[int, int, int, int, str]
+Cells = dict[str, QueueValue]  # a topic's QueueData on one server, by broker name
 # the QueueValues made so far, by their four numbers: a fleet's QueueData take a few distinct values,
 # made once each (emptied when it grows past VALUES_KEPT, so odd answers cannot grow it without end)
 _values: dict[tuple[int, int, int, int], QueueValue] = {}
@@ -63,7 +64,7 @@ class KnownServer:
     """
 
     def __init__(self, view: ServerView) -> None:
-        self.qd: dict[str, dict[str, QueueValue]] = {}
+        self.qd: dict[str, Cells] = {}
         self.brokers: dict[str, dict[str, Any]] = {}
         self.addrs: dict[str, tuple[str, int]] = {}
         self._topics_of: dict[str, set[str]] | None = None
@@ -155,11 +156,8 @@ class KnownServer:
         (no QueueData with write perm and write queues on a group with a master) while some
         QueueData may be read or written; None otherwise (docs/audit.md, "Distribution")."""
         cells = self.qd.get(topic)
-        if not cells:
-            return None
-        for name, (_, write, perm, _, _) in cells.items():
-            if perm & PERM_WRITE and write > 0 and name in self.masters:
-                return None  # the usual answer, found without the detail's counts
+        if not cells or _publishes(cells, self.masters):
+            return None  # the usual answer, found without the detail's counts
         publish = writable = readable = masters = write_queues = 0
         lost = []
         for name, (_, write, perm, _, _) in cells.items():
@@ -182,6 +180,12 @@ class KnownServer:
             "culprit": min(lost) if lost else None,
         }
 
+    def unpublishable(self) -> set[str]:
+        """The topics :meth:`no_writable_queue` may find something for: one pass over every topic,
+        for a server's first round."""
+        masters = self.masters
+        return {topic for topic, cells in self.qd.items() if not _publishes(cells, masters)}
+
     def read_write_mismatch(self, topic: str) -> dict[str, Any] | None:
         """The detail of ``read_write_mismatch`` when a readable and writable QueueData has fewer
         read than write queues (messages nobody reads); None otherwise."""
@@ -198,3 +202,11 @@ class KnownServer:
             "unread_write_queues": sum(w - max(r, 0) for _, r, w in unread),
             "queue_datas": [{"broker_name": n, "read_queue_nums": r, "write_queue_nums": w} for n, r, w in unread],
         }
+
+
+def _publishes(cells: Cells, masters: set[str]) -> bool:
+    """A producer gets a queue: a QueueData with write perm and write queues on a group with a master."""
+    for name, value in cells.items():
+        if value[2] & PERM_WRITE and value[1] > 0 and name in masters:
+            return True
+    return False
