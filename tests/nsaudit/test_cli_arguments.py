@@ -57,6 +57,11 @@ def _config_cases() -> list[tuple[str, list[str]]]:
     ]
 
 
+# local times whose zone offset moves them past the years 1 .. 9999 that datetime can hold
+_LATE = "9999-12-31T23:59:59-23:59"
+_EARLY = "0001-01-01T00:00:00+01:00"
+
+
 def _time_cases() -> list[tuple[str, list[str]]]:
     route = ["route", "--lake", "events", "--ns", "ns-a", "--topic", "t", "--at"]
     cases = [
@@ -69,12 +74,20 @@ def _time_cases() -> list[tuple[str, list[str]]]:
             "9999-12-31T12:00:00Z",
             "0001-01-01T00:00:00Z",
             "0001-01-02T00:00:00+01:00",
+            # an offset that takes the instant past datetime's own limits
+            "9999-12-31T23:59:59-23:59",
+            "0001-01-01T00:00:00+01:00",
         )
     ]
     return cases + [
         ("cluster: --at 20 digits", ["cluster", "--lake", "events", "--ns", "ns-a", "--at", "9" * 20]),
         ("diff: --to 16 digits", ["diff", "--lake", "events", "--ns", "ns-a", "--from", "0", "--to", "9" * 16]),
+        ("cluster: --at past year 9999", ["cluster", "--lake", "events", "--ns", "ns-a", "--at", _LATE]),
+        ("diff: --from before year 1", ["diff", "--lake", "events", "--ns", "ns-a", "--from", _EARLY, "--to", "0"]),
+        ("diff: --to past year 9999", ["diff", "--lake", "events", "--ns", "ns-a", "--from", "0", "--to", _LATE]),
         ("simulate: --start 16 digits", ["simulate", "--events", "sim", "--start", "9" * 16]),
+        ("simulate: --start before year 1", ["simulate", "--events", "sim", "--start", _EARLY]),
+        ("simulate: --start past year 9999", ["simulate", "--events", "sim", "--start", _LATE]),
         (
             "simulate: --start + --hours past the last day",
             ["simulate", "--events", "sim", "--start", "9999-12-30T23:00:00Z", "--hours", "2"],
