@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import math
+import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 from common.errors import UserError
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KiB; more is not one
 
 
 class ConfigError(UserError, ValueError):
@@ -297,12 +300,37 @@ def _type_ok(value: Any, expected: str) -> bool:
     return False
 
 
+def _read_text(path: Path) -> str:
+    """The UTF-8 text of a regular file of at most ``MAX_CONFIG_BYTES``.
+
+    A device, FIFO or socket is refused before it is read: ``/dev/zero`` never ends and a FIFO
+    without a writer never answers. ``O_NONBLOCK`` keeps the open of a FIFO from waiting for one.
+
+    Raises:
+        ConfigError: not a regular file, or larger than ``MAX_CONFIG_BYTES``.
+        OSError: the file cannot be opened or read (``IsADirectoryError`` for a folder).
+        UnicodeDecodeError: the bytes are not UTF-8.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{path}: not a regular file (a device, FIFO or socket), not a config file")
+        data = file.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes (1 MiB), not a config file")
+    return data.decode("utf-8")
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Load a TOML config; ``None`` loads ``conf/nsaudit.toml`` when it exists, else defaults.
 
     Raises:
-        ConfigError: the file is missing, unreadable (a directory, no permission, not UTF-8), not
-            TOML, or has an unknown key, a wrongly typed value or a value out of its range.
+        ConfigError: the file is missing, unreadable (a directory, a device or FIFO, no
+            permission, over 1 MiB, not UTF-8), not TOML, or has an unknown key, a wrongly typed
+            value or a value out of its range.
     """
     if path is None:
         if not DEFAULT_CONFIG_PATH.exists():
@@ -310,7 +338,7 @@ def load_config(path: str | Path | None = None) -> Config:
         path = DEFAULT_CONFIG_PATH
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(_read_text(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except IsADirectoryError:

@@ -1,10 +1,11 @@
 """Config: TOML into frozen objects; unknown keys and wrong types are errors naming key and file."""
 
 import dataclasses
+import os
 
 import pytest
 
-from common.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+from common.config import DEFAULT_CONFIG_PATH, MAX_CONFIG_BYTES, Config, ConfigError, load_config
 from nsaudit.cli import main
 
 
@@ -87,3 +88,15 @@ def test_a_folder_or_a_non_utf8_file_is_a_config_error(tmp_path):
     (tmp_path / "latin1.toml").write_bytes(b"# caf\xe9\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(tmp_path / "latin1.toml")
+
+
+def test_a_device_a_fifo_or_a_huge_file_is_refused_without_reading_it(tmp_path):
+    os.mkfifo(tmp_path / "fifo.toml")  # no writer: a read would wait for ever
+    for path in ("/dev/zero", tmp_path / "fifo.toml"):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_config(path)
+    (tmp_path / "huge.toml").write_text("#" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ConfigError, match="larger than 1048576 bytes"):
+        load_config(tmp_path / "huge.toml")
+    (tmp_path / "just.toml").write_text("#" * (MAX_CONFIG_BYTES - 1) + "\n")  # 1 MiB exactly
+    assert load_config(tmp_path / "just.toml") == Config()

@@ -6,6 +6,7 @@ user would see); one case runs the real console entry point in a subprocess.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,8 @@ def places(tmp_path, monkeypatch):
     (tmp_path / "broken.toml").write_text("[nameserver\nlisten = \n")
     (tmp_path / "zero-snapshots.toml").write_text("[audit]\nsnapshot_interval_ms = 0\n")
     (tmp_path / "a-folder.toml").mkdir()
+    os.mkfifo(tmp_path / "a-fifo.toml")  # no writer: reading it would wait for ever
+    (tmp_path / "huge.toml").write_text("#" * (1 << 20) + "\n")  # a comment, but over 1 MiB
     return tmp_path
 
 
@@ -46,6 +49,9 @@ _BAD_CONFIGS = {
     "not UTF-8": "latin1.toml",
     "not TOML": "broken.toml",
     "a value out of range": "zero-snapshots.toml",
+    "a device": "/dev/zero",
+    "a FIFO": "a-fifo.toml",
+    "over 1 MiB": "huge.toml",
 }
 
 
@@ -204,6 +210,9 @@ def test_a_bad_argument_is_one_line_and_exit_2(places, capsys, argv):
         ("a folder", "a-folder.toml", "is a directory"),
         ("not UTF-8", "latin1.toml", "not UTF-8"),
         ("not TOML", "broken.toml", "not valid TOML"),
+        ("a device", "/dev/zero", "not a regular file"),
+        ("a FIFO", "a-fifo.toml", "not a regular file"),
+        ("over 1 MiB", "huge.toml", "larger than 1048576 bytes"),
     ],
 )
 def test_a_bad_config_names_the_file_and_what_is_wrong(places, capsys, what, file, says):
