@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from common.errors import UserError
+from common.timeutil import FIRST_DAY, LAST_DAY
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
 MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KiB; more is not one
@@ -32,6 +33,39 @@ MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KiB; more is not one
 
 class ConfigError(UserError, ValueError):
     """A configuration file that cannot be used; the message names the file and key."""
+
+
+# The largest value of an integer key, by the unit its name ends in (one rule for every key,
+# checked by _check_integers as each section is made, from a file or dataclasses.replace). Within
+# them every value fits where it goes: events are JSON of signed 64-bit integers, Spark's and
+# Hadoop's settings are Java ints, and timers and date arithmetic take them without overflow.
+MAX_DURATION_MS = 10 * 365 * 86_400_000  # keys ending in _ms: ten years
+MAX_BYTES = 1 << 40  # keys ending in _bytes: 1 TiB
+MAX_DAYS = (LAST_DAY - FIRST_DAY).days + 1  # keys ending in _days: every day nsaudit handles
+MAX_COUNT = 2**31 - 1  # every other integer key (a count): a Java int
+_MAX_BY_UNIT = (
+    ("_ms", MAX_DURATION_MS, "ten years"),
+    ("_bytes", MAX_BYTES, "1 TiB"),
+    ("_days", MAX_DAYS, "the days from 0001-01-02 to 9999-12-30"),
+)
+
+
+def max_of(key: str) -> tuple[int, str]:
+    """The largest value integer key ``key`` may take, and what that bound is, in words."""
+    for suffix, high, what in _MAX_BY_UNIT:
+        if key.endswith(suffix):
+            return high, what
+    return MAX_COUNT, "2^31 - 1"
+
+
+def _check_integers(section: DataclassInstance, name: str) -> None:
+    """Raise a ConfigError naming the first integer key of ``section`` over its :func:`max_of`."""
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if isinstance(value, int) and not isinstance(value, bool) and "int" in str(f.type):
+            high, what = max_of(f.name)
+            if value > high:
+                raise ConfigError(f"{name}.{f.name} must be <= {high} ({what}), not {value}")
 
 
 def _check_at_least(section: Any, name: str, low: int, *keys: str) -> None:
@@ -67,6 +101,7 @@ class NameServerConfig:
     rocketmq_version: str = "4.9"
 
     def __post_init__(self) -> None:
+        _check_integers(self, "nameserver")
         if self.rocketmq_version not in ("4.9", "5"):
             raise ConfigError(f'nameserver.rocketmq_version must be "4.9" or "5", not {self.rocketmq_version!r}')
 
@@ -81,6 +116,7 @@ class EventLogConfig:
     gzip_closed: bool = False
 
     def __post_init__(self) -> None:
+        _check_integers(self, "eventlog")
         if self.durability not in ("fsync", "group", "none"):
             raise ConfigError(f"eventlog.durability must be fsync, group or none, not {self.durability!r}")
         _check_at_least(self, "eventlog", 1, "segment_max_bytes")
@@ -105,6 +141,7 @@ class AuditConfig:
     refused_requests_min: int = 1  # this many NO_PERMISSION refusals from one host make a finding
 
     def __post_init__(self) -> None:
+        _check_integers(self, "audit")
         _check_at_least(
             self,
             "audit",
@@ -152,6 +189,7 @@ class SecurityConfig:
     accept_rocketmq_signatures: bool = False  # also accept RocketMQ's weaker form (no freshness, no replay check)
 
     def __post_init__(self) -> None:
+        _check_integers(self, "security")
         if self.signature_skew_ms < 1:
             raise ConfigError(f"security.signature_skew_ms must be >= 1, not {self.signature_skew_ms}")
         if self.replay_cache_entries < 1:
@@ -178,6 +216,7 @@ class SparkConfig:
     small_day_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
+        _check_integers(self, "spark")
         _check_at_least(self, "spark", 1, "shuffle_partitions")
         _check_at_least(self, "spark", 0, "small_day_bytes")
 
@@ -190,6 +229,7 @@ class LakeConfig:
     keep_days: int = 0  # nsaudit lake retention keeps the last N audited days; 0 = keep every day
 
     def __post_init__(self) -> None:
+        _check_integers(self, "lake")
         if self.writer not in ("auto", "native", "delta-rs"):
             raise ConfigError(f"lake.writer must be auto, native or delta-rs, not {self.writer!r}")
         if self.keep_days < 0:
@@ -217,6 +257,7 @@ class StorageConfig:
     retries: int = 3  # attempts after a failed one
 
     def __post_init__(self) -> None:
+        _check_integers(self, "storage")
         if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"storage.endpoint must start with http:// or https://, not {self.endpoint!r}")
         if self.timeout_ms < 1:
@@ -236,6 +277,7 @@ class CollectConfig:
     backoff_max_ms: int = 60_000  # ... up to this
 
     def __post_init__(self) -> None:
+        _check_integers(self, "collect")
         for name in ("interval_ms", "concurrency", "timeout_ms", "backoff_initial_ms", "backoff_max_ms"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"collect.{name} must be >= 1, not {getattr(self, name)}")

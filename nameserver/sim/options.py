@@ -13,7 +13,7 @@ from pathlib import Path
 
 from common.errors import UserError
 from common.timeutil import MAX_TIME_MS, iso
-from nameserver.layout import FAULTS  # the fault vocabulary, shared with the live fleet
+from nameserver.layout import FAULTS, MAX_SLAVES  # the fault vocabulary, shared with the live fleet
 
 # Expected runtime faults per simulated day at --fault-rate 1, for the whole fleet. Fleet-wide rather
 # than per broker so that small demo fleets see every fault too; for the reference fleet
@@ -31,7 +31,7 @@ DEFAULT_FAULTS_PER_DAY = {
     "ns_restart": 3.0,
 }
 
-MAX_SLAVES = 253  # the layout's addresses hold up to 253 slaves per group
+MAX_NS = 100  # each simulated server keeps a segment of its own open
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from common.config import DEFAULT_CONFIG_PATH, MAX_CONFIG_BYTES, Config, ConfigError, load_config
+from common.config import DEFAULT_CONFIG_PATH, MAX_CONFIG_BYTES, Config, ConfigError, load_config, max_of
 from nsaudit.cli import main
 
 
@@ -100,3 +100,42 @@ def test_a_device_a_fifo_or_a_huge_file_is_refused_without_reading_it(tmp_path):
         load_config(tmp_path / "huge.toml")
     (tmp_path / "just.toml").write_text("#" * (MAX_CONFIG_BYTES - 1) + "\n")  # 1 MiB exactly
     assert load_config(tmp_path / "just.toml") == Config()
+
+
+def _integer_keys() -> list[tuple[str, str]]:
+    """Every integer key of the config, as (section, key)."""
+    return [
+        (section.name, f.name)
+        for section in dataclasses.fields(Config)
+        for f in dataclasses.fields(section.default_factory())
+        if "int" in str(f.type)
+    ]
+
+
+@pytest.mark.parametrize("section, key", _integer_keys(), ids=[f"{s}.{k}" for s, k in _integer_keys()])
+def test_every_integer_key_is_bounded_by_its_unit(tmp_path, section, key):
+    high, _ = max_of(key)
+    assert high <= 2**63 - 1
+    path = tmp_path / "over.toml"
+    path.write_text(f"[{section}]\n{key} = {high + 1}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert f"{section}.{key} must be <= {high}" in str(err.value) and str(path) in str(err.value)
+    path.write_text(f"[{section}]\n{key} = {'9' * 20}\n")  # past what TOML's own integers hold
+    with pytest.raises(ConfigError, match=f"{section}.{key}"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[nameserver]\nbroker_expiry_ms = 315360000000\n",  # ten years
+        "[eventlog]\nsegment_max_bytes = 1099511627776\n",  # 1 TiB
+        "[lake]\nkeep_days = 3652057\n",  # 0001-01-02 .. 9999-12-30
+        "[security]\nreplay_cache_entries = 2147483647\n",
+    ],
+)
+def test_the_largest_value_of_each_unit_is_accepted(tmp_path, text):
+    path = tmp_path / "max.toml"
+    path.write_text(text)
+    load_config(path)

@@ -29,10 +29,14 @@ def places(tmp_path, monkeypatch):
     (tmp_path / "broken.toml").write_text("[nameserver\nlisten = \n")
     (tmp_path / "zero-snapshots.toml").write_text("[audit]\nsnapshot_interval_ms = 0\n")
     (tmp_path / "a-folder.toml").mkdir()
+    (tmp_path / "huge-expiry.toml").write_text(f"[nameserver]\nbroker_expiry_ms = {_HUGE}\n")
+    (tmp_path / "huge-interval.toml").write_text(f"[collect]\ninterval_ms = {_HUGE}\n")
     os.mkfifo(tmp_path / "a-fifo.toml")  # no writer: reading it would wait for ever
     (tmp_path / "huge.toml").write_text("#" * (1 << 20) + "\n")  # a comment, but over 1 MiB
     return tmp_path
 
+
+_HUGE = "9" * 20  # past a signed 64-bit integer
 
 # Every command that takes --config, with its other arguments valid (or checked after the config).
 _CONFIG_COMMANDS = {
@@ -155,6 +159,28 @@ def _cases() -> list[tuple[str, list[str]]]:
         ("collect: missing config", collect + ["--config", "missing.toml"]),
         ("collect: --events is a file", collect[:4] + ["a-file"]),
         ("collect: [collect] concurrency 0", collect + ["--config", "no-concurrency.toml"]),
+        ("collect: [collect] interval_ms past 64 bits", collect + ["--config", "huge-interval.toml"]),
+        ("collect: --interval-ms past 64 bits", collect + ["--interval-ms", _HUGE]),
+        ("collect: --rounds past 64 bits", collect + ["--rounds", _HUGE]),
+        ("nameserver: [nameserver] broker_expiry_ms past 64 bits", ns + ["--config", "huge-expiry.toml"]),
+        ("nameserver: --broker-expiry-ms past 64 bits", ns + ["--broker-expiry-ms", _HUGE]),
+        ("nameserver: --scan-interval-ms past 64 bits", ns + ["--scan-interval-ms", _HUGE]),
+        ("nameserver: --broker-expiry-ms over ten years", ns + ["--broker-expiry-ms", "315360000001"]),
+        ("simulate: --ns past 64 bits", sim + ["--ns", _HUGE]),
+        ("simulate: --brokers past 64 bits", sim + ["--brokers", _HUGE]),
+        ("simulate: --slaves past 64 bits", sim + ["--slaves", _HUGE]),
+        ("simulate: --topics past 64 bits", sim + ["--topics", _HUGE]),
+        ("simulate: --seed past 64 bits", sim + ["--seed", _HUGE]),
+        ("fleet: --brokers past 64 bits", fleet + ["--brokers", _HUGE]),
+        ("fleet: --topics past 64 bits", fleet + ["--topics", _HUGE]),
+        ("fleet: --period-ms past 64 bits", fleet + ["--period-ms", _HUGE]),
+        ("fleet: --seed past 64 bits", fleet + ["--seed", _HUGE]),
+        ("demo: --brokers past 64 bits", demo + ["--brokers", _HUGE]),
+        ("demo: --seed past 64 bits", demo + ["--seed", _HUGE]),
+        ("route: --version past 64 bits", route + ["--version", _HUGE]),
+        ("lake vacuum: --retain-hours past 64 bits", ["lake", "vacuum", "--retain-hours", _HUGE, "--force"] + lake),
+        ("lake retention: --keep-days past 64 bits", ["lake", "retention", "--keep-days", _HUGE] + lake),
+        ("lake history: --limit past 64 bits", ["lake", "history", "events", "--limit", _HUGE] + lake),
         ("audit: impossible --date", audit[:-1] + ["2026-13-40"]),
         ("audit: --date not a date", audit[:-1] + ["yesterday"]),
         ("audit: missing --events", ["audit", "--events", "missing", "--lake", "lake", "--date", "2026-11-21"]),
@@ -227,6 +253,37 @@ def test_an_out_of_range_time_is_refused_for_its_range(places, capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "out of range" in err or "ends after 9999-12-30T23:59:59.999Z" in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (
+            _CONFIG_COMMANDS["nameserver"] + ["--config", "huge-expiry.toml"],
+            f"huge-expiry.toml: nameserver.broker_expiry_ms must be <= 315360000000 (ten years), not {_HUGE}",
+        ),
+        (
+            _CONFIG_COMMANDS["collect"] + ["--config", "huge-interval.toml"],
+            f"huge-interval.toml: collect.interval_ms must be <= 315360000000 (ten years), not {_HUGE}",
+        ),
+        (
+            _CONFIG_COMMANDS["nameserver"] + ["--broker-expiry-ms", _HUGE],
+            f"argument --broker-expiry-ms: must be in 1..315360000000 (ten years), not {_HUGE}",
+        ),
+        (
+            _CONFIG_COMMANDS["nameserver"] + ["--scan-interval-ms", "0"],
+            "argument --scan-interval-ms: must be in 1..315360000000 (ten years), not 0",
+        ),
+        (
+            _CONFIG_COMMANDS["collect"] + ["--interval-ms", _HUGE],
+            f"argument --interval-ms: must be in 1..315360000000 (ten years), not {_HUGE}",
+        ),
+    ],
+)
+def test_an_integer_out_of_range_names_the_key_and_the_range(places, capsys, argv, says):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err, err
 
 
 def test_the_console_script_shows_no_traceback_for_a_bad_date(tmp_path):
