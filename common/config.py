@@ -65,7 +65,13 @@ def _check_integers(section: DataclassInstance, name: str) -> None:
         if isinstance(value, int) and not isinstance(value, bool) and "int" in str(f.type):
             high, what = max_of(f.name)
             if value > high:
-                raise ConfigError(f"{name}.{f.name} must be <= {high} ({what}), not {value}")
+                raise ConfigError(f"{name}.{f.name} must be <= {high} ({what}), not {_shown(value)}")
+
+
+def _shown(value: int) -> str:
+    """``value`` as it is, or its number of digits when that would make a long line."""
+    text = str(value)
+    return text if len(text) <= 40 else f"an integer of {len(text.lstrip('-'))} digits"
 
 
 def _check_at_least(section: Any, name: str, low: int, *keys: str) -> None:
@@ -321,6 +327,11 @@ def _build(cls: type[_T], values: dict[str, Any], where: str, path: Path) -> _T:
         expected = f.type if isinstance(f.type, str) else f.type.__name__
         if not _type_ok(value, expected):
             raise ConfigError(f"{path}: {where}{key} must be {expected}, got {value!r}")
+        if expected == "float" and isinstance(value, int):  # a whole number where a float goes
+            try:
+                value = float(value)
+            except OverflowError:
+                raise ConfigError(f"{path}: {where}{key} is too large for a number, got {_shown(value)}") from None
         kwargs[key] = tuple(value) if isinstance(value, list) else value  # frozen: lists become tuples
     try:
         return cls(**kwargs)
@@ -391,4 +402,8 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except ConfigError:  # not a regular file, or too large (a ValueError too)
+        raise
+    except ValueError as exc:  # an integer of more digits than int() converts (4300)
+        raise ConfigError(f"{path}: not usable TOML: {str(exc).split(':')[0]}") from None
     return _build(Config, data, "", path)

@@ -139,3 +139,19 @@ def test_the_largest_value_of_each_unit_is_accepted(tmp_path, text):
     path = tmp_path / "max.toml"
     path.write_text(text)
     load_config(path)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("[audit]\nqueue_skew_cv = 1" + "0" * 400 + "\n", "audit.queue_skew_cv is too large for a number"),
+        ("[nameserver]\nbroker_expiry_ms = 1" + "0" * 400 + "\n", "not an integer of 401 digits"),
+        ("[nameserver]\nbroker_expiry_ms = 1" + "0" * 5000 + "\n", "not usable TOML: Exceeds the limit"),
+    ],
+)
+def test_an_integer_of_hundreds_of_digits_is_a_config_error(tmp_path, text, says):
+    path = tmp_path / "digits.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert says in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)

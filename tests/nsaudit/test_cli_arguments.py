@@ -31,6 +31,8 @@ def places(tmp_path, monkeypatch):
     (tmp_path / "a-folder.toml").mkdir()
     (tmp_path / "huge-expiry.toml").write_text(f"[nameserver]\nbroker_expiry_ms = {_HUGE}\n")
     (tmp_path / "huge-interval.toml").write_text(f"[collect]\ninterval_ms = {_HUGE}\n")
+    (tmp_path / "huge-float.toml").write_text("[audit]\nqueue_skew_cv = 1" + "0" * 400 + "\n")
+    (tmp_path / "5000-digits.toml").write_text("[audit]\nclock_skew_ms = 1" + "0" * 5000 + "\n")
     os.mkfifo(tmp_path / "a-fifo.toml")  # no writer: reading it would wait for ever
     (tmp_path / "huge.toml").write_text("#" * (1 << 20) + "\n")  # a comment, but over 1 MiB
     return tmp_path
@@ -56,6 +58,8 @@ _BAD_CONFIGS = {
     "a device": "/dev/zero",
     "a FIFO": "a-fifo.toml",
     "over 1 MiB": "huge.toml",
+    "a float key of 401 digits": "huge-float.toml",
+    "an integer of 5001 digits": "5000-digits.toml",
 }
 
 
