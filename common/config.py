@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import math
 import os
@@ -353,8 +354,9 @@ def _type_ok(value: Any, expected: str) -> bool:
     return False
 
 
-def _read_text(path: Path) -> str:
-    """The UTF-8 text of a regular file of at most ``MAX_CONFIG_BYTES``.
+def read_config_text(path: str | Path, name: str) -> str:
+    """The UTF-8 text of a file of settings (the config, or a file it names): a regular file of at
+    most ``MAX_CONFIG_BYTES``; ``name`` is how errors name it.
 
     A device, FIFO or socket is refused before it is read: ``/dev/zero`` never ends and a FIFO
     without a writer never answers. ``O_NONBLOCK`` keeps the open of a FIFO from waiting for one.
@@ -368,12 +370,12 @@ def _read_text(path: Path) -> str:
     with os.fdopen(fd, "rb") as file:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
-            raise IsADirectoryError(path)
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
         if not stat.S_ISREG(mode):
-            raise ConfigError(f"{path}: not a regular file (a device, FIFO or socket), not a config file")
+            raise ConfigError(f"{name}: not a regular file (a device, FIFO or socket)")
         data = file.read(MAX_CONFIG_BYTES + 1)
     if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes (1 MiB), not a config file")
+        raise ConfigError(f"{name}: larger than {MAX_CONFIG_BYTES} bytes (1 MiB)")
     return data.decode("utf-8")
 
 
@@ -391,7 +393,7 @@ def load_config(path: str | Path | None = None) -> Config:
         path = DEFAULT_CONFIG_PATH
     path = Path(path)
     try:
-        data = tomllib.loads(_read_text(path))
+        data = tomllib.loads(read_config_text(path, f"{path}"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except IsADirectoryError:
