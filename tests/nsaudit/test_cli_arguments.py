@@ -107,6 +107,7 @@ def _time_cases() -> list[tuple[str, list[str]]]:
             ["simulate", "--events", "sim", "--start", "9999-12-30T23:00:00Z", "--hours", "2"],
         ),
         ("simulate: --hours past the last day", ["simulate", "--events", "sim", "--hours", "1e12"]),
+        ("simulate: --hours of 1e308", ["simulate", "--events", "sim", "--hours", "1e308"]),
         ("audit: --date 9999-12-31", ["audit", "--events", "events", "--lake", "lake", "--date", "9999-12-31"]),
         ("incidents: --date 0001-01-01", ["incidents", "--lake", "events", "--date", "0001-01-01"]),
     ]
