@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
 from typing import NoReturn
 
+from common.config import MAX_DURATION_MS
 from common.timeutil import parse_date, parse_time
 
 # local, local[N], local[*], local[N,F], local-cluster[N,C,M], yarn, and the URL masters
@@ -28,6 +30,34 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE (see --help)`` on stderr and exit 2."""
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def int_arg(low: int, high: int, what: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number in ``low .. high``; ``what`` says what ``high`` is.
+
+    Every integer flag takes one, so no value, however many digits it has, reaches the code
+    behind it unbounded (the config's keys are bounded the same way: ``common.config.max_of``).
+    """
+    bound = f"{low}..{high}" + (f" ({what})" if what else "")
+
+    def parse(text: str) -> int:
+        shown = text.strip() if len(text.strip()) <= 40 else text.strip()[:37] + "..."
+        try:
+            value = int(text)
+        except ValueError:
+            if text.strip().lstrip("+-").isdigit():  # more digits than int() converts (4300)
+                raise argparse.ArgumentTypeError(f"must be in {bound}, not {shown}") from None
+            raise argparse.ArgumentTypeError(f"{shown!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in {bound}, not {shown}")
+        return value
+
+    return parse
+
+
+def duration_ms_arg(low: int) -> Callable[[str], int]:
+    """An argparse type: milliseconds in ``low .. MAX_DURATION_MS`` (ten years), as config keys."""
+    return int_arg(low, MAX_DURATION_MS, "ten years")
 
 
 def date_arg(text: str) -> str:

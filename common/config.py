@@ -12,8 +12,11 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import math
+import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +26,53 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 from common.errors import UserError
+from common.timeutil import FIRST_DAY, LAST_DAY
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "conf" / "nsaudit.toml"
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KiB; more is not one
 
 
 class ConfigError(UserError, ValueError):
     """A configuration file that cannot be used; the message names the file and key."""
+
+
+# The largest value of an integer key, by the unit its name ends in (one rule for every key,
+# checked by _check_integers as each section is made, from a file or dataclasses.replace). Within
+# them every value fits where it goes: events are JSON of signed 64-bit integers, Spark's and
+# Hadoop's settings are Java ints, and timers and date arithmetic take them without overflow.
+MAX_DURATION_MS = 10 * 365 * 86_400_000  # keys ending in _ms: ten years
+MAX_BYTES = 1 << 40  # keys ending in _bytes: 1 TiB
+MAX_DAYS = (LAST_DAY - FIRST_DAY).days + 1  # keys ending in _days: every day nsaudit handles
+MAX_COUNT = 2**31 - 1  # every other integer key (a count): a Java int
+_MAX_BY_UNIT = (
+    ("_ms", MAX_DURATION_MS, "ten years"),
+    ("_bytes", MAX_BYTES, "1 TiB"),
+    ("_days", MAX_DAYS, "the days from 0001-01-02 to 9999-12-30"),
+)
+
+
+def max_of(key: str) -> tuple[int, str]:
+    """The largest value integer key ``key`` may take, and what that bound is, in words."""
+    for suffix, high, what in _MAX_BY_UNIT:
+        if key.endswith(suffix):
+            return high, what
+    return MAX_COUNT, "2^31 - 1"
+
+
+def _check_integers(section: DataclassInstance, name: str) -> None:
+    """Raise a ConfigError naming the first integer key of ``section`` over its :func:`max_of`."""
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if isinstance(value, int) and not isinstance(value, bool) and "int" in str(f.type):
+            high, what = max_of(f.name)
+            if value > high:
+                raise ConfigError(f"{name}.{f.name} must be <= {high} ({what}), not {_shown(value)}")
+
+
+def _shown(value: int) -> str:
+    """``value`` as it is, or its number of digits when that would make a long line."""
+    text = str(value)
+    return text if len(text) <= 40 else f"an integer of {len(text.lstrip('-'))} digits"
 
 
 def _check_at_least(section: Any, name: str, low: int, *keys: str) -> None:
@@ -64,6 +108,7 @@ class NameServerConfig:
     rocketmq_version: str = "4.9"
 
     def __post_init__(self) -> None:
+        _check_integers(self, "nameserver")
         if self.rocketmq_version not in ("4.9", "5"):
             raise ConfigError(f'nameserver.rocketmq_version must be "4.9" or "5", not {self.rocketmq_version!r}')
 
@@ -78,6 +123,7 @@ class EventLogConfig:
     gzip_closed: bool = False
 
     def __post_init__(self) -> None:
+        _check_integers(self, "eventlog")
         if self.durability not in ("fsync", "group", "none"):
             raise ConfigError(f"eventlog.durability must be fsync, group or none, not {self.durability!r}")
         _check_at_least(self, "eventlog", 1, "segment_max_bytes")
@@ -102,6 +148,7 @@ class AuditConfig:
     refused_requests_min: int = 1  # this many NO_PERMISSION refusals from one host make a finding
 
     def __post_init__(self) -> None:
+        _check_integers(self, "audit")
         _check_at_least(
             self,
             "audit",
@@ -149,6 +196,7 @@ class SecurityConfig:
     accept_rocketmq_signatures: bool = False  # also accept RocketMQ's weaker form (no freshness, no replay check)
 
     def __post_init__(self) -> None:
+        _check_integers(self, "security")
         if self.signature_skew_ms < 1:
             raise ConfigError(f"security.signature_skew_ms must be >= 1, not {self.signature_skew_ms}")
         if self.replay_cache_entries < 1:
@@ -175,6 +223,7 @@ class SparkConfig:
     small_day_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
+        _check_integers(self, "spark")
         _check_at_least(self, "spark", 1, "shuffle_partitions")
         _check_at_least(self, "spark", 0, "small_day_bytes")
 
@@ -187,6 +236,7 @@ class LakeConfig:
     keep_days: int = 0  # nsaudit lake retention keeps the last N audited days; 0 = keep every day
 
     def __post_init__(self) -> None:
+        _check_integers(self, "lake")
         if self.writer not in ("auto", "native", "delta-rs"):
             raise ConfigError(f"lake.writer must be auto, native or delta-rs, not {self.writer!r}")
         if self.keep_days < 0:
@@ -214,6 +264,7 @@ class StorageConfig:
     retries: int = 3  # attempts after a failed one
 
     def __post_init__(self) -> None:
+        _check_integers(self, "storage")
         if self.endpoint and not self.endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"storage.endpoint must start with http:// or https://, not {self.endpoint!r}")
         if self.timeout_ms < 1:
@@ -233,6 +284,7 @@ class CollectConfig:
     backoff_max_ms: int = 60_000  # ... up to this
 
     def __post_init__(self) -> None:
+        _check_integers(self, "collect")
         for name in ("interval_ms", "concurrency", "timeout_ms", "backoff_initial_ms", "backoff_max_ms"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"collect.{name} must be >= 1, not {getattr(self, name)}")
@@ -276,6 +328,11 @@ def _build(cls: type[_T], values: dict[str, Any], where: str, path: Path) -> _T:
         expected = f.type if isinstance(f.type, str) else f.type.__name__
         if not _type_ok(value, expected):
             raise ConfigError(f"{path}: {where}{key} must be {expected}, got {value!r}")
+        if expected == "float" and isinstance(value, int):  # a whole number where a float goes
+            try:
+                value = float(value)
+            except OverflowError:
+                raise ConfigError(f"{path}: {where}{key} is too large for a number, got {_shown(value)}") from None
         kwargs[key] = tuple(value) if isinstance(value, list) else value  # frozen: lists become tuples
     try:
         return cls(**kwargs)
@@ -297,12 +354,38 @@ def _type_ok(value: Any, expected: str) -> bool:
     return False
 
 
+def read_config_text(path: str | Path, name: str) -> str:
+    """The UTF-8 text of a file of settings (the config, or a file it names): a regular file of at
+    most ``MAX_CONFIG_BYTES``; ``name`` is how errors name it.
+
+    A device, FIFO or socket is refused before it is read: ``/dev/zero`` never ends and a FIFO
+    without a writer never answers. ``O_NONBLOCK`` keeps the open of a FIFO from waiting for one.
+
+    Raises:
+        ConfigError: not a regular file, or larger than ``MAX_CONFIG_BYTES``.
+        OSError: the file cannot be opened or read (``IsADirectoryError`` for a folder).
+        UnicodeDecodeError: the bytes are not UTF-8.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as file:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{name}: not a regular file (a device, FIFO or socket)")
+        data = file.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{name}: larger than {MAX_CONFIG_BYTES} bytes (1 MiB)")
+    return data.decode("utf-8")
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Load a TOML config; ``None`` loads ``conf/nsaudit.toml`` when it exists, else defaults.
 
     Raises:
-        ConfigError: the file is missing, unreadable (a directory, no permission, not UTF-8), not
-            TOML, or has an unknown key, a wrongly typed value or a value out of its range.
+        ConfigError: the file is missing, unreadable (a directory, a device or FIFO, no
+            permission, over 1 MiB, not UTF-8), not TOML, or has an unknown key, a wrongly typed
+            value or a value out of its range.
     """
     if path is None:
         if not DEFAULT_CONFIG_PATH.exists():
@@ -310,7 +393,7 @@ def load_config(path: str | Path | None = None) -> Config:
         path = DEFAULT_CONFIG_PATH
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_config_text(path, f"{path}"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
     except IsADirectoryError:
@@ -321,4 +404,8 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except ConfigError:  # not a regular file, or too large (a ValueError too)
+        raise
+    except ValueError as exc:  # an integer of more digits than int() converts (4300)
+        raise ConfigError(f"{path}: not usable TOML: {str(exc).split(':')[0]}") from None
     return _build(Config, data, "", path)

@@ -45,10 +45,13 @@ def _parse_iso(text: str) -> int:
     if parsed.tzinfo is None:
         raise ValueError(f"time {text!r} has no zone; add Z or an offset such as +00:00")
     # Exact integer arithmetic: timestamp() goes through a float and, for an offset that moves
-    # the instant before year 1 (0001-01-01T00:00:00+01:00), through an unrepresentable datetime.
+    # the instant before year 1 or after year 9999 (0001-01-01T00:00:00+01:00,
+    # 9999-12-31T23:59:59-23:59), through an unrepresentable datetime. So the epoch is taken
+    # away first and the offset from the timedelta, which spans far more than those years;
+    # parse_time then refuses the instant as out of range.
     offset = parsed.utcoffset()
     assert offset is not None  # tzinfo is set, and a fixed offset's utcoffset is never None
-    delta = parsed.replace(tzinfo=None) - offset - dt.datetime(1970, 1, 1)
+    delta = parsed.replace(tzinfo=None) - dt.datetime(1970, 1, 1) - offset
     return (delta.days * 86_400 + delta.seconds) * 1000 + round(delta.microseconds / 1000)
 
 

@@ -6,7 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from common.arguments import OneLineParser
+from common.arguments import OneLineParser, duration_ms_arg
+from common.config import MAX_DURATION_MS
 from common.errors import UserError
 from nameserver.metrics.endpoint import listen_address
 
@@ -26,8 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="address to bind (default 127.0.0.1:9876; port 0 picks a free port)",
     )
     parser.add_argument("--events", required=True, metavar="DIR", help="event-log directory")
-    parser.add_argument("--broker-expiry-ms", type=int, default=None, help="default 120000")
-    parser.add_argument("--scan-interval-ms", type=int, default=None, help="default 10000")
+    parser.add_argument(
+        "--broker-expiry-ms",
+        type=duration_ms_arg(1),
+        default=None,
+        metavar="N",
+        help=f"default 120000; 1..{MAX_DURATION_MS} (ten years)",
+    )
+    parser.add_argument(
+        "--scan-interval-ms",
+        type=duration_ms_arg(1),
+        default=None,
+        metavar="N",
+        help=f"default 10000; 1..{MAX_DURATION_MS} (ten years)",
+    )
     parser.add_argument(
         "--metrics-listen",
         default=None,

@@ -10,11 +10,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from common.arguments import OneLineParser, output_dir_arg, time_arg
+from common.arguments import OneLineParser, duration_ms_arg, int_arg, output_dir_arg, time_arg
+from common.config import MAX_DURATION_MS
 from common.errors import LakeDamaged, UserError
 from jobs import nightly_audit
 from nameserver import cli as command
-from nameserver.layout import FAULTS  # one fault vocabulary for simulate and fleet
+from nameserver.layout import FAULTS, MAX_BROKERS, MAX_SLAVES, MAX_TOPICS  # one fleet vocabulary for simulate and fleet
+from nameserver.sim.options import MAX_NS
 from nsaudit.lake_commands import TIMES_EPILOG, Run, Subparsers, add_incidents, add_lake, add_queries
 
 
@@ -42,6 +44,13 @@ def _run_demo(args: argparse.Namespace) -> int:
     from nsaudit import demo
 
     return demo.run_from_cli(args)
+
+
+# The fleet's counts (simulate, fleet, demo): the ranges the layout builds (nameserver.layout).
+_BROKERS = int_arg(0, MAX_BROKERS)
+_SLAVES = int_arg(0, MAX_SLAVES)
+_TOPICS = int_arg(0, MAX_TOPICS)
+_SEED = int_arg(-(2**63), 2**63 - 1, "signed 64-bit")
 
 
 def _host_ports(text: str) -> str:
@@ -81,15 +90,18 @@ def _simulate(sub: Subparsers) -> None:
         epilog=TIMES_EPILOG,
     )
     p.add_argument("--events", required=True, metavar="DIR", type=output_dir_arg, help="event-log directory to write")
-    p.add_argument("--ns", type=int, default=3, help="name servers (default 3)")
+    p.add_argument("--ns", type=int_arg(1, MAX_NS), default=3, help=f"name servers, 1..{MAX_NS} (default 3)")
     p.add_argument(
-        "--brokers", type=int, default=20, help="broker processes, in groups of one master and K slaves (default 20)"
+        "--brokers",
+        type=_BROKERS,
+        default=20,
+        help=f"broker processes, in groups of one master and K slaves, 0..{MAX_BROKERS} (default 20)",
     )
-    p.add_argument("--slaves", type=int, default=1, help="slaves per group, K (default 1)")
-    p.add_argument("--topics", type=int, default=100, help="topics (default 100)")
+    p.add_argument("--slaves", type=_SLAVES, default=1, help=f"slaves per group, K, 0..{MAX_SLAVES} (default 1)")
+    p.add_argument("--topics", type=_TOPICS, default=100, help=f"topics, 0..{MAX_TOPICS} (default 100)")
     p.add_argument("--start", default=None, metavar="TIME", type=time_arg, help="default: start of the current UTC day")
     p.add_argument("--hours", type=float, default=24.0, help="simulated hours (default 24)")
-    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--seed", type=_SEED, default=1, help="random seed, a signed 64-bit integer (default 1)")
     p.add_argument(
         "--faults",
         default="all",
@@ -118,11 +130,17 @@ def _fleet(sub: Subparsers) -> None:
     p.add_argument(
         "--ns", required=True, metavar="HOST:PORT,...", type=_host_ports, help="name servers to register with"
     )
-    p.add_argument("--brokers", type=int, default=4, help="broker processes (default 4)")
-    p.add_argument("--slaves", type=int, default=1, help="slaves per group (default 1)")
-    p.add_argument("--topics", type=int, default=10, help="topics (default 10)")
+    p.add_argument("--brokers", type=_BROKERS, default=4, help=f"broker processes, 0..{MAX_BROKERS} (default 4)")
+    p.add_argument("--slaves", type=_SLAVES, default=1, help=f"slaves per group, 0..{MAX_SLAVES} (default 1)")
+    p.add_argument("--topics", type=_TOPICS, default=10, help=f"topics, 0..{MAX_TOPICS} (default 10)")
     p.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds to run (default 60)")
-    p.add_argument("--period-ms", type=int, default=30_000, help="registration period (default 30000)")
+    p.add_argument(
+        "--period-ms",
+        type=duration_ms_arg(100),
+        default=30_000,
+        metavar="N",
+        help=f"registration period, 100..{MAX_DURATION_MS} ms (ten years) (default 30000)",
+    )
     p.add_argument(
         "--faults",
         default="none",
@@ -130,7 +148,7 @@ def _fleet(sub: Subparsers) -> None:
         help=f"comma-separated faults, 'all' or 'none' (default: a balanced fleet); any of: {', '.join(FAULTS)}. "
         "read_lt_write and queue_skew are built into the layout, the others are injected once each",
     )
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=_SEED, default=1, help="layout seed, a signed 64-bit integer (default 1)")
     p.add_argument(
         "--config",
         default=None,
@@ -162,9 +180,14 @@ def _demo(sub: Subparsers) -> None:
         "on, then run the nightly audit on it. Writes DIR/events and DIR/lake.",
     )
     p.add_argument("--dir", default="demo", type=output_dir_arg, help="output directory (default ./demo)")
-    p.add_argument("--brokers", type=int, default=12, help="broker processes, in master+slave groups (default 12)")
-    p.add_argument("--topics", type=int, default=60, help="topics (default 60)")
-    p.add_argument("--seed", type=int, default=7, help="simulation seed (default 7)")
+    p.add_argument(
+        "--brokers",
+        type=_BROKERS,
+        default=12,
+        help=f"broker processes, in master+slave groups, 0..{MAX_BROKERS} (default 12)",
+    )
+    p.add_argument("--topics", type=_TOPICS, default=60, help=f"topics, 0..{MAX_TOPICS} (default 60)")
+    p.add_argument("--seed", type=_SEED, default=7, help="simulation seed, a signed 64-bit integer (default 7)")
     p.add_argument(
         "--verbose",
         action="store_true",

@@ -10,7 +10,8 @@ import argparse
 from collections.abc import Callable
 from typing import TypeAlias
 
-from common.arguments import OneLineParser, date_arg, time_arg
+from common.arguments import OneLineParser, date_arg, int_arg, time_arg
+from common.config import MAX_COUNT, MAX_DAYS, MAX_DURATION_MS
 
 # what OneLineParser.add_subparsers returns (a string: the class is not subscriptable at run time)
 Subparsers: TypeAlias = "argparse._SubParsersAction[OneLineParser]"
@@ -84,7 +85,7 @@ def _run_history(args: argparse.Namespace) -> int:
 def _version_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--version",
-        type=int,
+        type=int_arg(0, 2**63 - 1, "a Delta version is a signed 64-bit integer"),
         default=None,
         metavar="V",
         help="answer from the lake as it stood at version V of audit_runs (one version when an audit "
@@ -186,11 +187,11 @@ def add_lake(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--retain-hours",
-        type=int,
+        type=int_arg(0, MAX_DURATION_MS // 3_600_000, "ten years"),
         default=168,
         metavar="N",
-        help="keep what the versions of the last N hours need (default and minimum without --force: 168, "
-        "Delta's safety default)",
+        help="keep what the versions of the last N hours need, at most 87600 (ten years) (default and "
+        "minimum without --force: 168, Delta's safety default)",
     )
     p.add_argument("--force", action="store_true", help="allow --retain-hours below 168")
     p.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
@@ -204,10 +205,10 @@ def add_lake(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--keep-days",
-        type=int,
+        type=int_arg(0, MAX_DAYS),
         default=None,
         metavar="N",
-        help="days to keep (default: [lake] keep_days of the config; 0 keeps every day)",
+        help=f"days to keep, 0..{MAX_DAYS} (default: [lake] keep_days of the config; 0 keeps every day)",
     )
     _add_history(commands)
 
@@ -223,7 +224,7 @@ def _add_history(commands: Subparsers) -> None:
     )
     p.add_argument("table", metavar="TABLE", help="table name (events, topic_route_history, audit_runs, ...)")
     _lake_arg(p)
-    p.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest commits")
+    p.add_argument("--limit", type=int_arg(1, MAX_COUNT), default=None, metavar="N", help="only the N newest commits")
     p.set_defaults(run=_run_history)
 
 

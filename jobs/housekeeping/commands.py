@@ -149,7 +149,8 @@ def retain_days(lake_dir: str, engine: Engine, keep_days: int) -> tuple[dt.date 
     latest = latest_day(lake_dir)
     if latest is None or keep_days <= 0:
         return None, []
-    first_kept = latest - dt.timedelta(days=keep_days - 1)
+    # at most back to the first date there is: a keep_days past it keeps every day
+    first_kept = latest - dt.timedelta(days=min(keep_days - 1, (latest - dt.date.min).days))
     changes = []
     for name, path in lake_tables(lake_dir):
         before = table_files(path)

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from common.config import Config, ConfigError, StorageConfig
+from common.config import Config, ConfigError, StorageConfig, read_config_text
 from jobs.storage.stores import ObjectStore
 
 DEFAULT_REGION = "us-east-1"
@@ -141,10 +141,11 @@ def resolve(config: StorageConfig, environ: Mapping[str, str]) -> StorageSetting
 def _credentials_file(path: str, profile: str) -> tuple[str, str, str]:
     parser = configparser.RawConfigParser()
     try:
-        with open(path, encoding="utf-8") as fh:
-            parser.read_file(fh)
+        parser.read_string(read_config_text(path, f"storage.credentials_file {path}"), path)
     except OSError as exc:
         raise ConfigError(f"storage.credentials_file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"storage.credentials_file {path}: not UTF-8 text (byte {exc.start})") from None
     except configparser.Error:
         raise ConfigError(
             f"storage.credentials_file {path}: not an AWS credentials file ([profile] sections of key = value lines)"

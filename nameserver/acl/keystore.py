@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from common.config import SecurityConfig
+from common.config import ConfigError, SecurityConfig, read_config_text
 from nameserver.acl.signature import Credentials, SecretsError
 
 
@@ -129,7 +129,9 @@ def load_secret_store(security: SecurityConfig, environ: Mapping[str, str] | Non
     if security.secrets_file:
         path = Path(security.secrets_file)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_config_text(path, f"security.secrets_file {str(path)!r}")
+        except ConfigError as exc:  # a device, FIFO or socket, or over 1 MiB
+            raise SecretsError(str(exc)) from None
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
             raise SecretsError(f"security.secrets_file {str(path)!r} cannot be read: {reason}") from None

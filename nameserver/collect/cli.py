@@ -8,9 +8,9 @@ import dataclasses
 import logging
 import signal
 import sys
-from collections.abc import Callable
 
-from common.config import CollectConfig, ConfigError, EventLogConfig, load_config
+from common.arguments import duration_ms_arg, int_arg
+from common.config import MAX_COUNT, MAX_DURATION_MS, CollectConfig, ConfigError, EventLogConfig, load_config
 from common.errors import UserError
 from nameserver.collect.collector import Collector
 from nameserver.collect.live.judge import LiveJudge
@@ -43,25 +43,6 @@ def _targets(text: str) -> tuple[Target, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= ``low``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, not {value}")
-        return value
-
-    return parse
-
-
-_positive = _at_least(1)
-_non_negative = _at_least(0)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``collect``'s options to ``parser``."""
     parser.add_argument(
@@ -77,17 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--interval-ms",
-        type=_positive,
+        type=duration_ms_arg(1),
         default=None,
         metavar="N",
-        help="start a round of every server this often (default [collect] interval_ms, 10000)",
+        help=f"start a round of every server this often, 1..{MAX_DURATION_MS} ms (ten years) (default "
+        "[collect] interval_ms, 10000)",
     )
     parser.add_argument(
         "--rounds",
-        type=_non_negative,
+        type=int_arg(0, MAX_COUNT),
         default=0,
         metavar="N",
-        help="stop after N rounds of each server, failed ones included (default 0: until SIGTERM/SIGINT)",
+        help=f"stop after N rounds of each server, failed ones included, N in 0..{MAX_COUNT} (default 0: "
+        "until SIGTERM/SIGINT)",
     )
     parser.add_argument(
         "--metrics-listen",

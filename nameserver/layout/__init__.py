@@ -9,7 +9,7 @@ groups, clusters, addresses), ``placement`` (topics), ``anomalies`` (what the au
 """
 
 from nameserver.layout.anomalies import Anomaly, cluster_write_queues, layout_anomalies, skew
-from nameserver.layout.builder import build_layout
+from nameserver.layout.builder import MAX_BROKERS, MAX_SLAVES, MAX_TOPICS, build_layout
 from nameserver.layout.faults import FAULTS, RUNTIME_FAULTS
 from nameserver.layout.fleet_layout import (
     BROKER_PORT,
@@ -28,6 +28,9 @@ __all__ = [
     "FAULTS",
     "HA_PORT",
     "LAYOUT_FAULTS",
+    "MAX_BROKERS",
+    "MAX_SLAVES",
+    "MAX_TOPICS",
     "RUNTIME_FAULTS",
     "SCALE_UP",
     "TOPIC_KINDS",

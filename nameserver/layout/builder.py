@@ -22,7 +22,11 @@ from nameserver.layout.placement import place_topics
 from nameserver.model import TopicConfig, topics_digest
 
 _MAX_CLUSTERS = 6
-_MAX_SLAVES = 253  # last octet m + 1 stays <= 254
+MAX_SLAVES = 253  # last octet m + 1 stays <= 254
+# Ten times the reference fleet (1000 brokers, 2000 topics). 10,000 groups put at most ~4,100 in
+# the largest cluster, within the 31 * 256 its addresses hold.
+MAX_BROKERS = 10_000
+MAX_TOPICS = 100_000
 
 
 def build_layout(
@@ -43,15 +47,15 @@ def build_layout(
       and a valid IPv4 address for up to 31 * 256 groups per cluster and 253 slaves.
 
     Args:
-        brokers: broker processes (>= 0).
-        slaves: slaves per group, K (0..253).
-        topics: topics to place (>= 0); none are placed when there are no groups.
+        brokers: broker processes (0..MAX_BROKERS).
+        slaves: slaves per group, K (0..MAX_SLAVES).
+        topics: topics to place (0..MAX_TOPICS); none are placed when there are no groups.
         seed: the same seed and faults give the same layout.
         faults: fault names; the :data:`LAYOUT_FAULTS` among them shape the layout, others are
             ignored (callers pass their whole fault list). Default: every layout fault.
 
     Raises:
-        ValueError: a negative count or too many slaves.
+        ValueError: a negative count, or too many brokers, slaves or topics.
 
     Example:
         >>> layout = build_layout(brokers=1000, slaves=1, topics=2000, seed=1)
@@ -63,8 +67,10 @@ def build_layout(
     """
     if brokers < 0 or slaves < 0 or topics < 0:
         raise ValueError(f"counts must be >= 0 (brokers={brokers}, slaves={slaves}, topics={topics})")
-    if slaves > _MAX_SLAVES:
-        raise ValueError(f"at most {_MAX_SLAVES} slaves per group, not {slaves}")
+    if slaves > MAX_SLAVES:
+        raise ValueError(f"at most {MAX_SLAVES} slaves per group, not {slaves}")
+    if brokers > MAX_BROKERS or topics > MAX_TOPICS:
+        raise ValueError(f"at most {MAX_BROKERS} brokers and {MAX_TOPICS} topics, not {brokers} and {topics}")
     layout_faults = tuple(f for f in LAYOUT_FAULTS if f in faults)
     rng = random.Random(seed)
     group_size = slaves + 1

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import UserError
-from common.timeutil import MAX_TIME_MS, iso
-from nameserver.layout import FAULTS  # the fault vocabulary, shared with the live fleet
+from common.timeutil import MAX_TIME_MS, MIN_TIME_MS, iso
+from nameserver.layout import FAULTS, MAX_SLAVES  # the fault vocabulary, shared with the live fleet
 
 # Expected runtime faults per simulated day at --fault-rate 1, for the whole fleet. Fleet-wide rather
 # than per broker so that small demo fleets see every fault too; for the reference fleet
@@ -31,7 +31,7 @@ DEFAULT_FAULTS_PER_DAY = {
     "ns_restart": 3.0,
 }
 
-MAX_SLAVES = 253  # the layout's addresses hold up to 253 slaves per group
+MAX_NS = 100  # each simulated server keeps a segment of its own open
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ class SimOptions:
             raise UserError(f"--slaves must be <= {MAX_SLAVES}, not {self.slaves}")
         if not (math.isfinite(self.hours) and self.hours > 0):
             raise UserError(f"--hours must be a positive number, not {self.hours}")
-        if self.end_ms > MAX_TIME_MS:
+        # hours longer than the whole range first: end_ms of 1e308 hours would round infinity
+        if self.hours * 3_600_000 > MAX_TIME_MS - MIN_TIME_MS or self.end_ms > MAX_TIME_MS:
             raise UserError(f"--start plus --hours ends after {iso(MAX_TIME_MS)}, the last time nsaudit handles")
         if not (math.isfinite(self.fault_rate) and self.fault_rate >= 0):
             raise UserError(f"--fault-rate must be >= 0, not {self.fault_rate}")

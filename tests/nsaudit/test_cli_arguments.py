@@ -6,6 +6,7 @@ user would see); one case runs the real console entry point in a subprocess.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +29,16 @@ def places(tmp_path, monkeypatch):
     (tmp_path / "broken.toml").write_text("[nameserver\nlisten = \n")
     (tmp_path / "zero-snapshots.toml").write_text("[audit]\nsnapshot_interval_ms = 0\n")
     (tmp_path / "a-folder.toml").mkdir()
+    (tmp_path / "huge-expiry.toml").write_text(f"[nameserver]\nbroker_expiry_ms = {_HUGE}\n")
+    (tmp_path / "huge-interval.toml").write_text(f"[collect]\ninterval_ms = {_HUGE}\n")
+    (tmp_path / "huge-float.toml").write_text("[audit]\nqueue_skew_cv = 1" + "0" * 400 + "\n")
+    (tmp_path / "5000-digits.toml").write_text("[audit]\nclock_skew_ms = 1" + "0" * 5000 + "\n")
+    os.mkfifo(tmp_path / "a-fifo.toml")  # no writer: reading it would wait for ever
+    (tmp_path / "huge.toml").write_text("#" * (1 << 20) + "\n")  # a comment, but over 1 MiB
     return tmp_path
 
+
+_HUGE = "9" * 20  # past a signed 64-bit integer
 
 # Every command that takes --config, with its other arguments valid (or checked after the config).
 _CONFIG_COMMANDS = {
@@ -46,6 +55,11 @@ _BAD_CONFIGS = {
     "not UTF-8": "latin1.toml",
     "not TOML": "broken.toml",
     "a value out of range": "zero-snapshots.toml",
+    "a device": "/dev/zero",
+    "a FIFO": "a-fifo.toml",
+    "over 1 MiB": "huge.toml",
+    "a float key of 401 digits": "huge-float.toml",
+    "an integer of 5001 digits": "5000-digits.toml",
 }
 
 
@@ -55,6 +69,11 @@ def _config_cases() -> list[tuple[str, list[str]]]:
         for name, argv in _CONFIG_COMMANDS.items()
         for what, file in _BAD_CONFIGS.items()
     ]
+
+
+# local times whose zone offset moves them past the years 1 .. 9999 that datetime can hold
+_LATE = "9999-12-31T23:59:59-23:59"
+_EARLY = "0001-01-01T00:00:00+01:00"
 
 
 def _time_cases() -> list[tuple[str, list[str]]]:
@@ -69,17 +88,26 @@ def _time_cases() -> list[tuple[str, list[str]]]:
             "9999-12-31T12:00:00Z",
             "0001-01-01T00:00:00Z",
             "0001-01-02T00:00:00+01:00",
+            # an offset that takes the instant past datetime's own limits
+            "9999-12-31T23:59:59-23:59",
+            "0001-01-01T00:00:00+01:00",
         )
     ]
     return cases + [
         ("cluster: --at 20 digits", ["cluster", "--lake", "events", "--ns", "ns-a", "--at", "9" * 20]),
         ("diff: --to 16 digits", ["diff", "--lake", "events", "--ns", "ns-a", "--from", "0", "--to", "9" * 16]),
+        ("cluster: --at past year 9999", ["cluster", "--lake", "events", "--ns", "ns-a", "--at", _LATE]),
+        ("diff: --from before year 1", ["diff", "--lake", "events", "--ns", "ns-a", "--from", _EARLY, "--to", "0"]),
+        ("diff: --to past year 9999", ["diff", "--lake", "events", "--ns", "ns-a", "--from", "0", "--to", _LATE]),
         ("simulate: --start 16 digits", ["simulate", "--events", "sim", "--start", "9" * 16]),
+        ("simulate: --start before year 1", ["simulate", "--events", "sim", "--start", _EARLY]),
+        ("simulate: --start past year 9999", ["simulate", "--events", "sim", "--start", _LATE]),
         (
             "simulate: --start + --hours past the last day",
             ["simulate", "--events", "sim", "--start", "9999-12-30T23:00:00Z", "--hours", "2"],
         ),
         ("simulate: --hours past the last day", ["simulate", "--events", "sim", "--hours", "1e12"]),
+        ("simulate: --hours of 1e308", ["simulate", "--events", "sim", "--hours", "1e308"]),
         ("audit: --date 9999-12-31", ["audit", "--events", "events", "--lake", "lake", "--date", "9999-12-31"]),
         ("incidents: --date 0001-01-01", ["incidents", "--lake", "events", "--date", "0001-01-01"]),
     ]
@@ -136,6 +164,28 @@ def _cases() -> list[tuple[str, list[str]]]:
         ("collect: missing config", collect + ["--config", "missing.toml"]),
         ("collect: --events is a file", collect[:4] + ["a-file"]),
         ("collect: [collect] concurrency 0", collect + ["--config", "no-concurrency.toml"]),
+        ("collect: [collect] interval_ms past 64 bits", collect + ["--config", "huge-interval.toml"]),
+        ("collect: --interval-ms past 64 bits", collect + ["--interval-ms", _HUGE]),
+        ("collect: --rounds past 64 bits", collect + ["--rounds", _HUGE]),
+        ("nameserver: [nameserver] broker_expiry_ms past 64 bits", ns + ["--config", "huge-expiry.toml"]),
+        ("nameserver: --broker-expiry-ms past 64 bits", ns + ["--broker-expiry-ms", _HUGE]),
+        ("nameserver: --scan-interval-ms past 64 bits", ns + ["--scan-interval-ms", _HUGE]),
+        ("nameserver: --broker-expiry-ms over ten years", ns + ["--broker-expiry-ms", "315360000001"]),
+        ("simulate: --ns past 64 bits", sim + ["--ns", _HUGE]),
+        ("simulate: --brokers past 64 bits", sim + ["--brokers", _HUGE]),
+        ("simulate: --slaves past 64 bits", sim + ["--slaves", _HUGE]),
+        ("simulate: --topics past 64 bits", sim + ["--topics", _HUGE]),
+        ("simulate: --seed past 64 bits", sim + ["--seed", _HUGE]),
+        ("fleet: --brokers past 64 bits", fleet + ["--brokers", _HUGE]),
+        ("fleet: --topics past 64 bits", fleet + ["--topics", _HUGE]),
+        ("fleet: --period-ms past 64 bits", fleet + ["--period-ms", _HUGE]),
+        ("fleet: --seed past 64 bits", fleet + ["--seed", _HUGE]),
+        ("demo: --brokers past 64 bits", demo + ["--brokers", _HUGE]),
+        ("demo: --seed past 64 bits", demo + ["--seed", _HUGE]),
+        ("route: --version past 64 bits", route + ["--version", _HUGE]),
+        ("lake vacuum: --retain-hours past 64 bits", ["lake", "vacuum", "--retain-hours", _HUGE, "--force"] + lake),
+        ("lake retention: --keep-days past 64 bits", ["lake", "retention", "--keep-days", _HUGE] + lake),
+        ("lake history: --limit past 64 bits", ["lake", "history", "events", "--limit", _HUGE] + lake),
         ("audit: impossible --date", audit[:-1] + ["2026-13-40"]),
         ("audit: --date not a date", audit[:-1] + ["yesterday"]),
         ("audit: missing --events", ["audit", "--events", "missing", "--lake", "lake", "--date", "2026-11-21"]),
@@ -191,6 +241,9 @@ def test_a_bad_argument_is_one_line_and_exit_2(places, capsys, argv):
         ("a folder", "a-folder.toml", "is a directory"),
         ("not UTF-8", "latin1.toml", "not UTF-8"),
         ("not TOML", "broken.toml", "not valid TOML"),
+        ("a device", "/dev/zero", "not a regular file"),
+        ("a FIFO", "a-fifo.toml", "not a regular file"),
+        ("over 1 MiB", "huge.toml", "larger than 1048576 bytes"),
     ],
 )
 def test_a_bad_config_names_the_file_and_what_is_wrong(places, capsys, what, file, says):
@@ -205,6 +258,37 @@ def test_an_out_of_range_time_is_refused_for_its_range(places, capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "out of range" in err or "ends after 9999-12-30T23:59:59.999Z" in err, err
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (
+            _CONFIG_COMMANDS["nameserver"] + ["--config", "huge-expiry.toml"],
+            f"huge-expiry.toml: nameserver.broker_expiry_ms must be <= 315360000000 (ten years), not {_HUGE}",
+        ),
+        (
+            _CONFIG_COMMANDS["collect"] + ["--config", "huge-interval.toml"],
+            f"huge-interval.toml: collect.interval_ms must be <= 315360000000 (ten years), not {_HUGE}",
+        ),
+        (
+            _CONFIG_COMMANDS["nameserver"] + ["--broker-expiry-ms", _HUGE],
+            f"argument --broker-expiry-ms: must be in 1..315360000000 (ten years), not {_HUGE}",
+        ),
+        (
+            _CONFIG_COMMANDS["nameserver"] + ["--scan-interval-ms", "0"],
+            "argument --scan-interval-ms: must be in 1..315360000000 (ten years), not 0",
+        ),
+        (
+            _CONFIG_COMMANDS["collect"] + ["--interval-ms", _HUGE],
+            f"argument --interval-ms: must be in 1..315360000000 (ten years), not {_HUGE}",
+        ),
+    ],
+)
+def test_an_integer_out_of_range_names_the_key_and_the_range(places, capsys, argv, says):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err, err
 
 
 def test_the_console_script_shows_no_traceback_for_a_bad_date(tmp_path):

@@ -115,6 +115,15 @@ def test_a_bad_credentials_file_names_the_file_not_a_key(tmp_path, content, mess
     assert str(path) in str(raised.value) and "s3cr3t" not in str(raised.value)
 
 
+def test_a_credentials_file_that_is_a_device_or_not_utf8_is_one_config_error(tmp_path):
+    latin1 = tmp_path / "credentials"
+    latin1.write_bytes(b"[default]\naws_access_key_id = caf\xe9\naws_secret_access_key = s3cr3t\n")
+    for path, message in (("/dev/zero", "not a regular file"), (str(latin1), "not UTF-8 text")):
+        with pytest.raises(ConfigError, match=message) as raised:
+            settings.resolve(StorageConfig(credentials_file=path), {})
+        assert str(raised.value).startswith(f"storage.credentials_file {path}: ") and "s3cr3t" not in str(raised.value)
+
+
 def test_a_bucket_day_lists_closed_segments_and_says_what_it_skips(s3_server, tmp_path, caplog):
     day_dir = tmp_path / "events" / "ns-a" / DAY.isoformat()
     day_dir.mkdir(parents=True)

@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import itertools
+import os
 import pickle
 
 import pytest
@@ -169,6 +170,10 @@ def test_load_secret_store_from_file_and_env(tmp_path):
         load_secret_store(security, {})
     with pytest.raises(SecretsError, match="cannot be read"):
         load_secret_store(SecurityConfig(secrets_file=str(tmp_path / "missing")), {})
+    os.mkfifo(tmp_path / "fifo")  # no writer: a read would wait for ever
+    for endless in ("/dev/zero", str(tmp_path / "fifo")):
+        with pytest.raises(SecretsError, match="not a regular file"):
+            load_secret_store(SecurityConfig(secrets_file=endless), {})
     with pytest.raises(SecretsError, match="no secrets"):
         load_secret_store(SecurityConfig(secrets_env="EMPTY"), {"EMPTY": "# none"})
 

@@ -799,7 +799,8 @@ def test_process_crash_and_restart_continue_the_log(tmp_path):
     "args, message",
     [
         (["--listen", "nope"], "--listen must be HOST:PORT"),
-        (["--broker-expiry-ms", "0"], "broker-expiry-ms must be > 0"),
+        (["--broker-expiry-ms", "0"], "--broker-expiry-ms: must be in 1..315360000000 (ten years), not 0"),
+        (["--scan-interval-ms", "9" * 20], "--scan-interval-ms: must be in 1..315360000000 (ten years)"),
         (["--config", "/nonexistent/ns.toml"], "config file not found"),
     ],
 )

@@ -468,8 +468,9 @@ def test_cli_quiet_prints_no_progress(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--brokers", "-1"], "--brokers must be >= 0"),
-        (["--ns", "0"], "--ns must be >= 1"),
+        (["--brokers", "-1"], "--brokers: must be in 0..10000, not -1"),
+        (["--ns", "0"], "--ns: must be in 1..100, not 0"),
+        (["--topics", "9" * 20], "--topics: must be in 0..100000"),
         (["--hours", "0"], "--hours must be a positive number"),
         (["--faults", "expire,meteor"], "unknown fault 'meteor'"),
         (["--start", "yesterday"], "--start: not a time"),
