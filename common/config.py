@@ -358,8 +358,9 @@ def read_config_text(path: str | Path, name: str) -> str:
     """The UTF-8 text of a file of settings (the config, or a file it names): a regular file of at
     most ``MAX_CONFIG_BYTES``; ``name`` is how errors name it.
 
-    A device, FIFO or socket is refused before it is read: ``/dev/zero`` never ends and a FIFO
-    without a writer never answers. ``O_NONBLOCK`` keeps the open of a FIFO from waiting for one.
+    ``/dev/null`` is an empty file; another device, a FIFO or a socket is refused before it is
+    read: ``/dev/zero`` never ends and a FIFO without a writer never answers. ``O_NONBLOCK`` keeps
+    the open of a FIFO from waiting for one.
 
     Raises:
         ConfigError: not a regular file, or larger than ``MAX_CONFIG_BYTES``.
@@ -371,6 +372,8 @@ def read_config_text(path: str | Path, name: str) -> str:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if stat.S_ISCHR(mode) and os.stat(os.devnull).st_rdev == os.fstat(fd).st_rdev:
+            return ""  # /dev/null: no settings, every default
         if not stat.S_ISREG(mode):
             raise ConfigError(f"{name}: not a regular file (a device, FIFO or socket)")
         data = file.read(MAX_CONFIG_BYTES + 1)

@@ -100,6 +100,7 @@ def test_a_device_a_fifo_or_a_huge_file_is_refused_without_reading_it(tmp_path):
         load_config(tmp_path / "huge.toml")
     (tmp_path / "just.toml").write_text("#" * (MAX_CONFIG_BYTES - 1) + "\n")  # 1 MiB exactly
     assert load_config(tmp_path / "just.toml") == Config()
+    assert load_config("/dev/null") == Config()  # the one device read: empty, every default
 
 
 def _integer_keys() -> list[tuple[str, str]]:
