@@ -175,7 +175,13 @@ class Divergence:
                         break
             return not agrees
 
-        for topic in topics:
+        # a topic of ``topics`` has its keys already, every broker name of it included: when they are
+        # every topic (a server joined the comparison), the broker names add none
+        whole = all(server.qd.keys() <= topics for server in known)
+        # and when every server holds the same QueueData of every topic, no topic's key disagrees
+        # (one comparison of the tables, not one per topic)
+        agree = whole and all(server.qd == first.qd for server in others) if first is not None else True
+        for topic in () if agree else topics:
             if not differs(topic):
                 continue
             keys.add((ROUTE_MISSING, topic))
@@ -183,9 +189,6 @@ class Divergence:
             for server in known:
                 names |= server.qd.get(topic, {}).keys()
             keys |= {(QUEUE_DATA_MISMATCH, (topic, n)) for n in names}
-        # a topic of ``topics`` has its keys already, every broker name of it included: when they are
-        # every topic (a server joined the comparison), the broker names add none
-        whole = all(server.qd.keys() <= topics for server in known)
         for name in () if whole else brokers:
             for server in known:
                 keys |= {
