@@ -296,6 +296,13 @@ def test_the_audit_reports_each_fault_with_its_server_subject_and_time(scenario,
     (shutdown,) = [i for i in incidents if _explains(scenario.fault("broker_shutdown"), i)]
     assert shutdown["severity"] == "critical" and shutdown["topics_unroutable"] >= 1, shutdown
     assert {"broker_unregistered", "observed_broker_gone", "topic_unroutable"} <= set(shutdown["kinds"]), shutdown
+    # and not a lost master: the shadow heard its UNREGISTER_BROKER
+    assert not [i for i in incidents if i["root_cause"] == "master_lost" and i["subject"] == "scn-s"], summary
+    # the report's incident table counts the topics it left unroutable
+    page = (audited["faults_lake"] / "reports" / shutdown["date"].isoformat() / "index.html").read_text()
+    row = next(r for r in page[page.index('id="incidents-table"') :].split("<tr>") if shutdown["incident_id"] in r)
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row)
+    assert cells[1:3] + cells[9:10] == ["broker_shutdown", "scn-s", str(shutdown["topics_unroutable"])], cells
 
 
 @pytest.mark.spark
