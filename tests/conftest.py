@@ -22,13 +22,13 @@ settings.load_profile("ci")
 
 SHARED_DAYS = {"audited_lake": "audited-day", "fault_free_day": "fault-free-day"}  # fixture -> group
 SLOWEST_FIRST = (
-    "audited-day",  # standalone cluster, notebook, report in a browser
+    "fault-free-day",  # standalone cluster, distribution and divergence end to end
+    "audited-day",  # notebook, report in a browser
     "tests/interop/test_collect_faults.py",  # real name servers with faults, collected and audited
     "tests/jobs/lake/test_lake_writers.py",  # the audit of a day through each Delta writer, locally and in a bucket
     "tests/jobs/storage/test_network_cut.py",  # an audit into a bucket cut off mid-stage, and its rerun
     "tests/interop/test_rocketmq.py",  # real RocketMQ name servers, brokers and clients
     "tests/jobs/housekeeping/test_lake_housekeeping.py",
-    "fault-free-day",  # distribution and divergence end to end
     "tests/jobs/rebuild/test_rebuild_equality.py",
     "tests/jobs/ingest/test_ingest.py",
     "tests/jobs/analytics/security/test_security.py",

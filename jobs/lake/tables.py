@@ -1,11 +1,12 @@
 """Reads and writes every lake table: Delta tables, readable by delta-spark and by ``deltalake``.
 
 :func:`write_table` has Spark tasks write the Parquet files and the driver commit them as one
-Delta transaction with ``deltalake`` (:mod:`jobs.lake.delta.write`), or uses delta-spark's own writer
-where the session's lake writer is native (``[lake] writer``, :func:`jobs.spark.session.lake_writer`):
-the schema is checked, never cast; a failed write leaves the previous version; a day's overwrite is
-idempotent. :func:`read_table` reads a snapshot with the declared schema. How writes commit and fail,
-and what they guarantee: docs/audit.md, "Lake writes".
+Delta transaction with ``deltalake`` (:mod:`jobs.lake.delta.write`, :mod:`jobs.lake.delta.commit`),
+or uses delta-spark's own writer where the session's lake writer is native (``[lake] writer``,
+:func:`jobs.spark.session.lake_writer`): the schema is checked, never cast; a failed write leaves
+the previous version; a day's overwrite is idempotent. :func:`read_table` reads a snapshot with
+the declared schema. How writes commit and fail, and what they guarantee: docs/audit.md, "Lake
+writes".
 
 This module is the lake's front door: outside :mod:`jobs.lake`, whatever needs a piece of the Delta
 internals (:mod:`jobs.lake.delta`: a table's health, its JVM-free Arrow reads, the data files
@@ -28,6 +29,7 @@ from pyspark.sql.types import StructType
 
 from jobs.lake.delta import ship_by_value
 from jobs.lake.delta.arrow import count_table_rows, is_table, load_table, open_table, read_table_arrow, table_root
+from jobs.lake.delta.commit import commit_files, delete_files
 from jobs.lake.delta.files import DataFile
 from jobs.lake.delta.health import MissingDataFiles, check_readable, damaged, has_log, open_delta, problem_line
 from jobs.lake.delta.native import create_native, write_native
@@ -39,16 +41,7 @@ from jobs.lake.delta.schema import (
     conform_to_schema,
 )
 from jobs.lake.delta.where import encode_replace_where, partition_filter, row_filter
-from jobs.lake.delta.write import (
-    WritePlan,
-    commit_files,
-    conform_batch,
-    delete_failed_write,
-    delete_files,
-    job_ids,
-    write_files,
-    write_local_files,
-)
+from jobs.lake.delta.write import WritePlan, conform_batch, delete_failed_write, job_ids, write_files, write_local_files
 from jobs.spark.frames import local_arrow_table, local_frame
 from jobs.spark.session import lake_writer
 from jobs.storage.locations import for_spark, is_remote, normalize
@@ -179,7 +172,8 @@ def write_table(
             :class:`RowExpansion`); ``expansion.spark(df)`` are the rows written.
 
     Returns:
-        The table version after the write (its own, unless another writer committed in between).
+        The version the write committed (delta-spark's writer: the table's latest version read
+        after the write, another writer's if one committed in between).
 
     Raises:
         SchemaMismatchError: ``df`` or the table does not match the declared schema or partitioning.
@@ -195,11 +189,10 @@ def write_table(
     if lake_writer(df.sparkSession) == "native":
         create_native(df.sparkSession, root, schema, partition_by)
         write_native(conformed_df, root, mode, partition_by, replace_where, extra_files)
-    else:
-        arrow_expansion = expansion.arrow if expansion else None
-        files = (file_schema.json(), tuple(extra_files), arrow_expansion, object_store(root))
-        _write_with_tasks(task_df, WritePlan(root, mode, partition_by, encoded_where, *files), extra_files)
-    return table_version(root)
+        return table_version(root)
+    arrow_expansion = expansion.arrow if expansion else None
+    files = (file_schema.json(), tuple(extra_files), arrow_expansion, object_store(root))
+    return _write_with_tasks(task_df, WritePlan(root, mode, partition_by, encoded_where, *files), extra_files)
 
 
 def write_rows(
@@ -219,7 +212,7 @@ def write_rows(
     through delta-spark's writer (a native session) they go through a local DataFrame.
 
     Returns:
-        The table version after the write.
+        The version the write committed, as :func:`write_table` returns it.
     """
     if lake_writer(spark) == "native":
         return write_table(
@@ -248,8 +241,7 @@ def write_rows(
         store=object_store(root),
     )
     written = write_local_files(local_arrow_table(rows, schema), plan)
-    commit_files(plan, written)
-    return table_version(root)
+    return commit_files(plan, written)
 
 
 def _frames_to_write(
@@ -309,15 +301,16 @@ def evolve_table_schema(root: str, declared: StructType) -> None:
     load_table(root).alter.add_columns([Field.from_json(json.dumps(f.jsonValue())) for f in missing])
 
 
-def _write_with_tasks(task_df: DataFrame, plan: WritePlan, extra_files: Sequence[dict[str, Any]]) -> None:
-    """Write ``task_df`` in Spark tasks and commit the files (with ``extra_files``) as one version."""
+def _write_with_tasks(task_df: DataFrame, plan: WritePlan, extra_files: Sequence[dict[str, Any]]) -> int:
+    """Write ``task_df`` in Spark tasks and commit the files (with ``extra_files``) as one version;
+    returns that version."""
     ship_by_value()
     try:
         written = write_files(task_df, plan)
     except BaseException:
         delete_files(plan, list(extra_files))
         raise
-    commit_files(plan, written)
+    return commit_files(plan, written)
 
 
 def data_file_schema(path: str | os.PathLike[str], schema: StructType, partition_by: Sequence[str]) -> StructType:

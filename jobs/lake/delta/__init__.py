@@ -1,7 +1,7 @@
 """Internals of the lake's Delta I/O; jobs call :mod:`jobs.lake.tables`, not these modules.
 
-- :mod:`jobs.lake.delta.write`: Spark tasks write Parquet, the driver commits once through
-  ``deltalake``; :mod:`jobs.lake.delta.files` writes the task's files.
+- :mod:`jobs.lake.delta.write`: Spark tasks write Parquet (:mod:`jobs.lake.delta.files` writes a
+  task's files); :mod:`jobs.lake.delta.commit`: the driver commits them once through ``deltalake``.
 - :mod:`jobs.lake.delta.schema`: declared-schema enforcement.
 - :mod:`jobs.lake.delta.arrow`: JVM-free reads, and why they must not use a Python filesystem.
 - :mod:`jobs.lake.delta.health`: whether a table can be read, and what to say when it cannot.

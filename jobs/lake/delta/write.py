@@ -1,12 +1,12 @@
 """Writes of the lake's Delta tables: Spark tasks write Parquet, the driver commits once.
 
-:func:`write_files` writes the files in tasks and :func:`commit_files` commits them as ONE Delta
-transaction with ``deltalake`` on the driver (docs/audit.md, "Lake writes"). The task side of this
-module and :mod:`jobs.lake.delta.files` are shipped to executors by value (cloudpickle, see
-:func:`jobs.lake.delta.ship_by_value`), so a cluster's executors need only pyspark and pyarrow:
-they import nothing else from ``jobs`` but :mod:`jobs.spark.pyworker` and
-:mod:`jobs.storage.stores` (how to reach an ``s3a://`` table), shipped the same way, and ``deltalake``
-only in the commit, which runs on the driver.
+:func:`write_files` writes the files in tasks and :func:`jobs.lake.delta.commit.commit_files`
+commits them as ONE Delta transaction with ``deltalake`` on the driver (docs/audit.md, "Lake
+writes"). This module and :mod:`jobs.lake.delta.files` are shipped to executors by value
+(cloudpickle, see :func:`jobs.lake.delta.ship_by_value`), so a cluster's executors need only pyspark
+and pyarrow: they import nothing else from ``jobs`` but :mod:`jobs.spark.pyworker` and
+:mod:`jobs.storage.stores` (how to reach an ``s3a://`` table), shipped the same way, and never
+``deltalake``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -37,18 +37,10 @@ from jobs.lake.delta.files import (
 from jobs.spark.pyworker import keep_archive_listings
 from jobs.storage.stores import ObjectStore, filesystem_of
 
-if TYPE_CHECKING:  # the driver's commit imports deltalake when it runs: executors need not have it
-    from deltalake import Schema
-    from deltalake.transaction import AddAction
-
-WRITER = "nsaudit_delta"  # named in every commit's userMetadata
 # How long a failed write waits for its job's other tasks to end before deleting its files.
 RUNNING_TASKS_TIMEOUT_S = 120.0
 
 log = logging.getLogger(__name__)
-
-# commits of one write against the latest version before a concurrent writer's win is an error
-COMMIT_ATTEMPTS = 10
 
 
 def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -281,145 +273,6 @@ def delete_files_by_id(
                 fs.delete_file(info.path)
             except FileNotFoundError:
                 pass
-
-
-def commit_files(plan: WritePlan, written: list[dict[str, Any]]) -> None:
-    """Commit ``written`` and the plan's extra files as ONE Delta transaction (on the driver).
-
-    The extra files are any written beforehand by other tasks (ingest's fast path). An overwrite with
-    ``replace_where`` removes those partitions' files in the same commit. If the commit fails, every
-    file is deleted and the table stays at its previous version.
-
-    The commit runs with ``deltalake`` (delta-rs) in the driver's process. Spark 4's Python data
-    source API does the same with a writer class, but runs the commit in a separate Python worker
-    that must import ``deltalake`` every time: about half a second more per write, and a nightly
-    audit makes dozens of writes.
-    """
-    try:
-        _commit(plan, written + list(plan.extra_files))
-    except BaseException:
-        try:
-            delete_files(plan, written + list(plan.extra_files))
-        except OSError as exc:  # as in delete_failed_write: orphans, which vacuum removes
-            log.warning("could not delete the files of a failed commit to %s: %s", plan.path, type(exc).__name__)
-        raise
-
-
-def _commit(plan: WritePlan, files: list[dict[str, Any]]) -> None:
-    from deltalake import Schema
-    from deltalake.transaction import AddAction
-
-    from jobs.lake.delta.arrow import is_table
-
-    adds = [
-        AddAction(
-            path=f["path"],
-            size=f["size"],
-            partition_values=f["partition_values"],
-            modification_time=f["modification_time"],
-            data_change=True,
-            stats=f["stats"],
-        )
-        for f in files
-    ]
-    schema = Schema.from_json(plan.schema_json)
-    if not is_table(plan.path) and _create_with(plan, schema, adds):
-        return
-    _commit_on_latest(plan, schema, adds)
-
-
-def _create_with(plan: WritePlan, schema: Schema, adds: list[AddAction]) -> bool:
-    """Create the table with ``adds`` as its first version; False when another writer created it
-    meanwhile (then the adds are committed to its table as to any existing one)."""
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import CommitProperties, create_table_with_add_actions
-
-    from jobs.lake.delta.arrow import is_table
-    from jobs.lake.delta.health import storage_options
-
-    # No retry: deltalake would retry a create that lost version 0 as version 1, a second CREATE
-    # TABLE whose adds sit beside the first writer's (a day's rows twice). Losing it fails here,
-    # and the adds go through _commit_on_latest, which replaces that writer's files.
-    props = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)}, max_commit_retries=0)
-    try:
-        create_table_with_add_actions(
-            plan.path,
-            schema,
-            adds,
-            mode="error",
-            partition_by=list(plan.partition_by),
-            commit_properties=props,
-            storage_options=storage_options(plan.path),
-        )
-        return True
-    except Exception as exc:  # deltalake's own error types
-        # Another writer (a second audit of the day) created the table between the check and
-        # this commit (deltalake's check saw it: "already exists"; or its version 0 came first:
-        # CommitFailedError): commit to its table as to any existing one (_commit_on_latest).
-        lost = isinstance(exc, CommitFailedError) or "already exists" in str(exc)
-        if not lost or not is_table(plan.path):
-            raise
-        log.info("%s was created by another writer meanwhile; committing to it", plan.path)
-        return False
-
-
-def _commit_on_latest(plan: WritePlan, schema: Schema, adds: list[AddAction]) -> None:
-    """Commit ``adds`` to the existing table, on its latest version (up to ``COMMIT_ATTEMPTS`` times)."""
-    from deltalake.exceptions import CommitFailedError
-    from deltalake.transaction import CommitProperties, RemoveAction
-
-    from jobs.lake.delta.arrow import open_table
-
-    # replace_where is an overwrite whose partition filters select the files to remove, in the
-    # same transaction as the adds; delta-rs matches a null partition with ''.
-    filters = [(k, "=", "" if v is None else v) for k, v in plan.replace_where.items()] or None
-    mode = "overwrite" if plan.mode == "overwrite" else "append"
-    # delta-rs would retry a commit that lost its version on the next one with the removes it
-    # computed before, so an overwrite racing another writer's adds to the same partition would
-    # keep both (a day's rows twice). So each attempt is made once (no retry of its own) against
-    # the latest version, whose files in the partition it then removes: the last writer's rows win.
-    once = CommitProperties(custom_metadata={"userMetadata": _commit_note(plan)}, max_commit_retries=0)
-    for attempt in range(1, COMMIT_ATTEMPTS + 1):
-        table = open_table(plan.path)
-        table_schema = StructType.fromJson(json.loads(table.schema().to_json()))
-        # write_table checked this before the job ran; checked again here because another writer
-        # may have replaced the table meanwhile, and delta-rs commits files of any schema without
-        # comparing it with the table's.
-        if table_schema != StructType.fromJson(json.loads(plan.schema_json)):
-            raise ValueError(f"{plan.path}: table schema changed during the write; nothing committed")
-        try:
-            table.create_write_transaction(
-                cast("list[AddAction | RemoveAction]", adds),
-                mode,
-                schema,
-                list(plan.partition_by),
-                partition_filters=filters,
-                commit_properties=once,
-            )
-            return
-        except CommitFailedError:
-            if attempt == COMMIT_ATTEMPTS:
-                raise
-            log.info(
-                "%s: version %d was taken by a concurrent writer; committing again on the latest (attempt %d)",
-                plan.path,
-                table.version() + 1,
-                attempt + 1,
-            )
-
-
-def delete_files(plan: WritePlan, files: list[dict[str, Any]]) -> None:
-    """Delete data files that were written for the table but not committed."""
-    fs, root = filesystem_of(plan.path, plan.store)
-    for f in files:
-        try:
-            fs.delete_file(f"{root}/{f['path']}")
-        except FileNotFoundError:
-            pass
-
-
-def _commit_note(plan: WritePlan) -> str:
-    return json.dumps({"writer": WRITER, "mode": plan.mode, "replace_where": plan.replace_where})
 
 
 def _check_replace_where(key: tuple[Any, ...], plan: WritePlan) -> None:

@@ -1,7 +1,8 @@
 """``nsaudit route``/``cluster``/``diff`` as a user runs them: exact output lines and exit codes.
 
 The lake is rebuilt once from a small hand-made log of two servers over two days (the route table
-makes the events, so they are what a server logs), and both days are recorded audited.
+makes the events, so they are what a server logs), and both days are recorded audited. Copied into
+a bucket of the session's S3 server, it answers ``diff`` and ``lake history|vacuum`` as ``s3a://``.
 """
 
 from __future__ import annotations
@@ -253,3 +254,48 @@ def test_a_lake_written_before_the_observed_columns_reads_them_as_null(tmp_path)
     assert table.to_pylist() == [{"up": False, "up_at_start": True, "observed": None, "resolution_ms": None}]
     with pytest.raises(UserError, match="cannot read"):  # a column no version ever had is still an error
         read_day(str(tmp_path / "ns_state"), ["up", "no_such_column"], day, "ns-b")
+
+
+def test_diff_and_lake_history_and_vacuum_work_on_a_lake_in_a_bucket(lake_dir, spark, s3_server, tmp_path, capsys):
+    """The same lake copied into a bucket (``s3a://``, ``[storage]`` from ``--config``): ``diff``
+    answers as from the folder, ``lake history`` lists the same commits, and ``lake vacuum`` deletes
+    the replaced files there and nothing the latest version reads."""
+    from pathlib import Path
+
+    from jobs.lake.tables import read_table_arrow
+    from jobs.storage import files
+    from tests.jobs.buckets import config_file, on_s3, upload
+
+    def commits(out: str) -> list[tuple]:
+        # the same commits (a CREATE TABLE's parameters name the table's location, which differs)
+        return [(c["version"], c["operation"], c["timestamp"]) for c in map(orjson.loads, out.splitlines())]
+
+    config = str(config_file(s3_server, tmp_path / "nsaudit.toml"))
+    diff = ("diff", "--ns", "ns-a", "--from", str(T0 + 5000), "--to", iso(T1 + 2000))
+    history = ("lake", "history", "audit_runs")
+    local_diff, local_history = run(capsys, *diff, "--lake", lake_dir), run(capsys, *history, "--lake", lake_dir)
+    assert local_diff[0] == 0 and orjson.loads(local_diff[1])["tables"]["brokerAddrTable"]["removed"]
+    with on_s3(s3_server, spark):
+        lake = upload(s3_server, Path(lake_dir), "queries/lake")
+        assert run(capsys, *diff, "--lake", lake, "--config", config) == local_diff
+        code, out, err = run(capsys, *history, "--lake", lake, "--config", config)
+        assert (code, err) == (0, "") and commits(out) == commits(local_history[1])
+
+        audit_runs.record(spark, lake, DAY1, "ok", [], {})  # the day's row replaced: one file no longer read
+        code, out, err = run(capsys, *history, "--lake", lake, "--config", config)
+        assert (code, err) == (0, "") and commits(out)[1:] == commits(local_history[1])
+        assert commits(out)[0][:2] == (len(commits(out)) - 1, "WRITE")
+
+        def parquet_objects() -> int:
+            return sum(1 for name, _ in files.list_files(f"{lake}/audit_runs") if name.endswith(".parquet"))
+
+        before = parquet_objects()
+        vacuum = ("lake", "vacuum", "--lake", lake, "--config", config, "--retain-hours", "0", "--force")
+        code, out, err = run(capsys, *vacuum)
+        assert (code, err) == (0, ""), err
+        line = next(line for line in out.splitlines() if line.startswith("audit_runs "))
+        # the replaced data file is gone (the count also has the folder-marker objects the upload
+        # made, which no version reads either)
+        assert (before, parquet_objects()) == (3, 2) and ", deleted " in line, line
+        assert sorted(read_table_arrow(f"{lake}/audit_runs")["date"].to_pylist()) == [DAY1, DAY2]
+        assert run(capsys, *diff, "--lake", lake, "--config", config) == local_diff

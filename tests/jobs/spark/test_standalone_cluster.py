@@ -4,51 +4,49 @@ bucket, gives the same tables as on ``local[2]`` with local folders.
 The cluster side runs in subprocesses, as a user would run it: ``python -m jobs.spark.standalone``
 starts a master and two workers on 127.0.0.1, each in its own directory, and ``spark-submit``
 runs ``jobs/nightly_audit.py`` with the project shipped as a zip (``--py-files``) and hadoop-aws as
-``--jars``, auditing the test session's simulated day (``tests.jobs.audited``), uploaded to the
-session's S3 server, into an ``s3a://`` lake: executors in the workers' JVMs read the segments and
-write the Delta files through the bucket, never a local path. The reference is the same day
-audited on the session's ``local[2]`` into a local lake, which runs with other Spark settings (the
-small-day ones of ``jobs.spark.profile``: no adaptive execution, broadcast joins or code
-generation, other partition counts), while the cluster runs with Spark's own (``small_day_bytes =
-0``): the tables must not depend on any of that either. docs/deploy.md, "A cluster", describes the same run.
+``--jars``, auditing the test session's fault-free day (``tests.jobs.fault_free``, every stage),
+uploaded to the session's S3 server, into an ``s3a://`` lake: executors in the workers' JVMs read
+the segments and write the Delta files through the bucket, never a local path. The executors' Python
+is the venv's without its site (``-S``): its packages are on the path, but not the ``.pth`` of this
+project's editable install, so a module missing from the zip fails the run instead of loading from
+the checkout. The reference is the same day audited on the session's ``local[2]`` into a local lake,
+which runs with other Spark settings (the small-day ones of ``jobs.spark.profile``: no adaptive
+execution, broadcast joins or code generation, other partition counts), while the cluster runs with
+Spark's own (``small_day_bytes = 0``): every table, and the report's ``summary.json``, must not
+depend on any of that either (``bench/lake_diff.py``'s comparison). docs/deploy.md, "A cluster",
+describes the same run.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import zipfile
-from collections import Counter
-from datetime import date
 from pathlib import Path
 
 import pytest
 
-from jobs.lake.delta.arrow import read_table_arrow
+from jobs.lake.tables import count_table_rows
 from jobs.spark.profile import SMALL_DAY_JAVA_OPTIONS
 from jobs.spark.s3a import hadoop_aws_jars
 from jobs.spark.standalone import spark_home
-from tests.jobs.audited import audited_lake  # noqa: F401 - the shared audited day (a fixture)
 from tests.jobs.buckets import BUCKET, config_file, on_s3, upload
+from tests.jobs.fault_free import (
+    DAY,
+    fault_free_day,  # noqa: F401 - the shared audited day (a fixture)
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.timeout(1800)]
 
 REPO = Path(__file__).resolve().parents[3]
-DAY = date(2026, 11, 21)
-TABLES = (
-    "events",
-    "topic_route_history",
-    "broker_addr_history",
-    "liveness_windows",
-    "ns_divergences",
-    "route_snapshots",
-    "findings",
-)
-# the finding categories of the stages the shared audited day ran (it skips distribution, security)
-AUDITED_CATEGORIES = {"telemetry", "liveness", "consistency"}
+_spec = importlib.util.spec_from_file_location("lake_diff", REPO / "bench" / "lake_diff.py")
+lake_diff = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lake_diff)
 AUDIT_TIMEOUT_S = 900  # the machine is shared: a 2-hour day takes minutes under load
 
 
@@ -62,6 +60,8 @@ def _subprocess_env() -> dict[str, str]:
         "PYSPARK_GATEWAY_PORT",
         "PYSPARK_GATEWAY_SECRET",
         "SPARK_MASTER_URL",
+        # nor a path to the checkout: Spark hands the workers' PYTHONPATH on to the executors
+        "PYTHONPATH",
     ):
         env.pop(name, None)
     # Every JVM of the cluster (master, workers, driver, executors) compiles with the JIT's first
@@ -129,6 +129,22 @@ def _zip_of_the_project(path: Path) -> Path:
     return path
 
 
+def _executor_python(directory: Path) -> Path:
+    """An interpreter for the executors: the venv's Python without its site (``-S``), its packages
+    on ``PYTHONPATH`` (entries there are not site directories, so no ``.pth`` file runs, and the
+    editable install of this project, a ``.pth`` finder, is not there). Each start is logged in
+    ``executor-python.log`` beside it."""
+    wrapper = directory / "executor-python"
+    packages = sysconfig.get_paths()["purelib"]
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'echo "$@" >> "{directory}/executor-python.log"\n'
+        f'PYTHONPATH="{packages}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 def _start_audit(events: str, lake: str, config: Path, master: str, log_dir: Path) -> subprocess.Popen:
     jars = hadoop_aws_jars()
     assert jars, "hadoop-aws's jars are missing: bash jars/fetch.sh hadoop-aws"
@@ -141,7 +157,7 @@ def _start_audit(events: str, lake: str, config: Path, master: str, log_dir: Pat
         "--jars",
         ",".join(jars),
         "--conf",
-        f"spark.pyspark.python={sys.executable}",
+        f"spark.pyspark.python={_executor_python(log_dir)}",
         "--conf",
         f"spark.pyspark.driver.python={sys.executable}",
         "--driver-memory",
@@ -175,34 +191,15 @@ def _wait_audit(proc: subprocess.Popen, master: str, log_dir: Path) -> None:
     assert summary["date"] == DAY.isoformat()
 
 
-def _canonical(value):
-    """A JSON-able form in which equal table values compare equal: maps (Arrow gives key/value
-    pairs in stored order) become sorted pairs."""
-    if isinstance(value, list):
-        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
-            return sorted(([_canonical(k), _canonical(v)] for k, v in value), key=repr)
-        return [_canonical(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    return value
-
-
-def _rows(lake, table: str) -> Counter:
-    rows = read_table_arrow(f"{lake}/{table}").to_pylist()
-    if table == "findings":
-        # the shared day does not run the incidents stage, which links each finding to its incident
-        rows = [{k: v for k, v in r.items() if k != "incident_id"} for r in rows if r["category"] in AUDITED_CATEGORIES]
-    return Counter(json.dumps(_canonical(r), sort_keys=True, default=str) for r in rows)
-
-
 def test_audit_on_a_two_worker_cluster_with_a_bucket_equals_local(
     cluster,
-    audited_lake,  # noqa: F811  (the imported fixture)
+    fault_free_day,  # noqa: F811  (the imported fixture)
     s3_server,
     tmp_path,
+    capsys,
 ):
     url, work = cluster
-    events = upload(s3_server, audited_lake.events, "cluster/events")
+    events = upload(s3_server, fault_free_day.events, "cluster/events")
     lake = f"s3a://{BUCKET}/cluster/lake"
     config = config_file(s3_server, tmp_path / "audit.toml")
     # Spark's own plan settings on the cluster (adaptive execution, broadcasts, code generation),
@@ -228,12 +225,16 @@ def test_audit_on_a_two_worker_cluster_with_a_bucket_equals_local(
     for n in (1, 2):
         assert list((work / f"worker-{n}").glob("app-*/*/stderr")), f"worker-{n} ran no executor"
 
+    # Python workers ran on the executors, through the interpreter without the editable install
+    starts = (tmp_path / "executor-python.log").read_text().splitlines()
+    assert any("pyspark.daemon" in line or "pyspark.worker" in line for line in starts), starts
+
+    # every table, and the report's summary.json, as bench/lake_diff.py compares two lakes
     with on_s3(s3_server):
-        for table in TABLES:
-            cluster_rows, local_rows = _rows(lake, table), _rows(audited_lake.lake, table)
-            assert sum(local_rows.values()) > 0, f"{table} is empty: the day exercises nothing"
-            assert cluster_rows == local_rows, (
-                f"{table}: {sum(cluster_rows.values())} rows on the cluster, {sum(local_rows.values())} on "
-                f"local[2]; only on the cluster: {list((cluster_rows - local_rows).elements())[:3]}; "
-                f"only on local: {list((local_rows - cluster_rows).elements())[:3]}"
-            )
+        code = lake_diff.main([str(fault_free_day.lake), lake, "--config", str(config)])
+        for table in ("events", "topic_route_history", "liveness_windows", "route_snapshots"):
+            assert count_table_rows(f"{lake}/{table}") > 0, f"{table} is empty: the day exercises nothing"
+    compared = capsys.readouterr().out
+    assert code == 0, compared
+    tables = [line.split()[0] for line in compared.splitlines() if line.endswith(" same")]
+    assert len(tables) == 18, compared  # every table of the audit
