@@ -7,6 +7,7 @@ Pure: no clock (``now`` is an argument), no I/O. Used by the request processor.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from nameserver.codec import (
     NO_LIMITS,
@@ -19,6 +20,20 @@ from nameserver.codec import (
 from nameserver.model import topics_digest
 
 _V3_0_11 = int(Version.V3_0_11)  # a plain int: an enum member is a class attribute lookup
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBody:
+    """What was computed off the loop for a compressed body (``RegisterInflation``), for the
+    decode of the same request.
+
+    Attributes:
+        crc32: the body's ``body_crc32``.
+        content: its inflated content under the cache's limits, or the error inflating it raised.
+    """
+
+    crc32: int
+    content: bytes | Exception
 
 
 class RegisterBodyCache:
@@ -49,9 +64,9 @@ class RegisterBodyCache:
         self, max_topics: int = 50_000, max_bytes: int = 16 * 1024 * 1024, limits: RegisterLimits = NO_LIMITS
     ) -> None:
         self.limits = limits
-        # a compressed body's content inflated beforehand, off the loop, for the next decode
-        # (RegisterInflation); set and cleared around one request
-        self.prepared: bytes | Exception | None = None
+        # a compressed body's CRC and content computed beforehand, off the loop, for the next
+        # decode (RegisterInflation); set and cleared around one request
+        self.prepared: PreparedBody | None = None
         self.max_topics = max_topics
         self.max_bytes = max_bytes
         self._bytes = 0
@@ -99,7 +114,9 @@ class RegisterBodyCache:
         old_format = version < _V3_0_11
         if old_format or not compressed:
             self.limits.check_bytes(len(body), f"{len(body)} bytes")  # before the CRC: cheap to refuse
-        check_body_crc32(body, body_crc32)  # every request, cached or not (§8.2)
+        prepared = self.prepared
+        # every request, cached or not (§8.2)
+        check_body_crc32(body, body_crc32, None if prepared is None else prepared.crc32)
         raw = body if type(body) is bytes else bytes(body)
         key = (old_format, compressed and not old_format, raw)
         entry = self._entries.get(key)
@@ -109,7 +126,12 @@ class RegisterBodyCache:
             return entry
         self.misses += 1
         decoded = decode_register_body(
-            body, version=version, compressed=compressed, now=now, limits=self.limits, inflated=self.prepared
+            body,
+            version=version,
+            compressed=compressed,
+            now=now,
+            limits=self.limits,
+            inflated=None if prepared is None else prepared.content,
         )
         entry = (decoded, topics_digest(decoded.topics))  # the codec returns topics sorted by name
         size = len(decoded.topics) + 1
