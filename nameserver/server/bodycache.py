@@ -44,10 +44,12 @@ class RegisterBodyCache:
     keyed by the body bytes themselves plus the format switches that change its meaning (old format,
     compressed), and hold the decoded body and its ``topics_digest``. The key is the bytes, not a
     digest of them: Python's own hash of a bytes object is much cheaper than a BLAKE2b, and a hit
-    compares the bytes, so no collision can recall another body. The CRC and version checks are never cached.
-    A body whose DataVersion took the server clock (no ``timestamp`` sent) is never cached, since
-    decoding it again later would give another value. Bounded by the number of topics held and by
-    the bytes of the bodies held (a body padded with whitespace is large for its topics).
+    compares the bytes, so no collision can recall another body. A body of a length no held body
+    has is not hashed at all: hashing a large body that is then refused would cost the loop more
+    than refusing it. The CRC and version checks are never cached. A body whose DataVersion took
+    the server clock (no ``timestamp`` sent) is never cached, since decoding it again later would
+    give another value. Bounded by the number of topics held and by the bytes of the bodies held (a
+    body padded with whitespace is large for its topics).
 
     The default bound (50,000 topic configs: about 7 MiB decoded plus about 8 MiB of body bytes)
     holds every body of a fleet of 1,000 brokers with 50 topics each; a fleet with much larger
@@ -71,6 +73,7 @@ class RegisterBodyCache:
         self.max_bytes = max_bytes
         self._bytes = 0
         self._entries: OrderedDict[tuple[bool, bool, bytes], tuple[RegisterBrokerBody, str]] = OrderedDict()
+        self._lengths: dict[int, int] = {}  # bodies held by length
         self._topics = 0
         self.hits = 0
         self.misses = 0
@@ -92,7 +95,7 @@ class RegisterBodyCache:
     def holds(self, body: bytes, *, version: int, compressed: bool) -> bool:
         """Whether ``body`` is held decoded (a hit needs no inflation)."""
         old_format = version < _V3_0_11
-        return (old_format, compressed and not old_format, body) in self._entries
+        return len(body) in self._lengths and (old_format, compressed and not old_format, body) in self._entries
 
     def decode(
         self, body: bytes | None, *, version: int, compressed: bool, body_crc32: int, now: int
@@ -119,7 +122,7 @@ class RegisterBodyCache:
         check_body_crc32(body, body_crc32, None if prepared is None else prepared.crc32)
         raw = body if type(body) is bytes else bytes(body)
         key = (old_format, compressed and not old_format, raw)
-        entry = self._entries.get(key)
+        entry = self._entries.get(key) if len(raw) in self._lengths else None
         if entry is not None:
             self._entries.move_to_end(key)
             self.hits += 1
@@ -139,8 +142,13 @@ class RegisterBodyCache:
             self._entries[key] = entry
             self._topics += size
             self._bytes += len(raw)
+            self._lengths[len(raw)] = self._lengths.get(len(raw), 0) + 1
             while self._topics > self.max_topics or self._bytes > self.max_bytes:
                 (_, _, old_raw), (old, _) = self._entries.popitem(last=False)
                 self._topics -= len(old.topics) + 1
                 self._bytes -= len(old_raw)
+                if self._lengths[len(old_raw)] == 1:
+                    del self._lengths[len(old_raw)]
+                else:
+                    self._lengths[len(old_raw)] -= 1
         return entry
