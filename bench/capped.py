@@ -7,8 +7,8 @@ registrations over a cap of
 ``[nameserver]``, each answered before the next is sent, at a steady pace and then back to back
 (the most one connection can make the server refuse):
 
-* **over the topic cap**: a compressed REGISTER_BROKER of 300,000 topics (about 0.7 MB on the wire,
-  7 MB inflated), the shape of the oversized registrations the caps exist for;
+* **over the topic cap**: a compressed REGISTER_BROKER of 300,000 topics (about 0.8 MB on the wire,
+  9.6 MB inflated), the shape of the oversized registrations the caps exist for;
 * **over the byte cap**: a compressed body of one topic whose filter list inflates to 32 MiB
   (32 KB on the wire), refused once inflation reaches the cap (16 MiB by default).
 

@@ -154,7 +154,10 @@ class FrameDecoder:
             decoded = {"frame_length": length, "serialize_type": serialize_type, "header_length": header_length}
             decoded.update(exc.decoded_so_far)
             raise self._fail(exc.reason, decoded, exc.detail) from None
-        body = bytes(buf[header_end:frame_end]) if frame_end > header_end else None
+        body = None
+        if frame_end > header_end:
+            with memoryview(buf) as view:  # one copy (a bytearray slice would be a second)
+                body = view[header_end:frame_end].tobytes()
         self.last_key = key
         if frame_end == end:  # everything consumed: reset without copying
             buf.clear()

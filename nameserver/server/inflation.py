@@ -2,26 +2,47 @@
 
 A compressed body of a few hundred KB may inflate to ``[nameserver] max_register_body_bytes``
 (16 MiB by default) before it is refused, tens of milliseconds of zlib during which no lookup
-would be answered. So a compressed registration the decoded-body cache does not hold is inflated
-on a worker thread (zlib releases the GIL) while its connection waits, its later frames
-unread, and the other connections are served; then it is handled as usual, in order, with the
-content ready (:attr:`RegisterBodyCache.prepared`). The route tables are still touched only on
-the loop, in the request's critical section (docs/nameserver-semantics.md A7).
+would be answered. So a compressed registration the decoded-body cache does not hold is inflated,
+and its CRC computed, on a worker thread while its connection waits, its later frames unread, and
+the other connections are served; then it is handled as usual, in order, with both ready
+(:attr:`RegisterBodyCache.prepared`). The route tables are still touched only on the loop, in the
+request's critical section (docs/nameserver-semantics.md A7).
+
+The worker shares the GIL with the loop. zlib releases it while it inflates, and the content comes
+in small pieces (:func:`~nameserver.codec.register.compressed.inflate_chunks`), so the worker holds
+it only briefly between pieces. But CPython hands the GIL back to a thread that asks for it again
+at once: the loop thread, woken when the worker lets go, is slower to run than the worker is to
+call zlib again, and may lose the GIL to it piece after piece for the whole inflation. So the
+worker sleeps a moment every :data:`GIL_YIELD_EVERY` pieces, long enough for a waiting loop to
+take the GIL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, Protocol, TypeVar
 
-from nameserver.codec import RegisterLimits, RemotingCommand, RequestCode, Version, inflate, parse_bool
-from nameserver.server.bodycache import RegisterBodyCache
+from nameserver.codec import (
+    RegisterLimits,
+    RemotingCommand,
+    RequestCode,
+    Version,
+    body_crc32,
+    inflate_chunks,
+    parse_bool,
+)
+from nameserver.server.bodycache import PreparedBody, RegisterBodyCache
 
 # zlib inflates at most ~1,032 bytes per byte, so a smaller body inflates to about 1 MiB at most,
 # a few milliseconds: not worth a thread hop.
 OFF_LOOP_BYTES = 1024
+# The worker's pause for the loop (module docstring): after every 8 pieces (256 KiB of content),
+# 0.1 ms, longer than a woken thread takes to be scheduled.
+GIL_YIELD_EVERY = 8
+GIL_YIELD_S = 0.0001
 _REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
 _V3_0_11 = int(Version.V3_0_11)
 
@@ -39,12 +60,26 @@ class HeldChannel(Protocol):
 _C = TypeVar("_C", bound=HeldChannel)
 
 
+def prepare(body: bytes, limits: RegisterLimits) -> PreparedBody:
+    """A compressed body's CRC and content or refusal (run on the worker thread; zlib's CRC, like
+    its inflation, releases the GIL)."""
+    return PreparedBody(body_crc32(body), inflate_outcome(body, limits))
+
+
 def inflate_outcome(body: bytes, limits: RegisterLimits) -> bytes | Exception:
     """The content of a compressed body, or the refusal it earns (run on the worker thread)."""
+    pieces: list[bytes] = []
     try:
-        return inflate(body, limits)
+        for piece in inflate_chunks(body, limits):
+            pieces.append(piece)
+            if len(pieces) % GIL_YIELD_EVERY == 0:
+                time.sleep(GIL_YIELD_S)  # let the loop take the GIL (module docstring)
+        return b"".join(pieces)
     except Exception as exc:  # noqa: BLE001 - handed to the request's own handling
-        return exc
+        # without its traceback, which would keep this frame, and the content inflated so far,
+        # alive until the garbage collector found the cycle the loop's handling makes of it
+        pieces.clear()
+        return exc.with_traceback(None)
 
 
 class RegisterInflation(Generic[_C]):
@@ -81,10 +116,10 @@ class RegisterInflation(Generic[_C]):
         assert body is not None  # wants() takes only a request with a body
         channel.hold()
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(self._pool, inflate_outcome, body, self._bodies.limits)
+        future = loop.run_in_executor(self._pool, prepare, body, self._bodies.limits)
         future.add_done_callback(lambda done: self._ready(channel, cmd, done))
 
-    def _ready(self, channel: _C, cmd: RemotingCommand, done: asyncio.Future[bytes | Exception]) -> None:
+    def _ready(self, channel: _C, cmd: RemotingCommand, done: asyncio.Future[PreparedBody]) -> None:
         try:
             if done.cancelled() or channel.closing:
                 return  # the connection went: so does its request

@@ -27,7 +27,7 @@ from nameserver.codec.register.body import (
 )
 from nameserver.codec.register.body_decoder import decode_register_body
 from nameserver.codec.register.body_encoder import encode_register_body, topic_config_json, topic_config_text
-from nameserver.codec.register.compressed import inflate, parse_topic_config_text
+from nameserver.codec.register.compressed import inflate, inflate_chunks, parse_topic_config_text
 from nameserver.codec.register.json_form import decode_data_version_body, parse_data_version
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "decode_register_body",
     "encode_register_body",
     "inflate",
+    "inflate_chunks",
     "parse_data_version",
     "parse_topic_config_text",
     "topic_config_json",

@@ -89,13 +89,15 @@ def body_crc32(body: bytes | None) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF if body else 0
 
 
-def check_body_crc32(body: bytes | None, expected: int) -> None:
-    """Check the header's ``bodyCrc32`` (§8.2); 0 means no check.
+def check_body_crc32(body: bytes | None, expected: int, actual: int | None = None) -> None:
+    """Check the header's ``bodyCrc32`` (§8.2); 0 means no check. ``actual``: the body's
+    :func:`body_crc32` if it was computed beforehand.
 
     Raises:
         CrcMismatch: ``expected`` is non-zero and differs (a negative value never matches).
     """
     if expected != 0:
-        actual = body_crc32(body)
+        if actual is None:
+            actual = body_crc32(body)
         if actual != expected:
             raise CrcMismatch(expected, actual)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 
 from nameserver.codec.fastjson import loads
 from nameserver.codec.headers import parse_int32
@@ -12,51 +13,87 @@ from nameserver.codec.register.body import FILTER_TYPES, I32, BadBody, RegisterB
 from nameserver.codec.register.json_form import filter_list, parse_data_version, sorted_topics
 from nameserver.model import TopicConfig
 
-# Inflated first, to read the topic count before the rest: the data version's JSON is short.
-HEAD_BYTES = 64 * 1024
+# Content comes out of zlib a piece at a time, from input fed a slice at a time, so that inflating
+# never holds CPython's GIL for long: zlib releases it while it inflates, a piece of CHUNK_BYTES
+# fills one output block, which CPython hands back as is (a larger piece is copied once more into
+# a fresh object, with the GIL held), and each call copies no more than INPUT_BYTES of unconsumed
+# input into ``unconsumed_tail`` (the whole rest of the body if it were given at once).
+CHUNK_BYTES = 32 * 1024
+INPUT_BYTES = 16 * 1024
+
+
+def inflate_chunks(data: bytes, limits: RegisterLimits) -> Iterator[bytes]:
+    """The zlib stream's content, in pieces of at most :data:`CHUNK_BYTES`.
+
+    The topic count (after the data version's JSON) is checked as soon as the content reaches it,
+    and the content is refused as soon as it passes ``limits.max_body_bytes``, before the piece
+    that passes it is handed out: an oversized body is refused having inflated no more than the cap
+    (a body over the topic cap, usually only its first piece), and its content is never built.
+
+    Raises:
+        RegisterTooLarge: too many topics, or more bytes than the cap (while iterating).
+        BadBody: not a complete zlib stream (while iterating).
+    """
+    limit = limits.max_body_bytes
+    inflater = zlib.decompressobj()
+    view = memoryview(data)
+    taken = 0  # input bytes fed to zlib so far
+    tail: bytes | memoryview = b""  # fed but not consumed (zlib stopped at the piece's size)
+    size = 0
+    head: bytearray | None = bytearray()  # the content up to the topic count, until it is read
+    try:
+        while not inflater.eof:
+            fed = tail or view[taken : taken + INPUT_BYTES]
+            if not tail:
+                taken += len(fed)
+            piece = inflater.decompress(fed, min(CHUNK_BYTES, limit + 1 - size))
+            tail = inflater.unconsumed_tail
+            if not piece:
+                if not fed:
+                    break  # no input left and nothing more from zlib: truncated
+                continue
+            size += len(piece)
+            if head is not None:
+                head += piece
+                head = _check_topic_count(head, limits)
+            if size > limit:  # one byte more than the cap is too many
+                limits.check_bytes(size, f"inflates beyond {limit} bytes")
+            yield piece
+    except zlib.error as exc:
+        raise BadBody(f"Failed to decode RegisterBrokerBody: bad zlib stream: {exc}") from None
+    if not inflater.eof:
+        raise BadBody("Failed to decode RegisterBrokerBody: truncated zlib stream")
+    # bytes after the stream's end are ignored, as InflaterInputStream does
 
 
 def inflate(data: bytes, limits: RegisterLimits) -> bytes:
-    """The zlib stream's content. Its topic count (at the start of the content) is checked after
-    the first :data:`HEAD_BYTES`, and the whole is refused beyond ``limits.max_body_bytes``, so an
-    oversized body is refused having inflated no more than the cap.
+    """The zlib stream's content, all of it (:func:`inflate_chunks` joined).
 
     Raises:
         RegisterTooLarge: too many topics, or more bytes than the cap.
         BadBody: not a complete zlib stream.
     """
-    limit = limits.max_body_bytes
-    inflater = zlib.decompressobj()
-    try:
-        content = inflater.decompress(data, min(limit, HEAD_BYTES))
-        count = _topic_count(content)
-        if count is not None:
-            limits.check_topics(count)
-        if not inflater.eof and len(content) < limit:
-            content += inflater.decompress(inflater.unconsumed_tail, limit - len(content))
-        # at the cap, one more byte of output (from the input left or from zlib's window) is too many
-        over = not inflater.eof and len(content) >= limit and inflater.decompress(inflater.unconsumed_tail, 1)
-    except zlib.error as exc:
-        raise BadBody(f"Failed to decode RegisterBrokerBody: bad zlib stream: {exc}") from None
-    if over:
-        limits.check_bytes(limit + 1, f"inflates beyond {limit} bytes")
-    if not inflater.eof:
-        raise BadBody("Failed to decode RegisterBrokerBody: truncated zlib stream")
-    return content  # bytes after the stream's end are ignored, as InflaterInputStream does
+    return b"".join(inflate_chunks(data, limits))
 
 
-def _topic_count(head: bytes) -> int | None:
-    """The topic count of inflated content: after the data version's length and JSON; None when
-    ``head`` does not reach it."""
-    count: int
-    try:
-        (n,) = I32.unpack_from(head, 0)
-        if n < 0:
-            return None
-        (count,) = I32.unpack_from(head, 4 + n)
-    except struct.error:
+def _check_topic_count(head: bytearray, limits: RegisterLimits) -> bytearray | None:
+    """Check the topic count once ``head`` (the content so far) reaches it, after the data
+    version's length and JSON; ``head`` while it does not, None once there is nothing to check
+    (checked, or a negative length, which decoding refuses as truncated).
+
+    Raises:
+        RegisterTooLarge: too many topics.
+    """
+    if len(head) < 4:
+        return head
+    (n,) = I32.unpack_from(head, 0)
+    if n < 0:
         return None
-    return count
+    if len(head) < 8 + n:
+        return head
+    (count,) = I32.unpack_from(head, 4 + n)
+    limits.check_topics(count)
+    return None
 
 
 def parse_topic_config_text(text: str) -> TopicConfig:

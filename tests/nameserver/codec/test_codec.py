@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import zlib
 
 import pytest
@@ -32,6 +33,7 @@ from nameserver.codec import (
     make_response,
 )
 from nameserver.codec.fastjson import encode_data_version
+from nameserver.codec.register.compressed import CHUNK_BYTES
 from nameserver.model import ZERO_DATA_VERSION, DataVersion, TopicConfig
 
 JSON, ROCKETMQ = SerializeType.JSON, SerializeType.ROCKETMQ
@@ -942,6 +944,35 @@ def test_a_compressed_body_is_refused_by_its_count_before_the_rest_is_inflated()
     limits = codec.RegisterLimits(max_topics=1000, max_body_bytes=1 << 20)
     with pytest.raises(codec.RegisterTooLarge, match="1000000 topics"):
         decode_register_body(body, version=407, compressed=True, now=NOW, limits=limits)
+
+
+def test_a_compressed_body_is_refused_by_its_count_wherever_the_count_sits():
+    # a data version padded with whitespace far past the first pieces inflated: the count that
+    # follows it is still read, and refused, before a topic is parsed
+    topics = [b"T%03d 4 4 6 SINGLE_TAG" % i for i in range(51)]
+    content = _content(b'{"counter":1' + b" " * 200_000 + b"}", *topics, b"[]")
+    limits = codec.RegisterLimits(max_topics=50, max_body_bytes=1 << 20)
+    with pytest.raises(codec.RegisterTooLarge, match="51 topics > max_register_topics 50"):
+        decode_register_body(zlib.compress(content), version=407, compressed=True, now=NOW, limits=limits)
+    at_cap = _content(b'{"counter":1' + b" " * 200_000 + b"}", *topics[:50], b"[]")
+    decoded = decode_register_body(zlib.compress(at_cap), version=407, compressed=True, now=NOW, limits=limits)
+    assert len(decoded.topics) == 50
+
+
+def test_inflation_hands_out_bounded_pieces_and_nothing_beyond_the_cap():
+    # incompressible and repetitive parts, so that zlib's input and output run at different paces
+    content = _content(b'{"counter":1}', b"A 1 1 6 SINGLE_TAG", b"[]", tail=os.urandom(100_000) + b"x" * 300_000)
+    body = zlib.compress(content) + b"after the stream"  # ignored, as InflaterInputStream does
+    exact = codec.RegisterLimits(max_topics=10, max_body_bytes=len(content))
+    pieces = list(codec.inflate_chunks(body, exact))
+    assert b"".join(pieces) == content == codec.inflate(body, exact)
+    assert max(map(len, pieces)) <= CHUNK_BYTES
+    handed: list[bytes] = []
+    with pytest.raises(codec.RegisterTooLarge, match=f"inflates beyond {len(content) - 1} bytes"):
+        handed.extend(codec.inflate_chunks(body, codec.RegisterLimits(max_topics=10, max_body_bytes=len(content) - 1)))
+    assert len(content) - CHUNK_BYTES <= sum(map(len, handed)) < len(content)
+    with pytest.raises(BadBody, match="truncated"):
+        codec.inflate(zlib.compress(content)[:-100], exact)
 
 
 def test_a_compressed_body_of_exactly_the_byte_cap_passes():

@@ -9,9 +9,18 @@ import zlib
 
 from common.config import NameServerConfig
 from nameserver.client import RemotingClient, register_broker_request, route_request
-from nameserver.codec import MAX_FRAME_BYTES, ResponseCode, body_crc32, decode_frame, encode_frame, encode_register_body
+from nameserver.codec import (
+    MAX_FRAME_BYTES,
+    RegisterLimits,
+    RegisterTooLarge,
+    ResponseCode,
+    body_crc32,
+    decode_frame,
+    encode_frame,
+    encode_register_body,
+)
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.inflation import OFF_LOOP_BYTES
+from nameserver.server.inflation import OFF_LOOP_BYTES, prepare
 from tests.nameserver.server.test_server import RawConn, arun, events_of, running
 
 CAPS = {"max_register_topics": 100, "max_register_body_bytes": 64 * 1024}
@@ -121,3 +130,32 @@ def test_a_large_compressed_registration_is_inflated_off_the_loop_in_its_connect
     ]
     assert "8000 topics > max_register_topics 5000" in answers[2].remark
     assert "inflates beyond" in answers[3].remark
+
+
+def test_a_body_inflated_off_the_loop_is_still_crc_checked_first(tmp_path):
+    # the worker computes the CRC with the content; a mismatch is answered as on the loop, before
+    # what inflating it found (here: too many topics)
+    names = [hashlib.sha256(b"%d" % i).hexdigest()[:20] for i in range(200)]
+    over = register("10.0.0.2:10911", "broker-over", [TopicConfig(n, 4, 4) for n in names], compressed=True)
+    assert len(over.body) > OFF_LOOP_BYTES
+    over.ext_fields["bodyCrc32"] = str((body_crc32(over.body) + 1) % 2**31)
+
+    async def body():
+        async with running(tmp_path, **CAPS) as ctl:
+            client = await RemotingClient.connect(ctl.host, ctl.port)
+            answer = await client.request(over)
+            await client.close()
+            return answer
+
+    answer = arun(body())
+    assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
+    assert [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"] == ["crc_mismatch"]
+
+
+def test_the_worker_keeps_nothing_of_a_body_it_refuses():
+    # the refusal goes back to the loop without its traceback: that would hold the worker's frame,
+    # and every piece inflated before the cap, until the loop's garbage collector freed them
+    request = bomb("10.0.0.9:10911")
+    prepared = prepare(request.body, RegisterLimits(max_topics=100, max_body_bytes=64 * 1024))
+    assert isinstance(prepared.content, RegisterTooLarge) and prepared.content.__traceback__ is None
+    assert prepared.crc32 == body_crc32(request.body)

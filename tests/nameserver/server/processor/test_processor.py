@@ -527,6 +527,26 @@ def test_register_body_cache_is_bounded_by_bytes_and_recalls_only_equal_bytes():
     assert cache.decode(other, version=407, compressed=False, body_crc32=0, now=0)[0] is not first
 
 
+def test_register_body_cache_recalls_bodies_of_one_length_after_evictions():
+    # bodies of equal length (counters 0..9), three held at a time: the newest are recalled, the
+    # evicted ones decoded afresh
+    from nameserver.server.bodycache import RegisterBodyCache
+
+    cache = RegisterBodyCache(max_topics=6)  # (1 topic + 1) per entry
+    bodies = [register_broker_request("C1", M, "a", 0, "h", DataVersion(1, n), [A]).body for n in range(10)]
+    assert len(set(map(len, bodies))) == 1
+    for body in bodies:
+        cache.decode(body, version=407, compressed=False, body_crc32=0, now=0)
+    assert [cache.holds(body, version=407, compressed=False) for body in bodies] == [False] * 7 + [True] * 3
+    misses = cache.misses
+    cache.decode(bodies[9], version=407, compressed=False, body_crc32=0, now=0)
+    assert (cache.hits, cache.misses) == (1, misses)
+    cache.decode(bodies[0], version=407, compressed=False, body_crc32=0, now=0)  # evicts bodies[7]
+    assert cache.misses == misses + 1
+    assert [cache.holds(body, version=407, compressed=False) for body in bodies[7:]] == [False, True, True]
+    assert cache.holds(bodies[0], version=407, compressed=False)
+
+
 @pytest.mark.parametrize("opaque", [0, 1, -1, 2**31 - 1, -(2**31), 123456])
 @pytest.mark.parametrize("body", [None, b"", b'{"x":1}'])
 def test_encode_response_shortcut_is_encode_frame(opaque, body):
