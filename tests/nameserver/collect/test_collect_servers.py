@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ import pytest
 from common.config import CollectConfig, EventLogConfig, NameServerConfig
 from nameserver.client import RemotingClient, simple_request
 from nameserver.codec import FrameDecoder, RequestCode, ResponseCode, encode_frame, make_response
-from nameserver.collect.collector import Collector
+from nameserver.collect.collector import GC_THRESHOLDS, Collector
 from nameserver.collect.poller import backoff_ms
 from nameserver.collect.rounds import READ_ONLY_CODES, ask
 from nameserver.collect.targets import Target
@@ -362,6 +363,28 @@ def test_an_error_answer_fails_the_round_with_the_code_and_remark(tmp_path):
     assert len(lines) == 2 and all(
         "FAILED error_answer: GET_BROKER_CLUSTER_INFO answered code 1" in line for line in lines
     )
+
+
+def test_while_it_runs_young_objects_are_collected_less_often_and_the_thresholds_come_back(tmp_path):
+    before = gc.get_threshold()
+    during: list[tuple[int, ...]] = []
+
+    async def body():
+        server = await asyncio.start_server(_system_error, "127.0.0.1", 0)
+        collector = Collector(
+            [Target("err", "127.0.0.1", server.sockets[0].getsockname()[1])],
+            tmp_path / "obs",
+            FAST,
+            EventLogConfig(durability="none"),
+            lambda line: during.append(gc.get_threshold()),
+        )
+        collector.start()
+        await collector.run(max_rounds=1)
+        server.close()
+
+    arun(body())
+    assert during == [GC_THRESHOLDS] and GC_THRESHOLDS != before
+    assert gc.get_threshold() == before
 
 
 def test_a_stop_during_a_hung_round_ends_at_once_without_an_error_event(tmp_path):
