@@ -119,14 +119,7 @@ class LiveJudge:
             old_cells = {t: set(old.qd.get(t, {})) for t in topics}
             old.apply(view, topics, brokers)
             server = old
-        if old is None:  # its first round: every topic at once
-            self.perms.first_round(ns, server.qd, server.unwritable, now)
-            self._saw_all(ns, server.qd)
-        for topic in topics if old is not None else ():
-            cells = server.qd.get(topic, {})
-            self.perms.update(ns, topic, cells, now)
-            if cells:
-                self._saw(ns, topic, cells)
+        self._take_in(ns, server, topics, old is None, now)
         self.incidents.answered(ns)
         if ns in self.down:
             self._came_back(ns, server, now)
@@ -279,13 +272,19 @@ class LiveJudge:
         if len(earlier) > SEEN_KEPT:  # a topic that changes often: only its groups once writable
             earlier[:] = [{name: value for c in earlier for name, value in c.items() if value[2] & PERM_WRITE}]
 
-    def _saw_all(self, ns: str, qd: dict[str, Cells]) -> None:
-        """:meth:`_saw` of every topic of ``qd``."""
-        if ns not in self._seen:
-            self._seen[ns] = dict(qd)
-            return
-        for topic, cells in qd.items():
-            self._saw(ns, topic, cells)
+    def _take_in(self, ns: str, server: KnownServer, topics: set[str], first: bool, now: int) -> None:
+        """The perm runs of ``topics`` and what ``ns`` showed of them today (``first``: all at once)."""
+        if first:
+            self.perms.first_round(ns, server.qd, server.unwritable, now)
+            if ns not in self._seen:  # nothing shown earlier today: what it shows is its table
+                self._seen[ns] = dict(server.qd)
+                return
+        for topic in topics:
+            cells = server.qd.get(topic, {})
+            if not first:
+                self.perms.update(ns, topic, cells, now)
+            if cells:
+                self._saw(ns, topic, cells)
 
     def _writable_earlier(self, ns: str, topic: str, name: str) -> bool:
         """``ns`` showed ``topic``'s QueueData of ``name`` with write perm earlier today."""
@@ -356,8 +355,7 @@ class LiveJudge:
             brokers |= server.brokers.keys()
             addrs |= server.addrs.keys()
         # a topic no server holds without write perm, with nothing wiped before, has no cell to judge
-        unwritable = set(self._unwritable).union(*(s.unwritable for s in self.servers.values()))
-        self._wiped_conditions(topics & unwritable, now)
+        self._wiped_conditions(topics & {*self._unwritable}.union(*(s.unwritable for s in self.servers.values())), now)
         for key in self.divergence.keys():
             if key[0] == BROKER_MISSING:
                 addrs.add(key[1])
