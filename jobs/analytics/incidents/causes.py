@@ -12,7 +12,8 @@ Families (docs/audit.md, "Incidents"):
   that a delete of the topic caused (:func:`with_unroutable_causes`); one that the loss of the
   topic's last broker group caused is that group's (``broker``), one that a restart caused the
   server's;
-- ``server`` (key: server id): ``ns_restart``, ``observed_server_down`` and the telemetry findings;
+- ``server`` (key: server id): ``ns_restart``, ``observed_server_down`` and the telemetry findings,
+  and what the server lacked just after its restart (:func:`with_restart_causes`);
 - ``layout`` (key: ``read_lt_write:<topic>``, ``queue_skew:<cluster>``, ``single_broker_topic``):
   configuration present all day;
 - anything else is its own family (the kind), keyed by subject; the first-day name findings
@@ -197,15 +198,24 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
     )
 
 
-def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
-    """Move a ``route_missing`` episode of one server that began within ``gap_ms`` of that
-    server's restart (the end of an ``ns_restart``, or of an ``observed_server_down``: an observed
-    server back from an outage) to the ``server`` family of that server.
+# what a restarted server lacks until the brokers register with it again: episodes of that server
+# alone, and what the shadow has that it lacks
+RESTART_LOSSES = ("route_missing", "broker_missing")
 
-    A restart empties the server's tables and every broker registers again; a group whose master
-    is gone at that moment registers its slave only, which carries no routes, while the other
-    servers keep the group's QueueData: the topic is missing on the restarted server alone until
-    the master returns. That is the restart's impact, not a fault of the topic.
+
+def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
+    """Move what a server lacked after its restart to the ``server`` family of that server: a
+    ``route_missing`` or ``broker_missing`` episode of that server alone, or an
+    ``observed_broker_missing`` of it, that began within ``gap_ms`` of its restart (the end of an
+    ``ns_restart``, or of an ``observed_server_down``: an observed server back from an outage),
+    unless the server already lacked the same topic or broker when the restart began (a partition
+    that goes on: that stays with its cause).
+
+    A restart empties the server's tables and every broker registers again at its next period; a
+    group whose master is gone at that moment registers its slave only, which carries no routes,
+    while the other servers keep the group's QueueData: the topic or broker is missing on the
+    restarted server alone until it registers. That is the restart's impact, not a fault of the
+    topic or the broker.
 
     Args:
         findings_df: :func:`with_servers` and :func:`with_span_ms` rows with their cause.
@@ -213,21 +223,38 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
 
     Example:
         ``ns-a`` back at 14:50:53 after a restart, ``topic-0010`` missing on ``ns-a`` alone from
-        14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident.
+        14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident. A
+        broker missing on ``ns-a`` from 14:00 until its stop at 14:50 and again after: its own.
     """
+    kind, episode = F.col("kind"), F.col("_d")["kind"]
+    lost = ((kind == "ns_divergence") & episode.isin(*RESTART_LOSSES) & (F.size("servers") == 1)) | (
+        kind == "observed_broker_missing"
+    )
+    # one condition of one server: the kind, the episode's kind, the subject and the server
+    condition = [kind, F.coalesce(episode, F.lit("")), F.col("subject"), F.col("servers")[0]]
+    losses_df = findings_df.where(lost).select(
+        "finding_id", "event_ms", "end_ms", *(c.alias(f"_l{i}") for i, c in enumerate(condition))
+    )
     restarts_df = broadcast(
-        findings_df.where(F.col("kind").isin(*RESTART_KINDS)).select(
-            F.col("ns").alias("_r_ns"), F.col("end_ms").alias("_r_end")
+        findings_df.where(kind.isin(*RESTART_KINDS)).select(
+            F.col("ns").alias("_r_ns"), F.col("start_ms").alias("_r_start"), F.col("end_ms").alias("_r_end")
         )
     )
-    episode = (F.col("kind") == "ns_divergence") & (F.col("_d")["kind"] == "route_missing") & (F.size("servers") == 1)
-    after = (
-        episode
-        & (F.col("servers")[0] == F.col("_r_ns"))
-        & F.col("event_ms").between(F.col("_r_end"), F.col("_r_end") + gap_ms)
+    after_df = losses_df.join(
+        restarts_df,
+        (F.col("_l3") == F.col("_r_ns")) & F.col("event_ms").between(F.col("_r_end"), F.col("_r_end") + gap_ms),
     )
-    moved_df = findings_df.join(restarts_df, after, "left_semi").select(
-        "finding_id", F.lit(True).alias("_after_restart")
+    before_df = losses_df.select(
+        *(F.col(f"_l{i}").alias(f"_b{i}") for i in range(len(condition))),
+        F.col("event_ms").alias("_b_start"),
+        F.col("end_ms").alias("_b_end"),
+    )
+    already = [F.col(f"_l{i}") == F.col(f"_b{i}") for i in range(len(condition))]
+    lacked = F.col("_b_start") < F.col("_r_start")
+    moved_df = (
+        after_df.join(before_df, [*already, lacked, F.col("_b_end") >= F.col("_r_start")], "left_anti")
+        .select("finding_id", F.lit(True).alias("_after_restart"))
+        .distinct()
     )
     moved = F.coalesce(F.col("_after_restart"), F.lit(False))
     return (

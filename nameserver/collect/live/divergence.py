@@ -225,6 +225,10 @@ class Divergence:
                 causes.add(self.cause(key, probe))
         return causes
 
+    def lacking(self, ns: str) -> set[Key]:
+        """The keys of the open episodes ``ns`` alone is off the majority of."""
+        return {key for key, e in self.episodes.items() if e.finding is not None and e.finding.servers == (ns,)}
+
     def keys(self) -> list[Key]:
         """The keys with a disagreement in progress."""
         return list(self.episodes)

@@ -62,7 +62,7 @@ class LiveJudge:
         servers: the servers whose state is known now.
         book: the open findings.
         incidents: the live incidents.
-        down: servers down now -> the addresses they listed when they failed.
+        down: servers down now -> (addresses listed when they failed, keys they alone diverged on then).
         perms: who set each QueueData's permission.
     """
 
@@ -75,7 +75,7 @@ class LiveJudge:
         self.book = FindingBook()
         self.divergence = Divergence(grace_ms, self.book, self._divergence_cause)
         self.incidents = Incidents(gap_ms)
-        self.down: dict[str, int] = {}
+        self.down: dict[str, tuple[int, set[Key]]] = {}
         self.day: int | None = None
         # ns -> topic -> the QueueData (KnownServer.qd's, never changed in place) it showed earlier today
         # (one dict, or a list of them once it showed several: a snapshot adds no container per topic)
@@ -84,7 +84,8 @@ class LiveJudge:
         self._unwritable: dict[str, set[tuple[str, str]]] = {}  # topic -> (ns, broker) lacking write perm
         # (ns, broker) -> its masterless BrokerData's run: (start, pending, addresses)
         self._runs: dict[tuple[str, str], tuple[int, bool, str]] = {}
-        self._back_ms: dict[str, int] = {}  # when each server last came back from an outage
+        # when each server last came back from an outage, and what it alone lacked when it went down
+        self._back: dict[str, tuple[int, set[Key]]] = {}
         self.addr_names: dict[str, str] = {}  # broker address -> the broker name it was last listed under
         self.perms = PermSources(poll_ms, alone=alone)
         self._held = HeldFindings(self.book)  # no_writable_queue / write_perm_wiped on perm runs still pending
@@ -173,19 +174,19 @@ class LiveJudge:
         if old is not None:
             self._forget(ns, now)
             if down:
-                self.down[ns] = len(old.addrs)
+                self.down[ns] = (len(old.addrs), self.divergence.lacking(ns))
                 self._start("observed_server_down", ns, ns, now, {"brokers_before": len(old.addrs)}, "server", ns)
             self._everything(now, set(old.qd), set(old.brokers), set(old.addrs))
         return self._finish(now)
 
     def _came_back(self, ns: str, server: KnownServer, now: int) -> None:
-        before = self.down.pop(ns)
+        before, lacked = self.down.pop(ns)
         finding = self.book.open.get(("observed_server_down", ns, ns))
         if finding is not None:
             after = len(server.addrs)
             finding.detail.update(came_back=True, brokers_after=after, tables_emptied=after < before)
             self.book.end(("observed_server_down", ns, ns), now)
-            self._back_ms[ns] = now
+            self._back[ns] = (now, lacked)
 
     def _forget(self, ns: str, now: int) -> None:
         """``ns``'s known period ended at ``now``: its own findings end there."""
@@ -259,9 +260,7 @@ class LiveJudge:
 
     def _saw(self, ns: str, topic: str, cells: Cells) -> None:
         """``ns`` showed ``cells`` of ``topic``: what was writable is remembered until midnight."""
-        of_ns = self._seen.get(ns)
-        if of_ns is None:
-            of_ns = self._seen[ns] = {}
+        of_ns = self._seen.setdefault(ns, {})
         earlier = of_ns.get(topic)
         if earlier is None:
             of_ns[topic] = cells
@@ -367,11 +366,12 @@ class LiveJudge:
 
     def _divergence_cause(self, key: Key, finding: LiveFinding) -> tuple[str, str]:
         kind, what = key
-        if kind == ROUTE_MISSING:
-            # a route missing on a server just back from an outage is that outage's impact
-            back = self._back_ms.get(finding.servers[0]) if len(finding.servers) == 1 else None
-            if back is not None and back <= finding.start_ms <= back + self.gap_ms:
+        if kind in (ROUTE_MISSING, BROKER_MISSING) and len(finding.servers) == 1:
+            # what a server just back from an outage lacks, and did not when it went, is its impact
+            back, lacked = self._back.get(finding.servers[0], (None, set()))
+            if back is not None and back <= finding.start_ms <= back + self.gap_ms and key not in lacked:
                 return "server", finding.servers[0]
+        if kind == ROUTE_MISSING:
             return "topic", what
         if kind == BROKER_MISSING:
             return "broker", self.addr_names.get(what, str(what))

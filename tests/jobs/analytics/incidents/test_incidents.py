@@ -261,7 +261,7 @@ def test_findings_sharing_a_root_cause_make_one_incident(spark):
     assert len(got) == 8
 
 
-def test_a_route_missing_on_a_server_just_restarted_is_the_restarts_impact(spark):
+def test_what_a_server_lacks_just_after_its_restart_is_the_restarts_impact(spark):
     rows = [
         finding("r1", "ns_restart", "warning", "ns-c", "ns-c", 15 * H - 60_000, 15 * H),
         # from ns-c's start until midnight t1 is missing on ns-c alone: its group's master was gone
@@ -302,6 +302,47 @@ def test_a_route_missing_on_a_server_just_restarted_is_the_restarts_impact(spark
             key={"topic": "t3"},
             **views("ns-c", "absent", "present"),
         ),
+        # broker-003 registers with ns-c again 40 s after its start: the restart's too, as the shadow
+        # saw it and as the servers disagreed
+        finding(
+            "r3",
+            "ns_divergence",
+            "warning",
+            "10.0.3.1:10911",
+            None,
+            15 * H,
+            15 * H + 40_000,
+            kind="broker_missing",
+            key={"broker_addr": "10.0.3.1:10911"},
+            **views("ns-c", "absent", "live"),
+        ),
+        finding(
+            "r4",
+            "observed_broker_missing",
+            "warning",
+            "broker-003",
+            "ns-c",
+            15 * H,
+            15 * H + 40_000,
+            broker_addr="10.0.3.1:10911",
+            broker_name="broker-003",
+        ),
+        # t4 was missing on ns-c already when it stopped (a partition) and still is after: its own
+        *[
+            finding(
+                f"t4{part}",
+                "ns_divergence",
+                "warning",
+                "t4",
+                None,
+                start,
+                end,
+                kind="route_missing",
+                key={"topic": "t4"},
+                **views("ns-c", "absent", "present"),
+            )
+            for part, start, end in (("a", 14 * H, 15 * H - 60_000), ("b", 15 * H, DAY_MS))
+        ],
     ]
     addr_df = I.agg_addr_names(frame(spark, ADDR_ROWS, BROKER_ADDR_HISTORY_SCHEMA))
     linked_df = I.link_findings(frame(spark, rows, FINDINGS_SCHEMA), addr_df, DAY, STEP)
@@ -310,9 +351,10 @@ def test_a_route_missing_on_a_server_just_restarted_is_the_restarts_impact(spark
         for r in I.agg_incidents(linked_df, frame(spark, [(3,)], "n_servers int"), DAY).collect()
     )
     assert got == [
-        ("server_restart", "ns-c", ["ns-c"], ["r1", "r2"], 1),
+        ("server_restart", "ns-c", ["ns-c"], ["r1", "r2", "r3", "r4"], 1),
         ("topic_divergence", "t2", ["ns-b"], ["t2"], 1),
         ("topic_divergence", "t3", ["ns-c"], ["t3"], 1),
+        ("topic_divergence", "t4", ["ns-c"], ["t4a", "t4b"], 1),
     ]
 
 

@@ -134,6 +134,25 @@ def test_a_server_that_stops_answering_is_unreachable_and_a_restart_when_it_come
     assert summary(closed) == [("close", "server_restart", "ns-a", ["ns-a"], 1000)]
 
 
+def test_what_a_server_lacks_after_it_came_back_is_its_restarts_unless_it_lacked_it_when_it_went():
+    judge = LiveJudge(GRACE)
+    # ns-c is cut off from broker-b (and T2 is gone there): both past the grace before it goes down
+    cut = view([broker("broker-a", (0, A))], {"T1": route(("broker-a", 6))})
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": cut})
+    rounds(judge, T0 + GRACE + 1000, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": cut})
+    causes = lambda: sorted((i.family, i.cause_key) for i in judge.incidents.open_incidents())  # noqa: E731
+    assert causes() == [("broker", "broker-b"), ("topic", "T2")]
+    rounds(judge, T0 + 10_000, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": None})
+    # back emptied, and nothing registers with it again past the grace
+    empty = view([], {})
+    for at in (T0 + 12_000, T0 + 12_000 + GRACE + 1):
+        rounds(judge, at, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": empty})
+    # broker-a and T1, there when it went: the restart's; broker-b and T2 are still their own
+    assert causes() == [("broker", "broker-b"), ("server", "ns-c"), ("topic", "T2")]
+    server = next(i for i in judge.incidents.open_incidents() if i.family == "server")
+    assert sorted(f.subject for f in server.findings.values() if f.kind == "ns_divergence") == [A, "T1"]
+
+
 def test_a_group_without_master_counts_after_a_registration_period_unless_it_lost_its_master():
     judge = LiveJudge(GRACE)
     slave_first = view(
