@@ -32,8 +32,9 @@ from jobs.storage.stores import filesystem_of
 from schemas.events import EVENTS_TABLE_SCHEMA
 
 
-def event_batch(parsed: pa.Table, lines: pa.Array, file: str, plan: FastPlan) -> pa.RecordBatch:
-    """The ``events`` data columns (``plan.file_schema``) of accepted parsed lines."""
+def event_batch(parsed: pa.Table, lines: pa.Array, file: str | pa.Array, plan: FastPlan) -> pa.RecordBatch:
+    """The ``events`` data columns (``plan.file_schema``) of accepted parsed lines, all of segment
+    ``file`` or each of the one in the array."""
     n = parsed.num_rows
     arrays = []
     for field in plan.file_schema:
@@ -45,6 +46,8 @@ def event_batch(parsed: pa.Table, lines: pa.Array, file: str, plan: FastPlan) ->
             )
         elif name == "ts_ms":
             arrays.append(parsed.column("ts").combine_chunks())
+        elif name == "file" and isinstance(file, pa.Array):
+            arrays.append(file)
         elif name == "file":
             arrays.append(pa.array([file] * n, pa.string()) if n else pa.array([], pa.string()))
         elif name == "line":

@@ -1,7 +1,7 @@
 """Ingest's fast path: a Spark task per group of segment files (a large file alone, small ones
 together: :func:`jobs.ingest.segments.group_tasks`) cuts each file into numbered lines
 (:mod:`jobs.ingest.segments`), parses and checks them in batches with pyarrow
-(:mod:`jobs.ingest.classifier`) and writes the accepted ones to an uncommitted data file of
+(:mod:`jobs.ingest.classifier`; the lines of consecutive small files of a server in one batch) and writes the accepted ones to an uncommitted data file of
 ``events`` (:mod:`jobs.ingest.datafiles`), one per task and name server, without a trip
 through the JVM. Each file still gets its own summary (its line counts, seq order and steps).
 
@@ -54,6 +54,8 @@ SCANNED_SCHEMA = T.StructType(
     ]
 )
 _ARROW_SCANNED = to_arrow_schema(SCANNED_SCHEMA)
+# small files' lines scanned together: at most this many bytes of them pending (besides the lines)
+PENDING_BYTES = 16 << 20
 
 
 def scan_lines(spark: SparkSession, files: Sequence[SegmentFile], plan: FastPlan) -> DataFrame:
@@ -75,6 +77,7 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
     keep_archive_listings()
     fs, root = filesystem_of(plan.table_path, plan.store)
     data_files = TaskDataFiles(fs, root, plan)
+    pending = _Pending(data_files, plan)
     summaries: list[tuple[Any, ...]] = []
     try:
         for batch in batches:
@@ -84,10 +87,10 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
                 if seg["compressed"]:
                     data, tail_problem = gunzip(data)
                 summary = FileSummary()
-                yield from _scan_segment(
-                    data_files, plan, data, seg["date"], seg["ns"], seg["file"], tail_problem, summary
-                )
+                for lines in line_batches(data, seg["date"], seg["ns"], seg["file"], tail_problem):
+                    yield from pending.add(seg["date"], seg["ns"], seg["file"], lines, summary)
                 summaries.append((seg["date"], seg["ns"], seg["file"], summary))
+        yield from pending.scan()
         for last_file, info in data_files.close().items():
             next(s for _, _, file, s in summaries if file == last_file).data_file = info
     except BaseException:
@@ -96,27 +99,63 @@ def scan_segment_batches(batches: Iterator[pa.RecordBatch], plan: FastPlan) -> I
     yield _summary_batch(summaries)
 
 
-def _scan_segment(
-    data_files: TaskDataFiles,
-    plan: FastPlan,
-    data: bytes,
-    date: dt.date,
-    ns: str,
-    file: str,
-    tail_problem: str | None,
-    summary: FileSummary,
-) -> Iterator[pa.RecordBatch]:
-    for lines in line_batches(data, date, ns, file, tail_problem):
+class _Pending:
+    """Line batches of consecutive segment files of one date and server, scanned together once
+    they are :data:`~jobs.ingest.segments.BATCH_LINES` lines or :data:`PENDING_BYTES` (a day of many
+    small files is a few calls to the classifier and the writer, not one per file)."""
+
+    def __init__(self, data_files: TaskDataFiles, plan: FastPlan) -> None:
+        self._data_files, self._plan = data_files, plan
+        self._key: tuple[dt.date, str] | None = None
+        self._batches: list[pa.RecordBatch] = []
+        self._files: list[tuple[str, FileSummary]] = []
+        self._lines = self._bytes = 0
+
+    def add(
+        self, date: dt.date, ns: str, file: str, lines: pa.RecordBatch, summary: FileSummary
+    ) -> Iterator[pa.RecordBatch]:
+        """Take ``lines`` of ``file``; the slow lines of what was scanned because of it."""
+        if self._batches and self._key != (date, ns):
+            yield from self.scan()
+        self._key = (date, ns)
+        self._batches.append(lines)
+        self._files.append((file, summary))
+        self._lines += lines.num_rows
+        self._bytes += lines.nbytes
+        if self._lines >= segments.BATCH_LINES or self._bytes >= PENDING_BYTES:
+            yield from self.scan()
+
+    def scan(self) -> Iterator[pa.RecordBatch]:
+        """Scan what is pending: its accepted events written, each file's summary brought up to
+        date; the lines the fast path did not accept, for Spark."""
+        if not self._batches:
+            return
+        assert self._key is not None
+        date, ns = self._key
+        lines = self._batches[0] if len(self._batches) == 1 else pa.concat_batches(self._batches)
         text, numbers, problems = lines.column(4), lines.column(3), lines.column(5)
-        if plan.write_events:
-            fast, parsed = classify_lines(text, problems, ns, plan)
+        if self._plan.write_events:
+            fast, parsed = classify_lines(text, problems, ns, self._plan)
         else:
             fast, parsed = np.zeros(len(text), dtype=bool), None
-        summary.lines += len(text)
+        # each file's rows, and the fast rows before each row
+        bounds = np.cumsum([0, *(b.num_rows for b in self._batches)])
+        fast_before = np.concatenate(([0], np.cumsum(fast)))
+        seq = ts = line = np.zeros(0, dtype=np.int64)
         if parsed is not None and parsed.num_rows:
-            fast_numbers = numbers.filter(pa.array(fast))
-            data_files.write(date, ns, file, event_batch(parsed, fast_numbers, file, plan))
-            summary.add(parsed.column("seq").to_numpy(), parsed.column("ts").to_numpy(), fast_numbers.to_numpy())
+            keep = pa.array(fast)
+            fast_numbers = numbers.filter(keep)
+            sources = [f for i, (f, _) in enumerate(self._files) if fast_before[bounds[i + 1]] > fast_before[bounds[i]]]
+            batch = event_batch(parsed, fast_numbers, lines.column(2).filter(keep), self._plan)
+            self._data_files.write(date, ns, sources, batch)
+            seq, ts = parsed.column("seq").to_numpy(), parsed.column("ts").to_numpy()
+            line = fast_numbers.to_numpy()
+        for i, (_, summary) in enumerate(self._files):
+            lo, hi = fast_before[bounds[i]], fast_before[bounds[i + 1]]
+            summary.lines += int(bounds[i + 1] - bounds[i])
+            if hi > lo:
+                summary.add(seq[lo:hi], ts[lo:hi], line[lo:hi])
+        self._batches, self._files, self._lines, self._bytes = [], [], 0, 0
         if not fast.all():
             yield _slow_lines_batch(lines.filter(pa.array(~fast)))
 
@@ -132,8 +171,9 @@ class TaskDataFiles:
         self._fs, self._root, self._plan = fs, root, plan
         self._open: dict[tuple[Any, ...], tuple[DataFile, list[str]]] = {}
 
-    def write(self, date: dt.date, ns: str, file: str, batch: pa.RecordBatch) -> None:
-        """Add accepted events of segment ``file`` to the data file of its date and server."""
+    def write(self, date: dt.date, ns: str, files: list[str], batch: pa.RecordBatch) -> None:
+        """Add accepted events of segment ``files`` (in order) to the data file of their date and
+        server."""
         key = (date.isoformat(), ns)
         entry = self._open.get(key)
         if entry is None:
@@ -144,8 +184,9 @@ class TaskDataFiles:
             entry = self._open[key] = (data_file, [])
         data_file, sources = entry
         data_file.write(batch)
-        if not sources or sources[-1] != file:
-            sources.append(file)
+        for file in files:
+            if not sources or sources[-1] != file:
+                sources.append(file)
 
     def close(self) -> dict[str, dict[str, Any]]:
         """Close every file: ``{last source file: DataFile.close() info with source_files}``."""
