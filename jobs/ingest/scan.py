@@ -3,7 +3,8 @@ together: :func:`jobs.ingest.segments.group_tasks`) cuts each file into numbered
 (:mod:`jobs.ingest.segments`), parses and checks them in batches with pyarrow
 (:mod:`jobs.ingest.classifier`; the lines of consecutive small files of a server in one batch)
 and writes the accepted ones to an uncommitted data file of ``events``
-(:mod:`jobs.ingest.datafiles`), one per task and name server, without a trip through the JVM. Each file still gets its own summary (its line counts, seq order and steps).
+(:mod:`jobs.ingest.datafiles`), one per task and name server, without a trip through the JVM.
+Each file still gets its own summary (its line counts, seq order and steps).
 
 A line the fast path does not accept is not judged here: its text goes to Spark, where
 ``with_event``/``with_reason`` accept it or give its quarantine reason. The fast path is only
