@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -208,8 +208,9 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
     ``route_missing`` or ``broker_missing`` episode of that server alone, or an
     ``observed_broker_missing`` of it, that began within ``gap_ms`` of its restart (the end of an
     ``ns_restart``, or of an ``observed_server_down``: an observed server back from an outage),
-    unless the server already lacked the same topic or broker when the restart began (a partition
-    that goes on: that stays with its cause).
+    unless the server already lacked the same topic or broker when the restart began: then it goes
+    on as that one began (a partition that goes on stays with its cause; what a restart left
+    lacking, after a later restart too, with the restarts).
 
     A restart empties the server's tables and every broker registers again at its next period; a
     group whose master is gone at that moment registers its slave only, which carries no routes,
@@ -225,6 +226,7 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         ``ns-a`` back at 14:50:53 after a restart, ``topic-0010`` missing on ``ns-a`` alone from
         14:50:53 to midnight: the episode is ``server`` / ``ns-a``, in the restart's incident. A
         broker missing on ``ns-a`` from 14:00 until its stop at 14:50 and again after: its own.
+        Missing from a restart at 15:00 and again after another at 17:00: both the restarts'.
     """
     kind, episode = F.col("kind"), F.col("_d")["kind"]
     lost = ((kind == "ns_divergence") & episode.isin(*RESTART_LOSSES) & (F.size("servers") == 1)) | (
@@ -240,28 +242,48 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
             F.col("ns").alias("_r_ns"), F.col("start_ms").alias("_r_start"), F.col("end_ms").alias("_r_end")
         )
     )
-    after_df = losses_df.join(
-        restarts_df,
-        (F.col("_l3") == F.col("_r_ns")) & F.col("event_ms").between(F.col("_r_end"), F.col("_r_end") + gap_ms),
-    )
-    before_df = losses_df.select(
-        *(F.col(f"_l{i}").alias(f"_b{i}") for i in range(len(condition))),
-        F.col("event_ms").alias("_b_start"),
-        F.col("end_ms").alias("_b_end"),
-    )
-    already = [F.col(f"_l{i}") == F.col(f"_b{i}") for i in range(len(condition))]
-    lacked = F.col("_b_start") < F.col("_r_start")
-    moved_df = (
-        after_df.join(before_df, [*already, lacked, F.col("_b_end") >= F.col("_r_start")], "left_anti")
-        .select("finding_id", F.lit(True).alias("_after_restart"))
-        .distinct()
-    )
+    moved_df = _losses_to_move(losses_df, restarts_df, len(condition), gap_ms)
     moved = F.coalesce(F.col("_after_restart"), F.lit(False))
     return (
         findings_df.join(moved_df, "finding_id", "left")
         .withColumn("family", F.when(moved, F.lit("server")).otherwise(F.col("family")))
         .withColumn("cause_key", F.when(moved, F.col("servers")[0]).otherwise(F.col("cause_key")))
         .drop("_after_restart")
+    )
+
+
+def _losses_to_move(losses_df: DataFrame, restarts_df: DataFrame, width: int, gap_ms: int) -> DataFrame:
+    """``finding_id``, ``_after_restart`` (true) of the losses :func:`with_restart_causes` moves.
+
+    Args:
+        losses_df: ``finding_id``, ``event_ms``, ``end_ms`` and the condition ``_l0`` ..
+            ``_l{width - 1}`` (its last: the server).
+        restarts_df: ``_r_ns``, ``_r_start``, ``_r_end`` of every restart.
+    """
+    # per loss: the latest restart of its server it began within gap_ms after, if any
+    after_df = (
+        losses_df.join(
+            restarts_df,
+            (F.col(f"_l{width - 1}") == F.col("_r_ns"))
+            & F.col("event_ms").between(F.col("_r_end"), F.col("_r_end") + gap_ms),
+        )
+        .groupBy("finding_id")
+        .agg(F.max_by("_r_start", "_r_end").alias("_r_start"))
+    )
+    # A loss that goes on from one lacking the same before that restart continues it, and is moved
+    # as the first of the run was: a partition's stays with it, a restart's (restart after
+    # restart) with the restarts.
+    ordered = Window.partitionBy(*(f"_l{i}" for i in range(width))).orderBy("event_ms", "finding_id")
+    before_start, before_end = F.lag("event_ms").over(ordered), F.lag("end_ms").over(ordered)
+    after = F.col("_r_start").isNotNull()
+    continues = after & (before_start < F.col("_r_start")) & (before_end >= F.col("_r_start"))
+    first_of_run = F.when(~F.coalesce(continues, F.lit(False)), after)
+    run = ordered.rowsBetween(Window.unboundedPreceding, 0)
+    return (
+        losses_df.join(after_df, "finding_id", "left")
+        .withColumn("_head", F.last(first_of_run, ignorenulls=True).over(run))
+        .where(F.col("_head"))
+        .select("finding_id", F.lit(True).alias("_after_restart"))
     )
 
 

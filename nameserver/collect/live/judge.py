@@ -367,7 +367,7 @@ class LiveJudge:
     def _divergence_cause(self, key: Key, finding: LiveFinding) -> tuple[str, str]:
         kind, what = key
         if kind in (ROUTE_MISSING, BROKER_MISSING) and len(finding.servers) == 1:
-            # what a server just back from an outage lacks, and did not when it went, is its impact
+            # what a server back from an outage lacks is its impact, unless it lacked it already for another cause
             back, lacked = self._back.get(finding.servers[0], (None, set()))
             if back is not None and back <= finding.start_ms <= back + self.gap_ms and key not in lacked:
                 return "server", finding.servers[0]

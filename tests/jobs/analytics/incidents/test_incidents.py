@@ -343,6 +343,25 @@ def test_what_a_server_lacks_just_after_its_restart_is_the_restarts_impact(spark
             )
             for part, start, end in (("a", 14 * H, 15 * H - 60_000), ("b", 15 * H, DAY_MS))
         ],
+        # ns-b restarts at 16:00 and 18:00; t5 is missing there from the first start on: both
+        # episodes are the restarts'
+        finding("q1", "ns_restart", "warning", "ns-b", "ns-b", 16 * H - 60_000, 16 * H),
+        finding("q3", "ns_restart", "warning", "ns-b", "ns-b", 18 * H - 60_000, 18 * H),
+        *[
+            finding(
+                f"q{n}",
+                "ns_divergence",
+                "warning",
+                "t5",
+                None,
+                start,
+                end,
+                kind="route_missing",
+                key={"topic": "t5"},
+                **views("ns-b", "absent", "present"),
+            )
+            for n, start, end in ((2, 16 * H, 18 * H - 60_000), (4, 18 * H, DAY_MS))
+        ],
     ]
     addr_df = I.agg_addr_names(frame(spark, ADDR_ROWS, BROKER_ADDR_HISTORY_SCHEMA))
     linked_df = I.link_findings(frame(spark, rows, FINDINGS_SCHEMA), addr_df, DAY, STEP)
@@ -351,6 +370,7 @@ def test_what_a_server_lacks_just_after_its_restart_is_the_restarts_impact(spark
         for r in I.agg_incidents(linked_df, frame(spark, [(3,)], "n_servers int"), DAY).collect()
     )
     assert got == [
+        ("server_restart", "ns-b", ["ns-b"], ["q1", "q2", "q3", "q4"], 1),
         ("server_restart", "ns-c", ["ns-c"], ["r1", "r2", "r3", "r4"], 1),
         ("topic_divergence", "t2", ["ns-b"], ["t2"], 1),
         ("topic_divergence", "t3", ["ns-c"], ["t3"], 1),

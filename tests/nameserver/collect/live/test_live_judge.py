@@ -151,6 +151,13 @@ def test_what_a_server_lacks_after_it_came_back_is_its_restarts_unless_it_lacked
     assert causes() == [("broker", "broker-b"), ("server", "ns-c"), ("topic", "T2")]
     server = next(i for i in judge.incidents.open_incidents() if i.family == "server")
     assert sorted(f.subject for f in server.findings.values() if f.kind == "ns_divergence") == [A, "T1"]
+    # down and back again, still lacking them: what the first restart left is still the restarts'
+    rounds(judge, T0 + 30_000, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": None})
+    for at in (T0 + 32_000, T0 + 32_000 + GRACE + 1):
+        rounds(judge, at, {"ns-a": HEALTHY, "ns-b": HEALTHY, "ns-c": empty})
+    assert causes() == [("broker", "broker-b"), ("server", "ns-c"), ("topic", "T2")]
+    server = next(i for i in judge.incidents.open_incidents() if i.family == "server")
+    assert sorted(f.subject for f in server.findings.values() if f.kind == "ns_divergence") == [A, "T1"]
 
 
 def test_a_group_without_master_counts_after_a_registration_period_unless_it_lost_its_master():
