@@ -199,14 +199,17 @@ def with_span_ms(findings_df: DataFrame, day: dt.date, snapshot_interval_ms: int
 
 
 # what a restarted server lacks until the brokers register with it again: episodes of that server
-# alone, and what the shadow has that it lacks
-RESTART_LOSSES = ("route_missing", "broker_missing")
+# alone; and findings of it: what the shadow has that it lacks, a group's QueueData shown before
+# its master's BrokerData (the live judge's are nameserver.collect.live.returns.RESTART_LOSSES)
+RESTART_EPISODES = ("route_missing", "broker_missing")
+RESTART_FINDINGS = ("observed_broker_missing", "no_writable_queue", "no_master")
 
 
 def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
     """Move what a server lacked after its restart to the ``server`` family of that server: a
-    ``route_missing`` or ``broker_missing`` episode of that server alone, or an
-    ``observed_broker_missing`` of it, that began within ``gap_ms`` of its restart (the end of an
+    ``route_missing`` or ``broker_missing`` episode of that server alone, or its
+    ``observed_broker_missing``, ``no_writable_queue`` or ``no_master`` (a group's QueueData shown
+    before its master's BrokerData), that began within ``gap_ms`` of its restart (the end of an
     ``ns_restart``, or of an ``observed_server_down``: an observed server back from an outage),
     unless the server already lacked the same topic or broker when the restart began: then it goes
     on as that one began (a partition that goes on stays with its cause; what a restart left
@@ -229,8 +232,8 @@ def with_restart_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         Missing from a restart at 15:00 and again after another at 17:00: both the restarts'.
     """
     kind, episode = F.col("kind"), F.col("_d")["kind"]
-    lost = ((kind == "ns_divergence") & episode.isin(*RESTART_LOSSES) & (F.size("servers") == 1)) | (
-        kind == "observed_broker_missing"
+    lost = ((kind == "ns_divergence") & episode.isin(*RESTART_EPISODES) & (F.size("servers") == 1)) | (
+        kind.isin(*RESTART_FINDINGS) & F.col("ns").isNotNull()
     )
     # one condition of one server: the kind, the episode's kind, the subject and the server
     condition = [kind, F.coalesce(episode, F.lit("")), F.col("subject"), F.col("servers")[0]]

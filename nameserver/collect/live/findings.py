@@ -61,6 +61,11 @@ class FindingBook:
         self.closed: list[LiveFinding] = []
         self.log: list[LiveFinding] | None = None
 
+    def lacking(self, ns: str, kinds: tuple[str, ...]) -> set[FindingKey]:
+        """The keys of the open findings of ``kinds`` of server ``ns``, but for those counted as its
+        own return's (family ``server``)."""
+        return {k for k, f in self.open.items() if k[0] in kinds and k[1] == ns and f.family != "server"}
+
     def start(self, key: FindingKey, finding: LiveFinding) -> LiveFinding:
         """Open ``finding`` under ``key`` unless one is open there; returns the open one."""
         current = self.open.get(key)

@@ -38,6 +38,7 @@ from nameserver.collect.live.findings import Detail, FindingBook, LiveFinding, S
 from nameserver.collect.live.held import HeldFindings
 from nameserver.collect.live.incidents import Incidents
 from nameserver.collect.live.perms import REGISTERED, PermRun, PermSources, Verdict, perm_changed_finding
+from nameserver.collect.live.returns import RESTART_LOSSES, Returns
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, INCIDENT_GAP_MS, REGISTRATION_PERIOD_MS, SEVERITY
 from nameserver.collect.live.servers import Cells, KnownServer
 from nameserver.collect.view import ServerView
@@ -62,7 +63,7 @@ class LiveJudge:
         servers: the servers whose state is known now.
         book: the open findings.
         incidents: the live incidents.
-        down: servers down now -> (addresses listed when they failed, keys they alone diverged on then).
+        down: servers down now -> the addresses they listed when they failed.
         perms: who set each QueueData's permission.
     """
 
@@ -75,7 +76,7 @@ class LiveJudge:
         self.book = FindingBook()
         self.divergence = Divergence(grace_ms, self.book, self._divergence_cause)
         self.incidents = Incidents(gap_ms)
-        self.down: dict[str, tuple[int, set[Key]]] = {}
+        self.down: dict[str, int] = {}
         self.day: int | None = None
         # ns -> topic -> the QueueData (KnownServer.qd's, never changed in place) it showed earlier today
         # (one dict, or a list of them once it showed several: a snapshot adds no container per topic)
@@ -84,8 +85,7 @@ class LiveJudge:
         self._unwritable: dict[str, set[tuple[str, str]]] = {}  # topic -> (ns, broker) lacking write perm
         # (ns, broker) -> its masterless BrokerData's run: (start, pending, addresses)
         self._runs: dict[tuple[str, str], tuple[int, bool, str]] = {}
-        # when each server last came back from an outage, and what it alone lacked when it went down
-        self._back: dict[str, tuple[int, set[Key]]] = {}
+        self.returns = Returns(gap_ms)  # what a server lacks just after it came back is its return's
         self.addr_names: dict[str, str] = {}  # broker address -> the broker name it was last listed under
         self.perms = PermSources(poll_ms, alone=alone)
         self._held = HeldFindings(self.book)  # no_writable_queue / write_perm_wiped on perm runs still pending
@@ -172,21 +172,23 @@ class LiveJudge:
         self._tick(now)
         old = self.servers.pop(ns, None)
         if old is not None:
+            lacked = self.divergence.lacking(ns) | self.book.lacking(ns, RESTART_LOSSES)  # before they end
             self._forget(ns, now)
             if down:
-                self.down[ns] = (len(old.addrs), self.divergence.lacking(ns))
+                self.returns.went(ns, lacked)
+                self.down[ns] = len(old.addrs)
                 self._start("observed_server_down", ns, ns, now, {"brokers_before": len(old.addrs)}, "server", ns)
             self._everything(now, set(old.qd), set(old.brokers), set(old.addrs))
         return self._finish(now)
 
     def _came_back(self, ns: str, server: KnownServer, now: int) -> None:
-        before, lacked = self.down.pop(ns)
+        before = self.down.pop(ns)
         finding = self.book.open.get(("observed_server_down", ns, ns))
         if finding is not None:
             after = len(server.addrs)
             finding.detail.update(came_back=True, brokers_after=after, tables_emptied=after < before)
             self.book.end(("observed_server_down", ns, ns), now)
-            self._back[ns] = (now, lacked)
+            self.returns.came_back(ns, now)
 
     def _forget(self, ns: str, now: int) -> None:
         """``ns``'s known period ended at ``now``: its own findings end there."""
@@ -228,7 +230,8 @@ class LiveJudge:
                 break
             if run.source is None:
                 pending.append(run)
-        cause = ("broker", detail["culprit"]) if detail["culprit"] else ("topic", topic)
+        culprit = ("broker", detail["culprit"]) if detail["culprit"] else ("topic", topic)
+        cause = self.returns.cause(ns, key, now, culprit)
         self._held.verdict(key, Verdict(now, certain, [] if certain else pending, lambda: detail, cause))
 
     def _master_conditions(self, ns: str, server: KnownServer, brokers: set[str], had: set[str], now: int) -> None:
@@ -366,16 +369,11 @@ class LiveJudge:
 
     def _divergence_cause(self, key: Key, finding: LiveFinding) -> tuple[str, str]:
         kind, what = key
-        if kind in (ROUTE_MISSING, BROKER_MISSING) and len(finding.servers) == 1:
-            # what a server back from an outage lacks is its impact, unless it lacked it already for another cause
-            back, lacked = self._back.get(finding.servers[0], (None, set()))
-            if back is not None and back <= finding.start_ms <= back + self.gap_ms and key not in lacked:
-                return "server", finding.servers[0]
-        if kind == ROUTE_MISSING:
-            return "topic", what
-        if kind == BROKER_MISSING:
-            return "broker", self.addr_names.get(what, str(what))
-        return "broker", what[1] if kind == QUEUE_DATA_MISMATCH else what
+        if kind not in (ROUTE_MISSING, BROKER_MISSING):
+            return "broker", what[1] if kind == QUEUE_DATA_MISMATCH else what
+        cause = ("topic", what) if kind == ROUTE_MISSING else ("broker", self.addr_names.get(what, str(what)))
+        alone = len(finding.servers) == 1  # what a server alone lacks just after it came back is its return's
+        return self.returns.cause(finding.servers[0], key, finding.start_ms, cause) if alone else cause
 
     # ------------------------------------------------------------------ perm runs
 
@@ -397,7 +395,8 @@ class LiveJudge:
         server = self.servers[ns]
         entry = server.brokers[name]
         addrs = {str(a["broker_id"]): a["broker_addr"] for a in entry["broker_addrs"]}
-        self._start("no_master", ns, name, start, {"cluster": entry["cluster"], "addrs": addrs}, "broker", name)
+        cause = self.returns.cause(ns, ("no_master", ns, name), start, ("broker", name))
+        self._start("no_master", ns, name, start, {"cluster": entry["cluster"], "addrs": addrs}, *cause)
 
     def _start(self, kind: str, ns: str, subject: str, at: int, detail: Detail, family: str, cause: str) -> None:
         """Open a finding of server ``ns`` alone, in the incident of ``(family, cause)``."""
@@ -431,6 +430,7 @@ class LiveJudge:
         for ns in list(self.down):
             self.book.end(("observed_server_down", ns, ns), midnight)
         self.down.clear()
+        self.returns.forget_down()
         self._unwritable.clear()
         self.perms.clear()
         self.divergence.end_all(midnight)

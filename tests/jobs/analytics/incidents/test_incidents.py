@@ -327,6 +327,18 @@ def test_what_a_server_lacks_just_after_its_restart_is_the_restarts_impact(spark
             broker_addr="10.0.3.1:10911",
             broker_name="broker-003",
         ),
+        # back, ns-c shows t6's QueueData of broker-003 before the group's BrokerData: its start too
+        finding(
+            "r5",
+            "no_writable_queue",
+            "critical",
+            "t6",
+            "ns-c",
+            15 * H,
+            15 * H + 2_000,
+            write_queues=8,
+            queue_datas=[{"broker_name": "broker-003", "perm": 6, "has_master": False}],
+        ),
         # t4 was missing on ns-c already when it stopped (a partition) and still is after: its own
         *[
             finding(
@@ -371,7 +383,7 @@ def test_what_a_server_lacks_just_after_its_restart_is_the_restarts_impact(spark
     )
     assert got == [
         ("server_restart", "ns-b", ["ns-b"], ["q1", "q2", "q3", "q4"], 1),
-        ("server_restart", "ns-c", ["ns-c"], ["r1", "r2", "r3", "r4"], 1),
+        ("server_restart", "ns-c", ["ns-c"], ["r1", "r2", "r3", "r4", "r5"], 1),
         ("topic_divergence", "t2", ["ns-b"], ["t2"], 1),
         ("topic_divergence", "t3", ["ns-c"], ["t3"], 1),
         ("topic_divergence", "t4", ["ns-c"], ["t4a", "t4b"], 1),

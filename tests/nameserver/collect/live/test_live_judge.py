@@ -160,6 +160,17 @@ def test_what_a_server_lacks_after_it_came_back_is_its_restarts_unless_it_lacked
     assert sorted(f.subject for f in server.findings.values() if f.kind == "ns_divergence") == [A, "T1"]
 
 
+def test_a_group_shown_without_its_master_just_after_a_return_is_the_returns():
+    judge = LiveJudge(GRACE)
+    rounds(judge, T0, {"ns-a": HEALTHY, "ns-b": HEALTHY})
+    rounds(judge, T0 + 1000, {"ns-a": None, "ns-b": HEALTHY})
+    # back with broker-a's QueueData but not yet its BrokerData: T2 has no writable queue there
+    half = view([broker("broker-b", (0, B))], HEALTHY.routes)
+    rounds(judge, T0 + 3000, {"ns-a": half, "ns-b": HEALTHY})
+    assert judge.book.open[("no_writable_queue", "ns-a", "T2")].family == "server"
+    assert [(i.family, i.cause_key) for i in judge.incidents.open_incidents()] == [("server", "ns-a")]
+
+
 def test_a_group_without_master_counts_after_a_registration_period_unless_it_lost_its_master():
     judge = LiveJudge(GRACE)
     slave_first = view(
