@@ -225,15 +225,6 @@ class Divergence:
                 causes.add(self.cause(key, probe))
         return causes
 
-    def lacking(self, ns: str) -> set[Key]:
-        """The keys of the open episodes ``ns`` alone is off the majority of, but for those counted
-        as its own restart's (family ``server``)."""
-        return {
-            key
-            for key, e in self.episodes.items()
-            if e.finding is not None and e.finding.servers == (ns,) and e.finding.family != "server"
-        }
-
     def keys(self) -> list[Key]:
         """The keys with a disagreement in progress."""
         return list(self.episodes)

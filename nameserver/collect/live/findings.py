@@ -62,9 +62,9 @@ class FindingBook:
         self.log: list[LiveFinding] | None = None
 
     def lacking(self, ns: str, kinds: tuple[str, ...]) -> set[FindingKey]:
-        """The keys of the open findings of ``kinds`` of server ``ns``, but for those counted as its
-        own return's (family ``server``)."""
-        return {k for k, f in self.open.items() if k[0] in kinds and k[1] == ns and f.family != "server"}
+        """The keys of the open findings of ``kinds`` of server ``ns`` alone (a divergence it alone is
+        off the majority of, too), but for those counted as its own return's (family ``server``)."""
+        return {k for k, f in self.open.items() if k[0] in kinds and f.servers == (ns,) and f.family != "server"}
 
     def start(self, key: FindingKey, finding: LiveFinding) -> LiveFinding:
         """Open ``finding`` under ``key`` unless one is open there; returns the open one."""

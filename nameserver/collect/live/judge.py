@@ -172,7 +172,7 @@ class LiveJudge:
         self._tick(now)
         old = self.servers.pop(ns, None)
         if old is not None:
-            lacked = self.divergence.lacking(ns) | self.book.lacking(ns, RESTART_LOSSES)  # before they end
+            lacked = self.book.lacking(ns, RESTART_LOSSES)  # before they end
             self._forget(ns, now)
             if down:
                 self.returns.went(ns, lacked)
@@ -372,8 +372,8 @@ class LiveJudge:
         if kind not in (ROUTE_MISSING, BROKER_MISSING):
             return "broker", what[1] if kind == QUEUE_DATA_MISMATCH else what
         cause = ("topic", what) if kind == ROUTE_MISSING else ("broker", self.addr_names.get(what, str(what)))
-        alone = len(finding.servers) == 1  # what a server alone lacks just after it came back is its return's
-        return self.returns.cause(finding.servers[0], key, finding.start_ms, cause) if alone else cause
+        alone = finding.servers[0] if len(finding.servers) == 1 else ""  # a return's, if one server's (returns.py)
+        return self.returns.cause(alone, ("ns_divergence", key), finding.start_ms, cause)
 
     # ------------------------------------------------------------------ perm runs
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from collections.abc import Set as AbstractSet
 
-# the findings of one server a return may bring besides the divergences
-RESTART_LOSSES = ("no_writable_queue", "no_master")
+# the findings of one server a return may bring: a route or broker it alone lacks (a divergence),
+# a group's QueueData shown before its master's BrokerData
+RESTART_LOSSES = ("ns_divergence", "no_writable_queue", "no_master")
 
 
 class Returns:
