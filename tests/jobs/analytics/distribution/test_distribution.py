@@ -3,7 +3,8 @@
 Hand-built ``route_snapshots`` rows on the default 5-minute grid of ``DAY`` (instant ``k`` is
 ``k * 5`` minutes after 00:00; ``END`` is 23:59:59.999); history rows where a check needs what a
 snapshot cannot show (topic-less groups, cluster sets, one address in two groups). The last tests
-run the whole stage on a lake and on simulated days; one runs the whole nightly audit of a fault-free day.
+run the whole stage on a lake and on one simulated day with every fault (shared by its tests); one runs the
+whole nightly audit of a fault-free day.
 """
 
 from __future__ import annotations
@@ -782,40 +783,42 @@ def test_exact_runs_merge_touching_segments_only(spark):
 # ---------------------------------------------------------------------------- a simulated day
 
 
-def _simulated_day(spark, tmp_path, faults, *, brokers=12, topics=60, seed=3, hours=24):
-    """Simulate one day, ingest it, rebuild it, snapshot it and run the distribution stage."""
+@pytest.fixture(scope="module")
+def faulted_day(spark, tmp_path_factory):
+    """Three simulated hours of two servers, twelve brokers and sixty topics with every fault
+    (a wipe and the layout faults among them), ingested, rebuilt, snapshotted and through the
+    distribution stage: the simulation's options and the stage's findings."""
     from jobs.ingest.stage import run_ingest
     from jobs.rebuild.stage import run_rebuild
     from jobs.snapshots import run_snapshots
-    from nameserver.sim.run import SimOptions, parse_faults, simulate
+    from nameserver.sim.run import FAULTS, SimOptions, simulate
+    from schemas.findings import FINDINGS_SCHEMA
 
-    events = tmp_path / "events"
+    root = tmp_path_factory.mktemp("distribution-day")
     options = SimOptions(
-        events_dir=events,
+        events_dir=root / "events",
         ns=2,
-        brokers=brokers,
+        brokers=12,
         slaves=1,
-        topics=topics,
+        topics=60,
         start_ms=T0,
-        hours=hours,
-        seed=seed,
-        faults=parse_faults(faults),
+        hours=3,
+        seed=3,
+        faults=FAULTS,
         fault_rate=2.0,
         quiet=True,
     )
     simulate(options)
-    lake_dir = str(tmp_path / "lake")
+    lake_dir = str(root / "lake")
     config = Config(audit=AuditConfig(snapshot_interval_ms=STEP))
-    run_ingest(spark, str(events), lake_dir, DAY, config)
+    run_ingest(spark, str(options.events_dir), lake_dir, DAY, config)
     run_rebuild(spark, lake_dir, DAY, config)
     run_snapshots(spark, lake_dir, DAY, config)
-    result = D.run_distribution(spark, lake_dir, DAY, config)
-    from schemas.findings import FINDINGS_SCHEMA
-
+    D.run_distribution(spark, lake_dir, DAY, config)
     found = read_table(
         spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY, "category": D.CATEGORY}
     ).collect()
-    return options, result, found
+    return options, found
 
 
 def _ms(ts: dt.datetime) -> int:
@@ -823,8 +826,8 @@ def _ms(ts: dt.datetime) -> int:
 
 
 @pytest.mark.slow
-def test_a_wiped_broker_is_found_from_the_wipe_to_the_add(spark, tmp_path):
-    options, _, found = _simulated_day(spark, tmp_path, "wipe")
+def test_a_wiped_broker_is_found_from_the_wipe_to_the_add(faulted_day):
+    options, found = faulted_day
     truth = [json.loads(line) for line in (options.events_dir / "_truth" / "faults.jsonl").read_text().splitlines()]
     wipes = [t for t in truth if t["kind"] == "wipe" and t["ns"]]
     assert wipes, "the simulation injected no wipe"
@@ -882,10 +885,10 @@ def test_a_fault_free_day_has_no_warning_or_critical_finding(spark, fault_free_d
 
 
 @pytest.mark.slow
-def test_each_layout_fault_gives_its_finding_with_its_subject(spark, tmp_path):
+def test_each_layout_fault_gives_its_finding_with_its_subject(faulted_day):
     from nameserver.sim.truth import read_truth
 
-    options, _, found = _simulated_day(spark, tmp_path, "all", hours=3)
+    options, found = faulted_day
     truth = read_truth(options.events_dir)
     finding_kind = {"read_lt_write": "read_write_mismatch", "queue_skew": "queue_skew"}
     records = [r for r in truth if r["kind"] in finding_kind]

@@ -153,9 +153,10 @@ def test_a_registered_perm_change_is_topic_perm_changed_on_each_server_and_no_wi
         assert severity == "info" and detail["topic_writable"] and detail["other_groups"] == 1
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def distribution(spark):
-    """The stage's frames for the day, as ``run_distribution`` composes them."""
+    """The stage's frames for the day, as ``run_distribution`` composes them (built once: the
+    tests only read them)."""
     routes_df, runs_df = sourced(spark)
     addr_df = frame(spark, ADDRS, BROKER_ADDR_HISTORY_SCHEMA)
     step = 300_000
