@@ -177,13 +177,13 @@ class PermSources:
             self._current.pop((ns, topic), None)
 
     def first_round(self, ns: str, qd: dict[str, Cells], unwritable: set[str], now: int) -> None:
-        """:meth:`update` of every topic of ``qd``, ``ns``'s first round of a known period (it holds
-        no run yet; ``unwritable``: the topics with a QueueData without write perm), its blocks made
-        in one pass."""
-        if ns in self._blocks:  # not a first round after all: topic by topic
-            for topic, cells in qd.items():
-                self.update(ns, topic, cells, now)
-            return
+        """:meth:`update` of every topic of ``qd``, ``ns``'s first round of a known period, its
+        blocks made in one pass (``unwritable``: the topics with a QueueData without write perm).
+
+        Only at the start of a known period: before any round of ``ns``, or after :meth:`end` of
+        its last one or :meth:`clear` (the judge forgets a server's table with its period), when
+        ``ns`` holds no run and no block.
+        """
         made = self._made
         blocked = {topic: cells for topic, cells in qd.items() if topic not in unwritable and topic not in made}
         if blocked:
