@@ -25,7 +25,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
+from common.arguments import int_arg
+
 _T = TypeVar("_T")
+
+# Every worker is a JVM on this host: more than a few dozen is a typo, not a cluster.
+MAX_WORKERS = 32
+MAX_WORKER_CORES = 1024
+
 
 _MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -71,6 +78,11 @@ class StandaloneCluster:
         daemon_memory: str = "512m",
         workers: int = 1,
     ) -> None:
+        if not 1 <= workers <= MAX_WORKERS or not 1 <= worker_cores <= MAX_WORKER_CORES:
+            raise ValueError(
+                f"workers must be in 1..{MAX_WORKERS} and worker_cores in 1..{MAX_WORKER_CORES}, "
+                f"not {workers} and {worker_cores}"
+            )
         self.work_dir = Path(work_dir).resolve()
         self.worker_memory = worker_memory
         self.worker_cores = worker_cores
@@ -231,6 +243,17 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
             proc.wait()
 
 
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):  # nan fails both
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     """The command line's options (the command after ``--`` is split off before)."""
     parser = argparse.ArgumentParser(
@@ -243,9 +266,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--work-dir", default=None, help="logs and worker dirs (default: a temporary dir, removed)")
     parser.add_argument("--worker-memory", default="2g", help="memory the worker offers executors (default 2g)")
-    parser.add_argument("--worker-cores", type=int, default=2, help="cores each worker offers (default 2)")
-    parser.add_argument("--workers", type=int, default=1, help="workers, each in its own directory (default 1)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for start-up")
+    parser.add_argument(
+        "--worker-cores",
+        type=int_arg(1, MAX_WORKER_CORES),
+        default=2,
+        help=f"cores each worker offers, 1..{MAX_WORKER_CORES} (default 2)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int_arg(1, MAX_WORKERS),
+        default=1,
+        help=f"workers, each in its own directory and JVM, 1..{MAX_WORKERS} (default 1)",
+    )
+    parser.add_argument(
+        "--timeout", type=_seconds, default=120.0, help="seconds to wait for start-up, more than 0 (default 120)"
+    )
     return parser
 
 
