@@ -33,6 +33,7 @@ from common.timeutil import DAY_MS, day_start_ms
 from jobs.analytics.distribution.kinds import SEVERITY
 from jobs.lake.findings import finding_columns
 from jobs.snapshots import with_segments
+from jobs.spark.profile import broadcast
 from nameserver.collect.live.rules import DEFAULT_POLL_MS, ROUND_SLACK_MS
 from nameserver.model import PERM_WRITE
 
@@ -115,12 +116,12 @@ def with_perm_sources(runs_df: DataFrame, events_df: DataFrame, observed_df: Dat
         broker-a's ``T`` from 6 to 4 on ns-a and ns-b at 10:00 by a registration: both
         ``registered``; wiped on ns-a alone at 12:00 (205): ``admin``.
     """
-    admin_df = F.broadcast(
+    admin_df = broadcast(
         events_df.where(F.col("type").isin(*ADMIN_PERM_EVENTS)).select(
             "ns", F.col("seq").alias("first_seq"), F.lit(True).alias("_admin")
         )
     )
-    poll_df = F.broadcast(
+    poll_df = broadcast(
         observed_df.groupBy("ns").agg(F.coalesce(F.max("resolution_ms"), F.lit(DEFAULT_POLL_MS)).alias("_poll_ms"))
     )
     follows = F.col("prev_perm").isNotNull()
@@ -152,7 +153,7 @@ def _judge_by_other_servers(sourced_df: DataFrame) -> DataFrame:
     pending_df = sourced_df.where(F.col("_own_source").isNull()).select(
         *KEYS, "from_ms", "prev_perm", "perm", F.coalesce(F.col("_poll_ms"), F.lit(0)).alias("_poll_ms")
     )
-    cells_df = F.broadcast(pending_df.select("topic", "broker_name").distinct())
+    cells_df = broadcast(pending_df.select("topic", "broker_name").distinct())
     others_df = sourced_df.join(cells_df, ["topic", "broker_name"], "left_semi").select(
         F.col("ns").alias("o_ns"),
         "topic",
@@ -225,7 +226,7 @@ def with_registered_read_only(flagged_df: DataFrame, read_only_df: DataFrame) ->
     """Add ``registered_read_only`` to millisecond pieces
     (:func:`jobs.analytics.distribution.queue_data.with_queue_flags`): the piece lies in a run
     its broker registered without write perm (:func:`agg_registered_read_only`)."""
-    r = F.broadcast(
+    r = broadcast(
         read_only_df.withColumnRenamed("ns", "_ns")
         .withColumnRenamed("topic", "_topic")
         .withColumnRenamed("broker_name", "_broker_name")
@@ -335,7 +336,7 @@ def filter_registered_read_only_topics(no_writable_df: DataFrame, flagged_df: Da
     """
     keys = ["ns", "topic"]
     # only topics with such a piece (few): their segments are cut at the same bounds as the condition's
-    suspects_df = F.broadcast(flagged_df.where("registered_read_only").select(*keys).distinct())
+    suspects_df = broadcast(flagged_df.where("registered_read_only").select(*keys).distinct())
     configured_df = (
         with_segments(flagged_df.join(suspects_df, keys, "left_semi"), keys)
         .groupBy(*keys, "seg_first")

@@ -127,7 +127,8 @@ def run_distribution(
     exact_runs_df = checkpoint_frame(agg_exact_broker_data_runs(broker_addr_df, day))
     exact_pieces_df = checkpoint_frame(agg_exact_pieces(topic_route_df, exact_runs_df, day))
     events_df = read_or_empty(spark, lake_dir, lake.EVENTS, EVENTS_TABLE_SCHEMA, where=today)
-    perm_runs_df = _perm_runs(spark, lake_dir, day, topic_route_df, events_df)
+    # small (a row per perm run), read by the exact kinds' several branches and the perm changes
+    perm_runs_df = checkpoint_frame(_perm_runs(spark, lake_dir, day, topic_route_df, events_df))
     frames = build_distribution(
         pieces_df,
         _read_previous_end(spark, lake_dir, day),
@@ -145,7 +146,7 @@ def run_distribution(
         .unionByName(select_topic_route_changes(topic_route_df, broker_addr_df, day))
         .unionByName(select_topic_perm_changes(perm_runs_df, topic_route_df))
     )
-    kept = CachedFrames(cached=(*frames.cached, pieces_df, exact_pieces_df, exact_runs_df, runs_df))
+    kept = CachedFrames(cached=(*frames.cached, pieces_df, exact_pieces_df, exact_runs_df, runs_df, perm_runs_df))
     by_kind = _write_outputs(frames, findings_df, kept, findings, lake_dir, day, params)
     return _result(lake_dir, day, by_kind)
 
