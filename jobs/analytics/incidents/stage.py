@@ -109,10 +109,17 @@ def run_incidents(
             here for the first time (then released); None: the day's ``findings`` in the lake.
     """
     today = {"date": day}
-    if findings is None:
-        findings_df = read_or_empty(spark, lake_dir, lake.FINDINGS, FINDINGS_SCHEMA, where=today)
-    else:
-        findings_df = findings.frame(spark)
+    # a row per finding, read by most steps of the linking: one scan of their rows, not of every
+    # stage's (or the table's files) per step
+    try:
+        findings_df = checkpoint_frame(
+            read_or_empty(spark, lake_dir, lake.FINDINGS, FINDINGS_SCHEMA, where=today)
+            if findings is None
+            else findings.frame(spark)
+        )
+    finally:
+        if findings is not None:
+            findings.release()  # every stage's intermediates: their findings are in the checkpoint now
     addr_names_df = agg_addr_names(
         read_or_empty(spark, lake_dir, lake.BROKER_ADDR_HISTORY, BROKER_ADDR_HISTORY_SCHEMA, where=today)
     )
@@ -120,8 +127,7 @@ def run_incidents(
         # small (a row per finding), read by both writes; and it must be read before findings is replaced
         linked_df = checkpoint_frame(link_findings(findings_df, addr_names_df, day, config.audit.snapshot_interval_ms))
     finally:
-        if findings is not None:
-            findings.release()  # every stage's intermediates: their findings are computed now
+        release_frame(findings_df)
     try:
         incidents_df = agg_incidents(
             linked_df,
