@@ -15,6 +15,7 @@ from nameserver.codec import (
     RegisterLimits,
     Version,
     check_body_crc32,
+    check_topic_head,
     decode_register_body,
 )
 from nameserver.model import topics_digest
@@ -115,14 +116,18 @@ class RegisterBodyCache:
             )
             return decoded, topics_digest(decoded.topics)
         old_format = version < _V3_0_11
+        # the caps that are cheap to check come before the CRC, so that a body over them costs
+        # the loop microseconds whatever its size (docs/remoting-protocol.md §8.1a)
         if old_format or not compressed:
-            self.limits.check_bytes(len(body), f"{len(body)} bytes")  # before the CRC: cheap to refuse
+            self.limits.check_bytes(len(body), f"{len(body)} bytes")
         prepared = self.prepared
-        # every request, cached or not (§8.2)
-        check_body_crc32(body, body_crc32, None if prepared is None else prepared.crc32)
         raw = body if type(body) is bytes else bytes(body)
         key = (old_format, compressed and not old_format, raw)
         entry = self._entries.get(key) if len(raw) in self._lengths else None
+        if entry is None and prepared is None and key[1]:  # a held or prepared body passed it
+            check_topic_head(body, self.limits)
+        # every request, cached or not (§8.2)
+        check_body_crc32(body, body_crc32, None if prepared is None else prepared.crc32)
         if entry is not None:
             self._entries.move_to_end(key)
             self.hits += 1

@@ -2,8 +2,9 @@
 
 A compressed body of a few hundred KB may inflate to ``[nameserver] max_register_body_bytes``
 (16 MiB by default) before it is refused, tens of milliseconds of zlib during which no lookup
-would be answered. So a compressed registration the decoded-body cache does not hold is inflated,
-and its CRC computed, on a worker thread while its connection waits, its later frames unread, and
+would be answered. So a compressed registration the decoded-body cache does not hold, and whose
+topic count (read from the head of its content, microseconds) is within the cap, is inflated, and
+its CRC computed, on a worker thread while its connection waits, its later frames unread, and
 the other connections are served; then it is handled as usual, in order, with both ready
 (:attr:`RegisterBodyCache.prepared`). The route tables are still touched only on the loop, in the
 request's critical section (docs/nameserver-semantics.md A7).
@@ -27,10 +28,12 @@ from typing import Generic, Protocol, TypeVar
 
 from nameserver.codec import (
     RegisterLimits,
+    RegisterTooLarge,
     RemotingCommand,
     RequestCode,
     Version,
     body_crc32,
+    check_topic_head,
     inflate_chunks,
     parse_bool,
 )
@@ -108,7 +111,13 @@ class RegisterInflation(Generic[_C]):
         ):  # prepared: it is this request, back from the worker
             return False
         ext = cmd.ext_fields or {}
-        return parse_bool(ext.get("compressed")) and not self._bodies.holds(body, version=cmd.version, compressed=True)
+        if not parse_bool(ext.get("compressed")) or self._bodies.holds(body, version=cmd.version, compressed=True):
+            return False
+        try:
+            check_topic_head(body, self._bodies.limits)
+        except RegisterTooLarge:
+            return False  # refused on the loop, before its CRC (RegisterBodyCache.decode)
+        return True
 
     def defer(self, channel: _C, cmd: RemotingCommand) -> None:
         """Hold ``channel``, inflate ``cmd``'s body on the worker, then handle it and release."""

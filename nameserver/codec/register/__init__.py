@@ -27,7 +27,7 @@ from nameserver.codec.register.body import (
 )
 from nameserver.codec.register.body_decoder import decode_register_body
 from nameserver.codec.register.body_encoder import encode_register_body, topic_config_json, topic_config_text
-from nameserver.codec.register.compressed import inflate, inflate_chunks, parse_topic_config_text
+from nameserver.codec.register.compressed import check_topic_head, inflate, inflate_chunks, parse_topic_config_text
 from nameserver.codec.register.json_form import decode_data_version_body, parse_data_version
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "RegisterTooLarge",
     "body_crc32",
     "check_body_crc32",
+    "check_topic_head",
     "decode_data_version_body",
     "decode_register_body",
     "encode_register_body",

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from nameserver.codec.constants import Version
 from nameserver.codec.headers import BadHeader
 from nameserver.codec.register.body import NO_LIMITS, BadBody, RegisterBrokerBody, RegisterLimits, check_body_crc32
-from nameserver.codec.register.compressed import decode_compressed, inflate
+from nameserver.codec.register.compressed import check_topic_head, decode_compressed, inflate
 from nameserver.codec.register.json_form import decode_wrapper, filter_list, load_json
 from nameserver.model import ZERO_DATA_VERSION, DataVersion, TopicConfig
 
@@ -27,8 +27,10 @@ def decode_register_body(
 
     The caps of ``limits`` are checked as early as each form allows, so that an oversized body
     costs little: an uncompressed body's size before the CRC and the parse; a compressed body's
-    topic count from the first bytes it inflates to, and its inflated size while inflating; an
-    uncompressed body's topic count before its topics are read.
+    topic count from the first bytes it inflates to (before the CRC when the count is within
+    :data:`~nameserver.codec.register.compressed.HEAD_CONTENT_BYTES` of content, as in every real
+    body), and its inflated size while inflating; an uncompressed body's topic count before its
+    topics are read.
 
     Args:
         body: the frame body (``None`` or empty: no body).
@@ -51,6 +53,8 @@ def decode_register_body(
     old_format = version < Version.V3_0_11
     if body and (old_format or not compressed):
         limits.check_bytes(len(body), f"{len(body)} bytes")
+    elif body and inflated is None:  # content computed beforehand passed this check before
+        check_topic_head(body, limits)
     check_body_crc32(body, body_crc32)
     if not body:
         return RegisterBrokerBody(ZERO_DATA_VERSION, (), None if old_format else [])

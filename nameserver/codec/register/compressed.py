@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
+from typing import TypeVar
 
 from nameserver.codec.fastjson import loads
 from nameserver.codec.headers import parse_int32
@@ -20,6 +21,12 @@ from nameserver.model import TopicConfig
 # input into ``unconsumed_tail`` (the whole rest of the body if it were given at once).
 CHUNK_BYTES = 32 * 1024
 INPUT_BYTES = 16 * 1024
+# The topic count follows the data version's JSON (a few dozen bytes), so the first content of a
+# real body holds it: check_topic_head inflates no more than this much, from no more than
+# HEAD_INPUT_BYTES of the body, a few microseconds.
+HEAD_CONTENT_BYTES = 4 * 1024
+HEAD_INPUT_BYTES = 1024
+_Head = TypeVar("_Head", bytearray, bytes)
 
 
 def inflate_chunks(data: bytes, limits: RegisterLimits) -> Iterator[bytes]:
@@ -76,7 +83,24 @@ def inflate(data: bytes, limits: RegisterLimits) -> bytes:
     return b"".join(inflate_chunks(data, limits))
 
 
-def _check_topic_count(head: bytearray, limits: RegisterLimits) -> bytearray | None:
+def check_topic_head(data: bytes, limits: RegisterLimits) -> None:
+    """Refuse a compressed body whose topic count, read from the start of its content, is over the
+    cap, having inflated no more than :data:`HEAD_CONTENT_BYTES`.
+
+    A start that does not reach the count, or is no zlib stream, passes: the whole inflation
+    (:func:`inflate_chunks`) checks the count and the stream again.
+
+    Raises:
+        RegisterTooLarge: too many topics.
+    """
+    try:
+        head = zlib.decompressobj().decompress(memoryview(data)[:HEAD_INPUT_BYTES], HEAD_CONTENT_BYTES)
+    except zlib.error:
+        return
+    _check_topic_count(head, limits)
+
+
+def _check_topic_count(head: _Head, limits: RegisterLimits) -> _Head | None:
     """Check the topic count once ``head`` (the content so far) reaches it, after the data
     version's length and JSON; ``head`` while it does not, None once there is nothing to check
     (checked, or a negative length, which decoding refuses as truncated).

@@ -959,6 +959,25 @@ def test_a_compressed_body_is_refused_by_its_count_wherever_the_count_sits():
     assert len(decoded.topics) == 50
 
 
+def test_a_compressed_body_over_the_topic_cap_is_refused_before_its_crc_when_its_head_says_so():
+    # the count sits in the first bytes of every real body: read there, the refusal comes before
+    # the CRC is computed, as an uncompressed body's size does
+    limits = codec.RegisterLimits(max_topics=50, max_body_bytes=1 << 20)
+    over = encode_register_body(DataVersion(1, 1), _topics(51), [], compressed=True)
+    with pytest.raises(codec.RegisterTooLarge, match="51 topics > max_register_topics 50"):
+        codec.check_topic_head(over, limits)
+    with pytest.raises(codec.RegisterTooLarge, match="51 topics > max_register_topics 50"):
+        decode_register_body(over, version=407, compressed=True, now=NOW, limits=limits, body_crc32=1)
+    codec.check_topic_head(encode_register_body(DataVersion(1, 1), _topics(50), [], compressed=True), limits)
+    # a count past the head is read while inflating, after the CRC; a stream zlib cannot read
+    # passes the head to the checks that name what is wrong with it
+    late = _content(b'{"counter":1' + b" " * 200_000 + b"}", *(b"T%03d 4 4 6 SINGLE_TAG" % i for i in range(51)), b"[]")
+    codec.check_topic_head(zlib.compress(late), limits)
+    with pytest.raises(codec.CrcMismatch):
+        decode_register_body(zlib.compress(late), version=407, compressed=True, now=NOW, limits=limits, body_crc32=1)
+    codec.check_topic_head(b"plain", limits)
+
+
 def test_inflation_hands_out_bounded_pieces_and_nothing_beyond_the_cap():
     # incompressible and repetitive parts, so that zlib's input and output run at different paces
     content = _content(b'{"counter":1}', b"A 1 1 6 SINGLE_TAG", b"[]", tail=os.urandom(100_000) + b"x" * 300_000)
