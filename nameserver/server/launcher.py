@@ -18,6 +18,7 @@ from nameserver.eventlog.writer import EventLogError
 from nameserver.metrics.endpoint import EndpointThread, MetricsEndpoint
 from nameserver.server.address import parse_listen
 from nameserver.server.controller import NameServerController
+from nameserver.server.memory import keep_freed_memory
 from nameserver.server.metrics import server_body
 
 DURABILITY_NONE_NOTICE = (
@@ -125,6 +126,7 @@ async def serve(
 def run_from_cli(args: argparse.Namespace) -> int:
     """``nsaudit nameserver``: run in the foreground; exit 0 on SIGTERM/SIGINT."""
     ns, eventlog_config, access = build_config(args)
+    keep_freed_memory()  # the process is the server's own: its large frames reuse freed pages
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return asyncio.run(
         serve(args.ns_id, args.events, ns, eventlog_config, access, getattr(args, "metrics_listen", None))

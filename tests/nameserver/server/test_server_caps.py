@@ -3,9 +3,13 @@ max_register_body_bytes; docs/remoting-protocol.md §8.1a), on a real socket."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import zlib
+from pathlib import Path
+
+import pytest
 
 from common.config import NameServerConfig
 from nameserver.client import RemotingClient, register_broker_request, route_request
@@ -20,8 +24,9 @@ from nameserver.codec import (
     encode_register_body,
 )
 from nameserver.model import DataVersion, TopicConfig
-from nameserver.server.inflation import OFF_LOOP_BYTES, prepare
-from tests.nameserver.server.test_server import RawConn, arun, events_of, running
+from nameserver.server.bodycache import RegisterBodyCache
+from nameserver.server.inflation import OFF_LOOP_BYTES, RegisterInflation, prepare
+from tests.nameserver.server.test_server import RawConn, arun, events_of, running, start_server, stop_server
 
 CAPS = {"max_register_topics": 100, "max_register_body_bytes": 64 * 1024}
 
@@ -134,9 +139,8 @@ def test_a_large_compressed_registration_is_inflated_off_the_loop_in_its_connect
 
 def test_a_body_inflated_off_the_loop_is_still_crc_checked_first(tmp_path):
     # the worker computes the CRC with the content; a mismatch is answered as on the loop, before
-    # what inflating it found (here: too many topics)
-    names = [hashlib.sha256(b"%d" % i).hexdigest()[:20] for i in range(200)]
-    over = register("10.0.0.2:10911", "broker-over", [TopicConfig(n, 4, 4) for n in names], compressed=True)
+    # what inflating it found (here: more bytes than the cap)
+    over = bomb("10.0.0.2:10911", filler=os.urandom(48 * 1024).hex())
     assert len(over.body) > OFF_LOOP_BYTES
     over.ext_fields["bodyCrc32"] = str((body_crc32(over.body) + 1) % 2**31)
 
@@ -152,6 +156,36 @@ def test_a_body_inflated_off_the_loop_is_still_crc_checked_first(tmp_path):
     assert [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"] == ["crc_mismatch"]
 
 
+def test_a_compressed_registration_over_the_topic_cap_is_refused_on_the_loop_before_its_crc(tmp_path):
+    # its topic count is in the first bytes of its content: read there, it is refused at once,
+    # before its CRC (a wrong one here) is computed and without going to the worker
+    names = [hashlib.sha256(b"%d" % i).hexdigest()[:20] for i in range(200)]
+    over = register("10.0.0.2:10911", "broker-over", [TopicConfig(n, 4, 4) for n in names], compressed=True)
+    within = register("10.0.0.3:10911", "broker-ok", [TopicConfig(n, 4, 4) for n in names[:100]], compressed=True)
+    assert min(len(over.body), len(within.body)) > OFF_LOOP_BYTES
+    over.ext_fields["bodyCrc32"] = str((body_crc32(over.body) + 1) % 2**31)
+    limits = RegisterLimits(CAPS["max_register_topics"], CAPS["max_register_body_bytes"])
+    inflation = RegisterInflation(RegisterBodyCache(limits=limits), lambda channel, cmd: None)
+    assert not inflation.wants(over)
+    assert inflation.wants(within)  # within the cap: inflated and CRC-checked on the worker
+    inflation.close()
+
+    async def body():
+        async with running(tmp_path, **CAPS) as ctl:
+            client = await RemotingClient.connect(ctl.host, ctl.port)
+            answers = [await client.request(over), await client.request(within)]
+            await client.close()
+            return answers
+
+    refused, applied = arun(body())
+    assert (refused.code, refused.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "register body too large: 200 topics > max_register_topics 100",
+    )
+    assert applied.code == ResponseCode.SUCCESS
+    assert [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"] == ["register_too_large"]
+
+
 def test_the_worker_keeps_nothing_of_a_body_it_refuses():
     # the refusal goes back to the loop without its traceback: that would hold the worker's frame,
     # and every piece inflated before the cap, until the loop's garbage collector freed them
@@ -159,3 +193,40 @@ def test_the_worker_keeps_nothing_of_a_body_it_refuses():
     prepared = prepare(request.body, RegisterLimits(max_topics=100, max_body_bytes=64 * 1024))
     assert isinstance(prepared.content, RegisterTooLarge) and prepared.content.__traceback__ is None
     assert prepared.crc32 == body_crc32(request.body)
+
+
+def _minor_faults(pid: int) -> int:
+    """Minor page faults of a process so far (/proc/PID/stat, field 10)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+@pytest.mark.slow
+def test_the_server_process_reads_large_frames_into_memory_it_reuses(tmp_path):
+    # nameserver.server.memory: without it every large frame landed on fresh pages, one page
+    # fault for each 4 KiB of it (about 100 a frame here); with it, the pages of one frame serve
+    # the next
+    config = tmp_path / "caps.toml"
+    config.write_text("[nameserver]\nmax_register_topics = 100\n")
+    names = [os.urandom(10).hex() for _ in range(25_000)]
+    frame = encode_frame(register("10.0.0.2:10911", "broker-over", [TopicConfig(n, 4, 4) for n in names], True))
+    assert len(frame) > 256 * 1024
+    proc, host, port = start_server(tmp_path / "events", "ns-mem", config=config)
+    try:
+
+        async def send(conn: RawConn, times: int) -> None:
+            for _ in range(times):
+                await conn.send(frame)
+                assert decode_frame(await conn.frame()).code == ResponseCode.SYSTEM_ERROR
+
+        async def body() -> int:
+            conn = RawConn(*await asyncio.open_connection(host, port))
+            await send(conn, 3)  # the first frames size the heap
+            before = _minor_faults(proc.pid)
+            await send(conn, 20)
+            conn.close()
+            return _minor_faults(proc.pid) - before
+
+        faults = arun(body())
+    finally:
+        assert stop_server(proc) == 0
+    assert faults / 20 < len(frame) / 4096 / 4, faults
