@@ -14,8 +14,9 @@ Measures, in one run:
 
 With ``--caps`` it measures instead the latency of route lookups (p50, p99, max; 1,000 a second,
 sent whether or not earlier ones were answered) while registrations over ``[nameserver] max_register_topics`` or
-``max_register_body_bytes`` arrive back to back, against the same lookups alone and against a
-few such registrations applied by a server whose caps are raised (``capped.py``).
+``max_register_body_bytes`` arrive at a steady pace and back to back, against the same lookups
+alone and against a few such registrations applied by a server whose caps are raised; and the
+server's CPU per registration it refuses, on its loop and on its other threads (``capped.py``).
 
 Clients run in separate processes (asyncio, frames encoded once, answers counted by their length
 prefix). Besides throughput, each figure reports the server process's CPU time per answer, which
@@ -289,6 +290,13 @@ def caps_main(args) -> int:
         p50, p99, top = (statistics.median(r[label][0][k] for r in runs) for k in range(3))
         count = statistics.median(r[label][1] for r in runs)
         print(f"{label:<48}{p50:>9.2f}{p99:>9.2f}{top:>9.1f}{count:>9,.0f}   {runs[-1][label][2]}")
+    print()
+    print("the server's CPU per registration refused, beyond what the lookups cost it (medians):")
+    for label in runs[0]:
+        cpus = [r[label][3] for r in runs if r[label][3] is not None]
+        if cpus:
+            loop, others = (statistics.median(c[k] for c in cpus) for k in range(2))
+            print(f"  {label:<46}loop {loop:>6.3f} ms   other threads {others:>6.3f} ms")
     print()
     print("the frame decoder alone on one topic-cap registration (0.8 MB, read 256 KiB at a time), medians:")
     for label, (ms, faults) in decode_figures().items():

@@ -31,6 +31,7 @@ import statistics
 import time
 import zlib
 
+import psutil
 from loopback import NameServerProcess  # bench/, beside this script
 
 from nameserver.client import RemotingClient, register_broker_request, route_request
@@ -183,19 +184,34 @@ def decode_figures(frames: int = 30, pause_s: float = 0.1) -> dict[str, tuple[fl
     return figures
 
 
+def thread_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds so far of a process's main thread (the server's loop) and of its other threads."""
+    threads = {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
+    main = threads.pop(pid, 0.0)
+    return main, sum(threads.values())
+
+
 def summary(latencies: list[float]) -> tuple[float, float, float]:
     """p50, p99 and max (ms)."""
     ordered = sorted(latencies)
     return statistics.median(ordered), ordered[int(0.99 * (len(ordered) - 1))], ordered[-1]
 
 
-def run_caps(seconds: float) -> dict[str, tuple[tuple[float, float, float], int, str]]:
-    """Each phase once: ``{label: ((p50, p99, max), lookups, what the sender's answers were)}``."""
+Phase = tuple[tuple[float, float, float], int, str, tuple[float, float] | None]
+
+
+def run_caps(seconds: float) -> dict[str, Phase]:
+    """Each phase once: ``{label: ((p50, p99, max), lookups, what the sender's answers were,
+    the server's CPU ms per registration on its loop and on its other threads)}``.
+
+    The CPU per registration is the server's CPU during the phase less what the lookups alone
+    cost it (the first phase's CPU a second), over the registrations answered."""
     big, bomb = big_registration(), inflation_bomb()
-    out = {}
+    out: dict[str, Phase] = {}
     server = NameServerProcess()
     try:
         keep = seed(server.port)
+        idle = (0.0, 0.0)  # CPU seconds a second of the loop and the other threads, lookups only
         for label, frames, pause_s in (
             ("no registrations", None, 0.0),
             ("over the topic cap, 10 a second", [big], 0.1),
@@ -203,9 +219,18 @@ def run_caps(seconds: float) -> dict[str, tuple[tuple[float, float, float], int,
             ("over the topic cap, back to back", [big], 0.0),
             ("over the byte cap, back to back", [bomb], 0.0),
         ):
+            before, start = thread_seconds(server.proc.pid), time.perf_counter()
             latencies, codes = phase(server.port, frames, seconds, pause_s)
+            after, elapsed = thread_seconds(server.proc.pid), time.perf_counter() - start
+            used = (after[0] - before[0], after[1] - before[1])
+            cpu = None
+            if codes:
+                loop, others = (max(0.0, u - rate * elapsed) for u, rate in zip(used, idle, strict=True))
+                cpu = (loop / len(codes) * 1000, others / len(codes) * 1000)
+            else:
+                idle = (used[0] / elapsed, used[1] / elapsed)
             refused = f"{codes.count(1)} of {len(codes)} refused" if codes else "-"
-            out[label] = (summary(latencies), len(latencies), refused)
+            out[label] = (summary(latencies), len(latencies), refused, cpu)
         keep.close()
     finally:
         server.stop()
@@ -218,6 +243,7 @@ def run_caps(seconds: float) -> dict[str, tuple[tuple[float, float, float], int,
             summary(latencies),
             len(latencies),
             f"{codes.count(0)} of {len(codes)} applied",
+            None,
         )
         keep.close()
     finally:
