@@ -92,6 +92,7 @@ from nameserver.codec.properties import PropertiesError, format_properties, pars
 
 # REGISTER_BROKER / DataVersion bodies (§8)
 from nameserver.codec.register import (
+    HEAD_INPUT_BYTES,
     MAX_INFLATED_BYTES,
     NO_LIMITS,
     BadBody,
@@ -172,6 +173,7 @@ __all__ = [
     "parse_int64",
     "to_ext_fields",
     # bodies
+    "HEAD_INPUT_BYTES",
     "MAX_INFLATED_BYTES",
     "NO_LIMITS",
     "BadBody",

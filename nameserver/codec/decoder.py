@@ -49,7 +49,9 @@ class FrameDecoder:
 
     The requests a client sends again and again (route lookups) can be answered from their bytes
     (:meth:`answer_known`): one read holds many, and each then costs a key and a dict lookup
-    instead of a command and its handling.
+    instead of a command and its handling. A large frame can be looked at from its start
+    (:meth:`frame_head`) and dropped (:meth:`skip_frame`): its rest is then discarded as it
+    arrives, never buffered.
 
     Example:
         >>> decoder = FrameDecoder()
@@ -58,7 +60,7 @@ class FrameDecoder:
         True
     """
 
-    __slots__ = ("_buf", "_pos", "_max_length", "_error", "_memo", "last_key")
+    __slots__ = ("_buf", "_pos", "_max_length", "_error", "_memo", "last_key", "_skip", "_offered")
 
     def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES, memo: HeaderMemo | None = None) -> None:
         """Create an empty decoder.
@@ -80,16 +82,29 @@ class FrameDecoder:
         # only opaque (no escape, one "opaque", top-level); ROCKETMQ: the serialize type and
         # header length, then the header without its 4 opaque bytes.
         self.last_key: RequestKey | None = None
+        self._skip = 0  # bytes still to come of a frame dropped by skip_frame(), to be discarded
+        self._offered = False  # frame_head() returned the incomplete frame at the head
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a command (a partial frame when > 0)."""
         return len(self._buf) - self._pos
 
+    @property
+    def in_frame(self) -> bool:
+        """A frame has begun and not ended: bytes of it are buffered, or are still to be skipped."""
+        return self._skip > 0 or len(self._buf) > self._pos
+
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append received bytes. Raises the earlier :class:`MalformedFrame` once failed."""
         if self._error is not None:
             raise self._error
+        if self._skip:  # the rest of a skipped frame first
+            if len(data) <= self._skip:
+                self._skip -= len(data)
+                return
+            data = memoryview(data)[self._skip :]
+            self._skip = 0
         self._buf += data
 
     def __iter__(self) -> Iterator[RemotingCommand]:
@@ -159,12 +174,63 @@ class FrameDecoder:
             with memoryview(buf) as view:  # one copy (a bytearray slice would be a second)
                 body = view[header_end:frame_end].tobytes()
         self.last_key = key
+        self._offered = False
         if frame_end == end:  # everything consumed: reset without copying
             buf.clear()
             self._pos = 0
         else:
             self._pos = frame_end
         return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
+
+    def frame_head(self, min_length: int, min_body: int) -> RemotingCommand | None:
+        """The incomplete frame at the head of the buffer as a command whose body holds only the
+        bytes of it received so far, for a caller that may refuse the request from its start
+        (then :meth:`skip_frame`); ``None`` unless the frame is at least ``min_length`` long
+        (length field excluded) and its header and ``min_body`` bytes of its body are in. Each
+        frame is offered once; if it is not skipped, :meth:`next_command` returns it whole.
+
+        Call it when :meth:`next_command` returned ``None``.
+
+        Raises:
+            MalformedFrame: the frame's header is malformed (as :meth:`next_command` would).
+        """
+        buf, pos = self._buf, self._pos
+        end = len(buf)
+        if self._offered or self._error is not None or end - pos < 8:
+            return None
+        length, word = _PREFIX.unpack_from(buf, pos)
+        header_end = pos + 8 + (word & MAX_HEADER_LENGTH)
+        if length < min_length or end < header_end + min_body or end >= pos + 4 + length:
+            return None
+        self._offered = True
+        serialize_type = word >> 24  # next_command checked the prefix
+        try:
+            if serialize_type == _JSON:
+                fields, _ = self._json_header(buf, pos + 8, header_end, False)
+            else:
+                fields = decode_rocketmq_header(buf, pos + 8, header_end)
+        except MalformedFrame as exc:
+            decoded = {
+                "frame_length": length,
+                "serialize_type": serialize_type,
+                "header_length": word & MAX_HEADER_LENGTH,
+            }
+            decoded.update(exc.decoded_so_far)
+            raise self._fail(exc.reason, decoded, exc.detail) from None
+        with memoryview(buf) as view:
+            body = view[header_end:end].tobytes()
+        return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
+
+    def skip_frame(self) -> None:
+        """Drop the incomplete frame :meth:`frame_head` offered: the bytes of it buffered now, and
+        the rest as they arrive, which are never buffered."""
+        assert self._offered, "skip_frame() follows frame_head()"
+        (length,) = _U32.unpack_from(self._buf, self._pos)
+        self._skip = self._pos + 4 + length - len(self._buf)
+        self._buf.clear()  # the incomplete frame was the last thing buffered
+        self._pos = 0
+        self._offered = False
+        self.last_key = None
 
     def _json_header(
         self, buf: bytearray, header_start: int, header_end: int, no_body: bool

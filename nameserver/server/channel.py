@@ -4,8 +4,9 @@ The protocol object only moves bytes: it feeds the decoder, hands every decoded 
 controller (which runs the pure processor and appends the events) and writes what the controller
 answers. It also keeps the per-connection facts the controller's housekeeping needs for its
 defences: when the connection last moved bytes (idle close, docs/nameserver-semantics.md A4), since
-when it has held a partial frame (slowloris close), and whether its peer stopped reading
-(back-pressure).
+when it has been in the middle of a frame (slowloris close), and whether its peer stopped reading
+(back-pressure). A large frame the controller refuses from its start is answered then, and the
+rest of it is read but not kept (docs/remoting-protocol.md §8.1a).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from typing import Any, Protocol
 
 from nameserver.codec import (
+    HEAD_INPUT_BYTES,
     MAX_FRAME_LENGTH,
     SERVER_VERSION,
     FrameDecoder,
@@ -43,6 +45,12 @@ MAX_TURN_S = 0.005
 # asyncio calls get_buffer, recv_into and buffer_updated back to back in one callback, so the
 # connections of a loop never use it at the same time.
 RECV_BUFFER_BYTES = 256 * 1024
+# A frame at least this long whose start the server can refuse (ChannelOwner.refuses_unread) is
+# answered once its header and EARLY_BODY_BYTES of its body are in, and the rest of it is read
+# but not kept: a smaller one is whole after a read or two anyway. EARLY_BODY_BYTES is what
+# the topic cap's check reads of a compressed body (nameserver.codec HEAD_INPUT_BYTES).
+EARLY_FRAME_BYTES = 64 * 1024
+EARLY_BODY_BYTES = HEAD_INPUT_BYTES
 _recv_buffers = threading.local()
 
 
@@ -73,6 +81,8 @@ class ChannelOwner(Protocol):
     def drop_slow_reader(self, channel: RemotingChannel) -> None: ...
 
     def buffered_changed(self, channel: RemotingChannel, delta: int) -> None: ...
+
+    def refuses_unread(self, head: RemotingCommand) -> bool: ...
 
 
 class RemotingChannel(asyncio.BufferedProtocol):
@@ -224,7 +234,11 @@ class RemotingChannel(asyncio.BufferedProtocol):
                         continue
                 cmd = decoder.next_command()
                 if cmd is None:
-                    break
+                    # a large frame refused from its start: answered now, its rest read unkept
+                    cmd = decoder.frame_head(EARLY_FRAME_BYTES, EARLY_BODY_BYTES)
+                    if cmd is None or not controller.refuses_unread(cmd):
+                        break
+                    decoder.skip_frame()
                 handled += 1
                 controller.handle_command(self, cmd, decoder.last_key)
                 if self._held:
@@ -252,7 +266,7 @@ class RemotingChannel(asyncio.BufferedProtocol):
         if more and self.paused_since is None and not self._held:
             asyncio.get_running_loop().call_soon(self._turn)
         held = decoder.buffered
-        if not more and held:
+        if not more and decoder.in_frame:
             # A frame in progress: the slowloris clock starts now, or keeps running if no frame
             # completed since it started.
             if handled or self.partial_since is None:

@@ -1,5 +1,6 @@
-"""The controller's connection defences: admitting connections (caps, buffer budget) and
-cutting off the ones that misbehave (malformed frames, slowloris, slow readers).
+"""The controller's connection defences: admitting connections (caps, buffer budget), cutting
+off the ones that misbehave (malformed frames, slowloris, slow readers), and refusing a large
+frame from its start.
 
 A mixin of :class:`nameserver.server.controller.NameServerController`: it works on the
 controller's connections and logs through its journal. The events it writes change no table.
@@ -10,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from common.config import NameServerConfig
-from nameserver.codec import MalformedFrame
+from nameserver.acl import AccessController
+from nameserver.codec import MalformedFrame, RemotingCommand
 from nameserver.eventlog.writer import EventLogError
 from nameserver.routes.manager import Event
 from nameserver.server.admission import Admission, peer_host
 from nameserver.server.channel import RemotingChannel
+from nameserver.server.inflation import RegisterInflation
 from nameserver.server.journal import Journal
 from nameserver.server.processor import ConnectionContext, connection_event, malformed_frame_event
 
@@ -22,12 +25,14 @@ from nameserver.server.processor import ConnectionContext, connection_event, mal
 class ConnectionDefences:
     """Admission and the cutting-off of misbehaving connections (see the module docstring)."""
 
+    access: AccessController | None
     config: NameServerConfig
     stopping: bool
     _admission: Admission
     _channels: dict[str, RemotingChannel]
     _clock: Callable[[], int]
     _failure: BaseException | None
+    _inflation: RegisterInflation[RemotingChannel] | None
     _journal: Journal
     _log_closed: bool
     _next_channel: int
@@ -52,6 +57,14 @@ class ConnectionDefences:
             return
         channel.admitted = True
         self._channels[channel.ctx.channel] = channel
+
+    def refuses_unread(self, head: RemotingCommand) -> bool:
+        """Whether the request of which ``head`` holds the header and the first bytes of the body
+        is refused whatever the rest says: a compressed registration over the topic cap
+        (docs/remoting-protocol.md §8.1a). Not under access control, whose signature covers the
+        whole body."""
+        inflation = self._inflation
+        return self.access is None and inflation is not None and inflation.refused_by_head(head)
 
     def forget_channel(self, channel: RemotingChannel) -> bool:
         """An admitted connection ended: release its place and its buffered bytes.

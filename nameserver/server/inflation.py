@@ -113,11 +113,23 @@ class RegisterInflation(Generic[_C]):
         ext = cmd.ext_fields or {}
         if not parse_bool(ext.get("compressed")) or self._bodies.holds(body, version=cmd.version, compressed=True):
             return False
+        return not self._over_topic_cap(body)  # if over, refused on the loop (RegisterBodyCache.decode)
+
+    def refused_by_head(self, head: RemotingCommand) -> bool:
+        """Whether ``head`` (a request's header and the start of its body) is a compressed
+        registration over the topic cap, which the processor refuses from those bytes alone
+        (``RegisterBodyCache.decode``), the same answer and event whatever follows them."""
+        body = head.body
+        if head.code != _REGISTER_BROKER or not body or head.version < _V3_0_11:
+            return False
+        return parse_bool((head.ext_fields or {}).get("compressed")) and self._over_topic_cap(body)
+
+    def _over_topic_cap(self, body: bytes) -> bool:
         try:
             check_topic_head(body, self._bodies.limits)
         except RegisterTooLarge:
-            return False  # refused on the loop, before its CRC (RegisterBodyCache.decode)
-        return True
+            return True
+        return False
 
     def defer(self, channel: _C, cmd: RemotingCommand) -> None:
         """Hold ``channel``, inflate ``cmd``'s body on the worker, then handle it and release."""

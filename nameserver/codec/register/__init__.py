@@ -27,10 +27,17 @@ from nameserver.codec.register.body import (
 )
 from nameserver.codec.register.body_decoder import decode_register_body
 from nameserver.codec.register.body_encoder import encode_register_body, topic_config_json, topic_config_text
-from nameserver.codec.register.compressed import check_topic_head, inflate, inflate_chunks, parse_topic_config_text
+from nameserver.codec.register.compressed import (
+    HEAD_INPUT_BYTES,
+    check_topic_head,
+    inflate,
+    inflate_chunks,
+    parse_topic_config_text,
+)
 from nameserver.codec.register.json_form import decode_data_version_body, parse_data_version
 
 __all__ = [
+    "HEAD_INPUT_BYTES",
     "MAX_INFLATED_BYTES",
     "NO_LIMITS",
     "BadBody",

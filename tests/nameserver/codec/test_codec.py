@@ -545,6 +545,51 @@ def test_end_of_stream_mid_frame_is_just_buffered():
     assert len(list(decoder)) == 1 and decoder.buffered == 0
 
 
+def _large_request(size: int = 100 * 1024, opaque: int = 7):
+    request = make_request(310, {"brokerName": "b"})
+    request.body, request.opaque = os.urandom(size), opaque
+    return request
+
+
+def test_a_large_frame_is_offered_from_its_start_once_and_its_skipped_rest_is_never_buffered():
+    request = _large_request()
+    raw, after = encode_frame(request), encode_frame(make_request(105, {"topic": "a"}))
+    header_end = len(raw) - len(request.body)
+    decoder = FrameDecoder()
+    decoder.feed(raw[: header_end + 100])
+    assert decoder.next_command() is None
+    assert decoder.frame_head(64 * 1024, 1024) is None  # not 1 KiB of its body yet
+    decoder.feed(raw[header_end + 100 : header_end + 2048])
+    assert decoder.next_command() is None
+    assert decoder.frame_head(len(raw), 1024) is None  # shorter than asked for
+    head = decoder.frame_head(64 * 1024, 1024)
+    assert (head.code, head.opaque, head.ext_fields, head.body) == (310, 7, {"brokerName": "b"}, request.body[:2048])
+    assert decoder.frame_head(64 * 1024, 1024) is None  # once
+    decoder.skip_frame()
+    assert (decoder.buffered, decoder.in_frame, decoder.last_key) == (0, True, None)
+    rest = raw[header_end + 2048 :] + after
+    decoder.feed(rest[:50_000])
+    assert decoder.next_command() is None and (decoder.buffered, decoder.in_frame) == (0, True)
+    decoder.feed(rest[50_000:])  # the skipped frame's last bytes and the next frame in one read
+    assert decoder.next_command().code == 105
+    assert (decoder.buffered, decoder.in_frame) == (0, False)
+
+
+def test_a_large_frame_offered_but_not_skipped_comes_out_whole_and_the_next_is_offered_too():
+    first, second = _large_request(opaque=1), _large_request(opaque=2)
+    raw = encode_frame(first) + encode_frame(second)
+    decoder = FrameDecoder()
+    decoder.feed(raw[:4096])
+    assert decoder.next_command() is None
+    assert decoder.frame_head(64 * 1024, 1024).opaque == 1
+    decoder.feed(raw[4096 : len(raw) - 1000])
+    assert decoder.next_command().body == first.body
+    assert decoder.next_command() is None
+    assert decoder.frame_head(64 * 1024, 1024).opaque == 2
+    decoder.feed(raw[len(raw) - 1000 :])
+    assert decoder.next_command().body == second.body and not decoder.in_frame
+
+
 # --- lenient decoding (§4, §5) -------------------------------------------------------------------
 
 

@@ -27,6 +27,8 @@ from nameserver.model import DataVersion, TopicConfig
 from nameserver.server.bodycache import RegisterBodyCache
 from nameserver.server.inflation import OFF_LOOP_BYTES, RegisterInflation, prepare
 from tests.nameserver.server.test_server import RawConn, arun, events_of, running, start_server, stop_server
+from tests.nameserver.server.test_server_acl import guarded
+from tests.nameserver.server.test_server_acl import running as acl_running
 
 CAPS = {"max_register_topics": 100, "max_register_body_bytes": 64 * 1024}
 
@@ -184,6 +186,75 @@ def test_a_compressed_registration_over_the_topic_cap_is_refused_on_the_loop_bef
     )
     assert applied.code == ResponseCode.SUCCESS
     assert [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"] == ["register_too_large"]
+
+
+def test_a_registration_over_the_topic_cap_is_answered_from_its_start_and_its_rest_is_not_kept(tmp_path):
+    # the server answers once the frame's header and first KiB of body are in, and reads the rest
+    # without buffering it; the frame after it on the connection is read as usual
+    names = [os.urandom(10).hex() for _ in range(25_000)]
+    over = register("10.0.0.2:10911", "broker-over", [TopicConfig(n, 4, 4) for n in names], compressed=True)
+    over.opaque = 1
+    raw = encode_frame(over)
+    lookup = route_request("T00000")
+    lookup.opaque = 2
+    assert len(raw) > 256 * 1024
+
+    async def body():
+        async with running(tmp_path, **CAPS) as ctl:
+            conn = await RawConn.open(ctl)
+            await conn.send(raw[:8192])
+            early = decode_frame(await conn.frame())
+            await conn.send(raw[8192 : len(raw) // 2])
+            await asyncio.sleep(0.1)
+            held = ctl.admission.buffered_bytes  # across the server's connections
+            await conn.send(raw[len(raw) // 2 :] + encode_frame(lookup))
+            after = decode_frame(await conn.frame())
+            conn.close()
+            return early, held, after
+
+    early, held, after = arun(body())
+    assert (early.opaque, early.code) == (1, ResponseCode.SYSTEM_ERROR)
+    assert early.remark == "register body too large: 25000 topics > max_register_topics 100"
+    assert held == 0  # nothing of the refused frame is buffered
+    assert (after.opaque, after.code) == (2, ResponseCode.TOPIC_NOT_EXIST)
+    assert [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"] == ["register_too_large"]
+
+
+def test_a_refused_frame_whose_rest_stops_coming_is_closed_as_any_stuck_frame(tmp_path):
+    # skipping the rest of a frame is still being in the middle of one: the slowloris clock runs
+    names = [os.urandom(10).hex() for _ in range(25_000)]
+    raw = encode_frame(register("10.0.0.2:10911", "b", [TopicConfig(n, 4, 4) for n in names], compressed=True))
+
+    async def body():
+        async with running(tmp_path, frame_timeout_ms=300, **CAPS) as ctl:
+            conn = await RawConn.open(ctl)
+            await conn.send(raw[:8192])
+            early = decode_frame(await conn.frame())
+            return early, await conn.closed_by_peer(timeout=3)
+
+    early, closed = arun(body())
+    assert early.code == ResponseCode.SYSTEM_ERROR and closed
+    assert [e["reason"] for e in events_of(tmp_path) if e["type"] == "rejected"] == [
+        "register_too_large",
+        "frame_timeout",
+    ]
+
+
+def test_under_access_control_a_registration_is_read_whole_before_it_is_refused(tmp_path):
+    # its signature covers the whole body: nothing is refused from a frame's start
+    names = [os.urandom(10).hex() for _ in range(25_000)]
+    over = register("10.0.0.2:10911", "broker-over", [TopicConfig(n, 4, 4) for n in names], compressed=True)
+    head = decode_frame(encode_frame(over))
+    head.body = head.body[:4096]
+
+    async def body():
+        async with running(tmp_path, **CAPS) as open_ctl:
+            refused_open = open_ctl.refuses_unread(head)
+        async with acl_running(tmp_path / "acl", guarded()) as guarded_ctl:
+            refused_guarded = guarded_ctl.refuses_unread(head)
+        return refused_open, refused_guarded
+
+    assert arun(body()) == (True, False)
 
 
 def test_the_worker_keeps_nothing_of_a_body_it_refuses():
