@@ -152,23 +152,8 @@ class FrameDecoder:
         if end < frame_end:
             self._wait()
             return None
-        header_start = pos + 8
-        header_end = header_start + header_length
-        try:
-            if serialize_type == _JSON:
-                fields, key = self._json_header(buf, header_start, header_end, frame_end == header_end)
-            else:
-                fields = decode_rocketmq_header(buf, header_start, header_end)
-                # every byte but the opaque's decides the fields: the key is exact (§5)
-                key = (
-                    bytes(buf[pos + 4 : header_start + 5]) + bytes(buf[header_start + 9 : header_end])
-                    if frame_end == header_end
-                    else None
-                )
-        except MalformedFrame as exc:
-            decoded = {"frame_length": length, "serialize_type": serialize_type, "header_length": header_length}
-            decoded.update(exc.decoded_so_far)
-            raise self._fail(exc.reason, decoded, exc.detail) from None
+        header_end = pos + 8 + header_length
+        fields, key = self._header(buf, pos, length, serialize_type, header_length, frame_end == header_end)
         body = None
         if frame_end > header_end:
             with memoryview(buf) as view:  # one copy (a bytearray slice would be a second)
@@ -204,19 +189,7 @@ class FrameDecoder:
             return None
         self._offered = True
         serialize_type = word >> 24  # next_command checked the prefix
-        try:
-            if serialize_type == _JSON:
-                fields, _ = self._json_header(buf, pos + 8, header_end, False)
-            else:
-                fields = decode_rocketmq_header(buf, pos + 8, header_end)
-        except MalformedFrame as exc:
-            decoded = {
-                "frame_length": length,
-                "serialize_type": serialize_type,
-                "header_length": word & MAX_HEADER_LENGTH,
-            }
-            decoded.update(exc.decoded_so_far)
-            raise self._fail(exc.reason, decoded, exc.detail) from None
+        fields, _ = self._header(buf, pos, length, serialize_type, word & MAX_HEADER_LENGTH, False)
         with memoryview(buf) as view:
             body = view[header_end:end].tobytes()
         return RemotingCommand(*fields, body, _SERIALIZE_TYPES[serialize_type])
@@ -231,6 +204,29 @@ class FrameDecoder:
         self._pos = 0
         self._offered = False
         self.last_key = None
+
+    def _header(
+        self, buf: bytearray, pos: int, length: int, serialize_type: int, header_length: int, no_body: bool
+    ) -> tuple[HeaderFields, RequestKey | None]:
+        """The fields of the header of the frame at ``pos`` and its :attr:`last_key` (None for a
+        frame with a body).
+
+        Raises:
+            MalformedFrame: a malformed header (and the decoder fails).
+        """
+        header_start = pos + 8
+        header_end = header_start + header_length
+        try:
+            if serialize_type == _JSON:
+                return self._json_header(buf, header_start, header_end, no_body)
+            fields = decode_rocketmq_header(buf, header_start, header_end)
+        except MalformedFrame as exc:
+            decoded = {"frame_length": length, "serialize_type": serialize_type, "header_length": header_length}
+            decoded.update(exc.decoded_so_far)
+            raise self._fail(exc.reason, decoded, exc.detail) from None
+        # every byte but the opaque's decides the fields: the key is exact (§5)
+        key = bytes(buf[pos + 4 : header_start + 5]) + bytes(buf[header_start + 9 : header_end]) if no_body else None
+        return fields, key
 
     def _json_header(
         self, buf: bytearray, header_start: int, header_end: int, no_body: bool
