@@ -28,7 +28,8 @@ Each fault is held longer than the divergence grace of an audit configured for t
 (:data:`AUDIT_CONFIG`: the brokers register every 10 s), so the audit of the day can be checked
 against the truth. :func:`run_scenario` returns the collected logs and the ground truth (also
 written to ``<events>/_truth/faults.jsonl`` in the simulator's shape: ``kind``, ``ns``,
-``subject``, ``start_ms``, ``end_ms``), with the time of each fault's injection.
+``subject``, ``start_ms``, ``end_ms``), with the time of each fault's injection; ``ns_restart``
+also has ``ready_ms``, when the restarted server said it was ready.
 """
 
 from __future__ import annotations
@@ -352,13 +353,21 @@ def run_scenario(release: Release, run_dir: Path, clean_closed: Callable[[Path],
         namesrvs["nsC"] = start_namesrv_on(release, run_dir, "nsC-restarted", ports["nsC"])
         processes.append(namesrvs["nsC"])
         namesrvs["nsC"].wait_ready()
+        ready = _now_ms()  # a JVM's start takes 5-40 s on a loaded 2-core machine
         wait_for(
             lambda: brokers_seen(scenario.stream("nsC")) == {"scn-a", "scn-k", "scn-s"},
             SEEN_TIMEOUT_S,
             "the brokers back in nsC's stream",
         )
         scenario.truth.append(
-            {"kind": "ns_restart", "ns": ["nsC"], "subject": "nsC", "start_ms": start, "end_ms": restarted}
+            {
+                "kind": "ns_restart",
+                "ns": ["nsC"],
+                "subject": "nsC",
+                "start_ms": start,
+                "end_ms": restarted,
+                "ready_ms": ready,
+            }
         )
 
         # delete_topic: from the brokers and nsB only; the new data version ends the wipe on nsA

@@ -163,9 +163,10 @@ def test_a_restarted_server_is_an_error_then_a_recovered_snapshot_while_the_othe
     assert error["reason"] in ("connect_failed", "connection_closed", "timeout"), error
     recovered = next(e for e in log if e["type"] == "observe_snapshot" and e["ts"] > error["ts"])
     assert recovered["reason"] == "recovered" and recovered["ts"] >= restart["end_ms"]
-    # the restarted server's tables come back with the brokers' registrations
+    # the restarted server's tables come back with the brokers' registrations, each within a period
+    # (and a loaded machine's slack) of the server answering again
     back = first_ts(log, recovered["ts"], lambda prefix: brokers_seen(prefix) == {"scn-a", "scn-k", "scn-s"})
-    assert back is not None and back - restart["end_ms"] <= REGISTER_PERIOD_MS + SEEN_WITHIN_MS + 30_000
+    assert back is not None and back - restart["ready_ms"] <= REGISTER_PERIOD_MS + SEEN_WITHIN_MS + 30_000
     assert [e for e in log if e["type"] == "observe_error"] == [error]  # one per outage
     for ns in ("nsA", "nsB"):
         assert [e for e in scenario.stream(ns) if e["type"] == "observe_error"] == [], ns
