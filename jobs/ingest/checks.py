@@ -13,6 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from jobs.ingest.plan import all_nullable
 from jobs.ingest.validation import JSON_OPTIONS, key_reason, line_bytes, parse_values, within_max_length
 from schemas import validation
 from schemas.events import EVENT_SCHEMA, EVENT_TYPES, FORMAT_VERSION, TYPE_RULES
@@ -220,4 +221,20 @@ def select_checked(reasoned_df: DataFrame) -> DataFrame:
         F.when(~accepted, F.regexp_replace("text", "\n$", "")).alias("raw"),
         F.when(accepted, F.col("event")).alias("event"),
         F.when(accepted, F.xxhash64("event")).alias("event_hash"),
+    )
+
+
+def checked_schema(lines_schema: T.StructType) -> T.StructType:
+    """The schema :func:`select_checked` gives lines of ``lines_schema`` (after :func:`with_event`
+    and :func:`with_reason`), known without planning them: an empty frame of it stands for the
+    checked lines when there is none to check."""
+    place = [lines_schema[name] for name in ("date", "ns", "file", "line")]
+    return T.StructType(
+        [
+            *place,
+            T.StructField("reason", T.StringType(), True),
+            T.StructField("raw", T.StringType(), True),
+            T.StructField("event", all_nullable(EVENT_SCHEMA), True),
+            T.StructField("event_hash", T.LongType(), True),
+        ]
     )

@@ -77,7 +77,7 @@ def build_plan(
     return FastPlan(
         table_path=table_path,
         partition_by=tuple(partition_by),
-        parse_schema=to_arrow_schema(cast(T.StructType, _all_nullable(EVENT_SCHEMA))),  # a struct stays one
+        parse_schema=to_arrow_schema(cast(T.StructType, all_nullable(EVENT_SCHEMA))),  # a struct stays one
         file_schema=file_schema,
         version=FORMAT_VERSION,
         event_types=tuple(EVENT_TYPES),
@@ -93,11 +93,12 @@ def build_plan(
     )
 
 
-def _all_nullable(dtype: T.DataType) -> T.DataType:
+def all_nullable(dtype: T.DataType) -> T.DataType:
+    """``dtype`` with every field and element nullable, as ``from_json`` parses into it."""
     if isinstance(dtype, T.StructType):
-        return T.StructType([T.StructField(f.name, _all_nullable(f.dataType), True) for f in dtype.fields])
+        return T.StructType([T.StructField(f.name, all_nullable(f.dataType), True) for f in dtype.fields])
     if isinstance(dtype, T.ArrayType):
-        return T.ArrayType(_all_nullable(dtype.elementType), True)
+        return T.ArrayType(all_nullable(dtype.elementType), True)
     return dtype
 
 

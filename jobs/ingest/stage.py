@@ -24,7 +24,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from common.config import Config
 from jobs import lake
-from jobs.ingest.checks import select_checked, with_event, with_reason
+from jobs.ingest.checks import checked_schema, select_checked, with_event, with_reason
 from jobs.ingest.datafiles import read_fast_keys, rewrite_staged
 from jobs.ingest.findings import (
     CATEGORY,
@@ -253,10 +253,12 @@ def _scan(spark: SparkSession, files: list[SegmentFile], plan: FastPlan, cache: 
     staged = [summary["data_file"] for _, _, summary in summaries if summary["data_file"]]
     slow_lines_df = scanned_df.where("line > 0").select("date", "ns", "file", "line", "text", "read_problem")
     if all_lines_fast(summaries):
-        # The JVM has no line to judge. Over an empty local relation Spark folds every query
-        # below away, rather than plan and compile the checks for each.
-        slow_lines_df = local_frame(spark, [], slow_lines_df.schema)
-    slow_df = cache(slow_lines_df.transform(with_event).transform(with_reason).transform(select_checked))
+        # The JVM has no line to judge: the checked lines are an empty local relation, over which
+        # Spark folds every query below away. The checks are not even built (planning them costs
+        # seconds of the driver's time).
+        slow_df = local_frame(spark, [], checked_schema(slow_lines_df.schema))
+    else:
+        slow_df = cache(slow_lines_df.transform(with_event).transform(with_reason).transform(select_checked))
     read_df = (
         summaries_frame(spark, summaries)
         .select("file", "lines_read")

@@ -20,7 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 import jobs.ingest.stage as ingest_module
 from jobs import lake
-from jobs.ingest.checks import select_checked, with_event, with_reason
+from jobs.ingest.checks import checked_schema, select_checked, with_event, with_reason
 from jobs.ingest.classifier import classify_lines
 from jobs.ingest.datafiles import event_batch
 from jobs.ingest.plan import build_plan
@@ -260,6 +260,16 @@ def _jvm_path(spark, lines: list[str]) -> tuple[dict[int, str | None], dict[int,
     events = {r["line"]: r.asDict(recursive=True) for r in select_events(checked_df, no_drops).collect()}
     checked_df.unpersist()
     return reasons, events
+
+
+def test_the_checked_schema_is_what_the_checks_give(spark):
+    """A day whose every line the fast path accepted skips the JVM's checks and stands an empty
+    frame of ``checked_schema`` in for their rows: the same columns, types and nullability."""
+    data = (_dump(_good_events()[0]) + "\n").encode()
+    batches = list(line_batches(data, DAY, "ns-a", "ns-a/2026-11-21/f.jsonl"))
+    lines_df = spark.createDataFrame(pa.Table.from_batches(batches).to_pandas(), LINES_SCHEMA)
+    checked = lines_df.transform(with_event).transform(with_reason).transform(select_checked)
+    assert checked_schema(lines_df.schema) == checked.schema
 
 
 def test_classify_lines_finds_the_bad_lines_among_good_ones(tmp_path):
