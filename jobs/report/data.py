@@ -1,7 +1,8 @@
 """Gather the report's data from the lake: aggregate and cap in Spark, collect only small frames.
 
 Each ``agg_*`` here ends at a bounded row count (a cap per server, cluster or table) before
-``toPandas``: the report never pulls event-sized data to the driver.
+``toPandas``: the report never pulls event-sized data to the driver. The day's small tables
+(findings, liveness windows, divergence episodes) are read without Spark (:mod:`jobs.report.small`).
 """
 
 from __future__ import annotations
@@ -22,19 +23,14 @@ from jobs.lake.tables import read_table, table_exists
 from jobs.report.incidents import INCIDENT_COLUMNS
 from jobs.report.live import read_live_opens, with_seen_live
 from jobs.report.render import ReportData, write_report
+from jobs.report.small import read_report_rows
 from jobs.storage import locations
-from schemas.divergence import NS_DIVERGENCES_SCHEMA
 from schemas.events import EVENTS_TABLE_SCHEMA
-from schemas.findings import FINDINGS_SCHEMA
 from schemas.incidents import INCIDENTS_SCHEMA
-from schemas.liveness import LIVENESS_WINDOWS_SCHEMA
 from schemas.routes import ROUTE_SNAPSHOTS_SCHEMA
 
-LIVENESS_ROWS_PER_SERVER = 60
-DIVERGENCE_ROWS = 300
 HEATMAP_BROKERS = 40
 HEATMAP_TOPICS = 60
-FINDING_ROWS = 2000
 INCIDENT_ROWS = 500
 
 
@@ -43,40 +39,6 @@ def _read_day(spark: SparkSession, lake: str, name: str, schema: T.StructType, d
     if not table_exists(path):
         return None
     return read_table(spark, path, schema, where={"date": day})
-
-
-def agg_liveness_rows(windows_df: DataFrame, per_server: int = LIVENESS_ROWS_PER_SERVER) -> DataFrame:
-    """The windows of the ``per_server`` addresses per server with most closed windows."""
-    ranked = (
-        windows_df.groupBy("ns", "broker_addr")
-        .agg(
-            F.sum(F.when(F.col("end_reason") != "open", 1).otherwise(0)).alias("closed"),
-            F.count(F.lit(1)).alias("windows"),
-        )
-        .withColumn(
-            "rank",
-            F.row_number().over(Window.partitionBy("ns").orderBy(F.desc("closed"), F.desc("windows"), "broker_addr")),
-        )
-        .filter(F.col("rank") <= per_server)
-    )
-    return windows_df.join(ranked.select("ns", "broker_addr"), ["ns", "broker_addr"]).select(
-        "ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"
-    )
-
-
-def agg_divergence_rows(div_df: DataFrame, limit: int = DIVERGENCE_ROWS) -> DataFrame:
-    """The longest episodes, with the subject docs/interfaces.md names per kind."""
-    subject = F.coalesce(F.col("topic"), F.col("broker_addr"), F.col("broker_name"))
-    subject = F.when(F.col("kind") == "queue_data_mismatch", F.concat_ws(" @ ", "topic", "broker_name")).otherwise(
-        subject
-    )
-    return (
-        div_df.withColumn("subject", subject)
-        .withColumn("ns_views", F.to_json("ns_views"))
-        .orderBy(F.desc("duration_ms"))
-        .limit(limit)
-        .select("kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views")
-    )
 
 
 def agg_heatmap_rows(cells_df: DataFrame, brokers: int = HEATMAP_BROKERS, topics: int = HEATMAP_TOPICS) -> DataFrame:
@@ -186,12 +148,9 @@ def _small_counts(lake: str, day: dt.date) -> dict[str, Any]:
 def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_results: Any) -> ReportData:
     """Read the day's tables and build :class:`ReportData` (small frames only)."""
     events_df = _read_day(spark, lake, lake_tables.EVENTS, EVENTS_TABLE_SCHEMA, day)
-    windows_df = _read_day(spark, lake, lake_tables.LIVENESS_WINDOWS, LIVENESS_WINDOWS_SCHEMA, day)
-    div_df = _read_day(spark, lake, lake_tables.NS_DIVERGENCES, NS_DIVERGENCES_SCHEMA, day)
     snapshots_df = _read_day(spark, lake, lake_tables.ROUTE_SNAPSHOTS, ROUTE_SNAPSHOTS_SCHEMA, day)
     # the end-of-day instant only: a literal filter, pushed to the files
     end_cells_df = agg_end_of_day_distribution(snapshots_df, day) if snapshots_df is not None else None
-    findings_df = _read_day(spark, lake, lake_tables.FINDINGS, FINDINGS_SCHEMA, day)
     incidents_df = _read_day(spark, lake, lake_tables.INCIDENTS, INCIDENTS_SCHEMA, day)
     if incidents_df is not None:
         incidents_df = with_seen_live(incidents_df, read_live_opens(spark, lake, day))
@@ -202,35 +161,19 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     notes: list[str] = []
     for result in stage_results:
         notes.extend(getattr(result, "notes", []) or [])
-    findings_pdf = small(
-        findings_df.orderBy(
-            F.when(F.col("severity") == "critical", 0).when(F.col("severity") == "warning", 1).otherwise(2),
-            "category",
-            "kind",
-            "subject",
-        ).limit(FINDING_ROWS)
-        if findings_df is not None
-        else None,
-        ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail", "incident_id"],
-    )
     # the counts of small tables are read back without Spark; the events' and the routes' need it
     headline = {**agg_headline(events_df, end_cells_df), **_small_counts(lake, day)}
+    rows = read_report_rows(lake, day)  # the small tables' rows, ordered and capped in the driver
     return ReportData(
         day=day,
         headline=headline,
-        liveness=small(
-            agg_liveness_rows(windows_df) if windows_df is not None else None,
-            ["ns", "broker_addr", "broker_name", "start_ts", "end_ts", "end_reason"],
-        ),
-        divergences=small(
-            agg_divergence_rows(div_df) if div_df is not None else None,
-            ["kind", "subject", "start_ts", "end_ts", "duration_ms", "ns_views"],
-        ),
+        liveness=rows["liveness"],
+        divergences=rows["divergences"],
+        findings=rows["findings"],
         distribution=small(
             agg_heatmap_rows(end_cells_df) if end_cells_df is not None else None,
             ["cluster", "broker_name", "topic", "write_queue_nums"],
         ),
-        findings=findings_pdf,
         notes=[str(n) for n in notes],
         incidents=small(select_incident_rows(incidents_df) if incidents_df is not None else None, INCIDENT_COLUMNS),
     )
