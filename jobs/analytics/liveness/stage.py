@@ -234,7 +234,7 @@ def run_liveness(
     ns_runs_df = read_or_empty(spark, lake_dir, lake.NS_RUNS, NS_RUNS_SCHEMA).where(
         F.col("resolution_ms").isNull() & ~F.col("stop_reason").startswith("observe_")
     )
-    carried_runs_df = _carried_run_timers(spark, lake_dir, agg_carried_runs(ns_runs_df, day))
+    carried_runs_df = _carried_run_timers(spark, lake_dir, day, agg_carried_runs(ns_runs_df, day))
     frames = build_liveness(
         events_df, prev_windows_df, carried_runs_df, agg_previous_day_up(ns_runs_df, day), day, params
     )
@@ -281,22 +281,25 @@ def _observed_findings(spark: SparkSession, lake_dir: str, day: dt.date) -> Data
     )
 
 
-def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFrame) -> DataFrame:
+# the timers of the runs carried into the day (:func:`_carried_run_timers`)
+_CARRIED_TIMERS_SCHEMA = T.StructType(
+    [T.StructField("ns", T.StringType())]
+    + [T.StructField(c, T.LongType()) for c in ("start_ms", "broker_expiry_ms", "scan_interval_ms")]
+)
+
+
+def _carried_run_timers(spark: SparkSession, lake_dir: str, day: dt.date, carried_df: DataFrame) -> DataFrame:
     """The ``ns_start`` timers of the runs carried into the day, read from the days they began.
 
     At most one run per server, so the (date, ns) partitions to read are collected; a run whose
-    ``ns_start`` is not in the lake keeps its start with null timers (config defaults apply).
+    ``ns_start`` is not in the lake keeps its start with null timers (config defaults apply). The
+    day before's ``ns_runs`` (a row per run) tell first, without Spark, whether any is carried.
     """
+    if not _runs_open_at_midnight(lake_dir, day):
+        return local_frame(spark, [], _CARRIED_TIMERS_SCHEMA)
     keys = carried_df.select("ns", "start_date").distinct().collect()  # one row per server at most
     if not keys:
-        return local_frame(
-            spark,
-            [],
-            T.StructType(
-                [T.StructField("ns", T.StringType())]
-                + [T.StructField(c, T.LongType()) for c in ("start_ms", "broker_expiry_ms", "scan_interval_ms")]
-            ),
-        )
+        return local_frame(spark, [], _CARRIED_TIMERS_SCHEMA)
     starts_df = (
         read_table(
             spark,
@@ -310,3 +313,12 @@ def _carried_run_timers(spark: SparkSession, lake_dir: str, carried_df: DataFram
     return carried_df.join(starts_df, ["ns", "start_seq"], "left").select(
         "ns", "start_ms", "broker_expiry_ms", "scan_interval_ms"
     )
+
+
+def _runs_open_at_midnight(lake_dir: str, day: dt.date) -> bool:
+    """Whether a run of a server of ours (not an observed one) with a known start was open at the
+    end of the day before ``day``: what :func:`jobs.analytics.liveness.runs.agg_carried_runs` carries."""
+    before = read_day_arrow(
+        lake_dir, lake.NS_RUNS, day - dt.timedelta(days=1), ["stop_reason", "start_seq", "resolution_ms"]
+    ).to_pylist()
+    return any(r["stop_reason"] == "open" and r["start_seq"] is not None and r["resolution_ms"] is None for r in before)
