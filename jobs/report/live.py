@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from jobs import lake as lake_tables
 from jobs.analytics.incidents.grouping import INCIDENT_GAP_MS
 from jobs.lake.tables import read_table, table_exists
+from jobs.spark.profile import broadcast
 from schemas.events import EVENTS_TABLE_SCHEMA
 
 
@@ -38,7 +39,7 @@ def with_seen_live(incidents_df: DataFrame, opens_df: DataFrame | None, gap_ms: 
     (no collector, or what only the whole day shows)."""
     if opens_df is None:
         return incidents_df.withColumn("seen_live_ts", F.lit(None).cast("timestamp"))
-    opens = F.broadcast(opens_df.alias("o"))
+    opens = broadcast(opens_df.alias("o"))
     match = (
         (F.col("i.subject") == F.col("o.subject"))
         & (F.col("o.live_start_ms") >= F.unix_millis("i.start_ts") - gap_ms)

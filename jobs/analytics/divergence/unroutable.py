@@ -20,6 +20,7 @@ from jobs.analytics.divergence.findings import CATEGORY
 from jobs.analytics.divergence.span import Span, with_interval_ms
 from jobs.analytics.divergence.up_periods import covering_at
 from jobs.lake.findings import finding_columns
+from jobs.spark.profile import broadcast
 
 FINDING_KIND = "topic_unroutable"
 SEVERITY = "critical"
@@ -91,7 +92,7 @@ def agg_unroutable_findings(queue_df: DataFrame, periods_df: DataFrame, span: Sp
         .agg(F.collect_list(F.struct("ns", "from_ms", "to_ms", "broker_name")).alias("facts"))
     )
     segments_df = (
-        facts_df.crossJoin(F.broadcast(periods_df))
+        facts_df.crossJoin(broadcast(periods_df))
         .select("topic", F.explode(_unroutable_segments(F.col("facts"), F.col("periods"), span)).alias("s"))
         .select("topic", "s.*")
     )

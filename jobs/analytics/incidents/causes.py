@@ -307,7 +307,7 @@ def with_unroutable_causes(findings_df: DataFrame, gap_ms: int) -> DataFrame:
         10:00:00.003: ``topic`` / ``t-del``, with the three ``topic_deleted``.
     """
     kind = F.col("kind")
-    causes_df = F.broadcast(
+    causes_df = broadcast(
         findings_df.where((kind == "topic_deleted") | kind.isin(*RESTART_KINDS)).select(
             F.col("kind").alias("_c_kind"),
             F.col("subject").alias("_c_subject"),
