@@ -23,7 +23,7 @@ from jobs.lake.tables import read_table, table_exists
 from jobs.report.incidents import INCIDENT_COLUMNS
 from jobs.report.live import read_live_opens, with_seen_live
 from jobs.report.render import ReportData, write_report
-from jobs.report.small import read_report_rows
+from jobs.report.small import FINDING_COLUMNS, read_report_rows, read_small
 from jobs.storage import locations
 from schemas.events import EVENTS_TABLE_SCHEMA
 from schemas.incidents import INCIDENTS_SCHEMA
@@ -131,14 +131,12 @@ def severity_counts(name: str, severities: Iterable[str]) -> dict[str, Any]:
     return {**{f"{name}_{k}": v for k, v in by_severity.items()}, f"{name}_by_severity": by_severity}
 
 
-def _small_counts(lake: str, day: dt.date) -> dict[str, Any]:
-    """``quarantined_lines`` and findings and incidents by severity, read from the day's small
-    tables in the driver."""
+def _small_counts(lake: str, day: dt.date, finding_severities: list[str]) -> dict[str, Any]:
+    """``quarantined_lines`` and findings (``finding_severities``, every one of the day's) and
+    incidents by severity, read from the day's small tables in the driver."""
     return {
         "quarantined_lines": day_rows(lake, lake_tables.QUARANTINE, day),
-        **severity_counts(
-            "findings", read_day_arrow(lake, lake_tables.FINDINGS, day, ["severity"]).column(0).to_pylist()
-        ),
+        **severity_counts("findings", finding_severities),
         **severity_counts(
             "incidents", read_day_arrow(lake, lake_tables.INCIDENTS, day, ["severity"]).column(0).to_pylist()
         ),
@@ -162,8 +160,10 @@ def collect_report_data(spark: SparkSession, lake: str, day: dt.date, *stage_res
     for result in stage_results:
         notes.extend(getattr(result, "notes", []) or [])
     # the counts of small tables are read back without Spark; the events' and the routes' need it
-    headline = {**agg_headline(events_df, end_cells_df), **_small_counts(lake, day)}
-    rows = read_report_rows(lake, day)  # the small tables' rows, ordered and capped in the driver
+    # every finding of the day, read once: counted for the headline, then ordered and capped
+    findings = read_small(lake, lake_tables.FINDINGS, day, FINDING_COLUMNS)
+    headline = {**agg_headline(events_df, end_cells_df), **_small_counts(lake, day, list(findings["severity"]))}
+    rows = read_report_rows(lake, day, findings)  # the small tables' rows, ordered and capped in the driver
     return ReportData(
         day=day,
         headline=headline,

@@ -19,6 +19,7 @@ import pandas as pd
 
 from jobs import lake as lake_tables
 from jobs.lake.days import read_day_arrow
+from jobs.report.render import SEVERITY_ORDER
 
 LIVENESS_ROWS_PER_SERVER = 60
 DIVERGENCE_ROWS = 300
@@ -29,7 +30,6 @@ DIVERGENCE_COLUMNS = ["kind", "subject", "start_ts", "end_ts", "duration_ms", "n
 FINDING_COLUMNS = ["severity", "category", "kind", "subject", "ns", "start_ts", "end_ts", "detail", "incident_id"]
 # what ns_divergences holds that DIVERGENCE_COLUMNS are made of
 _EPISODE_COLUMNS = ["kind", "topic", "broker_addr", "broker_name", "start_ts", "end_ts", "duration_ms", "ns_views"]
-_SEVERITY_RANK = {"critical": 0, "warning": 1}
 
 
 def read_small(lake: str, name: str, day: dt.date, columns: Sequence[str]) -> pd.DataFrame:
@@ -80,19 +80,23 @@ def finding_rows(findings: pd.DataFrame, limit: int = FINDING_ROWS) -> pd.DataFr
     """The first ``limit`` findings by severity (critical first), then category, kind and subject."""
     if findings.empty:
         return pd.DataFrame(columns=FINDING_COLUMNS)
-    rank = findings["severity"].map(_SEVERITY_RANK).fillna(2)
+    # anything but critical and warning ranks as info
+    rank = findings["severity"].map(SEVERITY_ORDER).fillna(SEVERITY_ORDER["info"])
     ordered = findings.assign(_rank=rank).sort_values(
         ["_rank", "category", "kind", "subject"], na_position="first", kind="stable"
     )
     return ordered.head(limit)[FINDING_COLUMNS].reset_index(drop=True)
 
 
-def read_report_rows(lake: str, day: dt.date) -> dict[str, pd.DataFrame]:
-    """The report's ``liveness``, ``divergences`` and ``findings`` rows of ``day``."""
+def read_report_rows(lake: str, day: dt.date, findings: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """The report's ``liveness``, ``divergences`` and ``findings`` rows of ``day``; ``findings``:
+    the day's, when the caller has read them (``read_small`` of ``FINDING_COLUMNS``)."""
+    if findings is None:
+        findings = read_small(lake, lake_tables.FINDINGS, day, FINDING_COLUMNS)
     return {
         "liveness": liveness_rows(read_small(lake, lake_tables.LIVENESS_WINDOWS, day, LIVENESS_COLUMNS)),
         "divergences": divergence_rows(read_small(lake, lake_tables.NS_DIVERGENCES, day, _EPISODE_COLUMNS)),
-        "findings": finding_rows(read_small(lake, lake_tables.FINDINGS, day, FINDING_COLUMNS)),
+        "findings": finding_rows(findings),
     }
 
 
