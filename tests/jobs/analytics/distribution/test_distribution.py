@@ -786,11 +786,11 @@ def test_exact_runs_merge_touching_segments_only(spark):
 @pytest.fixture(scope="module")
 def faulted_day(spark, tmp_path_factory):
     """Three simulated hours of two servers, twelve brokers and sixty topics with every fault
-    (a wipe and the layout faults among them), ingested, rebuilt, snapshotted and through the
-    distribution stage: the simulation's options and the stage's findings."""
+    (a wipe and the layout faults among them), ingested, rebuilt and through the distribution
+    stage (which makes the snapshot instants' routes from the history itself; ``route_snapshots``
+    it reads for the day before only): the simulation's options and the stage's findings."""
     from jobs.ingest.stage import run_ingest
     from jobs.rebuild.stage import run_rebuild
-    from jobs.snapshots import run_snapshots
     from nameserver.sim.run import FAULTS, SimOptions, simulate
     from schemas.findings import FINDINGS_SCHEMA
 
@@ -813,7 +813,6 @@ def faulted_day(spark, tmp_path_factory):
     config = Config(audit=AuditConfig(snapshot_interval_ms=STEP))
     run_ingest(spark, str(options.events_dir), lake_dir, DAY, config)
     run_rebuild(spark, lake_dir, DAY, config)
-    run_snapshots(spark, lake_dir, DAY, config)
     D.run_distribution(spark, lake_dir, DAY, config)
     found = read_table(
         spark, lake.table_path(lake_dir, lake.FINDINGS), FINDINGS_SCHEMA, where={"date": DAY, "category": D.CATEGORY}
