@@ -59,13 +59,10 @@ def spark():
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # 2g: the default 1g heap is tight for a whole session of plans and caches
     # Test inputs are tiny: the small-day settings of the audit (jobs.spark.profile: no adaptive
-    # re-planning, no broadcast jobs, no code generation or constraint propagation) hold for the
-    # whole session. Results do not depend on them; the standalone-cluster test compares an audit
-    # with Spark's defaults against one with these, row for row. The JIT is the exception: a small
-    # day's audit is one short process, where the JIT's first tier only (SMALL_DAY_JAVA_OPTIONS)
-    # saves compiling, but this JVM plans queries for the whole suite, and there the full tiers'
-    # optimised planner code pays back what compiling it costs (bench/README.md, "The test suite").
-    from jobs.spark.profile import SMALL_DAY_CONF
+    # re-planning, no broadcast jobs, no code generation or constraint propagation, the JIT's first
+    # tier only) hold for the whole session. Results do not depend on them; the standalone-cluster
+    # test compares an audit with Spark's defaults against one with these, row for row.
+    from jobs.spark.profile import SMALL_DAY_CONF, SMALL_DAY_JAVA_OPTIONS
     from jobs.spark.session import LAKE_WRITER_CONF, build_session
     from jobs.storage import settings
 
@@ -74,7 +71,7 @@ def spark():
         app_name="nsaudit-tests",
         shuffle_partitions=2,
         driver_memory="2g",
-        java_options="-XX:+UseParallelGC",
+        java_options=f"-XX:+UseParallelGC {SMALL_DAY_JAVA_OPTIONS}",
         extra_conf={
             "spark.sql.adaptive.enabled": "false",
             "spark.sql.codegen.wholeStage": "false",
