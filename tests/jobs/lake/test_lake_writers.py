@@ -33,6 +33,7 @@ from jobs import nightly_audit
 from jobs.housekeeping.commands import lake_tables
 from jobs.lake.delta.schema import delta_spark_schema
 from jobs.lake.tables import read_table, table_schema
+from jobs.storage.locations import join
 from tests.jobs.buckets import BUCKET, config_file, on_s3, subprocess_env, upload
 from tests.jobs.lake_writers import writing_through
 
@@ -137,7 +138,7 @@ def test_a_lake_in_a_bucket_equals_the_local_lake(s3_server, local_lake, s3_lake
         assert lake_diff.compare_summaries(local_lake, remote) == []
 
 
-def test_two_audits_at_once_on_a_bucket_finish_or_one_stops_cleanly(s3_server, s3_lakes, lakes):
+def test_two_audits_at_once_on_a_bucket_finish_or_one_stops_cleanly(s3_server, s3_lakes):
     """Both processes wrote the same ``s3a://`` lake through delta-rs; its tables equal the local
     lake (the test above), so no commit was lost or doubled. Each exits 0, or 1 with the one line
     of a commit that lost to the other's; at least one finished and the day is audited."""
@@ -185,7 +186,7 @@ def test_both_writers_give_every_table_the_same_rows_and_schema(lakes):
     assert len(names) == 18, names  # every table of the audit
     differ = set()
     for name in names:
-        (rs_schema, rs_parts), (native_schema, native_parts) = (table_schema(f"{lakes[w]}/{name}") for w in WRITERS)
+        (rs_schema, rs_parts), (native_schema, native_parts) = (table_schema(join(lakes[w], name)) for w in WRITERS)
         assert native_parts == rs_parts, name
         # NOT NULL too, except inside a nullable struct, which delta-spark cannot enforce (delta-io/delta#860)
         assert native_schema == delta_spark_schema(rs_schema), name
@@ -218,9 +219,9 @@ def test_each_engine_reads_the_other_writers_tables(spark, lakes, reader):
         ("findings", FINDINGS_SCHEMA),
     ):
         with writing_through(spark, writer):
-            own = _rows(read_table(spark, f"{lakes[writer]}/{name}", schema, where={"date": DAY}))
+            own = _rows(read_table(spark, join(lakes[writer], name), schema, where={"date": DAY}))
         with writing_through(spark, reader):
-            other = _rows(read_table(spark, f"{lakes[writer]}/{name}", schema, where={"date": DAY}))
+            other = _rows(read_table(spark, join(lakes[writer], name), schema, where={"date": DAY}))
         assert own == other and sum(own.values()) > 0, name
 
 
@@ -230,7 +231,7 @@ def test_each_engine_reads_the_other_writers_older_versions(spark, lakes, reader
     from schemas.audit_runs import AUDIT_RUNS_SCHEMA
 
     writer = "native" if reader == "delta-rs" else "delta-rs"
-    path = f"{lakes[writer]}/audit_runs"
+    path = join(lakes[writer], "audit_runs")
     committed = {c["version"]: c["timestamp"] for c in load_table(path).history()}
     versions = sorted(committed)
     with writing_through(spark, reader):
